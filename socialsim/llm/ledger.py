@@ -1,0 +1,123 @@
+"""Accounting: every decision an operation made, its tokens, latency, cost and outcome.
+
+One row per operation call (LLM, tape or rule). The model exposes running totals as
+DataCollector reporters and the whole ledger as the ``llm_calls`` table. The budget counts only
+live calls (a tape hit is free) and stops a run cleanly when it is spent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+log = logging.getLogger("socialsim.llm")
+
+
+TOTALS = ("llm_calls", "rule_decisions", "prompt_tokens", "completion_tokens", "llm_latency_s",
+          "cost_usd", "llm_failures", "fallbacks")
+
+
+class BudgetExhausted(RuntimeError):
+    """The run's max_cost or max_calls is spent; the run stops and keeps what it recorded."""
+
+
+@dataclass
+class LedgerRow:
+    step: int
+    agent: int | None
+    op: str
+    module: str
+    model: str
+    engine: str  # "llm", "rules"
+    status: str  # ok, repaired, fallback, rules
+    calls: int  # LLM round-trips this decision took (0 for rules, 2 with a repair)
+    live_calls: int  # of those, how many reached the model (not answered by the tape)
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cost_usd: float
+    error: str | None = None
+
+
+@dataclass
+class Budget:
+    max_cost: float | None = None
+    max_calls: int | None = None
+
+
+class Ledger:
+    """Collects LedgerRows and enforces the budget."""
+
+    def __init__(self, budget: Budget | None = None) -> None:
+        self.budget = budget or Budget()
+        self.rows: list[LedgerRow] = []
+        self.failures: Counter[str] = Counter()  # op name -> parse/validation/provider failures
+        self.live_calls = 0
+        self.live_cost = 0.0
+        self._totals = dict.fromkeys(TOTALS, 0)
+        self._lock = threading.Lock()
+
+    def check_budget(self) -> None:
+        b = self.budget
+        if b.max_calls is not None and self.live_calls >= b.max_calls:
+            raise BudgetExhausted(f"max_calls={b.max_calls} reached ({self.live_calls} live LLM calls)")
+        if b.max_cost is not None and self.live_cost >= b.max_cost:
+            raise BudgetExhausted(f"max_cost=${b.max_cost:g} reached (${self.live_cost:.4f} spent)")
+
+    def add_live(self, cost: float) -> None:
+        with self._lock:
+            self.live_calls += 1
+            self.live_cost += cost
+
+    def record(self, row: LedgerRow) -> None:
+        with self._lock:
+            self.rows.append(row)
+            t = self._totals
+            if row.engine == "rules":
+                t["rule_decisions"] += 1
+            else:
+                t["llm_calls"] += row.calls
+                t["prompt_tokens"] += row.prompt_tokens
+                t["completion_tokens"] += row.completion_tokens
+                t["llm_latency_s"] += row.latency_s
+                t["cost_usd"] += row.cost_usd
+            t["fallbacks"] += row.status == "fallback"
+
+    def failure(self, op: str, reason: str, agent: int | None, step: int) -> None:
+        with self._lock:
+            self.failures[op] += 1
+            self._totals["llm_failures"] += 1
+        log.warning("step %s agent %s %s: %s", step, agent, op, reason)
+
+    # --- views -------------------------------------------------------------------------------
+    def totals(self) -> dict[str, float]:
+        """Running totals over the whole run (the DataCollector's usage reporters)."""
+        t = dict(self._totals)
+        t["llm_latency_s"] = round(t["llm_latency_s"], 6)
+        t["cost_usd"] = round(t["cost_usd"], 8)
+        return t
+
+    def frame(self) -> pd.DataFrame:
+        columns = list(LedgerRow.__dataclass_fields__)
+        return pd.DataFrame([asdict(r) for r in self.rows], columns=columns)
+
+    def by_operation(self) -> pd.DataFrame:
+        """Calls, tokens, cost and failures per operation: the usage table of a report."""
+        df = self.frame()
+        if df.empty:
+            return df
+        table = df.groupby(["module", "op", "model"], as_index=False).agg(
+            decisions=("op", "size"),
+            calls=("calls", "sum"),
+            prompt_tokens=("prompt_tokens", "sum"),
+            completion_tokens=("completion_tokens", "sum"),
+            latency_s=("latency_s", "sum"),
+            cost_usd=("cost_usd", "sum"),
+            fallbacks=("status", lambda s: int((s == "fallback").sum())),
+            repaired=("status", lambda s: int((s == "repaired").sum())),
+        )
+        return table

@@ -1,0 +1,80 @@
+"""What a typed operation is: a prompt, a question kind, a rule and a fallback.
+
+An operation (ChooseAction, DetectConflict, UpdateDesire, ...) is a small class. It builds its
+messages from a structured context, declares the question kind of its answer, and carries two
+non-LLM answers: ``rule`` — the transparent baseline used by the ``rules`` engine, computed from
+the same structured context (never by parsing the prompt) — and ``fallback`` — the documented
+answer used when an LLM's reply stays invalid after one repair round-trip.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from socialsim.llm.questions import QuestionKind
+
+T = TypeVar("T", bound=BaseModel)
+
+Status = Literal["ok", "repaired", "fallback", "rules"]
+
+
+@dataclass
+class Answer(Generic[T]):
+    """A typed answer and how it was obtained."""
+
+    value: T
+    status: Status
+    raw: str | None = None
+    error: str | None = None
+    model: str = ""
+
+    @property
+    def from_llm(self) -> bool:
+        return self.status in ("ok", "repaired")
+
+
+class Operation:
+    """Base class of every typed LLM operation.
+
+    Subclasses set ``name``, ``module`` and ``fallback_doc`` and implement ``question``,
+    ``messages``, ``rule`` and ``fallback``. ``ctx`` is the operation's own structured context
+    (usually a pydantic model or a dataclass) built by the agent.
+    """
+
+    name: str = "Operation"
+    module: str = "generic"
+    system: str = "You are a person living in a simulated society. Stay in character."
+    temperature: float = 0.7
+    max_tokens: int = 64
+    fallback_doc: str = ""
+
+    def question(self, ctx: Any) -> QuestionKind:
+        raise NotImplementedError
+
+    def prompt(self, ctx: Any) -> str:
+        """The user-message text (without the answer-format instruction)."""
+        raise NotImplementedError
+
+    def messages(self, ctx: Any) -> list[dict[str, str]]:
+        text = f"{self.prompt(ctx)}\n\n{self.question(ctx).instruction()}"
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]
+
+    def rule(self, ctx: Any, rng: random.Random) -> BaseModel:
+        raise NotImplementedError
+
+    def fallback(self, ctx: Any) -> BaseModel:
+        raise NotImplementedError
+
+
+@dataclass
+class Call:
+    """Everything the gateway needs to ask one operation for one agent."""
+
+    op: Operation
+    ctx: Any
+    agent_id: int | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))

@@ -1,0 +1,52 @@
+"""Which model answers which operation.
+
+A route table maps an operation name (``DetectConflict``) or a module name (``elimination``) to
+a litellm model string; anything unrouted goes to the default model. The default is resolved
+from ``--model``, then the ``SOCIALSIM_MODEL`` environment variable, then the embedded engine.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+EMBEDDED = "local/smollm2"
+RULES = "rules"
+
+
+def default_model(cli_model: str | None = None) -> str:
+    return cli_model or os.environ.get("SOCIALSIM_MODEL") or EMBEDDED
+
+
+def parse_route(text: str) -> tuple[str, str]:
+    """Parse ``op=model`` from the command line."""
+    name, sep, model = text.partition("=")
+    if not sep or not name.strip() or not model.strip():
+        raise ValueError(f"--route expects OPERATION=MODEL (e.g. Elim=rules), got {text!r}")
+    return name.strip(), model.strip()
+
+
+@dataclass
+class RouteTable:
+    default: str = EMBEDDED
+    routes: dict[str, str] = field(default_factory=dict)
+
+    def model_for(self, op_name: str, module: str) -> str:
+        return self.routes.get(op_name) or self.routes.get(module) or self.default
+
+    def models(self) -> set[str]:
+        return {self.default, *self.routes.values()}
+
+    @classmethod
+    def from_file(cls, path: str | Path, default: str | None = None) -> RouteTable:
+        """Load ``{default: MODEL, routes: {OP_OR_MODULE: MODEL}}`` from YAML."""
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict) or not isinstance(data.get("routes", {}), dict):
+            raise ValueError(f"{path}: expected a mapping with 'default' and 'routes'")
+        return cls(default=default or data.get("default") or EMBEDDED, routes=dict(data.get("routes", {})))
+
+    def to_dict(self) -> dict:
+        return {"default": self.default, "routes": dict(self.routes)}

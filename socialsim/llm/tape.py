@@ -1,0 +1,101 @@
+"""The tape: every LLM call of a run, recorded so the run can be replayed with zero calls.
+
+A record's key is a hash of what determines the reply (model, messages, decoding parameters,
+seed); its value is the raw reply with its tokens, latency and cost. The tape is an append-only
+JSON-lines file, so a crash or a budget stop never loses the calls already made. A tape shared by
+several runs (sweep replicates) answers any call whose key matches from the file, for free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from socialsim.llm.redact import redact
+
+
+class TapeMiss(LookupError):
+    """A replayed run asked for a call the tape does not hold."""
+
+
+def call_key(model: str, messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+    canonical = json.dumps(
+        {"model": model, "messages": messages, "params": params}, sort_keys=True, ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class TapeRecord:
+    key: str
+    model: str
+    op: str
+    agent: int | None
+    step: int
+    messages: list[dict[str, str]]
+    params: dict[str, Any]
+    raw: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cost_usd: float
+
+
+class Tape:
+    """An append-only JSON-lines store of LLM calls, indexed by key."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path else None
+        self._records: dict[str, TapeRecord] = {}
+        self._lock = threading.Lock()
+        if self.path and self.path.exists():
+            self._load(self.path)
+
+    def _load(self, path: Path) -> None:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for line_no, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = TapeRecord(**json.loads(line))
+            except (json.JSONDecodeError, TypeError) as exc:
+                # A torn last line (a run killed mid-write) is skipped, not fatal.
+                if line_no == len(lines):
+                    continue
+                raise ValueError(f"{path}: line {line_no} is not a tape record ({exc})") from None
+            self._records[record.key] = record
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._records
+
+    def get(self, key: str) -> TapeRecord | None:
+        return self._records.get(key)
+
+    def records(self) -> list[TapeRecord]:
+        return list(self._records.values())
+
+    def add(self, record: TapeRecord) -> None:
+        record.raw = redact(record.raw)
+        record.messages = [{**m, "content": redact(m.get("content", ""))} for m in record.messages]
+        with self._lock:
+            if record.key in self._records:
+                return
+            self._records[record.key] = record
+            if self.path:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+
+    def copy_to(self, path: str | Path) -> Tape:
+        """Write all records to a new tape file and return it (used to seed a run from a tape)."""
+        target = Tape(path)
+        for record in self._records.values():
+            target.add(record)
+        return target

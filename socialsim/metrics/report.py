@@ -1,0 +1,105 @@
+"""The short report and generic figures every run writes into its run directory.
+
+Architectures add their own sections and figures through ``report_sections`` on their agent
+class; this module writes what every run has: engine notes, status, LLM usage per operation, an
+interaction heat map and LLM calls per step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import networkx as nx  # noqa: E402
+import pandas as pd  # noqa: E402
+
+if TYPE_CHECKING:
+    from socialsim.model.society import SocietyModel
+
+
+def interaction_matrix(model: SocietyModel) -> pd.DataFrame:
+    """Initiator x receiver counts of interactions (rows initiate)."""
+    names = [a.name for a in sorted(model.agents, key=lambda a: a.unique_id)]
+    matrix = nx.to_pandas_adjacency(model.interactions, nodelist=names, weight="weight", dtype=int)
+    return matrix
+
+
+def plot_interactions(model: SocietyModel, path: Path) -> None:
+    matrix = interaction_matrix(model)
+    fig, ax = plt.subplots(figsize=(6, 5))
+    image = ax.imshow(matrix.values, cmap="Blues")
+    ax.set_xticks(range(len(matrix)), matrix.columns, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(matrix)), matrix.index, fontsize=7)
+    ax.set_xlabel("receiver")
+    ax.set_ylabel("initiator")
+    ax.set_title("Interactions")
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_usage(model: SocietyModel, path: Path) -> None:
+    frame = model.datacollector.get_model_vars_dataframe()
+    if frame.empty:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3))
+    per_step = frame.set_index("step")[["llm_calls", "rule_decisions"]].diff().fillna(frame.set_index("step")[["llm_calls", "rule_decisions"]])
+    per_step.plot(ax=ax, marker="o")
+    ax.set_ylabel("per step")
+    ax.set_title("LLM calls and rule decisions")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def usage_markdown(model: SocietyModel) -> str:
+    table = model.llm.ledger.by_operation()
+    if table.empty:
+        return "(no operations were asked)"
+    cols = ["module", "op", "model", "decisions", "calls", "prompt_tokens", "completion_tokens", "cost_usd",
+            "repaired", "fallbacks"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, row in table[cols].iterrows():
+        lines.append("| " + " | ".join(str(round(v, 6) if isinstance(v, float) else v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[str]) -> Path:
+    figures = run_dir / "figures"
+    figures.mkdir(exist_ok=True)
+    plot_interactions(model, figures / "interactions.png")
+    plot_usage(model, figures / "llm_usage.png")
+    totals = model.llm.ledger.totals()
+    agent_steps = max(1, len(model.agents) * len(model.datacollector.model_vars.get("step", [])))
+    parts = [
+        f"# {model.scenario_spec.title or model.scenario_spec.name} — {model.arch}",
+        "",
+        f"Status: {status}. Steps completed: {len(model.datacollector.model_vars.get('step', []))}. "
+        f"Agents: {len(model.agents)}.",
+        "",
+        *(f"> **Engine note.** {n}\n" for n in notes),
+        "## LLM usage",
+        "",
+        f"LLM calls: {totals['llm_calls']} ({totals['llm_calls'] / agent_steps:.2f} per agent-step), "
+        f"rule decisions: {totals['rule_decisions']}, prompt tokens: {totals['prompt_tokens']}, "
+        f"completion tokens: {totals['completion_tokens']}, cost: ${totals['cost_usd']:.4f}, "
+        f"failures: {totals['llm_failures']}, fallbacks: {totals['fallbacks']}.",
+        "",
+        usage_markdown(model),
+        "",
+        "## Figures",
+        "",
+        "![interactions](figures/interactions.png)",
+        "![LLM usage](figures/llm_usage.png)",
+    ]
+    extra = getattr(type(next(iter(model.agents), None)), "report_sections", None)
+    if extra is not None:
+        parts += ["", *extra(model, run_dir)]
+    path = run_dir / "report.md"
+    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    return path

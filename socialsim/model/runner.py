@@ -1,0 +1,214 @@
+"""Run a scenario into a run directory, replay a run from its tape, resume a stopped run.
+
+A run directory holds: ``config.json`` (no secrets), ``tape.jsonl`` (every LLM call),
+``model.parquet`` / ``agents.parquet`` (DataCollector frames), ``tables/*.parquet`` (events,
+interactions, architecture tables), ``llm_calls.parquet`` and ``usage.csv`` (accounting),
+``run.log``, figures and ``report.md``. Frames are written however the run ends (completed,
+budget stop, Ctrl-C, error), and the tape is appended call by call, so nothing recorded is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from socialsim.llm.engines import check_models, engine_note
+from socialsim.llm.gateway import Gateway
+from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
+from socialsim.llm.redact import RedactingFilter, redact
+from socialsim.llm.routing import RouteTable, default_model
+from socialsim.llm.tape import Tape
+from socialsim.model.society import SocietyModel
+from socialsim.scenarios.loader import load_scenario
+
+log = logging.getLogger("socialsim")
+
+
+class RunConfig(BaseModel):
+    """Everything that determines a run (and nothing secret)."""
+
+    scenario: str = "hobbs-cafe"
+    arch: str | None = None
+    model: str | None = None
+    routes: dict[str, str] = Field(default_factory=dict)
+    steps: int | None = Field(default=None, ge=1)
+    preset: str | None = None
+    rng: int = 42
+    max_cost: float | None = Field(default=None, ge=0)
+    max_calls: int | None = Field(default=None, ge=0)
+    max_concurrency: int = Field(default=16, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+    arch_params: dict[str, Any] = Field(default_factory=dict)
+
+    def resolved(self) -> RunConfig:
+        """Fill in the scenario's defaults so the saved config alone reproduces the run."""
+        scenario = load_scenario(self.scenario)
+        preset = scenario.presets.get(self.preset, {}) if self.preset else {}
+        if self.preset and self.preset not in scenario.presets:
+            raise ValueError(f"scenario {scenario.name!r} has no preset {self.preset!r} "
+                             f"(presets: {', '.join(scenario.presets) or 'none'})")
+        return self.model_copy(update={
+            "arch": self.arch or scenario.default_arch,
+            "model": default_model(self.model),
+            "steps": self.steps or preset.get("steps") or scenario.default_steps,
+            "arch_params": {**{k: v for k, v in preset.items() if k != "steps"}, **self.arch_params},
+        })
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str
+    steps_done: int
+    model: SocietyModel
+
+
+def build_model(config: RunConfig, gateway: Gateway) -> SocietyModel:
+    return SocietyModel(config.scenario, arch=config.arch, gateway=gateway, rng=config.rng, **config.arch_params)
+
+
+def run(
+    config: RunConfig,
+    out: str | Path | None = None,
+    *,
+    replay_from: str | Path | None = None,
+    progress: bool = True,
+    preflight: bool = True,
+) -> RunResult:
+    """Run (or, with ``replay_from``, replay) a scenario and write its run directory.
+
+    If ``out`` already holds a tape (a stopped run), its recorded calls are reused for free:
+    that is how a run stopped by its budget resumes.
+    """
+    config = config.resolved()
+    run_dir = Path(out) if out else Path("runs") / f"{Path(config.scenario).stem}-{config.arch}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = _log_to(run_dir / "run.log")
+    try:
+        routes = RouteTable(config.model, dict(config.routes))
+        replay = replay_from is not None
+        tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
+        gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
+                          max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm)
+        notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
+        for note in notes:
+            log.warning(note)
+        if preflight and not replay:
+            check_models(routes.models())
+        model = build_model(config, gateway)
+        status = "completed"
+        steps = range(config.steps)
+        if progress:
+            from tqdm import tqdm
+
+            steps = tqdm(steps, desc=f"{config.scenario} [{config.arch}]", unit="step")
+        try:
+            for _ in steps:
+                try:
+                    model.step()
+                except BudgetExhausted as exc:
+                    status = f"stopped by budget: {exc}"
+                    log.warning("%s; everything recorded so far is saved; resume with --resume", status)
+                    break
+        except KeyboardInterrupt:
+            status = "interrupted"
+        except Exception as exc:
+            status = f"failed: {type(exc).__name__}: {exc}"
+            raise
+        finally:
+            save(model, run_dir, config, status, notes)
+        result = RunResult(run_dir, status, _steps_done(model), model)
+        write_report(result, notes)
+        return result
+    finally:
+        logging.getLogger("socialsim").removeHandler(handler)
+        handler.close()
+
+
+def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = True) -> tuple[RunResult, bool]:
+    """Re-run a run from its tape with zero LLM calls; returns the result and whether the
+    replayed DataCollector frames equal the recorded ones."""
+    run_dir = Path(run_dir)
+    saved = json.loads((run_dir / "config.json").read_text())
+    config = RunConfig.model_validate(saved["config"])
+    steps_done = saved.get("steps_done", config.steps)
+    config = config.model_copy(update={"steps": max(steps_done, 1), "max_cost": None, "max_calls": None})
+    result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress)
+    same = frames_equal(run_dir, result.run_dir)
+    return result, same
+
+
+def frames_equal(a: str | Path, b: str | Path) -> bool:
+    for name in ("model.parquet", "agents.parquet"):
+        left, right = Path(a) / name, Path(b) / name
+        if not (left.exists() and right.exists()):
+            return False
+        if not pd.read_parquet(left).equals(pd.read_parquet(right)):
+            return False
+    return True
+
+
+# --- saving -------------------------------------------------------------------------------------
+def _log_to(path: Path) -> logging.Handler:
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("socialsim")
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+    return handler
+
+
+def _tidy(df: pd.DataFrame) -> pd.DataFrame:
+    """Parquet-friendly: index as columns, object columns of mixed types as strings."""
+    df = df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df.copy()
+    for col in df.columns:
+        if df[col].dtype == object:
+            kinds = {type(v) for v in df[col].dropna()}
+            if len(kinds) > 1 or (kinds and not kinds <= {str, bool}):
+                df[col] = df[col].map(lambda v: v if v is None else (v if isinstance(v, str) else json.dumps(v, default=str)))
+    return df
+
+
+def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> None:
+    """Write the config, frames, tables and accounting recorded so far."""
+    dc = model.datacollector
+    _tidy(dc.get_model_vars_dataframe()).to_parquet(run_dir / "model.parquet", index=False)
+    _tidy(dc.get_agent_vars_dataframe()).to_parquet(run_dir / "agents.parquet", index=False)
+    tables = run_dir / "tables"
+    tables.mkdir(exist_ok=True)
+    for name in dc.tables:
+        _tidy(dc.get_table_dataframe(name)).to_parquet(tables / f"{name}.parquet", index=False)
+    ledger = model.llm.ledger
+    _tidy(ledger.frame()).to_parquet(run_dir / "llm_calls.parquet", index=False)
+    ledger.by_operation().to_csv(run_dir / "usage.csv", index=False)
+    meta = {
+        "config": config.model_dump(),
+        "status": status,
+        "steps_done": _steps_done(model),
+        "engine_notes": notes,
+        "usage": ledger.totals(),
+        "live_calls": ledger.live_calls,
+        "failures_by_operation": dict(ledger.failures),
+    }
+    (run_dir / "config.json").write_text(redact(json.dumps(meta, indent=2, default=str)))
+
+
+def _steps_done(model: SocietyModel) -> int:
+    """Completed steps: those the DataCollector recorded (a step cut short is not one)."""
+    return len(model.datacollector.model_vars.get("step", []))
+
+
+def write_report(result: RunResult, notes: list[str]) -> None:
+    from socialsim.metrics.report import write_report as _write
+
+    _write(result.model, result.run_dir, result.status, notes)

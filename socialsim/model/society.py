@@ -1,0 +1,111 @@
+"""SocietyModel: a Mesa model that builds a world and its agents from a scenario.
+
+``step()`` is a short list of phases: perceive, decide (every agent's LLM calls concurrently),
+act (in one shuffled order drawn from the model's RNG), collect. Architectures add phases by
+overriding ``phases`` in their agent class; the model stays the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+from mesa import DataCollector, Model
+
+from socialsim.agents import agent_class
+from socialsim.llm.gateway import Gateway
+from socialsim.llm.ledger import TOTALS, Budget, Ledger
+from socialsim.llm.routing import RouteTable, default_model
+from socialsim.scenarios.loader import load_scenario
+from socialsim.scenarios.schema import Scenario
+from socialsim.spaces.social_network import SocialNetworkWorld
+from socialsim.spaces.world import World
+
+EVENT_COLUMNS = ["step", "agent", "area", "action", "verb", "target", "ok", "reason", "tags", "content"]
+INTERACTION_COLUMNS = ["step", "initiator", "receiver", "kind", "content"]
+
+
+class SocietyModel(Model):
+    """A society of generative agents in a scenario's world."""
+
+    def __init__(
+        self,
+        scenario: str | Scenario = "hobbs-cafe",
+        arch: str | None = None,
+        model: str | None = None,
+        routes: dict[str, str] | None = None,
+        gateway: Gateway | None = None,
+        max_cost: float | None = None,
+        max_calls: int | None = None,
+        rng: Any = None,
+        **arch_params: Any,
+    ) -> None:
+        super().__init__(rng=rng)
+        # Mesa's Model owns `self.scenario` (its experiment record); ours is the scenario file.
+        self.scenario_spec = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        self.arch = arch or self.scenario_spec.default_arch
+        self.arch_params = arch_params
+        self.llm = gateway or Gateway(
+            RouteTable(default_model(model), dict(routes or {})),
+            ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
+        )
+        self.interactions = nx.DiGraph()
+        self.world = World(self.scenario_spec.map, self.random) if self.scenario_spec.map else None
+        names = [a.name for a in self.scenario_spec.agents]
+        self.social = SocialNetworkWorld(self.scenario_spec.network, names, self.random) if self.scenario_spec.network else None
+        self.interactions.add_nodes_from(names)
+
+        cls = agent_class(self.arch)
+        for spec in self.scenario_spec.agents:
+            agent = cls(self, spec)
+            if self.world is not None:
+                self.world.place(agent, spec.start_area or self.scenario_spec.map.areas[0].name)
+            elif self.social is not None:
+                self.social.place(agent)
+        self._events_written = 0
+        self.datacollector = DataCollector(
+            model_reporters={"step": "steps", **{k: _usage(k) for k in TOTALS},
+                             **cls.model_reporters()},
+            agent_reporters={"name": "name", **cls.agent_reporters()},
+            tables={"events": EVENT_COLUMNS, "interactions": INTERACTION_COLUMNS, **cls.tables()},
+        )
+
+    # --- the step ---------------------------------------------------------------------------
+    def step(self) -> None:
+        self.llm.step = self.steps
+        order = self.agents.shuffle()  # one order for the whole step, from the model's RNG
+        for phase in agent_class(self.arch).phases:
+            if phase.is_async:
+                self.llm.run_phase(list(order), lambda a, name=phase.name: getattr(a, name)(), self.random)
+            else:
+                order.do(phase.name)
+        self._collect()
+
+    def _collect(self) -> None:
+        if self.world is not None:
+            for event in self.world.events[self._events_written:]:
+                row = {c: getattr(event, c) for c in EVENT_COLUMNS}
+                row["tags"] = ",".join(event.tags)
+                self.datacollector.add_table_row("events", row)
+            self._events_written = len(self.world.events)
+        self.usage = self.llm.ledger.totals()
+        self.datacollector.collect(self)
+
+    # --- shared services for agents ---------------------------------------------------------
+    def record_interaction(self, initiator: str, receiver: str, kind: str, content: str = "") -> None:
+        """Count an interaction on the interaction graph and log it as a table row."""
+        if self.interactions.has_edge(initiator, receiver):
+            self.interactions[initiator][receiver]["weight"] += 1
+        else:
+            self.interactions.add_edge(initiator, receiver, weight=1)
+        self.datacollector.add_table_row(
+            "interactions",
+            {"step": self.steps, "initiator": initiator, "receiver": receiver, "kind": kind, "content": content},
+        )
+
+    def agent_named(self, name: str):
+        return next(a for a in self.agents if a.name == name)
+
+
+def _usage(key: str):
+    return lambda m: m.usage[key]

@@ -1,0 +1,63 @@
+"""Find, read and validate scenario files (YAML or TOML).
+
+``load_scenario("hobbs-cafe")`` finds a shipped scenario by name; any path to a ``.yaml``,
+``.yml`` or ``.toml`` file works too. Every problem is reported as a ScenarioError that names the
+file, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from socialsim.scenarios.schema import Scenario
+
+DATA_DIR = Path(__file__).parent / "data"
+SUFFIXES = (".yaml", ".yml", ".toml")
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be found or is not valid."""
+
+
+def available_scenarios() -> list[str]:
+    return sorted(p.stem for p in DATA_DIR.iterdir() if p.suffix in SUFFIXES)
+
+
+def scenario_path(name_or_path: str | Path) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in SUFFIXES:
+        if not path.is_file():
+            raise ScenarioError(f"{path}: no such scenario file")
+        return path
+    for suffix in SUFFIXES:
+        candidate = DATA_DIR / f"{name_or_path}{suffix}"
+        if candidate.is_file():
+            return candidate
+    raise ScenarioError(
+        f"unknown scenario {str(name_or_path)!r}: not a file and not one of {', '.join(available_scenarios())}"
+    )
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    path = scenario_path(name_or_path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise ScenarioError(f"{path}: not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+            problems.append(f"  {field}: {err['msg']}{shown}")
+        raise ScenarioError(f"{path}: invalid scenario\n" + "\n".join(problems)) from None

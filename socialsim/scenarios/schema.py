@@ -1,0 +1,152 @@
+"""The scenario file format, as pydantic models.
+
+A scenario is data: its agents, a map of areas (rooms/zones on a grid) or a social network, the
+context text, step length and run length, and per-architecture sections. Unknown fields are
+errors, so a typo is reported rather than silently ignored. Architecture sections (``crsec``,
+``asvo``, ``itcmas``) are free-form mappings here and are validated by their architecture.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentSpec(Strict):
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    start_area: str | None = None
+    traits: dict[str, Any] = Field(default_factory=dict)  # e.g. svo, entrepreneur, initial norms
+
+
+class AreaSpec(Strict):
+    name: str = Field(min_length=1)
+    x: int = Field(ge=0)
+    y: int = Field(ge=0)
+    width: int = Field(ge=1)
+    height: int = Field(ge=1)
+    kind: str = "room"  # room | outside
+
+
+class UseEffect(Strict):
+    add: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
+
+
+class FurnitureSpec(Strict):
+    name: str = Field(min_length=1)
+    area: str
+    states: list[str] = Field(default_factory=list)
+    use: UseEffect = Field(default_factory=UseEffect)  # what using it does to an item one holds
+
+
+class ItemSpec(Strict):
+    name: str = Field(min_length=1)
+    placed_on: str  # the furniture it is placed on/in (not `on`: YAML reads that key as True)
+    owner: str | None = None
+    states: list[str] = Field(default_factory=list)
+
+
+class BehaviourSpec(Strict):
+    """An action beyond the six primitives, tagged so other code can read it as a world fact."""
+
+    name: str = Field(min_length=1)
+    text: str = Field(min_length=1)  # how it appears in the action space: "smoke a cigarette"
+    tags: list[str] = Field(default_factory=list)  # smoke, loud, tip, ...
+    areas: list[str] | None = None  # where it is possible (None: everywhere)
+
+
+class MapSpec(Strict):
+    areas: list[AreaSpec] = Field(min_length=1)
+    doors: list[tuple[str, str]] = Field(default_factory=list)
+    furniture: list[FurnitureSpec] = Field(default_factory=list)
+    items: list[ItemSpec] = Field(default_factory=list)
+    behaviours: list[BehaviourSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> MapSpec:
+        areas = _unique([a.name for a in self.areas], "areas")
+        for i, (a, b) in enumerate(self.doors):
+            for end in (a, b):
+                if end not in areas:
+                    raise ValueError(f"doors[{i}]: unknown area {end!r} (areas: {sorted(areas)})")
+        furniture = _unique([f.name for f in self.furniture], "furniture")
+        for i, f in enumerate(self.furniture):
+            if f.area not in areas:
+                raise ValueError(f"furniture[{i}] ({f.name}): unknown area {f.area!r}")
+        _unique([it.name for it in self.items], "items")
+        for i, it in enumerate(self.items):
+            if it.placed_on not in furniture:
+                raise ValueError(f"items[{i}] ({it.name}): unknown furniture {it.placed_on!r}")
+        for i, b in enumerate(self.behaviours):
+            for area in b.areas or []:
+                if area not in areas:
+                    raise ValueError(f"behaviours[{i}] ({b.name}): unknown area {area!r}")
+        for a in self.areas:
+            for b in self.areas:
+                if a.name < b.name and _overlap(a, b):
+                    raise ValueError(f"areas {a.name!r} and {b.name!r} overlap on the grid")
+        return self
+
+
+class NetworkSpec(Strict):
+    """Who can observe whom, for settings defined by social ties rather than rooms."""
+
+    edges: list[tuple[str, str]] = Field(default_factory=list)
+    directed: bool = False
+    complete: bool = False  # everyone observes everyone
+
+
+class Scenario(Strict):
+    name: str = Field(min_length=1)
+    title: str = ""
+    source: str = ""  # citation of the paper the data come from
+    context: str = ""
+    step_minutes: float = Field(default=10.0, gt=0)
+    default_steps: int = Field(default=10, ge=1)
+    default_arch: str = "generic"
+    presets: dict[str, dict[str, Any]] = Field(default_factory=dict)  # e.g. paper: {steps: 288}
+    agents: list[AgentSpec] = Field(min_length=1)
+    map: MapSpec | None = None
+    network: NetworkSpec | None = None
+    crsec: dict[str, Any] | None = None
+    asvo: dict[str, Any] | None = None
+    itcmas: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenario:
+        names = _unique([a.name for a in self.agents], "agents")
+        if self.map is None and self.network is None:
+            raise ValueError("a scenario needs a 'map' (areas on a grid) or a 'network'")
+        if self.map is not None:
+            areas = {a.name for a in self.map.areas}
+            for i, a in enumerate(self.agents):
+                if a.start_area is not None and a.start_area not in areas:
+                    raise ValueError(f"agents[{i}] ({a.name}): unknown start_area {a.start_area!r}")
+            for i, it in enumerate(self.map.items):
+                if it.owner is not None and it.owner not in names:
+                    raise ValueError(f"map.items[{i}] ({it.name}): unknown owner {it.owner!r}")
+        if self.network is not None:
+            for i, (a, b) in enumerate(self.network.edges):
+                for end in (a, b):
+                    if end not in names:
+                        raise ValueError(f"network.edges[{i}]: unknown agent {end!r}")
+        return self
+
+
+def _unique(names: list[str], what: str) -> set[str]:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"{what}: the name {n!r} is used twice")
+        seen.add(n)
+    return seen
+
+
+def _overlap(a: AreaSpec, b: AreaSpec) -> bool:
+    return a.x < b.x + b.width and b.x < a.x + a.width and a.y < b.y + b.height and b.y < a.y + a.height

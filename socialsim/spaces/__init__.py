@@ -1,0 +1,1 @@
+"""socialsim.spaces"""
