@@ -74,8 +74,15 @@ class SocietyModel(Model):
     def step(self) -> None:
         self.llm.step = self.steps
         order = self.agents.shuffle()  # one order for the whole step, from the model's RNG
-        for phase in agent_class(self.arch).phases:
-            if phase.is_async:
+        cls = agent_class(self.arch)
+        for phase in cls.phases:
+            if phase.scope == "model":
+                method = getattr(cls, phase.name)
+                if phase.is_async:
+                    self.llm.run_phase([self], lambda m: method(m), self.random)
+                else:
+                    method(self)
+            elif phase.is_async:
                 self.llm.run_phase(list(order), lambda a, name=phase.name: getattr(a, name)(), self.random)
             else:
                 order.do(phase.name)
