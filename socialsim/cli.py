@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, default=16, help="max concurrent LLM calls (default 16)")
     run.add_argument("--rpm", type=float, help="requests-per-minute limit shared by the run")
     run.add_argument("--tpm", type=float, help="tokens-per-minute limit shared by the run")
+    run.add_argument("--api-base", help="endpoint of provider models, e.g. http://127.0.0.1:8000/v1 (vLLM)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     rep = sub.add_parser("replay", help="re-run a run from its tape with zero LLM calls")
@@ -80,7 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = RunConfig(scenario=args.scenario, arch=args.arch, model=default, routes=routes,
                                steps=args.steps, preset=args.preset, rng=args.rng, max_cost=args.max_cost,
                                max_calls=args.max_calls, max_concurrency=args.concurrency, rpm=args.rpm,
-                               tpm=args.tpm)
+                               tpm=args.tpm, api_base=args.api_base)
             out = args.out
         result = run(config, out, progress=not args.no_progress)
     except (ScenarioError, ModelUnavailable, ValueError, FileNotFoundError) as exc:

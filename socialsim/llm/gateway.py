@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from socialsim.llm import litellm_setup  # noqa: F401  (configures litellm before first import)
-from socialsim.llm.ledger import BudgetExhausted, Ledger, LedgerRow
+from socialsim.llm.ledger import Ledger, LedgerRow
 from socialsim.llm.limiter import shared_limiter
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operation import Answer, Operation
@@ -28,6 +28,9 @@ from socialsim.llm.routing import RULES, RouteTable
 from socialsim.llm.tape import Tape, TapeMiss, TapeRecord, call_key
 
 log = logging.getLogger("socialsim.llm")
+
+
+_UNPRICED: set[str] = set()
 
 
 class ProviderError(RuntimeError):
@@ -63,6 +66,7 @@ class Gateway:
         tpm: float | None = None,
         timeout_s: float = 120.0,
         num_retries: int = 2,
+        api_base: str | None = None,
     ) -> None:
         self.routes = routes or RouteTable()
         self.tape = tape if tape is not None else Tape()
@@ -71,6 +75,7 @@ class Gateway:
         self.max_concurrency = max_concurrency
         self.rpm, self.tpm = rpm, tpm
         self.timeout_s, self.num_retries = timeout_s, num_retries
+        self.api_base = api_base  # e.g. a vLLM or Ollama endpoint for provider models
         self.step = 0
         self._semaphore: asyncio.Semaphore | None = None
         if any(is_embedded(m) for m in self.routes.models()):
@@ -208,7 +213,10 @@ class Gateway:
         async with self._semaphore:
             await limiter.acquire(tokens=sum(len(m["content"]) for m in messages) // 4 + params["max_tokens"])
             start = time.perf_counter()
-            response = await self._acompletion(model, messages, params, fmt)
+            try:
+                response = await self._acompletion(model, messages, params, fmt)
+            except Exception as exc:  # litellm maps every provider failure to its own exceptions
+                raise ProviderError(redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
             latency = time.perf_counter() - start
         raw = response.choices[0].message.content or ""
         usage = getattr(response, "usage", None)
@@ -224,21 +232,18 @@ class Gateway:
         return Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True)
 
     async def _acompletion(self, model, messages, params, fmt):
+        """The one place that calls litellm (retries and timeouts are litellm's)."""
         import litellm
 
-        try:
-            return await litellm.acompletion(
-                model=model,
-                messages=messages,
-                timeout=self.timeout_s,
-                num_retries=self.num_retries,
-                **params,
-                **fmt,
-            )
-        except (BudgetExhausted, TapeMiss):
-            raise
-        except Exception as exc:  # litellm maps every provider failure to its own exceptions
-            raise ProviderError(redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
+        return await litellm.acompletion(
+            model=model,
+            messages=messages,
+            timeout=self.timeout_s,
+            num_retries=self.num_retries,
+            **({"api_base": self.api_base} if self.api_base and not is_embedded(model) else {}),
+            **params,
+            **fmt,
+        )
 
     @staticmethod
     def _cost(response: Any, model: str) -> float:
@@ -249,4 +254,7 @@ class Gateway:
         try:
             return float(litellm.completion_cost(completion_response=response) or 0.0)
         except Exception:
-            return 0.0  # a model missing from litellm's cost map is recorded as free, and logged once
+            if model not in _UNPRICED:  # missing from litellm's cost map: recorded as free, said once
+                _UNPRICED.add(model)
+                log.warning("%s has no price in litellm's cost map; its calls are recorded at $0", model)
+            return 0.0

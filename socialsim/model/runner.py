@@ -46,6 +46,7 @@ class RunConfig(BaseModel):
     max_concurrency: int = Field(default=16, ge=1)
     rpm: float | None = Field(default=None, gt=0)
     tpm: float | None = Field(default=None, gt=0)
+    api_base: str | None = None  # endpoint for provider models (vLLM, Ollama, a proxy); never a key
     arch_params: dict[str, Any] = Field(default_factory=dict)
 
     def resolved(self) -> RunConfig:
@@ -97,12 +98,13 @@ def run(
         replay = replay_from is not None
         tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
         gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
-                          max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm)
+                          max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
+                          api_base=config.api_base)
         notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         for note in notes:
             log.warning(note)
         if preflight and not replay:
-            check_models(routes.models())
+            check_models(routes.models(), api_base=config.api_base)
         model = build_model(config, gateway)
         status = "completed"
         steps = range(config.steps)

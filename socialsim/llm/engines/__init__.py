@@ -47,7 +47,7 @@ def describe_engines() -> list[tuple[str, str]]:
     ]
 
 
-def check_models(models: set[str], ping: bool = True) -> None:
+def check_models(models: set[str], ping: bool = True, api_base: str | None = None) -> None:
     """Raise ModelUnavailable naming the first model that is unknown or unreachable."""
     for model in sorted(models):
         if model == RULES:
@@ -57,10 +57,10 @@ def check_models(models: set[str], ping: bool = True) -> None:
 
             check_embedded(model)
             continue
-        _check_provider(model, ping)
+        _check_provider(model, ping, api_base)
 
 
-def _check_provider(model: str, ping: bool) -> None:
+def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
     from socialsim.llm import litellm_setup  # noqa: F401
     import litellm
 
@@ -85,7 +85,8 @@ def _check_provider(model: str, ping: bool) -> None:
 
     try:
         run_sync(litellm.acompletion(model=model, messages=[{"role": "user", "content": "Say OK."}],
-                                     max_tokens=1, timeout=30, num_retries=0))
+                                     max_tokens=1, timeout=30, num_retries=0,
+                                     **({"api_base": api_base} if api_base else {})))
     except Exception as exc:
         raise ModelUnavailable(
             redact(f"model {model!r} is unreachable: {type(exc).__name__}: {str(exc)[:200]}")

@@ -1,0 +1,93 @@
+"""A local OpenAI-compatible chat server on 127.0.0.1, for tests and benchmarks.
+
+It answers ``POST /v1/chat/completions`` after a fixed delay with a reply chosen by a policy
+function of the messages (default: "1", a valid answer to any pick-one question), and reports
+token usage. It lets tests and ``bench/`` exercise the real provider path of litellm (HTTP,
+retries, cost, concurrency) with no network and no key.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+Policy = Callable[[list[dict]], str]
+
+
+def always(text: str) -> Policy:
+    return lambda messages: text
+
+
+class FakeOpenAIServer:
+    """``with FakeOpenAIServer(delay_s=0.5) as server: ... server.api_base ...``"""
+
+    def __init__(self, delay_s: float = 0.0, policy: Policy | None = None, fail_first: int = 0) -> None:
+        self.delay_s = delay_s
+        self.policy = policy or always("1")
+        self.fail_first = fail_first  # answer HTTP 500 to the first N requests (an outage)
+        self.requests: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                with server._lock:
+                    server.requests.append(body)
+                    count = len(server.requests)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    time.sleep(server.delay_s)
+                    if count <= server.fail_first:
+                        self._send(500, {"error": {"message": "fake outage", "type": "server_error"}})
+                        return
+                    messages = body.get("messages", [])
+                    text = server.policy(messages)
+                    prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+                    self._send(200, {
+                        "id": f"fake-{count}", "object": "chat.completion", "created": 0,
+                        "model": body.get("model", "fake"),
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": text}}],
+                        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),
+                                  "total_tokens": prompt_tokens + len(text.split())},
+                    })
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler

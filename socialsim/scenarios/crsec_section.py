@@ -1,0 +1,188 @@
+"""The ``crsec:`` section of a scenario file and the CRSEC traits of its agents, as pydantic models.
+
+The foundation's schema keeps architecture sections free-form; CRSEC validates its own here so a
+mistake is reported with the file, the field and what was expected. Everything the rule-based
+baseline reads (tracked norms, how compliance is read from world facts, the norm catalogue the
+rules draw on, agents' stances and habits) is data in the scenario, not code.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from socialsim.scenarios.loader import ScenarioError, scenario_path
+from socialsim.scenarios.schema import Scenario
+
+Stance = Literal["for", "against", "neutral"]
+_TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ViolationSpec(_Strict):
+    """How a breach is read from world facts.
+
+    ``tags`` + ``where``: an executed behaviour carrying one of the tags, in an area of that kind
+    (e.g. smoke inside). With ``unless_followed_by``: a behaviour with one of the tags (a meal)
+    that the same agent does not follow with that tag (a tip) within ``within_steps`` steps.
+    """
+
+    tags: list[str] = Field(min_length=1)
+    where: Literal["inside", "outside", "anywhere"] = "anywhere"
+    unless_followed_by: str | None = None
+    within_steps: int = Field(default=1, ge=0, le=12)
+
+
+class TrackedNorm(_Strict):
+    """A canonical norm whose adoption and compliance the run measures."""
+
+    name: str = Field(min_length=1)
+    type: Literal["descriptive", "injunctive"]
+    violated_by: ViolationSpec
+    keywords: list[str] = Field(min_length=1)  # the matching rule: words that show a norm is about it
+    contrary: list[str] = Field(default_factory=list)  # phrases that show a norm contradicts it
+    alternatives: dict[str, str] = Field(default_factory=dict)  # behaviour -> compliant behaviour
+    theme: str | None = None
+
+
+class CatalogueNorm(_Strict):
+    """A norm the rule-based baseline can create or identify (the LLM writes its own)."""
+
+    content: str = Field(min_length=1)
+    type: Literal["descriptive", "injunctive"]
+    utility: int = Field(ge=1, le=100)
+    theme: str
+    about: str | None = None  # the tracked norm it concerns
+    opposes: bool = False  # True: it contradicts ``about``
+
+
+class CRSECSettings(_Strict):
+    initial_norms: int = Field(default=5, ge=1, le=20)
+    synthesis_threshold: int = Field(default=350, ge=1)
+    conversation_turns: int = Field(default=4, ge=2, le=10)
+    max_observed_facts: int = Field(default=2, ge=1, le=10)
+    day_start: str = "08:00"
+    day_end: str = "22:00"
+    plan_item_minutes: int = Field(default=60, ge=5, le=240)
+    action_minutes: int = Field(default=5, ge=1, le=60)
+    compliance_window_steps: int = Field(default=6, ge=1)
+    exposures_needed: dict[str, int] = Field(
+        default_factory=lambda: {"for": 1, "neutral": 1, "against_injunctive": 2, "against_descriptive": 3})
+    filler_behaviour: str = "drink a coffee"
+    tracked_norms: list[TrackedNorm] = Field(min_length=1)
+    norm_catalogue: list[CatalogueNorm] = Field(default_factory=list)
+    themes: dict[str, str] = Field(default_factory=dict)  # theme -> abstract norm the rules synthesize
+
+    @field_validator("day_start", "day_end")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        if not _TIME.match(value):
+            raise ValueError(f"expected a time of day like '08:00', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _references(self) -> CRSECSettings:
+        if self.day_minutes <= 0:
+            raise ValueError(f"day_end ({self.day_end}) must be after day_start ({self.day_start})")
+        if self.plan_item_minutes % self.action_minutes:
+            raise ValueError("plan_item_minutes must be a multiple of action_minutes")
+        names = [t.name for t in self.tracked_norms]
+        if len(set(names)) != len(names):
+            raise ValueError("tracked_norms: a name is used twice")
+        for i, entry in enumerate(self.norm_catalogue):
+            if entry.about is not None and entry.about not in names:
+                raise ValueError(f"norm_catalogue[{i}].about: unknown tracked norm {entry.about!r} (known: {names})")
+        return self
+
+    @property
+    def day_minutes(self) -> int:
+        return minutes(self.day_end) - minutes(self.day_start)
+
+    def tracked(self, name: str) -> TrackedNorm:
+        return next(t for t in self.tracked_norms if t.name == name)
+
+
+class CRSECTraits(BaseModel):
+    """The CRSEC part of an agent's ``traits`` (other keys are left to other architectures)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    entrepreneur: bool = False
+    stance: dict[str, Stance] = Field(default_factory=dict)  # tracked norm -> for | against | neutral
+    habits: list[str] = Field(default_factory=list)  # behaviours it likes to do, in its own way
+    talk_propensity: float = Field(default=0.5, ge=0, le=1)  # how readily an ordinary agent speaks up
+    home_area: str | None = None
+    goal: str = "spend the day at Hobbs Cafe"
+
+
+def minutes(clock: str) -> int:
+    hours, mins = clock.split(":")
+    return int(hours) * 60 + int(mins)
+
+
+def clock_text(total_minutes: int) -> str:
+    return f"{total_minutes // 60:02d}:{total_minutes % 60:02d}"
+
+
+def _where(scenario: Scenario) -> str:
+    try:
+        return str(scenario_path(scenario.name))
+    except ScenarioError:
+        return f"scenario {scenario.name!r}"
+
+
+def _problems(exc: ValidationError, prefix: str) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        got = err.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        lines.append(f"  {prefix}{'.' + loc if loc else ''}: {err['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def load_settings(scenario: Scenario) -> CRSECSettings:
+    """Validate a scenario's ``crsec`` section and its agents' CRSEC traits."""
+    if scenario.crsec is None:
+        raise ScenarioError(f"{_where(scenario)}: the crsec architecture needs a 'crsec:' section "
+                            f"(tracked_norms at least)")
+    try:
+        settings = CRSECSettings.model_validate(scenario.crsec)
+    except ValidationError as exc:
+        raise ScenarioError(f"{_where(scenario)}: invalid crsec section\n" + _problems(exc, "crsec")) from None
+    names = {t.name for t in settings.tracked_norms}
+    behaviours = {b.text for b in scenario.map.behaviours} if scenario.map else set()
+    areas = {a.name for a in scenario.map.areas} if scenario.map else set()
+    problems = []
+    for t in settings.tracked_norms:
+        for a, b in t.alternatives.items():
+            for text in (a, b):
+                if behaviours and text not in behaviours:
+                    problems.append(f"  crsec.tracked_norms ({t.name}).alternatives: unknown behaviour {text!r}")
+    if behaviours and settings.filler_behaviour not in behaviours:
+        problems.append(f"  crsec.filler_behaviour: unknown behaviour {settings.filler_behaviour!r}")
+    for i, agent in enumerate(scenario.agents):
+        prefix = f"agents[{i}] ({agent.name}).traits"
+        try:
+            traits = CRSECTraits.model_validate(agent.traits)
+        except ValidationError as exc:
+            problems.append(_problems(exc, prefix))
+            continue
+        for norm in traits.stance:
+            if norm not in names:
+                problems.append(f"  {prefix}.stance: unknown tracked norm {norm!r} (known: {sorted(names)})")
+        for habit in traits.habits:
+            if behaviours and habit not in behaviours:
+                problems.append(f"  {prefix}.habits: unknown behaviour {habit!r}")
+        if traits.home_area is not None and areas and traits.home_area not in areas:
+            problems.append(f"  {prefix}.home_area: unknown area {traits.home_area!r}")
+    if scenario.map is None:
+        problems.append("  map: the crsec architecture needs a map (areas inside and outside)")
+    if problems:
+        raise ScenarioError(f"{_where(scenario)}: invalid crsec settings\n" + "\n".join(problems))
+    return settings

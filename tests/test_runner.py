@@ -1,0 +1,135 @@
+"""Runs end to end: run directories, replay with zero calls, budget stop and resume, bad models.
+
+Provider-path tests talk to a local OpenAI-compatible server (FakeOpenAIServer on 127.0.0.1)
+through the real litellm client.
+"""
+
+import json
+import re
+import zlib
+
+import pandas as pd
+import pytest
+
+from socialsim.llm.engines import ModelUnavailable
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.model.runner import RunConfig, frames_equal, replay, run
+
+
+def varied(messages):
+    """A deterministic 'model': picks an option from a hash of the prompt; says a line otherwise."""
+    text = messages[-1]["content"]
+    digest = zlib.crc32(text.encode())
+    options = re.findall(r"^(\d+)\. ", text, re.M)
+    if options:
+        return str(digest % len(options) + 1)
+    return f"Nice to see you ({digest % 97})."
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as s:
+        yield s
+
+
+def provider_config(server, **kw):
+    return RunConfig(scenario="hobbs-cafe", arch="generic", model="openai/fake-model", steps=3, rng=11,
+                     api_base=server.api_base, **kw)
+
+
+def test_rules_run_writes_a_complete_run_directory(tmp_path):
+    result = run(RunConfig(model="rules", steps=3), tmp_path / "run", progress=False)
+    d = result.run_dir
+    assert result.status == "completed" and result.steps_done == 3
+    for name in ["config.json", "model.parquet", "agents.parquet", "llm_calls.parquet", "usage.csv", "run.log",
+                 "report.md", "tables/events.parquet", "tables/interactions.parquet", "figures/interactions.png"]:
+        assert (d / name).is_file(), name
+    agents = pd.read_parquet(d / "agents.parquet")
+    assert len(agents) == 3 * 10 and set(agents["name"]) == {a.name for a in result.model.agents}
+    events = pd.read_parquet(d / "tables/events.parquet")
+    assert len(events) == 30 and events["ok"].all()
+    interactions = pd.read_parquet(d / "tables/interactions.parquet")
+    assert len(interactions) == sum(w for *_, w in result.model.interactions.edges(data="weight"))
+    assert "rule-based baseline" in (d / "report.md").read_text()
+
+
+def test_same_seed_same_run_different_seed_different_run(tmp_path):
+    a = run(RunConfig(model="rules", steps=3, rng=1), tmp_path / "a", progress=False)
+    b = run(RunConfig(model="rules", steps=3, rng=1), tmp_path / "b", progress=False)
+    c = run(RunConfig(model="rules", steps=3, rng=2), tmp_path / "c", progress=False)
+    assert frames_equal(a.run_dir, b.run_dir)
+    assert not pd.read_parquet(a.run_dir / "tables/events.parquet").equals(pd.read_parquet(c.run_dir / "tables/events.parquet"))
+
+
+def test_provider_run_replays_identically_with_zero_calls(tmp_path, server):
+    original = run(provider_config(server), tmp_path / "run", progress=False)
+    calls = len(server.requests) - 1  # the first request is the pre-flight check
+    assert calls > 0 and original.model.llm.ledger.live_calls == calls
+    assert (tmp_path / "run" / "tape.jsonl").read_text().count("\n") == calls
+
+    result, same = replay(tmp_path / "run", progress=False)
+    assert same
+    assert len(server.requests) == calls + 1  # no request reached the server
+    assert result.model.llm.ledger.live_calls == 0
+    assert pd.read_parquet(result.run_dir / "tables/events.parquet").equals(
+        pd.read_parquet(tmp_path / "run" / "tables/events.parquet"))
+
+
+def test_replay_with_a_damaged_tape_names_the_missing_call(tmp_path, server):
+    from socialsim.llm.tape import TapeMiss
+
+    run(provider_config(server), tmp_path / "run", progress=False)
+    tape = tmp_path / "run" / "tape.jsonl"
+    tape.write_text("\n".join(tape.read_text().splitlines()[1:]) + "\n")
+    with pytest.raises(TapeMiss, match="the tape has no record of ChooseAction for agent"):
+        replay(tmp_path / "run", progress=False)
+
+
+def test_budget_stop_keeps_everything_and_resume_continues_for_free(tmp_path, server):
+    stopped = run(provider_config(server, max_calls=25), tmp_path / "run", progress=False)
+    assert stopped.status.startswith("stopped by budget: max_calls=25")
+    assert len(server.requests) == 1 + 25  # pre-flight + the budget
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["steps_done"] == stopped.steps_done < 3
+    assert len(pd.read_parquet(tmp_path / "run" / "model.parquet")) == stopped.steps_done
+    assert (tmp_path / "run" / "tape.jsonl").read_text().count("\n") == 25
+
+    resumed = run(provider_config(server), tmp_path / "run", progress=False)
+    assert resumed.status == "completed" and resumed.steps_done == 3
+    assert resumed.model.llm.ledger.live_calls == len(server.requests) - 2 - 25  # recorded calls were free
+    fresh = run(provider_config(server), tmp_path / "fresh", progress=False)
+    resumed_model, fresh_model = (pd.read_parquet(p / "model.parquet").drop(columns="llm_latency_s")
+                                  for p in (tmp_path / "run", tmp_path / "fresh"))
+    assert resumed_model.equals(fresh_model)  # same decisions, tokens and counts (latency is live)
+    assert pd.read_parquet(tmp_path / "run" / "agents.parquet").equals(pd.read_parquet(tmp_path / "fresh" / "agents.parquet"))
+
+
+def test_unknown_model_fails_before_step_one(tmp_path):
+    with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/x'"):
+        run(RunConfig(model="nosuchprovider/x", steps=1), tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "model.parquet").exists()
+
+
+def test_missing_key_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ModelUnavailable, match="OPENAI_API_KEY"):
+        run(RunConfig(model="openai/gpt-4o-mini", steps=1), tmp_path / "run", progress=False)
+
+
+def test_unreachable_model_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with pytest.raises(ModelUnavailable, match="model 'openai/fake-model' is unreachable"):
+        run(RunConfig(model="openai/fake-model", steps=1, api_base="http://127.0.0.1:9/v1"), tmp_path / "r",
+            progress=False)
+
+
+def test_provider_outage_mid_run_falls_back_and_is_counted(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied, fail_first=1000) as failing:
+        config = RunConfig(model="openai/fake-model", steps=1, api_base=failing.api_base)
+        result = run(config, tmp_path / "run", progress=False, preflight=False)
+    assert result.status == "completed"
+    totals = result.model.llm.ledger.totals()
+    assert totals["fallbacks"] == 10 and totals["llm_failures"] == 10
+    assert "provider error" in (tmp_path / "run" / "run.log").read_text()

@@ -1,0 +1,103 @@
+"""The room world: observation text, action space, validation with reasons, effects, facts."""
+
+import random
+
+import pytest
+
+from socialsim.scenarios.loader import load_scenario
+from socialsim.spaces.actions import Action, parse_action
+from socialsim.spaces.world import World
+
+
+class Person:
+    def __init__(self, name):
+        self.name = name
+        self.cell = None
+
+
+@pytest.fixture
+def world():
+    w = World(load_scenario("hobbs-cafe").map, random.Random(0))
+    for name, area in [("Ann", "Hobbs Cafe kitchen"), ("Bob", "Hobbs Cafe kitchen"), ("Cid", "the street outside")]:
+        w.place(Person(name), area)
+    return w
+
+
+def test_cells_belong_to_areas_and_agents_stand_in_theirs(world):
+    ann = world.agents["Ann"]
+    assert world.area_of(ann) == "Hobbs Cafe kitchen"
+    assert all(world.area_at[c.coordinate] == "Hobbs Cafe kitchen" for c in world.cells_of("Hobbs Cafe kitchen"))
+
+
+def test_observation_follows_the_irollan_valley_form(world):
+    text = world.observe(world.agents["Ann"])
+    assert text.startswith("You are in Hobbs Cafe kitchen. Looking around you, you see a person named Bob (who is standing)")
+    assert "a door to Hobbs Cafe counter" in text
+    assert "the plate 1 placed on the sinkbasin 1" in text
+    assert text.endswith("You are standing.")
+
+
+def test_action_space_enumerates_primitives_from_the_world_state(world):
+    texts = [a.text for a in world.action_space(world.agents["Ann"])]
+    assert "go to Hobbs Cafe counter" in texts
+    assert "take plate 1 from sinkbasin 1" in texts
+    assert "chat with Bob" in texts and "chat with Cid" not in texts
+    assert "eat a meal" not in texts  # only in the dining room
+    assert "smoke a cigarette" in texts
+
+
+def test_impossible_actions_are_refused_with_the_reason(world):
+    ann = world.agents["Ann"]
+    cases = {
+        Action("go to", "the street outside"): "no door from Hobbs Cafe kitchen to the street outside",
+        Action("chat with", "Cid"): "Cid is not in Hobbs Cafe kitchen",
+        Action("take", "foodshelf 1", "plate 1"): "no plate 1 on the foodshelf 1",
+        Action("put", "sinkbasin 1", "sandwich 1"): "not holding sandwich 1",
+        Action("do", "eat a meal"): "cannot eat a meal in Hobbs Cafe kitchen",
+        Action("use", "stage 1"): "no stage 1 in Hobbs Cafe kitchen",
+    }
+    for action, reason in cases.items():
+        outcome = world.execute(ann, action, step=1)
+        assert not outcome.ok and reason in outcome.reason
+    assert world.area_of(ann) == "Hobbs Cafe kitchen"
+    assert all(not e.ok for e in world.events)
+
+
+def test_items_move_and_change_state_when_used(world):
+    ann = world.agents["Ann"]
+    assert world.execute(ann, Action("take", "sinkbasin 1", "plate 1"), 1).ok
+    assert [i.name for i in world.held_by("Ann")] == ["plate 1"]
+    assert world.execute(ann, Action("use", "sinkbasin 1", "plate 1"), 2).ok
+    assert world.items["plate 1"].states == {"clean", "damp"}
+    assert world.execute(ann, Action("use", "stoveburner 1", "plate 1"), 3).ok
+    assert world.items["plate 1"].states == {"clean", "hot"}
+    assert "You are holding the plate 1 in the clean hot status." in world.observe(ann)
+    assert world.execute(ann, Action("put", "foodshelf 1", "plate 1"), 4).ok
+    assert world.items["plate 1"].holder == "foodshelf 1"
+
+
+def test_moving_through_doors(world):
+    cid = world.agents["Cid"]
+    assert world.execute(cid, Action("go to", "Hobbs Cafe dining room"), 1).ok
+    assert world.area_of(cid) == "Hobbs Cafe dining room"
+    assert world.execute(cid, Action("leave", "Hobbs Cafe dining room"), 2).ok
+    assert world.area_of(cid) == "the street outside"
+
+
+def test_behaviour_tags_become_world_facts(world):
+    bob = world.agents["Bob"]
+    world.execute(bob, Action("do", "smoke a cigarette"), 5)
+    facts = world.facts("smoke")
+    assert [(f.agent, f.area, f.step) for f in facts] == [("Bob", "Hobbs Cafe kitchen", 5)]
+    assert world.is_inside(facts[0].area)
+    assert "a person named Bob (who is smoking a cigarette)" in world.observe(world.agents["Ann"])
+
+
+def test_parse_action_round_trips_every_form(world):
+    behaviours = {t: tuple(b.tags) for t, b in world.behaviours.items()}
+    for action in world.action_space(world.agents["Ann"]):
+        parsed = parse_action(action.text, behaviours)
+        assert parsed is not None and parsed.text == action.text
+    chat = parse_action("chat with Bob: hello, friend", behaviours)
+    assert (chat.target, chat.content) == ("Bob", "hello, friend")
+    assert parse_action("fly to the moon", behaviours) is None
