@@ -5,7 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+# llama-cpp-python builds from source: skip the multimodal part, and build for a portable x86-64
+# with AVX2 rather than -march=native (the native build segfaulted here on an AMX-capable CPU).
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
 # The first interpreter >= 3.12 found on PATH or in pyenv's versions folder.
 FIND_PYTHON = for p in python3.13 python3.12 \

@@ -39,7 +39,7 @@ def provider_config(server, **kw):
 
 
 def test_rules_run_writes_a_complete_run_directory(tmp_path):
-    result = run(RunConfig(model="rules", steps=3), tmp_path / "run", progress=False)
+    result = run(RunConfig(arch="generic", model="rules", steps=3), tmp_path / "run", progress=False)
     d = result.run_dir
     assert result.status == "completed" and result.steps_done == 3
     for name in ["config.json", "model.parquet", "agents.parquet", "llm_calls.parquet", "usage.csv", "run.log",
@@ -127,7 +127,7 @@ def test_unreachable_model_is_named(tmp_path, monkeypatch):
 def test_provider_outage_mid_run_falls_back_and_is_counted(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     with FakeOpenAIServer(policy=varied, fail_first=1000) as failing:
-        config = RunConfig(model="openai/fake-model", steps=1, api_base=failing.api_base)
+        config = RunConfig(arch="generic", model="openai/fake-model", steps=1, api_base=failing.api_base)
         result = run(config, tmp_path / "run", progress=False, preflight=False)
     assert result.status == "completed"
     totals = result.model.llm.ledger.totals()

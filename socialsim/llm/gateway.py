@@ -215,7 +215,10 @@ class Gateway:
             start = time.perf_counter()
             try:
                 response = await self._acompletion(model, messages, params, fmt)
-            except Exception as exc:  # litellm maps every provider failure to its own exceptions
+            except BaseException as exc:  # litellm maps every provider failure to its own exceptions
+                self.ledger.release()
+                if not isinstance(exc, Exception):
+                    raise
                 raise ProviderError(redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
             latency = time.perf_counter() - start
         raw = response.choices[0].message.content or ""

@@ -60,16 +60,27 @@ class Ledger:
         self.live_cost = 0.0
         self._totals = dict.fromkeys(TOTALS, 0)
         self._lock = threading.Lock()
+        self._in_flight = 0  # reserved by check_budget, not yet completed
 
     def check_budget(self) -> None:
+        """Reserve one live call, or raise if the budget is spent; calls already in flight count,
+        so concurrent calls cannot overshoot max_calls. ``add_live`` or ``release`` ends it."""
         b = self.budget
-        if b.max_calls is not None and self.live_calls >= b.max_calls:
-            raise BudgetExhausted(f"max_calls={b.max_calls} reached ({self.live_calls} live LLM calls)")
-        if b.max_cost is not None and self.live_cost >= b.max_cost:
-            raise BudgetExhausted(f"max_cost=${b.max_cost:g} reached (${self.live_cost:.4f} spent)")
+        with self._lock:
+            if b.max_calls is not None and self.live_calls + self._in_flight >= b.max_calls:
+                raise BudgetExhausted(f"max_calls={b.max_calls} reached ({self.live_calls} live LLM calls)")
+            if b.max_cost is not None and self.live_cost >= b.max_cost:
+                raise BudgetExhausted(f"max_cost=${b.max_cost:g} reached (${self.live_cost:.4f} spent)")
+            self._in_flight += 1
+
+    def release(self) -> None:
+        """A reserved call that did not complete (provider error)."""
+        with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
 
     def add_live(self, cost: float) -> None:
         with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
             self.live_calls += 1
             self.live_cost += cost
 

@@ -180,8 +180,10 @@ class IntegerQuestion(QuestionKind):
         return f"Answer with one whole number from {self.low} to {self.high} only."
 
     def gbnf(self) -> str:
+        if self.high - self.low <= 200:  # small ranges: the grammar lists every allowed value
+            return "root ::= (" + " | ".join(_gbnf_literal(str(v)) for v in range(self.low, self.high + 1)) + ")"
         sign = '"-"? ' if self.low < 0 else ""
-        return f"root ::= {sign}[0-9] [0-9]? [0-9]?"
+        return f"root ::= {sign}[0-9]+"
 
     def parse(self, raw: str) -> Integer:
         match = re.match(r"^(-?\d+)\b", _clean(raw))
@@ -230,7 +232,10 @@ class RecordQuestion(QuestionKind):
     def gbnf(self) -> str:
         from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-        return json_schema_to_gbnf(json.dumps(self.json_schema()))
+        grammar = json_schema_to_gbnf(json.dumps(self.json_schema()))
+        # The converter copies regex classes from `pattern`s as quoted literals ("\d"), which GBNF
+        # reads as the letter d: turn them back into character classes.
+        return grammar.replace('"\\d"', "[0-9]").replace('"\\w"', "[A-Za-z0-9_]").replace('"\\s"', "[ \\t]")
 
     def json_schema(self) -> dict[str, Any]:
         return self.model.model_json_schema()

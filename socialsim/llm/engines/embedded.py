@@ -10,6 +10,7 @@ the whole process behind a lock; every answer is grammar-constrained, so it alwa
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib.util
 import os
 import threading
@@ -69,7 +70,16 @@ def _model() -> Any:
 
         threads = max(1, min(4, os.cpu_count() or 1))
         _llama = Llama(model_path=str(gguf_path()), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
+        atexit.register(_close)
     return _llama
+
+
+def _close() -> None:
+    """Free the model before interpreter teardown (llama.cpp's finaliser fails after it)."""
+    global _llama
+    if _llama is not None:
+        _llama.close()
+        _llama = None
 
 
 @lru_cache(maxsize=256)

@@ -1,0 +1,43 @@
+"""The command line: runs, replays, lists models, and rejects bad input with clear messages."""
+
+import pytest
+
+from socialsim.cli import main
+
+
+def test_run_and_replay_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "hobbs-cafe", "--model", "rules", "--steps", "2", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert f"run directory: {out}" in printed and "status: completed (2 steps)" in printed
+    assert main(["replay", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "live LLM calls: 0" in printed and "frames identical to the recording: yes" in printed
+
+
+def test_models_lists_engines_and_operations(capsys):
+    assert main(["models"]) == 0
+    printed = capsys.readouterr().out
+    assert "local/smollm2" in printed and "rules" in printed and "ChooseAction" in printed
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["run", "atlantis", "--model", "rules"], "unknown scenario 'atlantis'"),
+        (["run", "--model", "nosuchprovider/x"], "unknown model 'nosuchprovider/x'"),
+        (["run", "--model", "local/gpt5"], "unknown embedded model 'local/gpt5'"),
+        (["run", "--model", "rules", "--route", "ChooseAction"], "--route expects OPERATION=MODEL"),
+        (["run", "--model", "rules", "--arch", "wizard"], "unknown architecture 'wizard'"),
+        (["run", "--model", "rules", "--preset", "marathon"], "has no preset 'marathon'"),
+        (["run", "--model", "rules", "--steps", "0"], "steps"),
+    ],
+)
+def test_bad_arguments_get_a_message_naming_them(argv, message, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_replay_of_a_directory_that_is_not_a_run(tmp_path, capsys):
+    assert main(["replay", str(tmp_path)]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
