@@ -7,7 +7,7 @@ from socialsim.cli import main
 
 def test_run_and_replay_from_the_command_line(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["run", "hobbs-cafe", "--model", "rules", "--steps", "2", "--out", str(out), "--no-progress"]) == 0
+    assert main(["run", "hobbs-cafe", "--arch", "generic", "--model", "rules", "--steps", "2", "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert f"run directory: {out}" in printed and "status: completed (2 steps)" in printed
     assert main(["replay", str(out), "--no-progress"]) == 0

@@ -86,7 +86,7 @@ def test_embedded_run_end_to_end_and_replay(tmp_path):
 
 def test_make_run_prints_the_run_directory(tmp_path):
     out = tmp_path / "make-run"
-    done = subprocess.run(["make", "-s", "run", f"ARGS=--steps 1 --no-progress --out {out}"], cwd=ROOT,
+    done = subprocess.run(["make", "-s", "run", f"ARGS=--arch generic --steps 1 --no-progress --out {out}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"run directory: {out}" in done.stdout

@@ -55,9 +55,9 @@ def test_rules_run_writes_a_complete_run_directory(tmp_path):
 
 
 def test_same_seed_same_run_different_seed_different_run(tmp_path):
-    a = run(RunConfig(model="rules", steps=3, rng=1), tmp_path / "a", progress=False)
-    b = run(RunConfig(model="rules", steps=3, rng=1), tmp_path / "b", progress=False)
-    c = run(RunConfig(model="rules", steps=3, rng=2), tmp_path / "c", progress=False)
+    a = run(RunConfig(arch="generic", model="rules", steps=3, rng=1), tmp_path / "a", progress=False)
+    b = run(RunConfig(arch="generic", model="rules", steps=3, rng=1), tmp_path / "b", progress=False)
+    c = run(RunConfig(arch="generic", model="rules", steps=3, rng=2), tmp_path / "c", progress=False)
     assert frames_equal(a.run_dir, b.run_dir)
     assert not pd.read_parquet(a.run_dir / "tables/events.parquet").equals(pd.read_parquet(c.run_dir / "tables/events.parquet"))
 
@@ -107,20 +107,20 @@ def test_budget_stop_keeps_everything_and_resume_continues_for_free(tmp_path, se
 
 def test_unknown_model_fails_before_step_one(tmp_path):
     with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/x'"):
-        run(RunConfig(model="nosuchprovider/x", steps=1), tmp_path / "run", progress=False)
+        run(RunConfig(arch="generic", model="nosuchprovider/x", steps=1), tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "model.parquet").exists()
 
 
 def test_missing_key_is_named(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ModelUnavailable, match="OPENAI_API_KEY"):
-        run(RunConfig(model="openai/gpt-4o-mini", steps=1), tmp_path / "run", progress=False)
+        run(RunConfig(arch="generic", model="openai/gpt-4o-mini", steps=1), tmp_path / "run", progress=False)
 
 
 def test_unreachable_model_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     with pytest.raises(ModelUnavailable, match="model 'openai/fake-model' is unreachable"):
-        run(RunConfig(model="openai/fake-model", steps=1, api_base="http://127.0.0.1:9/v1"), tmp_path / "r",
+        run(RunConfig(arch="generic", model="openai/fake-model", steps=1, api_base="http://127.0.0.1:9/v1"), tmp_path / "r",
             progress=False)
 
 
@@ -133,3 +133,14 @@ def test_provider_outage_mid_run_falls_back_and_is_counted(tmp_path, monkeypatch
     totals = result.model.llm.ledger.totals()
     assert totals["fallbacks"] == 10 and totals["llm_failures"] == 10
     assert "provider error" in (tmp_path / "run" / "run.log").read_text()
+
+
+def test_no_key_reaches_the_run_directory(tmp_path, monkeypatch):
+    secret = "sk-test-0123456789abcdefghijklmnop"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    with FakeOpenAIServer(policy=lambda messages: f"1 {secret}") as echoing:
+        run(RunConfig(arch="generic", model="openai/fake-model", steps=1, api_base=echoing.api_base), tmp_path / "run",
+            progress=False)
+    for path in (tmp_path / "run").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path

@@ -128,7 +128,7 @@ class Gateway:
                 value = question.parse(first.raw)
                 return self._done(op, agent_id, model, "ok", completions, value, first.raw)
             except AnswerError as exc:
-                self.ledger.failure(op.name, f"unusable answer ({exc}); asking once more", agent_id, self.step)
+                self.ledger.failure(op.name, redact(f"unusable answer ({exc}); asking once more"), agent_id, self.step)
                 repair = messages + [
                     {"role": "assistant", "content": first.raw},
                     {"role": "user", "content": f"That answer could not be used: {exc}. {question.instruction()}"},
@@ -139,7 +139,7 @@ class Gateway:
                     value = question.parse(second.raw)
                     return self._done(op, agent_id, model, "repaired", completions, value, second.raw)
                 except AnswerError as exc2:
-                    reason = f"unusable answer after repair ({exc2})"
+                    reason = redact(f"unusable answer after repair ({exc2})")
         except ProviderError as exc:
             reason = f"provider error: {exc}"
         self.ledger.failure(op.name, f"{reason}; using fallback: {op.fallback_doc}", agent_id, self.step)

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from socialsim.llm.redact import redact
+
 log = logging.getLogger("socialsim.llm")
 
 
@@ -102,7 +104,7 @@ class Ledger:
         with self._lock:
             self.failures[op] += 1
             self._totals["llm_failures"] += 1
-        log.warning("step %s agent %s %s: %s", step, agent, op, reason)
+        log.warning("step %s agent %s %s: %s", step, agent, op, redact(reason))
 
     # --- views -------------------------------------------------------------------------------
     def totals(self) -> dict[str, float]:

@@ -1,0 +1,182 @@
+"""ASVO's mechanisms on the rules engine: SVO-shaped desire updates, the reasonableness check and
+reflection loop, the two theory-of-mind paths, and SVO-separated actions."""
+
+import math
+
+import pandas as pd
+import pytest
+import yaml
+
+from socialsim.agents.svo import STANCES, rule_update
+from socialsim.llm.operations import asvo as ops
+from socialsim.metrics.asvo import action_separability, cooperation_table
+from socialsim.model.society import SocietyModel
+
+CATALOGUE = {s: [f"{s.lower()} move toward {{other}}"] for s in STANCES}
+
+
+@pytest.fixture
+def triad(tmp_path):
+    """Alice observes Bob only; Bob and Carol observe each other (directed edges)."""
+    data = {
+        "name": "triad", "context": "Three people in a room.", "step_minutes": 20, "default_arch": "asvo",
+        "agents": [{"name": n, "description": f"{n} is a person."} for n in ("Alice", "Bob", "Carol")],
+        "network": {"directed": True, "edges": [["Alice", "Bob"], ["Bob", "Carol"], ["Carol", "Bob"]]},
+        "asvo": {"summary": "Three people in a room.", "actions": CATALOGUE},
+    }
+    path = tmp_path / "triad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def force_stances(monkeypatch, stances: dict[str, str]):
+    """Every candidate an agent proposes has the stance given for it (others: Neutral)."""
+    def propose(ctx, rng):
+        stance = stances.get(ctx.name, "Neutral")
+        activity = ops.Activity(text=ctx.catalogue[stance][0], stance=stance)
+        return ops.candidates_model(ctx.n)(activities=[activity] * ctx.n)
+    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", propose)
+
+
+def alice_after_one_step(scenario, monkeypatch, alice_svo, carol_stance):
+    force_stances(monkeypatch, {"Alice": "Neutral", "Bob": "Neutral", "Carol": carol_stance})
+    model = SocietyModel(scenario, model="rules", rng=3, svo_assignment="explicit",
+                         svo_agents={"Alice": alice_svo, "Bob": "individualistic", "Carol": "individualistic"})
+    model.step()
+    alice = model.agent_named("Alice")
+    return alice, sum(alice.state.values.values())
+
+
+def test_altruists_follow_others_outcomes_and_competitors_follow_rank(triad, monkeypatch):
+    # Carol helping Bob makes Bob (whom Alice watches) better off, but lets Bob overtake Alice;
+    # Carol attacking Bob leaves Bob worse off and Alice on top. Alice's own action and gain are equal.
+    helped, helped_sum = alice_after_one_step(triad, monkeypatch, "altruistic", "Cooperation")
+    attacked, attacked_sum = alice_after_one_step(triad, monkeypatch, "altruistic", "Competition")
+    assert helped.channels["own"] == attacked.channels["own"]
+    assert helped.channels["others"] > attacked.channels["others"]
+    assert helped.channels["rank"] < attacked.channels["rank"]
+    assert helped_sum > attacked_sum  # the altruist feels better when others do well
+
+    _, helped_sum = alice_after_one_step(triad, monkeypatch, "competitive", "Cooperation")
+    _, attacked_sum = alice_after_one_step(triad, monkeypatch, "competitive", "Competition")
+    assert attacked_sum > helped_sum  # the competitor feels better when it ranks higher
+
+
+def test_rule_update_direction_by_svo():
+    others_up = {"own": 0.0, "others": 1.0, "rank": 0.0, "equity": 0.0}
+    others_down = {"own": 0.0, "others": -1.0, "rank": 0.0, "equity": 0.0}
+    rank_up = {"own": 0.0, "others": 0.0, "rank": 1.0, "equity": 0.0}
+    rank_down = {"own": 0.0, "others": 0.0, "rank": -1.0, "equity": 0.0}
+    assert rule_update("joyfulness", 5, others_up, "altruistic") > 5 > rule_update("joyfulness", 5, others_down, "altruistic")
+    assert rule_update("joyfulness", 5, others_up, "competitive") == 5  # indifferent to others
+    assert rule_update("joyfulness", 5, rank_up, "competitive") > 5 > rule_update("joyfulness", 5, rank_down, "competitive")
+    assert rule_update("sense of superiority", 5, rank_up, "altruistic") == 5  # rank means nothing to an altruist
+    assert rule_update("joyfulness", 5, others_up, "individualistic") == 5
+
+
+def test_an_unreasonable_update_is_reflected_on_retried_and_then_kept(triad, monkeypatch):
+    force_stances(monkeypatch, {})
+    seen_histories = []
+
+    def absurd(ctx, rng):  # always drops comfort to 0; other desires keep the real rule
+        if ctx.desire == "comfort":
+            seen_histories.append(list(ctx.unreasonable))
+            return ops.Letter(letter="a", level=0)
+        return ops.UpdateDesire.rule(ops.UPDATE_DESIRE, ctx, rng)
+
+    monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", absurd)
+    model = SocietyModel(triad, model="rules", rng=1, max_retries=1, decay_per_hour=0.0)
+    model.step()
+    updates = model.datacollector.get_table_dataframe("asvo_updates")
+    reflections = model.datacollector.get_table_dataframe("asvo_reflections")
+    comfort = updates[updates["desire"] == "comfort"]
+    assert (comfort["proposed"] == 0).all() and (comfort["attempts"] == 2).all()
+    assert (~comfort["accepted"]).all() and (comfort["after"] == comfort["before"]).all()  # kept
+    for agent in model.agents:
+        assert agent.state.values["comfort"] == 5.0
+        assert agent.reflections_total == 2  # one reflection per failed check
+    assert len(reflections) == 6 and (reflections["desire"] == "comfort").all()
+    first = reflections["reflection"].iloc[0]
+    assert first.startswith("After '") and "comfort updated from 5 to 0 is not reasonable because:" in first
+    # the retry sees the reflection just made; the agent's history keeps it for later steps
+    assert [] in seen_histories and any(len(h) == 1 and h[0].startswith("After '") for h in seen_histories)
+    assert all(len(a.unreasonable) == 2 for a in model.agents)
+
+
+def test_a_retry_that_becomes_reasonable_is_accepted(triad, monkeypatch):
+    force_stances(monkeypatch, {"Bob": "Cooperation", "Carol": "Cooperation"})
+    calls = {}
+
+    def wrong_once(ctx, rng):
+        key = (ctx.name, ctx.desire)
+        calls[key] = calls.get(key, 0) + 1
+        real = ops.UpdateDesire.rule(ops.UPDATE_DESIRE, ctx, rng)
+        if calls[key] == 1 and real.level != ops._level(ctx.value):
+            wrong = 10 if real.level < ctx.value else 0  # the opposite way
+            return ops.Letter(letter="abcdefghijk"[wrong], level=wrong)
+        return real
+
+    monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", wrong_once)
+    model = SocietyModel(triad, model="rules", rng=1, max_retries=1)
+    model.step()
+    updates = model.datacollector.get_table_dataframe("asvo_updates")
+    retried = updates[updates["attempts"] == 2]
+    assert len(retried) > 0 and retried["accepted"].all()
+    assert (retried["after"] == retried["proposed"]).all() and (retried["after"] != retried["before"]).all()
+
+
+def test_without_retries_an_unreasonable_update_is_kept_after_one_reflection(triad, monkeypatch):
+    force_stances(monkeypatch, {})
+    monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", lambda ctx, rng: ops.Letter(letter="k", level=10))
+    model = SocietyModel(triad, model="rules", rng=1, max_retries=0, decay_per_hour=0.0)
+    model.step()
+    updates = model.datacollector.get_table_dataframe("asvo_updates")
+    assert (updates["attempts"] == 1).all() and not updates["accepted"].any()
+    assert all(a.reflections_total == 8 and set(a.state.values.values()) == {5.0} for a in model.agents)
+
+
+def test_observable_and_unobservable_theory_of_mind_paths(triad, monkeypatch):
+    force_stances(monkeypatch, {"Bob": "Cooperation", "Carol": "Competition"})
+    model = SocietyModel(triad, model="rules", rng=2)
+    model.step()  # step 1: no one has acted yet, so no one is observable
+    model.step()  # step 2: Alice sees Bob's last action, never Carol's
+    ledger = model.llm.ledger.frame()
+    per_step = ledger.groupby(["step", "op"]).size()
+    assert (1, "PredictObservedDesires") not in per_step
+    assert per_step[(1, "GuessHiddenAction")] == 6 and per_step[(1, "PredictGuessedDesires")] == 6
+    predictions = model.datacollector.get_table_dataframe("asvo_predictions")
+    step2 = predictions[predictions["step"] == 2].drop_duplicates(["observer", "target"]).set_index(["observer", "target"])
+    assert bool(step2.loc[("Alice", "Bob"), "observable"]) is True
+    assert bool(step2.loc[("Alice", "Carol"), "observable"]) is False
+    assert bool(step2.loc[("Bob", "Carol"), "observable"]) is True
+    assert bool(step2.loc[("Bob", "Alice"), "observable"]) is False  # Bob does not observe Alice
+    # the observed action is the real one; the hidden one is guessed (never seen: an ordinary action)
+    assert step2.loc[("Alice", "Bob"), "action"] == model.agent_named("Bob").previous_action
+    assert step2.loc[("Alice", "Carol"), "action"] == "neutral move toward Alice"
+    # the two-step path asks for the action first, then the desires
+    alice_ops = ledger[(ledger["step"] == 2) & (ledger["agent"] == model.agent_named("Alice").unique_id)]["op"].tolist()
+    assert alice_ops.count("GuessHiddenAction") == 1 and alice_ops.count("PredictGuessedDesires") == 1
+    assert alice_ops.count("PredictObservedDesires") == 1
+    assert alice_ops.index("GuessHiddenAction") < alice_ops.index("PredictGuessedDesires")
+
+
+def run_actions(use_svo: bool, steps: int = 3) -> pd.DataFrame:
+    model = SocietyModel("school-macro", model="rules", rng=7, use_svo=use_svo)
+    for _ in range(steps):
+        model.step()
+    return model.datacollector.get_table_dataframe("asvo_actions")
+
+
+def test_with_svo_rule_actions_separate_by_svo_and_without_they_do_not():
+    with_svo, without = run_actions(True), run_actions(False)
+    sep_with, sep_without = action_separability(with_svo), action_separability(without)
+    assert sep_with.silhouette > 0 and sep_with.ratio > 1.1
+    assert sep_without.silhouette < 0.02 and sep_without.ratio < 1.05
+    assert sep_with.silhouette > sep_without.silhouette
+    # and the cooperation measures order the types as the SVO theory says
+    rates = cooperation_table(with_svo, "svo").set_index("svo")
+    assert rates.loc["altruistic", "cooperation_rate"] > rates.loc["individualistic", "cooperation_rate"]
+    assert rates.loc["competitive", "competition_index"] > rates.loc["prosocial", "competition_index"]
+    flat = cooperation_table(without, "svo").set_index("svo")
+    assert flat["cooperation_rate"].max() - flat["cooperation_rate"].min() < 0.25
+    assert not math.isnan(sep_without.silhouette)

@@ -1,0 +1,118 @@
+"""The eight ASVO scenarios from the CLI, SVO assignment, settings validation, judges, determinism."""
+
+import random
+
+import pandas as pd
+import pytest
+import yaml
+
+from socialsim.agents.asvo_config import ASVOScenario, ASVOSettings, assign_svo
+from socialsim.agents.desires import DESIRES
+from socialsim.agents.svo import SVO_TYPES
+from socialsim.cli import main
+from socialsim.model.society import SocietyModel
+from socialsim.scenarios.loader import load_scenario, scenario_path
+
+ASVO_SCENARIOS = ["school-micro", "school-meso", "school-macro", "workplace-micro", "workplace-meso",
+                  "workplace-macro", "family-micro", "family-meso"]
+SIZES = {"school-micro": 2, "school-meso": 4, "school-macro": 20, "workplace-micro": 2, "workplace-meso": 4,
+         "workplace-macro": 10, "family-micro": 2, "family-meso": 4}
+
+
+@pytest.mark.parametrize("name", ASVO_SCENARIOS)
+def test_each_scenario_runs_a_step_from_the_cli_on_the_rules_engine(name, tmp_path):
+    out = tmp_path / name
+    assert main(["run", name, "--model", "rules", "--steps", "1", "--out", str(out), "--no-progress"]) == 0
+    agents = pd.read_parquet(out / "agents.parquet")
+    assert len(agents) == SIZES[name]
+    for desire in DESIRES:
+        column = f"desire_{desire.replace(' ', '_')}"
+        assert agents[column].between(0, 8).all()
+    assert agents["action"].str.len().gt(0).all()
+    assert set(agents["label"]) <= {"Cooperation", "QuasiCooperation", "Neutral", "QuasiCompetition", "Competition"}
+    for table in ("asvo_actions", "asvo_predictions", "asvo_updates", "asvo_judgements"):
+        assert len(pd.read_parquet(out / "tables" / f"{table}.parquet")) > 0, table
+    report = (out / "report.md").read_text()
+    assert "## ASVO" in report and "(paper)" in report and "rule-based baseline judge" in report
+    assert (out / "figures" / "asvo_desires.png").is_file()
+
+
+def test_scenario_context_is_the_papers_text():
+    assert load_scenario("school-micro").context.startswith("The dormitory is a shared room in a middle school")
+    assert "Alice, Bob, Charlie, and David" in load_scenario("workplace-meso").context
+    assert "single tablet" in load_scenario("family-micro").context
+
+
+def test_svo_assignment_cycle_mix_and_explicit():
+    names = [f"P{i}" for i in range(10)]
+    section = ASVOScenario.model_validate({"actions": {"Neutral": ["wait"]}})
+    cycle = assign_svo(names, {}, ASVOSettings(), section, random.Random(0))
+    assert [cycle[n] for n in names[:4]] == list(SVO_TYPES)
+    mix = assign_svo(names, {}, ASVOSettings(svo_assignment="mix", svo_mix={"altruistic": 3, "competitive": 2}),
+                     section, random.Random(0))
+    assert sorted(mix.values()).count("altruistic") == 6 and list(mix.values()).count("competitive") == 4
+    again = assign_svo(names, {}, ASVOSettings(svo_assignment="mix", svo_mix={"altruistic": 3, "competitive": 2}),
+                       section, random.Random(0))
+    assert mix == again
+    explicit = assign_svo(["A", "B"], {"A": {"svo": "prosocial"}, "B": {"svo": "competitive"}},
+                          ASVOSettings(svo_assignment="explicit"), section, random.Random(0))
+    assert explicit == {"A": "prosocial", "B": "competitive"}
+    override = assign_svo(["A", "B"], {}, ASVOSettings(svo_agents={"B": "altruistic"}), section, random.Random(0))
+    assert override == {"A": "altruistic", "B": "altruistic"}
+    with pytest.raises(ValueError, match="no SVO type for B"):
+        assign_svo(["A", "B"], {"A": {"svo": "prosocial"}}, ASVOSettings(svo_assignment="explicit"), section,
+                   random.Random(0))
+
+
+def test_scenario_svo_traits_are_used_and_the_ablation_hides_them():
+    model = SocietyModel("school-micro", model="rules", rng=1)
+    assert {a.name: a.svo for a in model.agents} == {"Alice": "altruistic", "Amy": "competitive"}
+    ablated = SocietyModel("school-micro", model="rules", rng=1, use_svo=False)
+    assert all(a.svo and a.active_svo is None for a in ablated.agents)
+
+
+def test_bad_settings_and_sections_get_clear_messages(tmp_path):
+    with pytest.raises(ValueError, match="n_candidates"):
+        SocietyModel("school-micro", model="rules", n_candidates=0)
+    with pytest.raises(ValueError, match="unknown SVO type 'greedy'"):
+        SocietyModel("school-micro", model="rules", svo_agents={"Alice": "greedy"})
+    with pytest.raises(ValueError, match="extra_knob"):
+        SocietyModel("school-micro", model="rules", extra_knob=1)
+    data = yaml.safe_load(open(scenario_path("school-micro")))
+    data["asvo"]["degrees"]["comfort"] = "hugely"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match=r"asvo\.degrees.*unknown degree 'hugely'"):
+        SocietyModel(str(path), model="rules")
+    assert main(["run", str(path), "--model", "rules", "--steps", "1", "--out", str(tmp_path / "r"),
+                 "--no-progress"]) == 2
+
+
+def test_the_judge_must_differ_from_the_actors_model():
+    with pytest.raises(ValueError, match="judge must differ from the actors' model"):
+        SocietyModel("school-micro", model="openai/gpt-4o-mini", judges=["openai/gpt-4o-mini"])
+    with pytest.raises(ValueError, match="judge must differ"):
+        SocietyModel("school-micro", model="rules", routes={"plan": "openai/gpt-4o-mini"},
+                     judges=["rules", "openai/gpt-4o-mini"])
+    model = SocietyModel("school-micro", model="openai/gpt-4o-mini", judges=["rules", "anthropic/claude-3-5-haiku"])
+    assert [j for j, _ in model.asvo.judges] == ["rules", "anthropic/claude-3-5-haiku"]
+    assert model.asvo.judges[1][1].ledger is model.llm.ledger  # judges' calls are accounted with the run's
+
+
+def test_several_judges_are_recorded_and_averaged():
+    model = SocietyModel("family-meso", model="rules", rng=4, judges=["rules", "rules"])
+    model.step()
+    judgements = model.datacollector.get_table_dataframe("asvo_judgements")
+    assert len(judgements) == 2 * 4
+    frame = model.datacollector.get_agent_vars_dataframe()
+    assert frame["naturalness"].between(1, 5).all() and frame["human_likeness"].between(1, 5).all()
+
+
+def test_same_seed_same_frames_on_rules():
+    frames = []
+    for _ in range(2):
+        model = SocietyModel("workplace-meso", model="rules", rng=11)
+        for _ in range(3):
+            model.step()
+        frames.append(model.datacollector.get_agent_vars_dataframe())
+    pd.testing.assert_frame_equal(frames[0], frames[1])

@@ -1,0 +1,284 @@
+"""Sweeps: grid size, resume after a kill, Dask equals local, shared tape, sweep-file errors.
+
+All sweeps run the generic architecture of Hobbs Café on the rules engine (no LLM), except the
+shared-tape test, which talks to a local OpenAI-compatible server through the real litellm.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+
+import pandas as pd
+import pytest
+
+from socialsim.batch.exports import export
+from socialsim.batch.sweepfile import SweepFileError, load_sweep
+from socialsim.batch.sweeps import RUNS, SweepModel, is_done, plan, sweep
+from socialsim.model.society import SocietyModel
+
+# 2 routes x 2 lengths x 2 replicates = 8 runs; with `model: rules` the routes cannot change a
+# result, but they are distinct grid points (the way an ablation that an architecture ignores is).
+GRID = {
+    "name": "grid",
+    "seeds": [3, 4],
+    "parameters": {
+        "scenario": "hobbs-cafe",
+        "arch": "generic",
+        "model": "rules",
+        "routes": [{}, {"generic": "rules"}],
+        "steps": [2, 3],
+    },
+}
+AGENTS = 10  # Hobbs Café
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL / Ctrl-C: not an Exception, so nothing in the sweep catches it."""
+
+
+def frames(path) -> dict[str, pd.DataFrame]:
+    """An export's frames, sorted so they compare independently of run order."""
+    out = {}
+    for name, df in export(path, write=False).frames().items():
+        keys = [c for c in ("run_id", "step", "agent_id", "agent", "op") if c in df.columns]
+        out[name] = df.sort_values(keys, kind="stable").reset_index(drop=True) if keys else df
+    return out
+
+
+def assert_same_results(a, b) -> None:
+    left, right = frames(a), frames(b)
+    assert left.keys() == right.keys()
+    for name in left:
+        if name == "llm_calls":  # latencies are wall-clock; everything else must match
+            left[name] = left[name].drop(columns=["latency_s"])
+            right[name] = right[name].drop(columns=["latency_s"])
+        pd.testing.assert_frame_equal(left[name], right[name], obj=name)
+
+
+def test_2x2x2_grid_gives_expected_runs_and_rows(tmp_path):
+    result = sweep(GRID, tmp_path / "s", progress=False)
+    runs = result.runs
+    assert len(runs) == 8 and runs["run_id"].is_unique
+    assert (runs["status"] == "completed").all()
+    assert sorted(runs["steps_done"]) == [2] * 4 + [3] * 4
+    assert runs.groupby(["routes", "steps"]).size().eq(2).all()  # every grid point twice
+    assert set(runs["rng"]) == {3, 4} and set(runs["replicate"]) == {0, 1}
+    # per-run usage columns: the rules engine decides everything and calls no LLM
+    assert (runs["llm_calls"] == 0).all() and (runs["live_calls"] == 0).all()
+    assert (runs["rule_decisions"] > 0).all() and (runs["cost_usd"] == 0).all()
+    assert (tmp_path / "s" / "runs.parquet").is_file() and (tmp_path / "s" / "runs.csv").is_file()
+
+    exp = export(tmp_path / "s")
+    steps_total = 2 * 2 * (2 + 3)  # replicates x routes x (2 + 3 steps)
+    assert len(exp.model) == steps_total
+    assert len(exp.agents) == steps_total * AGENTS
+    assert exp.agents.groupby(["run_id", "step"]).size().eq(AGENTS).all()
+    assert len(exp.types) == steps_total and (exp.types["n_agents"] == AGENTS).all()
+    assert len(exp.runs) == 8
+    assert len(exp.tables["events"]) == steps_total * AGENTS  # one action per agent per step
+    # replicates differ (different seeds), grid points that cannot differ do not
+    by_seed = exp.agents[exp.agents["steps"] == 3].groupby("rng")["area"].apply(tuple)
+    assert by_seed.nunique() == 2
+
+
+def test_same_sweep_twice_runs_nothing_the_second_time(tmp_path):
+    first = sweep(GRID, tmp_path / "s", progress=False)
+    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "s" / RUNS).glob("*/model.parquet")}
+    second = sweep(GRID, tmp_path / "s", progress=False)
+    assert len(first.executed) == 8 and second.executed == [] and len(second.skipped) == 8
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes
+    pd.testing.assert_frame_equal(first.runs, second.runs)
+
+
+def test_resume_after_a_kill_does_not_repeat_finished_runs(tmp_path, monkeypatch):
+    steps = {"n": 0}
+    original = SocietyModel.step
+
+    def counting_step(self):
+        steps["n"] += 1
+        if kill_at is not None and steps["n"] == kill_at:
+            raise Killed()
+        original(self)
+
+    monkeypatch.setattr(SocietyModel, "step", counting_step)
+    # runs go replicate by replicate, in grid order: lengths 2, 3, 2, 3 per replicate, so step
+    # 7 is the middle of the third run
+    kill_at = 7
+    with pytest.raises(Killed):
+        sweep(GRID, tmp_path / "s", progress=False)
+    done = [p for p in plan(load_grid()) if is_done(tmp_path / "s", p.run_id)]
+    assert len(done) == 2  # the interrupted third run left nothing that counts as done
+    assert not any((tmp_path / "s" / RUNS / p.run_id).exists() for p in plan(load_grid())[2:])
+    before = {p.run_id: (tmp_path / "s" / RUNS / p.run_id / "config.json").stat().st_mtime_ns for p in done}
+
+    kill_at, steps["n"] = None, 0
+    result = sweep(GRID, tmp_path / "s", progress=False)
+    assert sorted(result.skipped) == sorted(before) and len(result.executed) == 6
+    assert steps["n"] == 2 * 2 * (2 + 3) - (2 + 3)  # every step except those of the two finished runs
+    assert {r: (tmp_path / "s" / RUNS / r / "config.json").stat().st_mtime_ns for r in before} == before
+    assert (result.runs["status"] == "completed").all()
+
+    # and the result is the one an uninterrupted sweep gives
+    sweep(GRID, tmp_path / "clean", progress=False)
+    assert_same_results(tmp_path / "s", tmp_path / "clean")
+
+
+def test_a_run_killed_while_writing_is_not_taken_as_done(tmp_path, monkeypatch):
+    import socialsim.batch.sweeps as sweeps
+
+    real_save = sweeps.save
+
+    def save_then_die(model, run_dir, *args):
+        real_save(model, run_dir, *args)  # the files are there, but the run was never renamed
+        raise Killed()
+
+    monkeypatch.setattr(sweeps, "save", save_then_die)
+    with pytest.raises(Killed):
+        sweep(GRID, tmp_path / "s", progress=False)
+    runs_dir = tmp_path / "s" / RUNS
+    assert [p.name.startswith(".partial-") for p in runs_dir.iterdir()] == [True]
+    assert export(tmp_path / "s", write=False).runs.empty  # a partial folder is no result
+
+    monkeypatch.setattr(sweeps, "save", real_save)
+    result = sweep(GRID, tmp_path / "s", progress=False)
+    assert len(result.executed) == 8 and (result.runs["status"] == "completed").all()
+    assert not list(runs_dir.glob(".partial-*"))
+
+
+def test_dask_local_cluster_equals_local_run(tmp_path):
+    from distributed import Client, LocalCluster
+
+    local = sweep(GRID, tmp_path / "local", progress=False)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        distributed = sweep(GRID, tmp_path / "dask", client=client, progress=False)
+    assert sorted(distributed.executed) == sorted(local.executed)
+    pd.testing.assert_frame_equal(local.runs, distributed.runs)
+    assert_same_results(tmp_path / "local", tmp_path / "dask")
+
+
+def test_sweep_model_keeps_mesa_datacollector_frames(tmp_path):
+    model = SweepModel("hobbs-cafe", arch="generic", model="rules", steps=3, sweep_dir=str(tmp_path), rng=5)
+    while model.running:
+        model.step()
+    assert model.steps == 3 and is_done(tmp_path, model.run_id)
+    dc_model = model.datacollector.get_model_vars_dataframe()
+    dc_agents = model.datacollector.get_agent_vars_dataframe()
+    assert len(dc_model) == 3 and len(dc_agents) == 3 * AGENTS
+    exp = export(tmp_path / RUNS / model.run_id, write=False)
+    assert exp.model["llm_calls"].tolist() == dc_model["llm_calls"].tolist()
+    assert exp.model["rule_decisions"].tolist() == dc_model["rule_decisions"].tolist()
+    assert exp.agents["area"].tolist() == dc_agents["area"].tolist()
+    assert exp.agents["agent_id"].tolist() == dc_agents.index.get_level_values("AgentID").tolist()
+    # a finished run is not built again
+    again = SweepModel("hobbs-cafe", arch="generic", model="rules", steps=3, sweep_dir=str(tmp_path), rng=5)
+    assert not again.running and len(again.agents) == 0
+
+
+def varied(messages):
+    """A deterministic 'model': picks an option from a hash of the prompt; says a line otherwise."""
+    text = messages[-1]["content"]
+    digest = zlib.crc32(text.encode())
+    options = re.findall(r"^(\d+)\. ", text, re.M)
+    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
+
+
+def test_repeating_a_sweep_costs_no_calls(tmp_path, monkeypatch):
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as server:
+        spec = {"name": "llm", "seeds": [1, 2], "api_base": server.api_base,
+                "parameters": {"arch": "generic", "model": "openai/fake-model", "steps": 2}}
+        first = sweep(spec, tmp_path / "s", progress=False, preflight=False)
+        calls_made = len(server.requests) if hasattr(server, "requests") else None
+        assert (first.runs["live_calls"] > 0).all()
+        tape = (tmp_path / "s" / "tape.jsonl").read_text().splitlines()
+        assert len(tape) == first.runs["live_calls"].sum()  # every live call is on the shared tape
+        assert "placeholder-key" not in (tmp_path / "s" / "tape.jsonl").read_text()
+        # throw the results away but keep the tape: the whole sweep again, for free
+        for run in (tmp_path / "s" / RUNS).iterdir():
+            for f in sorted(run.rglob("*"), reverse=True):
+                f.unlink() if f.is_file() else f.rmdir()
+            run.rmdir()
+        second = sweep(spec, tmp_path / "s", progress=False, preflight=False)
+        if calls_made is not None:
+            assert len(server.requests) == calls_made
+    assert len(second.executed) == 2 and (second.runs["live_calls"] == 0).all()
+    assert (second.runs["llm_calls"] == first.runs["llm_calls"]).all()
+    pd.testing.assert_series_equal(first.runs["completion_tokens"], second.runs["completion_tokens"])
+    # each run directory has the calls it used, so `socialsim replay` works on it
+    run_tape = tmp_path / "s" / RUNS / second.runs["run_id"][0] / "tape.jsonl"
+    assert len(run_tape.read_text().splitlines()) == second.runs["llm_calls"][0]
+
+
+# --- the sweep file -----------------------------------------------------------------------------
+def load_grid():
+    from socialsim.batch.sweepfile import validate_sweep
+
+    return validate_sweep(GRID)
+
+
+def write(tmp_path, text, name="bad.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text, field, expected", [
+    ("parameters:\n  arch: [generic, crsecc]\n", "parameters", "arch: expected one of asvo, crsec, generic, itcmas, got 'crsecc'"),
+    ("replicate: 3\n", "replicate", "Extra inputs are not permitted"),
+    ("replicates: 0\n", "replicates", "greater than or equal to 1"),
+    ("seeds: [1, 2]\nreplicates: 2\n", "(top level)", "either `seeds`"),
+    ("parameters:\n  enable_chat: []\n", "parameters", "enable_chat: expected a value or a non-empty list"),
+    ("parameters:\n  rng: [1, 2]\n", "parameters", "'rng' is not a grid parameter"),
+    ("parameters:\n  steps: [2, two]\n", "parameters", "steps: expected a whole number >= 1, got 'two'"),
+    ("parameters:\n  routes: {generic: 3}\n", "parameters", "routes: expected a mapping OPERATION: MODEL"),
+    ("parameters: {arch: generic}\nfigures:\n  - {outcome: llm_calls, x: enable_chat}\n", "figures.0.x",
+     "expected one of the parameters"),
+])
+def test_bad_sweep_file_names_file_field_and_expectation(tmp_path, text, field, expected):
+    path = write(tmp_path, text)
+    with pytest.raises(SweepFileError) as info:
+        load_sweep(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: invalid sweep file")
+    assert f"  {field}: " in message and expected in message
+
+
+def test_bad_sweep_file_syntax_scenario_and_cli(tmp_path, capsys):
+    from socialsim.cli import main
+
+    path = write(tmp_path, "parameters: [unclosed\n")
+    with pytest.raises(SweepFileError, match=re.escape(f"{path}: not valid YAML")):
+        load_sweep(path)
+    path = write(tmp_path, "parameters:\n  scenario: [hobbs-cafe, nowhere-cafe]\n", "scen.yaml")
+    with pytest.raises(SweepFileError, match=re.escape(f"{path}: parameters.scenario: unknown scenario 'nowhere-cafe'")):
+        load_sweep(path)
+    path = write(tmp_path, "[parameters]\narch = 'borg'\n", "bad.toml")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: invalid sweep file" in err and "arch: expected one of" in err and "'borg'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_sweep_runs_resumes_and_exports(tmp_path, capsys):
+    from socialsim.cli import main
+
+    path = write(tmp_path, json.dumps(GRID), "grid.yaml")  # JSON is YAML
+    assert main(["sweep", str(path), "--out", str(tmp_path / "s"), "--no-progress"]) == 0
+    assert "runs: 8 (8 run now, 0 already done, 0 not completed)" in capsys.readouterr().out
+    assert main(["sweep", str(path), "--out", str(tmp_path / "s"), "--no-progress", "--export"]) == 0
+    out = capsys.readouterr().out
+    assert "runs: 8 (0 run now, 8 already done, 0 not completed)" in out
+    assert (tmp_path / "s" / "export" / "agents.parquet").is_file()
+    assert (tmp_path / "s" / "export" / "tables" / "events.csv").is_file()
+
+
+def test_example_sweep_file_is_valid():
+    from pathlib import Path
+
+    spec = load_sweep(Path(__file__).parent.parent / "examples" / "sweep-hobbs.yaml")
+    assert spec.n_runs() == 2 * 2 * 3 and spec.swept() == ["enable_chat", "enable_synthesis"]
