@@ -9,9 +9,11 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # with AVX2 rather than -march=native (the native build segfaulted here on an AMX-capable CPU).
 export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
-# The first interpreter >= 3.12 found on PATH or in pyenv's versions folder.
-FIND_PYTHON = for p in python3.13 python3.12 \
-	  $$(ls -d $$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV); do \
+# A Python >= 3.12, preferring 3.12 (the version tested): on PATH, then in pyenv's versions folder.
+FIND_PYTHON = for p in python3.12 \
+	  $$(ls -d $$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.12*/bin/python3 2>/dev/null | sort -rV) \
+	  python3.13 $$(ls -d $$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.1[3-9]*/bin/python3 2>/dev/null | sort -rV) \
+	  python3; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    command -v $$p; break; fi; done
 
