@@ -7,6 +7,7 @@ models never exceed a provider's quota together. The clock and sleep are injecta
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 
@@ -70,6 +71,8 @@ class RateLimiter:
 
 
 _SHARED: dict[str, RateLimiter] = {}
+# A forked worker starts with fresh limiters: the parent's belong to the parent's event loop.
+os.register_at_fork(after_in_child=_SHARED.clear)
 
 
 def shared_limiter(model: str, rpm: float | None, tpm: float | None) -> RateLimiter:

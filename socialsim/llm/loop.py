@@ -8,6 +8,7 @@ works from any of them, and keeps litellm's async HTTP clients bound to a loop t
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -25,6 +26,15 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             _loop = asyncio.new_event_loop()
             threading.Thread(target=_loop.run_forever, name="socialsim-llm", daemon=True).start()
         return _loop
+
+
+def _forget_loop_in_child() -> None:
+    """A forked process (e.g. a batch_run worker) inherits the loop but not its thread."""
+    global _loop
+    _loop = None
+
+
+os.register_at_fork(after_in_child=_forget_loop_in_child)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

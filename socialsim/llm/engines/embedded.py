@@ -74,6 +74,15 @@ def _model() -> Any:
     return _llama
 
 
+def _forget_model_in_child() -> None:
+    """A forked worker loads its own model: llama.cpp's threads do not survive a fork."""
+    global _llama
+    _llama = None
+
+
+os.register_at_fork(after_in_child=_forget_model_in_child)
+
+
 def _close() -> None:
     """Free the model before interpreter teardown (llama.cpp's finaliser fails after it)."""
     global _llama
