@@ -1,0 +1,50 @@
+"""Default model resolution, route files, and the social-network world."""
+
+import random
+
+import pytest
+
+from socialsim.llm.routing import EMBEDDED, RouteTable, default_model, parse_route
+from socialsim.scenarios.schema import NetworkSpec
+from socialsim.spaces.social_network import SocialNetworkWorld
+
+
+def test_default_model_prefers_the_flag_then_the_environment_then_the_embedded_engine(monkeypatch):
+    monkeypatch.delenv("SOCIALSIM_MODEL", raising=False)
+    assert default_model(None) == EMBEDDED
+    monkeypatch.setenv("SOCIALSIM_MODEL", "ollama/llama3.1")
+    assert default_model(None) == "ollama/llama3.1"
+    assert default_model("rules") == "rules"
+
+
+def test_route_file_and_command_line_routes(tmp_path):
+    path = tmp_path / "routes.yaml"
+    path.write_text("default: openai/gpt-4o\nroutes:\n  elimination: openai/gpt-4o-mini\n")
+    table = RouteTable.from_file(path)
+    assert table.model_for("Elim", "elimination") == "openai/gpt-4o-mini"
+    assert table.model_for("ChooseAction", "action") == "openai/gpt-4o"
+    assert parse_route(" Elim = rules ") == ("Elim", "rules")
+    path.write_text("- just a list\n")
+    with pytest.raises(ValueError, match="expected a mapping"):
+        RouteTable.from_file(path)
+
+
+class Person:
+    def __init__(self, name):
+        self.name = name
+        self.cell = None
+
+
+def test_network_world_observation_follows_edges():
+    names = ["Ann", "Bob", "Cid"]
+    world = SocialNetworkWorld(NetworkSpec(edges=[("Ann", "Bob")], directed=True), names, random.Random(0))
+    people = {n: Person(n) for n in names}
+    for p in people.values():
+        world.place(p)
+    assert [p.name for p in world.observed_by(people["Ann"])] == ["Bob"]
+    assert world.observed_by(people["Bob"]) == []  # directed: Bob does not see Ann
+    complete = SocialNetworkWorld(NetworkSpec(complete=True), names, random.Random(0))
+    for p in people.values():
+        complete.place(p)
+    assert [p.name for p in complete.observed_by(people["Cid"])] == ["Ann", "Bob"]
+    assert people["Cid"].cell.coordinate == 2
