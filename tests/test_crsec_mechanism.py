@@ -117,9 +117,11 @@ def test_an_unseeded_norm_emerges(paper_run):
 
 def test_same_seed_same_society():
     a, b = society(12, rng=9), society(12, rng=9)
-    frame = lambda m: m.datacollector.get_model_vars_dataframe().drop(columns=["llm_latency_s"])
+    def frame(m):
+        return m.datacollector.get_model_vars_dataframe().drop(columns=["llm_latency_s"])
     assert frame(a).equals(frame(b))
-    norms = lambda m: pd.DataFrame(m.datacollector.get_table_dataframe("norm_changes"))
+    def norms(m):
+        return pd.DataFrame(m.datacollector.get_table_dataframe("norm_changes"))
     assert norms(a).equals(norms(b))
 
 
@@ -136,7 +138,7 @@ def test_synthesis_fires_above_the_threshold_and_deactivates_members():
     members = [bob.norms.get(i) for i in abstract[0].members]
     assert all(m.valid and not m.activated for m in members)
     weights = [m.utility for m in members]
-    assert abstract[0].utility == round(sum(w * u for w, u in zip(weights, weights)) / sum(weights))
+    assert abstract[0].utility == round(sum(w * u for w, u in zip(weights, weights, strict=False)) / sum(weights))
     assert bob.norms.utility_sum() < sum(n.utility for n in created)
 
 

@@ -103,7 +103,8 @@ def test_hostile_observation_text_does_not_change_the_parse(scripted):
 
 
 def test_decide_to_talk_rule_entrepreneurs_always_ordinary_by_propensity():
-    talk = lambda e, p, seed: rule(ops.DECIDE_TO_TALK, ops.TalkContext("x", "d", e, p, "smoking"), seed).yes
+    def talk(e, p, seed):
+        return rule(ops.DECIDE_TO_TALK, ops.TalkContext("x", "d", e, p, "smoking"), seed).yes
     assert all(talk(True, 0.0, s) for s in range(20))
     assert not any(talk(False, 0.0, s) for s in range(20))
     shy, bold = (sum(talk(False, p, s) for s in range(200)) for p in (0.2, 0.8))
@@ -310,7 +311,8 @@ def test_plan_rule_respects_held_norms_and_the_judge_reads_it():
 
 def test_plan_rule_tips_after_meals_when_the_norm_is_held():
     tip = ops.NormView("Tip after meals.", "descriptive", 70, "tip after meals", None, ("tip after meals",))
-    lunch = lambda ctx: next(i for i in ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx)) if i["time"] == "12:00")
+    def lunch(ctx):
+        return next(i for i in ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx)) if i["time"] == "12:00")
     assert lunch(plan_ctx())["then"] is None
     assert lunch(plan_ctx(norms=[tip]))["then"] == "leave a tip for the server"
     ctx = plan_ctx()

@@ -40,7 +40,7 @@ def test_broken_crsec_section_is_a_clear_cli_error(tmp_path, capsys):
 def tiny_scenario(tmp_path: Path) -> Path:
     """Hobbs Cafe with one entrepreneur and one smoker (and 2 initial norms), for a fast embedded run."""
     data = yaml.safe_load(scenario_path("hobbs-cafe").read_text())
-    data["agents"] = [a for a in data["agents"] if a["name"] in ("Abigail Chen", "Carlos Gomez")]
+    data["agents"] = [a for a in data["agents"] if a["name"] in ("Francisco Lopez", "Carlos Gomez")]
     data["crsec"]["initial_norms"] = 2
     path = tmp_path / "tiny-cafe.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -49,10 +49,55 @@ def tiny_scenario(tmp_path: Path) -> Path:
 
 @pytest.mark.embedded
 def test_embedded_run_of_a_tiny_cafe(tmp_path):
+    """Creation and evaluation on the embedded model; the long plan records stay on rules to keep it short."""
     out = tmp_path / "emb"
-    assert main(["run", str(tiny_scenario(tmp_path)), "--model", "local/smollm2", "--steps", "1", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert main(["run", str(tiny_scenario(tmp_path)), "--model", "local/smollm2", "--route", "compliance=rules",
+                 "--steps", "1", "--out", str(out), "--no-progress"]) == 0
     calls = pd.read_parquet(out / "llm_calls.parquet")
-    assert {"CreateNorm", "GenerateNormativePlans", "GenerateNormativeActions"} <= set(calls["op"])
-    assert (calls["engine"] == "llm").all() and calls["calls"].sum() >= len(calls)
+    on_llm = set(calls.loc[calls["engine"] == "llm", "op"])
+    assert {"CreateNorm", "MatchNorm"} <= on_llm and "GenerateNormativePlans" not in on_llm
+    assert calls.loc[calls["engine"] == "llm", "calls"].sum() >= len(on_llm)
+    changes = pd.read_parquet(out / "tables" / "norm_changes.parquet")
+    created = changes[changes["event"] == "created"]
+    assert set(created["agent"]) <= {"Francisco Lopez"} and len(created) <= 2  # at most initial_norms, valid JSON
     assert "SmolLM2" in (out / "report.md").read_text()
+
+
+def crude_model(messages):
+    """A provider that creates one smoking norm, plans to smoke indoors, answers every yes/no 'Yes',
+    every pick-one '1' and any other record '{}' (which mostly fails validation)."""
+    text = messages[-1]["content"]
+    if "Yes or No" in text:
+        return "Yes"
+    if "number of one option" in text:
+        return "1"
+    if "personal norms for life in a cafe" in text:
+        return '{"norms": [{"content": "Nobody may smoke indoors.", "type": "injunctive", "utility": 90}]}'
+    if "today's plan" in text:
+        return '{"items": [{"time": "08:00", "activity": "smoke a cigarette", "place": "Hobbs Cafe dining room"}]}'
+    if "5-minute steps" in text:
+        return '{"actions": ["go to Hobbs Cafe dining room", "smoke a cigarette", "smoke a cigarette"]}'
+    return "{}" if "JSON object" in text else "Hello."
+
+
+def test_provider_run_survives_crude_answers_and_replays_identically(tmp_path, monkeypatch):
+    from socialsim.llm.fake_server import FakeOpenAIServer
+    from socialsim.model.runner import RunConfig, replay, run
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=crude_model) as server:
+        config = RunConfig(scenario=str(tiny_scenario(tmp_path)), arch="crsec", model="openai/fake-model", steps=2,
+                           rng=4, api_base=server.api_base)
+        original = run(config, tmp_path / "run", progress=False)
+        assert original.status == "completed"
+        ledger = original.model.llm.ledger.frame()
+        ok = set(ledger.loc[ledger["status"] == "ok", "op"])
+        assert {"CreateNorm", "GenerateNormativePlans", "DetectConflict", "DecideToTalk", "ConverseTurn"} <= ok
+        assert "IdentifyNormFromChat" in set(ledger.loc[ledger["status"] == "fallback", "op"])
+        chats = pd.read_parquet(tmp_path / "run" / "tables" / "conversations.parquet")
+        assert not chats.empty and set(chats["text"]) == {"Hello."}
+        result, same = replay(tmp_path / "run", progress=False)
+    assert same and result.model.llm.ledger.live_calls == 0
+    for table in ("norm_changes", "plans"):
+        assert pd.read_parquet(result.run_dir / "tables" / f"{table}.parquet").equals(
+            pd.read_parquet(tmp_path / "run" / "tables" / f"{table}.parquet"))

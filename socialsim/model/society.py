@@ -65,7 +65,9 @@ class SocietyModel(Model):
         self._events_written = 0
         self.datacollector = DataCollector(
             model_reporters={"step": "steps", **{k: _usage(k) for k in TOTALS},
-                             **cls.model_reporters()},
+                             **cls.model_reporters(),
+                             # reporters that depend on the scenario (e.g. one per tracked norm)
+                             **(cls.scenario_reporters(self) if hasattr(cls, "scenario_reporters") else {})},
             agent_reporters={"name": "name", **cls.agent_reporters()},
             tables={"events": EVENT_COLUMNS, "interactions": INTERACTION_COLUMNS, **cls.tables()},
         )

@@ -70,10 +70,14 @@ class CRSECSettings(_Strict):
     day_end: str = "22:00"
     plan_item_minutes: int = Field(default=60, ge=5, le=240)
     action_minutes: int = Field(default=5, ge=1, le=60)
+    actions_per_call: int = Field(default=6, ge=1, le=48)  # a plan item is decomposed this many actions at a time
     compliance_window_steps: int = Field(default=6, ge=1)
     exposures_needed: dict[str, int] = Field(
         default_factory=lambda: {"for": 1, "neutral": 1, "against_injunctive": 2, "against_descriptive": 3})
     filler_behaviour: str = "drink a coffee"
+    enable_chat: bool = True  # ablation: spreading by conversation
+    enable_thoughts: bool = True  # ablation: spreading by observation
+    enable_synthesis: bool = True  # ablation: long-term synthesis
     tracked_norms: list[TrackedNorm] = Field(min_length=1)
     norm_catalogue: list[CatalogueNorm] = Field(default_factory=list)
     themes: dict[str, str] = Field(default_factory=dict)  # theme -> abstract norm the rules synthesize

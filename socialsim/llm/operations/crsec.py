@@ -13,6 +13,7 @@ change a parse.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
@@ -69,6 +70,7 @@ class ObservedFact:
     area: str
     inside: bool
     text: str  # how it is perceived: "Carlos Gomez is smoking a cigarette in Hobbs Cafe dining room"
+    act: str  # the same without the actor: "smoking a cigarette in Hobbs Cafe dining room"
     violates: tuple[str, ...] = ()  # tracked norms it breaches
     complies: tuple[str, ...] = ()  # tracked norms it visibly follows (smoking outside, tipping)
 
@@ -90,13 +92,19 @@ def _quoted(lines: list[tuple[str, str]]) -> str:
 
 
 class NormDraft(BaseModel):
-    content: str = Field(min_length=3, max_length=200)
+    content: str = Field(min_length=3, max_length=120)
     type: Literal["descriptive", "injunctive"]
     utility: int = Field(ge=1, le=100)
 
 
 class NormDrafts(BaseModel):
-    norms: list[NormDraft] = Field(min_length=1, max_length=10)
+    norms: list[NormDraft] = Field(min_length=1, max_length=20)
+
+
+@lru_cache(maxsize=32)
+def drafts_model(count: int) -> type[BaseModel]:
+    """NormDrafts with at most ``count`` norms (the grammar then stops the model there)."""
+    return create_model("NormDrafts", norms=(list[NormDraft], Field(min_length=1, max_length=count)))
 
 
 @dataclass
@@ -113,12 +121,12 @@ class CreateNorm(Operation):
 
     name = "CreateNorm"
     module = "creation"
-    max_tokens = 360
+    max_tokens = 240
     temperature = 0.7
     fallback_doc = "no norms (the entrepreneur starts with an empty database; logged)"
 
     def question(self, ctx: CreateContext) -> RecordQuestion:
-        return RecordQuestion(NormDrafts)
+        return RecordQuestion(drafts_model(ctx.count))
 
     def prompt(self, ctx: CreateContext) -> str:
         return (
@@ -229,7 +237,7 @@ class TurnContext:
     description: str
     partner: str
     role: Literal["sender", "receiver"]
-    conflict: str  # the breach that started the conversation
+    conflict: str  # the breach that started the conversation, without its actor ("smoking in the cafe")
     norm: str | None  # the sender's norm (None for the receiver)
     stance: str  # the speaker's stance on the tracked norm at stake
     history: list[tuple[str, str]] = field(default_factory=list)
@@ -249,7 +257,7 @@ class ConverseTurn(Operation):
         return ShortTextQuestion(max_chars=240)
 
     def prompt(self, ctx: TurnContext) -> str:
-        aim = (f"You noticed that {ctx.conflict}, which goes against your norm '{ctx.norm}'. "
+        aim = (f"You noticed {ctx.partner} {ctx.conflict}, which goes against your norm '{ctx.norm}'. "
                "Talk to them about it, kindly and persuasively." if ctx.role == "sender" else
                f"{ctx.partner} is talking to you about what you were doing ({ctx.conflict}). Answer as yourself.")
         return (
@@ -262,7 +270,7 @@ class ConverseTurn(Operation):
         """Sender: names the breach and the norm; receiver: agrees or defends itself by stance."""
         if ctx.role == "sender":
             if ctx.turn == 0:
-                return Text(text=f"Excuse me, {ctx.partner}: {ctx.conflict} bothers people here. {ctx.norm}")
+                return Text(text=f"Excuse me, {ctx.partner}: {ctx.conflict} bothers people. {ctx.norm}")
             return Text(text=f"I understand, but please remember: {ctx.norm}")
         if ctx.stance == "against":
             return Text(text="It is just my habit and I like it, but I hear what you are saying.")
@@ -279,7 +287,7 @@ class NormativeInfo(BaseModel):
     """Either 'no normative information' or a norm with its type and utility."""
 
     found: bool
-    content: str = Field(default="", max_length=200)
+    content: str = Field(default="", max_length=120)
     type: Literal["descriptive", "injunctive"] = "injunctive"
     utility: int = Field(default=50, ge=1, le=100)
 
@@ -385,6 +393,7 @@ class CheckContext:
     info: NormView  # the normative information (with its MatchNorm result)
     source: str  # the conversation or thought (or, for an abstract norm, its members)
     source_topic: str | None = None  # the tracked norm the source concerns (structured)
+    source_theme: str | None = None  # that tracked norm's theme
     qualified: list[NormView] = field(default_factory=list)  # qualified norms (members excluded)
     expected_type: str | None = None  # the tracked norm's type when the info expresses one
 
@@ -409,10 +418,13 @@ class CheckConsistency(Operation):
         )
 
     def rule(self, ctx: CheckContext, rng: random.Random) -> YesNo:
-        """Consistent when the info is about the same tracked norm as its source (or the source has none)."""
+        """Consistent when the info is about the tracked norm its source concerns, or shares its theme
+        (a source about no tracked norm, e.g. a synthesis, is consistent)."""
         if ctx.source_topic is None:
             return YesNo(yes=True)
-        return YesNo(yes=ctx.source_topic in (ctx.info.canonical, ctx.info.opposes))
+        same_norm = ctx.source_topic in (ctx.info.canonical, ctx.info.opposes)
+        same_theme = ctx.info.theme is not None and ctx.info.theme == ctx.source_theme
+        return YesNo(yes=same_norm or same_theme)
 
     def fallback(self, ctx: CheckContext) -> YesNo:
         return YesNo(yes=False)
@@ -548,11 +560,15 @@ class MatchNorm(Operation):
         """Contrary phrases first, then topic keywords, from each tracked norm's scenario data."""
         text = ctx.content.lower()
         n = len(ctx.tracked)
+
+        def said(phrase: str) -> bool:  # at the start of a word: "tip" matches "tipping", not "multiple"
+            return re.search(r"\b" + re.escape(phrase.lower()), text) is not None
+
         for i, t in enumerate(ctx.tracked):
-            if any(p.lower() in text for p in t.contrary):
+            if any(said(p) for p in t.contrary):
                 return Choice(index=1 + n + i, text=ctx.options[1 + n + i])
         for i, t in enumerate(ctx.tracked):
-            if any(k.lower() in text for k in t.keywords):
+            if any(said(k) for k in t.keywords):
                 return Choice(index=1 + i, text=ctx.options[1 + i])
         return Choice(index=0, text=ctx.options[0])
 
@@ -675,11 +691,14 @@ def weighted_utility(members: list[NormView], weights: list[float]) -> int:
     """The abstract norm's utility: the weighted mean of its members' (equal weights if unusable)."""
     if len(weights) != len(members) or any(w < 0 for w in weights) or sum(weights) <= 0:
         weights = [1.0] * len(members)
-    value = sum(w * m.utility for w, m in zip(weights, members)) / sum(weights)
+    value = sum(w * m.utility for w, m in zip(weights, members, strict=False)) / sum(weights)
     return max(1, min(100, round(value)))
 
 
 # --- 4. Compliance ------------------------------------------------------------------------------------
+
+
+MAX_LLM_PLAN_ITEMS = 5  # an LLM plans "in broad strokes"; each item lasts until the next one starts
 
 
 @lru_cache(maxsize=64)
@@ -764,9 +783,15 @@ def tips_after_meals(ctx: PlanContext) -> str | None:
 
 
 class PlanRecord(BaseModel):
-    """What the agent keeps of a plan, whatever model wrote it."""
+    """A plan as the rules (and fallbacks) write it: items as plain dicts."""
 
     items: list[dict]
+
+
+class ActionRecord(BaseModel):
+    """5-minute actions as the rules (and fallbacks) write them."""
+
+    actions: list[str]
 
 
 class GenerateNormativePlans(Operation):
@@ -774,11 +799,11 @@ class GenerateNormativePlans(Operation):
 
     name = "GenerateNormativePlans"
     module = "compliance"
-    max_tokens = 700
+    max_tokens = 240
     fallback_doc = "a quiet routine: the filler behaviour at the agent's usual place every hour"
 
     def question(self, ctx: PlanContext) -> RecordQuestion:
-        return RecordQuestion(plan_model(ctx.activities, ctx.places, ctx.items))
+        return RecordQuestion(plan_model(ctx.activities, ctx.places, min(ctx.items, MAX_LLM_PLAN_ITEMS)))
 
     def prompt(self, ctx: PlanContext) -> str:
         return (
@@ -786,9 +811,9 @@ class GenerateNormativePlans(Operation):
             "keeps the norms.\nATTENTION: if the qualified personal norms are NONE, ignore them.\n\n"
             f"QUALIFIED PERSONAL NORMS:\n{_norm_list(ctx.norms)}\n\nCURRENT GOAL: {ctx.goal}\n"
             f"AGENT DESCRIPTION: {ctx.description}\n\n"
-            f"Today is day {ctx.day}. Write {ctx.name}'s plan from {clock_text(ctx.start)} to {clock_text(ctx.end)}, "
-            f"one item every {ctx.item_minutes} minutes, each with its time, activity, place and an optional "
-            "follow-up activity (e.g. have lunch and tip after eating at 12:00)."
+            f"Today is day {ctx.day}. Write {ctx.name}'s plan from {clock_text(ctx.start)} to {clock_text(ctx.end)} "
+            f"in broad strokes (at most {min(ctx.items, MAX_LLM_PLAN_ITEMS)} items), each with its time of day, "
+            "activity, place and an optional follow-up activity (e.g. have lunch and tip after eating at 12:00)."
         )
 
     def rule(self, ctx: PlanContext, rng: random.Random) -> PlanRecord:
@@ -838,7 +863,7 @@ class GenerateNormativeActions(Operation):
 
     name = "GenerateNormativeActions"
     module = "compliance"
-    max_tokens = 260
+    max_tokens = 120
     fallback_doc = "walk to the planned place, then the filler behaviour"
 
     def question(self, ctx: ActionsContext) -> RecordQuestion:
@@ -853,7 +878,7 @@ class GenerateNormativeActions(Operation):
             f"personal norms, list what {ctx.name} does, one action per 5 minutes."
         )
 
-    def rule(self, ctx: ActionsContext, rng: random.Random) -> PlanRecord:
+    def rule(self, ctx: ActionsContext, rng: random.Random) -> ActionRecord:
         """Walk there; do the (norm-respecting) activity for half the time, its follow-up, then the filler."""
         activity, place = normative_choice(ctx.item["activity"], ctx.item["place"], ctx.plan)
         actions = [f"go to {a}" for a in ctx.paths.get(place, [])]
@@ -865,11 +890,11 @@ class GenerateNormativeActions(Operation):
         if follow:
             actions.append(follow)
         actions += [ctx.plan.filler] * (ctx.count - len(actions))
-        return PlanRecord(items=[{"action": a} for a in actions[: ctx.count]])
+        return ActionRecord(actions=actions[: ctx.count])
 
-    def fallback(self, ctx: ActionsContext) -> PlanRecord:
+    def fallback(self, ctx: ActionsContext) -> ActionRecord:
         actions = [f"go to {a}" for a in ctx.paths.get(ctx.item["place"], [])] + [ctx.plan.filler] * ctx.count
-        return PlanRecord(items=[{"action": a} for a in actions[: ctx.count]])
+        return ActionRecord(actions=actions[: ctx.count])
 
 
 @dataclass
@@ -923,8 +948,6 @@ def plan_items(value: BaseModel) -> list[dict]:
 
 
 def action_list(value: BaseModel) -> list[str]:
-    if isinstance(value, PlanRecord):
-        return [i["action"] for i in value.items]
     return list(value.actions)  # type: ignore[attr-defined]
 
 

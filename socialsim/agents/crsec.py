@@ -1,0 +1,516 @@
+"""CRSECAgent: a generative agent with a personal norm database and the paper's four modules.
+
+One step (10 simulated minutes by default) runs these phases:
+
+- ``perceive`` (sync): the observation, and the other agents' behaviours of the last step in this
+  area as structured facts (with the tracked norms they breach or visibly follow);
+- ``deliberate`` (async, writes only to itself): entrepreneurs create their norms on the first
+  step; the day plan and the 5-minute actions are (re)made; as a *sender*, DetectConflict on
+  what was seen, DecideToTalk, and the whole bounded conversation with the violator is composed
+  here (the receiver's lines asked on the receiver's behalf, kept on the sender's pending
+  conversation); as an *observer*, GenerateThought then IdentifyNormativeInformation and the
+  immediate evaluation;
+- ``deliver`` (sync, fixed order): pending conversations reach their receivers and are recorded;
+- ``reflect`` (async): as a *receiver*, IdentifyNormativeInformation on each conversation and the
+  immediate evaluation; long-term synthesis when the qualified utilities exceed the threshold;
+- ``act`` (sync): the step's 5-minute actions are executed in the world (as world facts);
+- ``account`` (model scope, sync): breaches are read from the world facts; adoption and
+  compliance are updated for the DataCollector.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+from socialsim.agents.generic import GenerativeAgent
+from socialsim.agents.norms import Norm, NormDatabase, norm_key
+from socialsim.agents.phases import Phase
+from socialsim.llm.operations import crsec as ops
+from socialsim.llm.operations.crsec import NormView, ObservedFact
+from socialsim.metrics import crsec as metrics
+from socialsim.scenarios.crsec_section import (
+    CatalogueNorm,
+    CRSECSettings,
+    CRSECTraits,
+    load_settings,
+    minutes,
+)
+from socialsim.scenarios.loader import ScenarioError
+from socialsim.scenarios.schema import AgentSpec
+from socialsim.spaces.actions import Action
+
+if TYPE_CHECKING:
+    from socialsim.model.society import SocietyModel
+
+MAX_CONVERSATIONS_HEARD = 2  # conversations a receiver reflects on per step
+
+
+@dataclass
+class Conversation:
+    """A bounded norm conversation, composed by the sender and delivered in a sync phase."""
+
+    step: int
+    sender: str
+    receiver: str
+    conflict: str
+    topic: str | None
+    norm: str
+    lines: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(f'{s}: "{t}"' for s, t in self.lines)
+
+
+class CRSECState:
+    """What the society shares: settings, the door graph, and this step's breaches."""
+
+    def __init__(self, model: SocietyModel) -> None:
+        settings = load_settings(model.scenario_spec)
+        known = set(CRSECSettings.model_fields)
+        unknown = sorted(set(model.arch_params) - known)
+        if unknown:
+            raise ScenarioError(f"unknown crsec parameter(s) {unknown}; known: {sorted(known)}")
+        if model.arch_params:
+            settings = CRSECSettings.model_validate({**settings.model_dump(), **model.arch_params})
+        self.settings = settings
+        world = model.world
+        self.doors = nx.Graph()
+        self.doors.add_nodes_from(world.areas)
+        self.doors.add_edges_from((a, b) for a, targets in world.doors.items() for b in targets)
+        self.inside = {name: world.is_inside(name) for name in world.areas}
+        self.outside = next((n for n, inside in self.inside.items() if not inside), next(iter(world.areas)))
+        self.tags = {text: tuple(b.tags) for text, b in world.behaviours.items()}
+        self.options = tuple(sorted(f"go to {a}" for a in world.areas)) + tuple(sorted(world.behaviours))
+        self.breaches: list[metrics.Breach] = []
+
+    def path(self, start: str, goal: str) -> list[str]:
+        try:
+            return nx.shortest_path(self.doors, start, goal)[1:]
+        except (nx.NetworkXNoPath, nx.NodeNotFound):
+            return []
+
+
+def state_of(model: SocietyModel) -> CRSECState:
+    if not hasattr(model, "crsec"):
+        model.crsec = CRSECState(model)
+    return model.crsec
+
+
+class CRSECAgent(GenerativeAgent):
+    """A Hobbs Café resident that creates, spreads, evaluates, synthesizes and complies with norms."""
+
+    architecture = "crsec"
+    phases = (
+        Phase("perceive"),
+        Phase("deliberate", is_async=True),
+        Phase("deliver"),
+        Phase("reflect", is_async=True),
+        Phase("act"),
+        Phase("account", scope="model"),
+    )
+
+    # --- recording ------------------------------------------------------------------------------
+    @classmethod
+    def model_reporters(cls) -> dict:
+        return {
+            "conflicts": lambda m: sum(a.counts["conflicts"] for a in m.agents),
+            "norm_thoughts": lambda m: sum(a.counts["norm_thoughts"] for a in m.agents),
+            "norm_chats": lambda m: sum(a.counts["norm_chats"] for a in m.agents),
+            "syntheses": lambda m: sum(a.counts["syntheses"] for a in m.agents),
+            "breaches": lambda m: len(m.crsec.breaches),
+        }
+
+    @classmethod
+    def scenario_reporters(cls, model: SocietyModel) -> dict:
+        """Per tracked norm: adoption, compliance in plans, in actions, and in both."""
+        reporters = {}
+        for t in state_of(model).settings.tracked_norms:
+            reporters[f"adoption[{t.name}]"] = metrics.share(lambda a, n=t.name: a.norms.holds(n))
+            reporters[f"plan_compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.plan_ok.get(n, False))
+            reporters[f"action_compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.actions_ok(n))
+            reporters[f"compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.complies(n))
+        return reporters
+
+    @classmethod
+    def agent_reporters(cls) -> dict:
+        return {
+            **super().agent_reporters(),
+            "qualified_norms": lambda a: len(a.norms.qualified()),
+            "utility_sum": lambda a: a.norms.utility_sum(),
+            "holds": lambda a: ";".join(sorted(a.norms.covered())),
+            "complies": lambda a: ";".join(t.name for t in a.settings.tracked_norms if a.complies(t.name)),
+        }
+
+    @classmethod
+    def tables(cls) -> dict[str, list[str]]:
+        return {
+            "norm_changes": ["step", "agent", "norm_id", "content", "event", "state", "activated", "valid",
+                             "utility", "type", "origin", "canonical", "opposes", "members"],
+            "conversations": ["step", "sender", "receiver", "topic", "turn", "speaker", "text"],
+            "thoughts": ["step", "agent", "observation", "thought", "normative_info"],
+            "plans": ["step", "agent", "day", "time", "activity", "place", "then"],
+            "breaches": ["step", "agent", "norm", "area", "behaviour"],
+        }
+
+    @classmethod
+    def report_sections(cls, model: SocietyModel, run_dir) -> list[str]:
+        return metrics.report_sections(model, run_dir)
+
+    # --- setup ----------------------------------------------------------------------------------
+    def __init__(self, model: SocietyModel, spec: AgentSpec) -> None:
+        super().__init__(model, spec)
+        self.shared = state_of(model)
+        self.settings = self.shared.settings
+        self.crsec_traits = CRSECTraits.model_validate(spec.traits)
+        self.entrepreneur = self.crsec_traits.entrepreneur
+        self.start_area = spec.start_area
+        self.norms = NormDatabase(self.name)
+        self.created = not self.entrepreneur
+        self.exposures: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self.facts: list[ObservedFact] = []
+        self.plan: list[dict] = []
+        self.plan_day = 0
+        self.plan_ok: dict[str, bool] = {}
+        self.actions: list[tuple[int, str]] = []  # (minute of day, action text)
+        self.actions_item = -1
+        self.actions_cover: frozenset[str] = frozenset()
+        self.pending: Conversation | None = None
+        self.inbox: list[Conversation] = []
+        self.last_breach: dict[str, int] = {}
+        self._rows: list[tuple[str, dict]] = []
+        self._synthesis_tried: tuple[int, ...] = ()
+
+    # --- small helpers --------------------------------------------------------------------------
+    def stance(self, topic: str | None) -> str:
+        return self.crsec_traits.stance.get(topic or "", "neutral")
+
+    def needed(self, topic: str) -> int:
+        stance = self.stance(topic)
+        key = stance if stance != "against" else f"against_{self.settings.tracked(topic).type}"
+        return self.settings.exposures_needed.get(key, 1)
+
+    def clock(self) -> tuple[int, int]:
+        """(day, minute of the day) at the start of this step."""
+        elapsed = (self.model.steps - 1) * self.model.scenario_spec.step_minutes
+        day_len = self.settings.day_minutes
+        return int(elapsed // day_len) + 1, minutes(self.settings.day_start) + int(elapsed % day_len)
+
+    def views(self, norms: list[Norm]) -> list[NormView]:
+        return [NormView(n.content, n.type, n.utility, n.canonical, n.opposes, tuple(sorted(n.covers)), n.theme)
+                for n in norms]
+
+    def actions_ok(self, topic: str) -> bool:
+        """Compliance in actions: the current actions were made with the norm held, and the world
+        facts show no breach of it within the compliance window."""
+        window = self.settings.compliance_window_steps
+        return topic in self.actions_cover and self.model.steps - self.last_breach.get(topic, -10**9) >= window
+
+    def complies(self, topic: str) -> bool:
+        return self.plan_ok.get(topic, False) and self.actions_ok(topic)
+
+    def _row(self, table: str, row: dict) -> None:
+        """Buffer a table row: rows are only written in sync phases."""
+        self._rows.append((table, row))
+
+    def _catalogue_for(self, topic: str, exclude_held: bool) -> CatalogueNorm | None:
+        entries = [c for c in self.settings.norm_catalogue if c.about == topic and not c.opposes]
+        if exclude_held:
+            entries = [c for c in entries if not self.norms.holds_content(c.content)]
+        if entries:
+            return max(entries, key=lambda c: c.utility)
+        if exclude_held and self.norms.holds(topic):
+            return None
+        t = self.settings.tracked(topic)
+        return CatalogueNorm(content=t.name.capitalize() + ".", type=t.type, utility=80, theme=t.theme or t.name,
+                             about=topic)
+
+    def _theme_of(self, content: str) -> str | None:
+        key = norm_key(content)
+        return next((c.theme for c in self.settings.norm_catalogue if norm_key(c.content) == key), None)
+
+    # --- phase 1: perceive ------------------------------------------------------------------------
+    def perceive(self) -> None:
+        super().perceive()
+        self.counts = Counter()
+        self.facts = metrics.observed_facts(self.model, self, self.model.steps - 1)
+
+    # --- phase 2: deliberate (async; writes only to self) -----------------------------------------
+    async def deliberate(self) -> None:
+        if not self.created:
+            await self._create_norms()
+        await self._plan()
+        # attend to a few behaviours that bear on a tracked norm (breaching or visibly keeping it),
+        # drawn at random so that no actor is always noticed first [ours]
+        notable = [f for f in self.facts if f.concerns]
+        facts = self.phase_rng.sample(notable, min(len(notable), self.settings.max_observed_facts))
+        if self.settings.enable_chat:
+            await self._send(facts)
+        if self.settings.enable_thoughts:
+            await self._observe(facts)
+
+    async def _create_norms(self) -> None:
+        ctx = ops.CreateContext(self.name, self.description, self.settings.initial_norms,
+                                dict(self.crsec_traits.stance), list(self.settings.norm_catalogue))
+        drafts = (await self.ask(ops.CREATE_NORM, ctx)).value.norms
+        for d in drafts[: self.settings.initial_norms]:
+            norm = self.norms.add(d.content, d.utility, d.type, qualified=True, origin="created",
+                                  step=self.model.steps, theme=self._theme_of(d.content))
+            await self._match(norm)
+        self.created = True
+
+    async def _plan(self) -> None:
+        day, now = self.clock()
+        ctx = self._plan_context(day)
+        if self.plan_day != day:
+            self.plan = sorted(ops.plan_items((await self.ask(ops.GENERATE_NORMATIVE_PLANS, ctx)).value),
+                               key=ops.time_of)
+            self.plan_day = day
+            self.actions_item = -1
+            text = ops.plan_text(self.plan)
+            for t in self.settings.tracked_norms:
+                # compliance in plans: the plan was made with the norm held, and the judge finds it kept
+                self.plan_ok[t.name] = False
+                if self.norms.holds(t.name):
+                    judge = ops.JudgePlanContext(self.name, text, t, self.plan, self.shared.tags, self.shared.inside)
+                    self.plan_ok[t.name] = (await self.ask(ops.JUDGE_PLAN_COMPLIANCE, judge)).value.index == 0
+            for item in self.plan:
+                self._row("plans", {"step": self.model.steps, "agent": self.name, "day": day, **item,
+                                    "then": item.get("then") or ""})
+        index = self._item_index(now)
+        covered = self.norms.covered()
+        step_end = now + self.model.scenario_spec.step_minutes
+        planned_ahead = bool(self.actions) and self.actions[-1][0] >= step_end - self.settings.action_minutes
+        if index is None or (index == self.actions_item and covered == self.actions_cover and planned_ahead):
+            return
+        item = self.plan[index]
+        end = self._item_end(index)
+        count = max(1, min(self.settings.actions_per_call, (end - now) // self.settings.action_minutes))
+        paths = {a: self.shared.path(self.area, a) for a in self.shared.inside}
+        actx = ops.ActionsContext(self.name, self.description, item, ops.plan_text([item]), ctx.norms, self.area,
+                                  paths, count, self.shared.options, ctx)
+        texts = ops.action_list((await self.ask(ops.GENERATE_NORMATIVE_ACTIONS, actx)).value)
+        self.actions = [(now + k * self.settings.action_minutes, t) for k, t in enumerate(texts)]
+        self.actions_item, self.actions_cover = index, covered
+
+    def _plan_context(self, day: int) -> ops.PlanContext:
+        s = self.settings
+        home = self.crsec_traits.home_area or self.start_area or next(iter(self.shared.inside))
+        return ops.PlanContext(
+            self.name, self.description, self.crsec_traits.goal, day, minutes(s.day_start), minutes(s.day_end),
+            s.plan_item_minutes, self.views(self.norms.qualified()), tuple(sorted(self.shared.tags)),
+            tuple(self.shared.inside), home, self.shared.outside, list(self.crsec_traits.habits),
+            s.filler_behaviour, list(s.tracked_norms), self.shared.tags, self.shared.inside,
+            dict(self.crsec_traits.stance))
+
+    def _item_index(self, now: int) -> int | None:
+        if not self.plan:
+            return None
+        starts = [ops.time_of(i) for i in self.plan]
+        index = None
+        for k, start in enumerate(starts):
+            if start <= now:
+                index = k
+        return index
+
+    def _item_end(self, index: int) -> int:
+        if index + 1 < len(self.plan):
+            return max(ops.time_of(self.plan[index + 1]), ops.time_of(self.plan[index]) + self.settings.action_minutes)
+        return minutes(self.settings.day_end)
+
+    async def _send(self, facts: list[ObservedFact]) -> None:
+        """Sender: detect conflicts with my qualified norms, decide to talk, compose the conversation."""
+        qualified = self.views(self.norms.qualified())
+        if not qualified or not facts:
+            return
+        target = None
+        for fact in facts:
+            if (await self.ask(ops.DETECT_CONFLICT, ops.ConflictContext(self.name, fact, qualified))).value.yes:
+                self.counts["conflicts"] += 1
+                target = target or fact
+        if target is None:
+            return
+        talk = ops.TalkContext(self.name, self.description, self.entrepreneur, self.crsec_traits.talk_propensity,
+                               target.text)
+        if not (await self.ask(ops.DECIDE_TO_TALK, talk)).value.yes:
+            return
+        receiver = self.model.agent_named(target.actor)
+        topic = next((v for v in target.violates if self.norms.holds(v)), None)
+        norm = next((n for n in self.norms.qualified() if topic in n.covers), None) or self.norms.qualified()[0]
+        if norm.members and topic:  # an abstract norm: name the specific member it covers, too
+            member = next((self.norms.get(m) for m in norm.members if topic in self.norms.get(m).covers), None)
+            said = f"{norm.content} ({member.content})" if member else norm.content
+        else:
+            said = norm.content
+        conversation = Conversation(self.model.steps, self.name, receiver.name, target.act, topic, said)
+        for turn in range(self.settings.conversation_turns):
+            speaker, partner = (self, receiver) if turn % 2 == 0 else (receiver, self)
+            ctx = ops.TurnContext(speaker.name, speaker.description, partner.name,
+                                  "sender" if speaker is self else "receiver", target.act,
+                                  said if speaker is self else None, speaker.stance(topic),
+                                  list(conversation.lines), turn // 2, self.settings.conversation_turns)
+            # the receiver's lines are asked on its behalf, drawing from the sender's phase RNG
+            answer = await self.model.llm.ask(ops.CONVERSE_TURN, ctx, agent_id=speaker.unique_id, rng=self.phase_rng)
+            conversation.lines.append((speaker.name, answer.value.text))
+        self.pending = conversation
+
+    async def _observe(self, facts: list[ObservedFact]) -> None:
+        """Observation: a thought about the most telling fact, then normative info from the thought."""
+        fact = next((f for f in facts if f.concerns), None)
+        if fact is None:
+            return
+        topic = fact.concerns[0]
+        stance = self.stance(topic)
+        thought = (await self.ask(ops.GENERATE_THOUGHT,
+                                  ops.ThoughtContext(self.name, self.description, fact, stance))).value.text
+        if topic in fact.complies:
+            self.exposures[topic] += 1
+        ctx = ops.IdentifyContext(self.name, f'"{thought}"', topic, self._catalogue_for(topic, exclude_held=True),
+                                  stance, self.exposures[topic], self.needed(topic), breach_seen=topic in fact.violates)
+        info = (await self.ask(ops.IDENTIFY_FROM_THOUGHT, ctx)).value
+        self._row("thoughts", {"step": self.model.steps, "agent": self.name, "observation": fact.text,
+                               "thought": thought, "normative_info": info.content if info.found else ""})
+        if info.found:
+            self.counts["norm_thoughts"] += 1
+            await self._take_in(info, "thought", f'"{thought}"', topic)
+
+    # --- the immediate evaluation (shared by chats, thoughts and synthesis) ---------------------------
+    async def _take_in(self, info: ops.NormativeInfo, origin: str, source: str, topic: str | None) -> Norm:
+        norm = self.norms.add(info.content, info.utility, info.type, qualified=False, origin=origin,
+                              step=self.model.steps, source=source, theme=self._theme_of(info.content))
+        await self._match(norm)
+        await self._sanity_check(norm, source, topic)
+        return norm
+
+    async def _match(self, norm: Norm) -> None:
+        ctx = ops.MatchContext(norm.content, list(self.settings.tracked_norms))
+        canonical, opposes = ops.match_result(ctx, (await self.ask(ops.MATCH_NORM, ctx)).value)
+        self.norms.set_match(norm, canonical, opposes, self.model.steps)
+        if norm.theme is None and canonical:
+            norm.theme = self.settings.tracked(canonical).theme
+
+    async def _sanity_check(self, norm: Norm, source: str, topic: str | None, members: tuple[int, ...] = ()) -> bool:
+        """The four checks in the paper's order; the first failure leaves the norm unqualified."""
+        step = self.model.steps
+        qualified = self.views([n for n in self.norms.qualified() if n.id not in members and n.id != norm.id])
+        expected = self.settings.tracked(norm.canonical).type if norm.canonical else None
+        theme = self.settings.tracked(topic).theme if topic else None
+        ctx = ops.CheckContext(self.views([norm])[0], source, topic, theme, qualified, expected)
+        if not (await self.ask(ops.CHECK_CONSISTENCY, ctx)).value.yes:
+            self.norms.reject(norm, "consistency", step)
+            return False
+        if (await self.ask(ops.CHECK_DUPLICATION, ctx)).value.yes:
+            self.norms.reject(norm, "duplication", step)
+            return False
+        verdict = (await self.ask(ops.CHECK_TYPE, ctx)).value.index
+        corrected = {1: "descriptive", 2: "injunctive"}.get(verdict)
+        if corrected and corrected != norm.type:
+            self.norms.retype(norm, corrected, step)
+            self.norms.reject(norm, "type", step)
+            return False
+        if (await self.ask(ops.CHECK_CONFLICT, ctx)).value.yes:
+            self.norms.reject(norm, "conflict", step)
+            return False
+        self.norms.qualify(norm, step)
+        return True
+
+    # --- phase 3: deliver (sync, fixed order) -----------------------------------------------------
+    def deliver(self) -> None:
+        conversation, self.pending = self.pending, None
+        if conversation is None:
+            return
+        receiver = self.model.agent_named(conversation.receiver)
+        for turn, (speaker, text) in enumerate(conversation.lines):
+            self.model.datacollector.add_table_row("conversations", {
+                "step": conversation.step, "sender": conversation.sender, "receiver": conversation.receiver,
+                "topic": conversation.topic or "", "turn": turn, "speaker": speaker, "text": text})
+            partner = conversation.receiver if speaker == conversation.sender else conversation.sender
+            self.world.execute(self.model.agent_named(speaker), Action("chat with", partner, content=text),
+                               self.model.steps)
+        self.model.record_interaction(self.name, receiver.name, "norm chat", conversation.lines[0][1])
+        receiver.inbox.append(conversation)
+        self.counts["norm_chats"] += 1
+
+    # --- phase 4: reflect (async; writes only to self) --------------------------------------------
+    async def reflect(self) -> None:
+        heard, self.inbox = self.inbox[:MAX_CONVERSATIONS_HEARD], []
+        for conversation in heard:
+            topic = conversation.topic
+            if topic:
+                self.exposures[topic] += 1
+            suggestion = self._catalogue_for(topic, exclude_held=False) if topic else None
+            ctx = ops.IdentifyContext(self.name, conversation.text, topic, suggestion, self.stance(topic),
+                                      self.exposures[topic] if topic else 0, self.needed(topic) if topic else 1)
+            info = (await self.ask(ops.IDENTIFY_FROM_CHAT, ctx)).value
+            if info.found:
+                await self._take_in(info, "conversation", conversation.text, topic)
+        qualified = tuple(n.id for n in self.norms.qualified())
+        if (self.settings.enable_synthesis and self.norms.utility_sum() > self.settings.synthesis_threshold
+                and qualified != self._synthesis_tried):
+            self._synthesis_tried = qualified  # the same set is not classified again
+            await self._synthesize()
+
+    async def _synthesize(self) -> None:
+        """Long-term synthesis: classify, abstract each category of >1 norm, sanity-check, deactivate."""
+        qualified = self.norms.qualified()
+        themes = {t.name: t.theme for t in self.settings.tracked_norms if t.theme}
+        ctx = ops.ClassifyContext(self.name, self.views(qualified), themes)
+        categories = (await self.ask(ops.CLASSIFY_SPECIFIC_NORMS, ctx)).value.categories
+        used: set[int] = set()
+        for category in categories:
+            members = []
+            for number in category.members:
+                if 1 <= number <= len(qualified) and number not in used:
+                    used.add(number)
+                    members.append(qualified[number - 1])
+            if len(members) < 2:
+                continue
+            views = self.views(members)
+            abstract = (await self.ask(ops.GENERATE_ABSTRACT_NORM, ops.AbstractContext(
+                category.theme, views, self.settings.themes.get(category.theme)))).value
+            if not abstract.content.strip():
+                continue
+            ids = tuple(m.id for m in members)
+            source = "\n".join(f"- {m.content}" for m in members)
+            norm = self.norms.add(abstract.content, ops.weighted_utility(views, abstract.weights), abstract.type,
+                                  qualified=False, origin="synthesis", step=self.model.steps, source=source,
+                                  theme=category.theme, members=ids)
+            await self._match(norm)
+            if await self._sanity_check(norm, source, None, members=ids):
+                self.norms.deactivate(ids, self.model.steps, norm.id)
+                self.counts["syntheses"] += 1
+
+    # --- phase 5: act (sync) ------------------------------------------------------------------------
+    def act(self) -> None:
+        for table, row in self._rows:
+            self.model.datacollector.add_table_row(table, row)
+        self._rows = []
+        for row in self.norms.drain_changes():
+            self.model.datacollector.add_table_row("norm_changes", row)
+        _, now = self.clock()
+        end = now + self.model.scenario_spec.step_minutes
+        for start, text in self.actions:
+            if now <= start < end:
+                action = self.world.parse(text) or Action("do", text)
+                outcome = self.world.execute(self, action, self.model.steps)
+                self.last_action, self.last_outcome = text, outcome
+                if not outcome.ok:
+                    self.remember(f"I tried to {text}, but {outcome.reason}")
+
+    # --- phase 6: account (model scope, sync) -------------------------------------------------------
+    @classmethod
+    def account(cls, model: SocietyModel) -> None:
+        """Read this step's breaches from the world facts; they drive compliance in actions."""
+        state = state_of(model)
+        state.breaches = metrics.breaches(model.world, state.settings, model.steps)
+        for b in state.breaches:
+            agent = model.agent_named(b.agent)
+            agent.last_breach[b.norm] = b.step
+            model.datacollector.add_table_row("breaches", {"step": b.step, "agent": b.agent, "norm": b.norm,
+                                                           "area": b.area, "behaviour": b.behaviour})
+

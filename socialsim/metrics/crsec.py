@@ -1,0 +1,268 @@
+"""CRSEC metrics: breaches read from world facts, adoption/compliance series, emergent norms,
+Figure-2-like plots, and a report that puts the paper's findings beside the run's.
+
+Breaches are read from the world's executed actions and their behaviour tags, following each
+tracked norm's ``violated_by`` spec in the scenario (e.g. ``smoke`` inside; a ``meal`` not followed
+by a ``tip``), so compliance in actions is measured, not asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from socialsim.agents.norms import norm_key
+from socialsim.llm.operations.crsec import ObservedFact
+from socialsim.llm.operations.crsec import breaches as act_breaches
+from socialsim.scenarios.crsec_section import CRSECSettings
+from socialsim.spaces.world import World, WorldEvent, gerund
+
+if TYPE_CHECKING:
+    from socialsim.model.society import SocietyModel
+
+ADOPTION_TARGET = 0.7  # the paper's Appendix D threshold ("over 70% of agents")
+
+PAPER_FINDINGS = {
+    "injunctive": "100% of agents adopt and comply with 'no smoking indoors' and 'be quiet in public' by the end "
+                  "of day 2 (all 5 runs)",
+    "conflicts": "conflicts surge early, then fall as norms emerge",
+    "descriptive": "'tipping after meals' (descriptive) emerges later than the injunctive norms: by the end of day 2",
+    "lag": "over 70% adopt each norm within a quarter of a day; over 70% comply only after about three quarters "
+           "of a day",
+    "emergent": "'maintain a healthy environment' emerges in all 5 runs without being seeded",
+    "ratings": "human ratings (7-point Likert): Creation 6.44, Sender 5.86, Receiver 5.77, Observation 5.13, "
+               "Immediate evaluation 5.14, Long-term synthesis 5.97, Plan 6.43, Action 6.40",
+}
+
+
+@dataclass(frozen=True)
+class Breach:
+    step: int
+    agent: str
+    norm: str
+    area: str
+    behaviour: str
+
+
+def share(predicate) -> Any:
+    """A model reporter: the share of agents for which ``predicate(agent)`` holds."""
+    return lambda m: sum(1 for a in m.agents if predicate(a)) / max(1, len(m.agents))
+
+
+# --- reading world facts ------------------------------------------------------------------------------
+
+
+def _events(world: World, first: int, last: int) -> list[WorldEvent]:
+    """Executed actions from step ``first`` to ``last`` (events are appended in step order)."""
+    found = []
+    for event in reversed(world.events):
+        if event.step < first:
+            break
+        if event.step <= last and event.ok:
+            found.append(event)
+    return found[::-1]
+
+
+def breaches(world: World, settings: CRSECSettings, step: int) -> list[Breach]:
+    """The tracked-norm breaches that the world facts show at ``step``."""
+    found: list[Breach] = []
+    now = _events(world, step, step)
+    for t in settings.tracked_norms:
+        spec = t.violated_by
+        if spec.unless_followed_by is None:
+            for e in now:
+                if act_breaches(e.tags, world.is_inside(e.area), t):
+                    found.append(Breach(step, e.agent, t.name, e.area, e.action))
+            continue
+        ended = step - spec.within_steps  # meals that ended then, not followed by the follow-up since
+        if ended < 1:
+            continue
+        window = _events(world, ended, step)
+        for agent in sorted({e.agent for e in window if e.step == ended and set(e.tags) & set(spec.tags)}):
+            mine = [e for e in window if e.agent == agent]
+            if any(e.step == ended + 1 and set(e.tags) & set(spec.tags) for e in mine):
+                continue  # still eating
+            last_meal = max(i for i, e in enumerate(mine) if set(e.tags) & set(spec.tags))
+            if not any(spec.unless_followed_by in e.tags for e in mine[last_meal + 1:]):
+                meal = mine[last_meal]
+                found.append(Breach(step, agent, t.name, meal.area, f"{meal.action} without a follow-up"))
+    return found
+
+
+def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedFact]:
+    """What ``agent`` saw others do in its area at ``step``, with the tracked norms each fact breaches
+    or visibly follows (smoking outside, a compliant alternative, a tip)."""
+    if step < 1:
+        return []
+    world, settings, area = model.world, model.crsec.settings, agent.area
+    facts: list[ObservedFact] = []
+    seen: set[tuple[str, str]] = set()
+    for e in _events(world, step, step):
+        if e.agent == agent.name or e.area != area or not e.tags or (e.agent, e.action) in seen:
+            continue
+        seen.add((e.agent, e.action))
+        inside = world.is_inside(e.area)
+        violates, complies = [], []
+        for t in settings.tracked_norms:
+            spec = t.violated_by
+            if act_breaches(e.tags, inside, t):
+                violates.append(t.name)
+            elif spec.unless_followed_by in e.tags or e.action in t.alternatives.values():
+                complies.append(t.name)
+            elif not spec.unless_followed_by and set(e.tags) & set(spec.tags):
+                complies.append(t.name)  # the same behaviour where it is fine (e.g. smoking outside)
+        facts.append(ObservedFact(e.agent, e.action, tuple(e.tags), e.area, inside,
+                                  f"{e.agent} is {gerund(e.action)} in {e.area}", f"{gerund(e.action)} in {e.area}",
+                                  tuple(violates), tuple(complies)))
+    for b in model.crsec.breaches:
+        if b.step == step and b.agent != agent.name and b.area == area and "follow-up" in b.behaviour:
+            facts.append(ObservedFact(b.agent, b.behaviour, ("meal",), b.area, world.is_inside(b.area),
+                                      f"{b.agent} finished a meal in {b.area} and left without a tip",
+                                      f"leaving a meal in {b.area} without a tip", (b.norm,), ()))
+    return facts
+
+
+# --- series, emergent norms ---------------------------------------------------------------------------
+
+
+def steps_per_day(model: SocietyModel) -> float:
+    return model.crsec.settings.day_minutes / model.scenario_spec.step_minutes
+
+
+def series(model: SocietyModel) -> pd.DataFrame:
+    frame = model.datacollector.get_model_vars_dataframe()
+    if frame.empty:
+        return frame
+    frame = frame.copy()
+    frame["day"] = (frame["step"] - 1) / steps_per_day(model)
+    return frame
+
+
+def first_reaching(frame: pd.DataFrame, column: str, target: float = ADOPTION_TARGET) -> float | None:
+    """The time (in days) at which ``column`` first reaches ``target``, or None."""
+    hit = frame[frame[column] >= target - 1e-9]
+    return None if hit.empty else float(hit["day"].iloc[0])
+
+
+def emergent_norms(model: SocietyModel) -> pd.DataFrame:
+    """Qualified norms that no entrepreneur created and that express no tracked norm, by holders."""
+    seeded = {norm_key(n.content) for a in model.agents for n in a.norms.norms if n.origin == "created"}
+    rows: dict[str, dict] = {}
+    for a in model.agents:
+        for n in a.norms.qualified():
+            key = norm_key(n.content)
+            if key in seeded or n.canonical or n.opposes:
+                continue
+            row = rows.setdefault(key, {"norm": n.content, "holders": set(), "origins": set(), "covers": set()})
+            row["holders"].add(a.name)
+            row["origins"].add(n.origin)
+            row["covers"] |= set(n.covers)
+    table = [{"norm": r["norm"], "holders": len(r["holders"]), "share": len(r["holders"]) / max(1, len(model.agents)),
+              "origin": ",".join(sorted(r["origins"])), "covers": ", ".join(sorted(r["covers"]))}
+             for r in rows.values()]
+    return pd.DataFrame(table, columns=["norm", "holders", "share", "origin", "covers"]).sort_values(
+        ["holders", "norm"], ascending=[False, True], ignore_index=True)
+
+
+# --- figures ---------------------------------------------------------------------------------------------
+
+
+def plot_figure2(model: SocietyModel, path: Path) -> None:
+    """Panel (a): conflicts, norm-related thoughts and chats per step; (b): adoption and compliance."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = series(model)
+    if frame.empty:
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for column, label in (("conflicts", "social conflicts"), ("norm_thoughts", "norm-related thoughts"),
+                          ("norm_chats", "norm-related chats")):
+        left.plot(frame["day"], frame[column], label=label)
+    left.set_xlabel("day")
+    left.set_ylabel("count per step")
+    left.set_title("(a) conflicts, thoughts and chats")
+    left.legend(fontsize=8)
+    for i, t in enumerate(model.crsec.settings.tracked_norms):
+        colour = f"C{i}"
+        right.plot(frame["day"], frame[f"adoption[{t.name}]"], color=colour, label=f"{t.name}: adopted")
+        right.plot(frame["day"], frame[f"compliance[{t.name}]"], color=colour, linestyle="--",
+                   label=f"{t.name}: complies")
+    right.set_ylim(-0.03, 1.03)
+    right.set_xlabel("day")
+    right.set_ylabel("share of agents")
+    right.set_title("(b) adoption (solid) and compliance (dashed)")
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --- the report -----------------------------------------------------------------------------------------
+
+
+def _days(value: float | None) -> str:
+    return "not reached" if value is None else f"day {value:.2f}"
+
+
+def findings(model: SocietyModel) -> list[tuple[str, str, str]]:
+    """(finding, paper, this run) rows."""
+    frame = series(model)
+    if frame.empty:
+        return []
+    settings = model.crsec.settings
+    last = frame.iloc[-1]
+    rows = []
+    injunctive = [t for t in settings.tracked_norms if t.type == "injunctive"]
+    descriptive = [t for t in settings.tracked_norms if t.type == "descriptive"]
+    run = "; ".join(f"{t.name}: adopted {last[f'adoption[{t.name}]']:.0%}, complying {last[f'compliance[{t.name}]']:.0%}"
+                    for t in injunctive)
+    rows.append(("injunctive norms at the end", PAPER_FINDINGS["injunctive"], f"at day {last['day']:.2f}: {run}"))
+    quarter = max(1, len(frame) // 4)
+    early, late = frame["conflicts"].iloc[:quarter].sum(), frame["conflicts"].iloc[-quarter:].sum()
+    peak = frame.loc[frame["conflicts"].idxmax(), "day"] if frame["conflicts"].max() > 0 else None
+    rows.append(("conflicts over time", PAPER_FINDINGS["conflicts"],
+                 f"{early} conflicts in the first quarter of the run, {late} in the last; peak at {_days(peak)}"))
+    timing = "; ".join(
+        f"{t.name} ({t.type}): 70% adopt {_days(first_reaching(frame, f'adoption[{t.name}]'))}"
+        for t in settings.tracked_norms)
+    rows.append(("descriptive norm later", PAPER_FINDINGS["descriptive"], timing))
+    lag = "; ".join(
+        f"{t.name}: adopt {_days(first_reaching(frame, f'adoption[{t.name}]'))}, comply "
+        f"{_days(first_reaching(frame, f'compliance[{t.name}]'))}" for t in injunctive + descriptive)
+    rows.append(("adoption precedes compliance", PAPER_FINDINGS["lag"], lag))
+    emergent = emergent_norms(model)
+    shown = "; ".join(f"'{r.norm}' ({r.holders} agents)" for r in emergent.head(3).itertuples()) or "none"
+    rows.append(("emergent norms", PAPER_FINDINGS["emergent"], shown))
+    rows.append(("human ratings", PAPER_FINDINGS["ratings"], "not measured in this run (no judge configured)"))
+    return rows
+
+
+def report_sections(model: SocietyModel, run_dir: str | Path) -> list[str]:
+    figures = Path(run_dir) / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    plot_figure2(model, figures / "crsec_figure2.png")
+    lines = ["## CRSEC: norm emergence", "",
+             "The paper's findings (Ren et al., CRSEC, Sec. 3.2 and Appendix D) beside this run's. With the "
+             "`rules` engine the society is the rule-based baseline, not an LLM society.", "",
+             "| finding | paper | this run |", "|---|---|---|"]
+    for finding, paper, run in findings(model):
+        lines.append(f"| {finding} | {paper} | {run} |")
+    lines += ["", "![Figure 2](figures/crsec_figure2.png)", "", "### Emergent norms (never created by an entrepreneur)", ""]
+    emergent = emergent_norms(model)
+    if emergent.empty:
+        lines.append("(none)")
+    else:
+        lines += ["| norm | agents | origin | covers |", "|---|---|---|---|"]
+        lines += [f"| {r.norm} | {r.holders} | {r.origin} | {r.covers} |" for r in emergent.itertuples()]
+    lines += ["", "### Norm databases at the end", ""]
+    for a in sorted(model.agents, key=lambda a: a.name):
+        qualified = "; ".join(f"{n.content} (u={n.utility}, {n.type[:3]})" for n in a.norms.qualified()) or "none"
+        role = "entrepreneur" if a.entrepreneur else "ordinary"
+        lines.append(f"- **{a.name}** ({role}): {qualified}")
+    return lines
