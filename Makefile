@@ -17,7 +17,7 @@ FIND_PYTHON = for p in python3.12 \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    command -v $$p; break; fi; done
 
-.PHONY: run test bench lint clean venv
+.PHONY: run test bench lint clean venv dashboard
 
 venv: $(STAMP)
 
@@ -40,6 +40,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# the Solara dashboard on 127.0.0.1:8765; ARGS="RUN_DIR" replays a run, ARGS="school-micro --model rules" ...
+dashboard: $(STAMP)
+	$(VENV)/bin/socialsim dashboard $(ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/bench_phase.py

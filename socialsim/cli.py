@@ -1,4 +1,4 @@
-"""`socialsim run | replay | models` — the command line.
+"""`socialsim run | replay | models | sweep | dashboard` — the command line.
 
 Bad arguments get a one-line message naming what was wrong (exit code 2); a run that stops on
 its budget exits 3 with everything recorded so far saved.
@@ -47,6 +47,26 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-progress", action="store_true")
 
     sub.add_parser("models", help="list engines, routes and operations")
+
+    sw = sub.add_parser("sweep", help="run a parameter sweep (mesa.batch_run; resumable; optionally on Dask)")
+    sw.add_argument("sweep_file", type=Path, help="sweep file (YAML or TOML), e.g. examples/sweep-hobbs.yaml")
+    where = sw.add_mutually_exclusive_group()
+    where.add_argument("--cluster", choices=["local"], help="run on a Dask LocalCluster on this machine")
+    where.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on an existing Dask cluster "
+                                                                       "(its workers must see --out at the same path)")
+    sw.add_argument("--out", type=Path, help="sweep directory (default sweeps/NAME); re-running resumes it")
+    sw.add_argument("--processes", type=int, help="local processes or LocalCluster workers (default: the file's, else 1)")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sw.add_argument("--export", action="store_true", help="also write tidy Parquet/CSV frames to SWEEP_DIR/export")
+
+    dash = sub.add_parser("dashboard", help="watch, inspect and replay a society in the browser (Solara)")
+    dash.add_argument("target", nargs="?", default="hobbs-cafe", metavar="SCENARIO | RUN_DIR",
+                      help="a scenario to run live, or a run directory to replay (default: hobbs-cafe)")
+    dash.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only)")
+    dash.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    dash.add_argument("--arch", help="architecture of a live society (default: the scenario's)")
+    dash.add_argument("--model", help="model of a live society (default: $SOCIALSIM_MODEL, else local/smollm2)")
+    dash.add_argument("--rng", type=int, default=42, help="seed of a live society (default 42)")
     return parser
 
 
@@ -127,10 +147,55 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from socialsim.batch.sweepfile import SweepFileError, load_sweep
+    from socialsim.llm.engines import ModelUnavailable
+    from socialsim.scenarios.loader import ScenarioError
+
+    if args.processes is not None and args.processes < 1:
+        return _fail(f"--processes expects a whole number >= 1, got {args.processes}")
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # Dask's INFO chatter would bury the progress bar
+    try:
+        spec = load_sweep(args.sweep_file)
+        from socialsim.batch.sweeps import sweep
+
+        result = sweep(spec, args.out, processes=args.processes, cluster=args.cluster, scheduler=args.scheduler,
+                       progress=not args.no_progress)
+    except (SweepFileError, ScenarioError, ModelUnavailable, ValueError) as exc:
+        return _fail(str(exc))
+    except OSError as exc:  # a file, or a Dask scheduler that cannot be reached
+        return _fail(f"{type(exc).__name__}: {exc}")
+    runs = result.runs
+    print(f"sweep directory: {result.sweep_dir}")
+    print(f"runs: {len(runs)} ({len(result.executed)} run now, {len(result.skipped)} already done, "
+          f"{len(result.failed)} not completed)")
+    print(f"live LLM calls: {int(runs['live_calls'].sum())}, live cost: ${runs['live_cost_usd'].sum():.4f}")
+    if args.export:
+        from socialsim.batch.exports import export
+
+        export(result.sweep_dir)
+        print(f"export: {result.sweep_dir / 'export'}")
+    return 0 if result.failed.empty else 3
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from socialsim.dashboards.server import check_target, host_warning, serve
+    from socialsim.scenarios.loader import ScenarioError
+
+    try:
+        target = check_target(args.target)
+    except (ScenarioError, ValueError, FileNotFoundError) as exc:
+        return _fail(str(exc))
+    if warning := host_warning(args.host):
+        logging.getLogger("socialsim").warning(warning)
+    return serve(target, args.host, args.port, arch=args.arch, model=args.model, seed=args.rng)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models}[args.command]
+    handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep,
+               "dashboard": cmd_dashboard}[args.command]
     return handler(args)
 
 

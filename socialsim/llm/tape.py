@@ -15,7 +15,32 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+try:  # POSIX: shared tapes are locked while appending
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
+
 from socialsim.llm.redact import redact
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line so that several processes can share a tape (sweep replicates): one
+    write under an exclusive lock, after a newline if a killed writer left a torn last line."""
+    with path.open("ab") as fh:
+        if fcntl is not None:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            data = line.encode("utf-8") + b"\n"
+            if fh.seek(0, 2) > 0:
+                with path.open("rb") as check:
+                    check.seek(-1, 2)
+                    if check.read(1) != b"\n":
+                        data = b"\n" + data
+            fh.write(data)
+            fh.flush()
+        finally:
+            if fcntl is not None:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class TapeMiss(LookupError):
@@ -90,8 +115,7 @@ class Tape:
             self._records[record.key] = record
             if self.path:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(asdict(record), ensure_ascii=False) + "\n")
+                append_line(self.path, json.dumps(asdict(record), ensure_ascii=False))
 
     def copy_to(self, path: str | Path) -> Tape:
         """Write all records to a new tape file and return it (used to seed a run from a tape)."""

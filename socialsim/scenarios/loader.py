@@ -17,6 +17,7 @@ from socialsim.scenarios.schema import Scenario
 
 DATA_DIR = Path(__file__).parent / "data"
 SUFFIXES = (".yaml", ".yml", ".toml")
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ScenarioError(ValueError):
@@ -46,7 +47,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     path = scenario_path(name_or_path)
     text = path.read_text(encoding="utf-8")
     try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+        # libyaml's safe loader when present: same documents, ~10x faster (sweeps load many runs)
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.load(text, Loader=_SAFE_LOADER)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise ScenarioError(f"{path}: not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
     if not isinstance(data, dict):

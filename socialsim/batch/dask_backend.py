@@ -1,0 +1,67 @@
+"""The Dask backend: the same runs as the local backend, as tasks on a ``distributed`` cluster.
+
+Each task is ``sweeps.run_one``: ``mesa.batch_run`` of one grid point and one seed, building the
+same ``SweepModel`` the local backend builds, so a run's result depends only on its parameters
+and seed, never on which worker ran it or when. Workers write run directories and append to the
+sweep's tape themselves, so they must see the sweep directory at the same path (this machine
+for ``--cluster local``; a shared disk for a remote ``--scheduler``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from socialsim.batch.sweepfile import SweepSpec
+from socialsim.batch.sweeps import PlannedRun, _max_steps, run_one
+
+
+def run_on_dask(
+    planned: list[PlannedRun],
+    spec: SweepSpec,
+    sweep_dir: Path,
+    done: set[str],
+    *,
+    cluster: str | None = None,
+    scheduler: str | None = None,
+    client: Any = None,
+    processes: int = 1,
+    progress: bool = True,
+) -> list[tuple[str, str | None]]:
+    """Submit every run not yet done; return (run id, status) as runs finish."""
+    from distributed import Client, LocalCluster, as_completed
+
+    own_cluster = own_client = None
+    if client is None:
+        if scheduler:
+            client = own_client = Client(scheduler)
+        elif cluster == "local":
+            own_cluster = LocalCluster(n_workers=processes, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, host="127.0.0.1")
+            client = own_client = Client(own_cluster)
+        else:
+            raise ValueError(f"unknown cluster {cluster!r}; expected 'local' (or give a scheduler address)")
+    try:
+        max_steps = _max_steps(planned)
+        futures = [
+            client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec), p.rng, max_steps, pure=False)
+            for p in planned if p.run_id not in done
+        ]
+        results = []
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(planned), initial=len(planned) - len(futures), desc=f"sweep {spec.name} (dask)")
+        for future in as_completed(futures):
+            results.append(future.result())
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
+        return results
+    finally:
+        if own_client is not None:
+            own_client.close()
+        if own_cluster is not None:
+            own_cluster.close()

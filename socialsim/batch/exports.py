@@ -1,0 +1,166 @@
+"""Exports: a run directory or a sweep directory as tidy pandas DataFrames, Parquet and CSV.
+
+``socialsim.export(PATH)`` reads what the runs recorded (their DataCollector frames and tables)
+and returns one frame per kind, every row tagged with its run and the run's parameters, the way
+``mesa.batch_run`` tags its rows; see ``docs/outputs.md`` for the columns. Nothing is recomputed:
+a run's frames are the ones its DataCollector produced.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from socialsim.batch.sweepfile import CONFIG_PARAMS, encode
+from socialsim.batch.sweeps import RUNS, write_table
+from socialsim.model.runner import _tidy
+
+RUN_COLUMNS = ("run_id", "replicate", "rng")
+
+
+@dataclass
+class Export:
+    """The tidy frames of one run or one sweep."""
+
+    runs: pd.DataFrame  # one row per run: parameters, status, usage, final model reporters
+    model: pd.DataFrame  # one row per run x step
+    agents: pd.DataFrame  # one row per run x step x agent
+    types: pd.DataFrame  # one row per run x step x agent type (numeric agent columns averaged)
+    llm_calls: pd.DataFrame  # one row per operation decision (LLM, tape or rule)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # events, interactions, ...
+    parameters: list[str] = field(default_factory=list)  # the parameter columns
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """Every frame by its file name (tables as ``tables/<name>``)."""
+        return {"runs": self.runs, "model": self.model, "agents": self.agents, "types": self.types,
+                "llm_calls": self.llm_calls, **{f"tables/{k}": v for k, v in self.tables.items()}}
+
+
+def run_dirs(path: Path) -> list[Path]:
+    """The finished run directories of a sweep (``.partial-*`` folders are not results)."""
+    root = path / RUNS
+    return sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")
+                  and (d / "config.json").is_file())
+
+
+def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, ...] = ("parquet", "csv"),
+           write: bool = True) -> Export:
+    """Read RUN_DIR or SWEEP_DIR into tidy frames; write them to ``out`` (default PATH/export)."""
+    path = Path(path)
+    if (path / RUNS).is_dir():
+        sweep_meta = _json(path / "sweep.json")
+        dirs = run_dirs(path)
+        names = list(sweep_meta.get("parameters", {}))
+        seeds = sweep_meta.get("seed_list") or []
+    elif (path / "config.json").is_file():
+        dirs, seeds = [path], []
+        config = _json(path / "config.json").get("config", {})
+        names = ["scenario", "arch", "model", *config.get("arch_params", {})]
+    else:
+        raise FileNotFoundError(f"{path}: neither a run directory (config.json) nor a sweep directory (runs/)")
+
+    runs, model, agents, llm, tables = [], [], [], [], {}
+    for d in dirs:
+        meta = _json(d / "config.json")
+        tags = _tags(d, meta, names, seeds)
+        frame = _read(d / "model.parquet")
+        model.append(_tag(frame, tags))
+        final = frame.iloc[-1].to_dict() if len(frame) else {}
+        runs.append({**tags, "status": meta.get("status"), "steps_done": meta.get("steps_done", 0),
+                     "live_calls": meta.get("live_calls", 0), "live_cost_usd": meta.get("live_cost_usd", 0.0),
+                     **{k: v for k, v in final.items() if k not in tags}})
+        ag = _read(d / "agents.parquet").rename(columns={"Step": "step", "AgentID": "agent_id"})
+        agents.append(_tag(ag.assign(agent_type=meta.get("config", {}).get("arch")), tags))
+        # the ledger's `model` is the model that answered each call; `model` the run's default
+        llm.append(_tag(_read(d / "llm_calls.parquet").rename(columns={"model": "call_model"}), tags))
+        if (d / "tables").is_dir():
+            for table in sorted((d / "tables").glob("*.parquet")):
+                tables.setdefault(table.stem, []).append(_tag(_read(table), tags))
+    result = Export(
+        runs=_tidy(pd.DataFrame(runs)),
+        model=_frame(model),
+        agents=_frame(agents),
+        types=pd.DataFrame(),
+        llm_calls=_frame(llm),
+        tables={name: _frame(parts) for name, parts in sorted(tables.items())},
+        parameters=names,
+    )
+    result.types = _types(result.agents, [c for c in result.runs.columns if c in (*RUN_COLUMNS, *names)])
+    if write:
+        write_export(result, Path(out) if out else path / "export", formats)
+    return result
+
+
+def write_export(result: Export, out: Path, formats: tuple[str, ...] = ("parquet", "csv")) -> None:
+    for name, frame in result.frames().items():
+        stem = out / name
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        write_table(frame, stem, formats)
+
+
+def read_export(out: str | Path) -> dict[str, pd.DataFrame]:
+    """The frames an export wrote, read back from its Parquet files."""
+    out = Path(out)
+    return {str(p.relative_to(out).with_suffix("")): pd.read_parquet(p) for p in sorted(out.rglob("*.parquet"))}
+
+
+# --- helpers ------------------------------------------------------------------------------------
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _read(path: Path) -> pd.DataFrame:
+    return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
+
+
+def _tags(run_dir: Path, meta: dict[str, Any], names: list[str], seeds: list[int]) -> dict[str, Any]:
+    """A run's identifying columns: run id, replicate, seed and its parameter values."""
+    config = meta.get("config", {})
+    rng = config.get("rng")
+    tags: dict[str, Any] = {"run_id": meta.get("run_id", run_dir.name),
+                            "replicate": seeds.index(rng) if rng in seeds else 0, "rng": rng}
+    for name in names:
+        value = config.get(name) if name in CONFIG_PARAMS else config.get("arch_params", {}).get(name)
+        tags[name] = encode(value)
+    return tags
+
+
+def _tag(frame: pd.DataFrame, tags: dict[str, Any]) -> pd.DataFrame:
+    """Prefix a run's frame with its identifying columns (like batch_run's rows)."""
+    tagged = pd.DataFrame({k: [v] * len(frame) for k, v in tags.items()}, index=frame.index)
+    return pd.concat([tagged, frame.drop(columns=[c for c in tags if c in frame.columns])], axis=1)
+
+
+def _frame(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    parts = [p for p in parts or [] if len(p.columns)]
+    if not parts:
+        return pd.DataFrame()
+    frame = _tidy(pd.concat(parts, ignore_index=True))
+    # Mesa records an agent frame's Step as a float (model time); steps are whole numbers
+    if "step" in frame.columns and pd.api.types.is_float_dtype(frame["step"]):
+        steps = frame["step"]
+        if steps.notna().all() and (steps == steps.round()).all():
+            frame["step"] = steps.astype("int64")
+    return frame
+
+
+def _types(agents: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per run, step and agent type: the number of agents and the mean of each numeric column
+    (a boolean's mean is the share of agents for which it holds)."""
+    if agents.empty:
+        return pd.DataFrame()
+    by = [*keys, "step", "agent_type"]
+    numeric = [c for c in agents.columns if c not in by and c != "agent_id"
+               and (pd.api.types.is_numeric_dtype(agents[c]) or pd.api.types.is_bool_dtype(agents[c]))]
+    grouped = agents.groupby(by, sort=True, dropna=False)
+    out = grouped.size().rename("n_agents").to_frame()
+    if numeric:
+        out = out.join(grouped[numeric].mean())
+    return out.reset_index()

@@ -1,0 +1,76 @@
+"""Sweep figures: a final-step outcome against a swept parameter, with the replicates' spread.
+
+Each x value shows the replicates as dots and their mean with a +/- one standard deviation bar;
+``hue`` draws one line per value of a second parameter (e.g. cooperation rate by SVO mix, with
+and without ASVO; final adoption by number of entrepreneurs; Gini of resources by ablation).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are files; never open a window
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+if TYPE_CHECKING:
+    from socialsim.batch.sweepfile import SweepSpec
+    from socialsim.batch.sweeps import SweepResult
+
+
+def outcome_summary(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = None) -> pd.DataFrame:
+    """Mean, standard deviation, min, max and count of ``outcome`` per x (and hue) over completed runs."""
+    missing = [c for c in (outcome, x, hue) if c and c not in runs.columns]
+    if missing:
+        raise KeyError(f"no column {missing[0]!r} in the sweep's runs; columns: {', '.join(map(str, runs.columns))}")
+    done = runs[runs["status"] == "completed"] if "status" in runs.columns else runs
+    keys = [x, hue] if hue else [x]
+    stats = done.groupby(keys, sort=True, dropna=False)[outcome].agg(["mean", "std", "min", "max", "count"])
+    return stats.reset_index()
+
+
+def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = None, ax=None):
+    """Draw ``outcome`` against ``x``; returns the matplotlib Figure."""
+    stats = outcome_summary(runs, outcome, x, hue)
+    done = runs[runs["status"] == "completed"] if "status" in runs.columns else runs
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 4))
+    else:
+        fig = ax.figure
+    xs = list(pd.unique(stats[x]))
+    pos = {value: i for i, value in enumerate(xs)}
+    groups = [(None, stats, done)] if not hue else [
+        (h, stats[stats[hue] == h], done[done[hue] == h]) for h in pd.unique(stats[hue])]
+    width = 0.3 / max(len(groups), 1)
+    for g, (label, st, raw) in enumerate(groups):
+        shift = (g - (len(groups) - 1) / 2) * width
+        bars = ax.errorbar([pos[v] + shift for v in st[x]], st["mean"], yerr=st["std"].fillna(0), marker="o",
+                           capsize=3, label=f"{hue}={label}" if hue else "mean ± sd")
+        ax.scatter([pos[v] + shift for v in raw[x]], raw[outcome], s=12, alpha=0.4, color=bars[0].get_color())
+    ax.set_xticks(range(len(xs)), [str(v) for v in xs])
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{outcome} (final step)")
+    n = int(stats["count"].max()) if len(stats) else 0
+    ax.set_title(f"{outcome} by {x}\nmean ± sd of {n} replicates; dots are runs", fontsize="medium")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[Path]:
+    """Write the figures a sweep file asks for to SWEEP_DIR/figures/."""
+    out = result.sweep_dir / "figures"
+    out.mkdir(exist_ok=True)
+    paths = []
+    for fig_spec in spec.figures:
+        fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue)
+        name = "-".join(filter(None, [fig_spec.outcome, "by", fig_spec.x, fig_spec.hue and f"and-{fig_spec.hue}"]))
+        path = out / f"{re.sub(r'[^\w.-]+', '_', name)}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -1,0 +1,216 @@
+"""The sweep file (YAML or TOML): which runs a sweep is made of, validated with clear errors.
+
+A sweep is a parameter grid, as in ``mesa.batch_run``: under ``parameters`` every list is swept
+(the runs are the cartesian product of all lists) and every single value is held fixed; the
+replicates are the seeds, passed to ``batch_run`` as ``rng=[...]``. A parameter is any keyword
+argument of ``SocietyModel``: ``scenario``, ``arch``, ``model``, ``routes``, ``preset``, ``steps``
+or any architecture parameter / ablation (``enable_chat``, ``svo_mix``, ...). To hold a
+list-valued parameter fixed, wrap it in one more list (``tracked: [[a, b]]``).
+
+```yaml
+name: hobbs-ablation
+replicates: 3          # seeds 0, 1, 2 (or: seeds: [7, 11, 13])
+steps: 12              # optional: default each scenario's default_steps
+parameters:
+  scenario: hobbs-cafe
+  arch: [generic, crsec]
+  model: rules
+  enable_chat: [true, false]
+figures:
+  - {outcome: adoption, x: enable_chat, hue: arch}
+```
+Every problem is a SweepFileError naming the file, the field and what was expected.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from socialsim.agents import ARCHITECTURES
+from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
+
+# Per-run settings the sweep owns; they are not grid parameters.
+RESERVED = {"rng", "seed", "seeds", "gateway", "sweep_dir"}
+# Per-run limits and endpoint: one value for the whole sweep, given at the top level.
+LIMITS = ("max_cost", "max_calls", "api_base", "max_concurrency")
+# Grid parameters that are RunConfig fields (everything else is an architecture parameter).
+CONFIG_PARAMS = ("scenario", "arch", "model", "routes", "preset", "steps")
+
+
+_FIELD_PREFIX = re.compile(r"^([\w.]+): (.*)$", re.S)
+
+
+class SweepFileError(ValueError):
+    """A sweep file that cannot be read or is not valid."""
+
+
+class FigureSpec(BaseModel):
+    """One sweep figure: a final-step outcome against a swept parameter, replicates as spread."""
+
+    model_config = ConfigDict(extra="forbid")
+    outcome: str = Field(min_length=1)
+    x: str = Field(min_length=1)
+    hue: str | None = None
+
+
+class SweepSpec(BaseModel):
+    """A validated sweep: grid, seeds and per-run limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="sweep", min_length=1, pattern=r"^[\w.-]+$")
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    seeds: list[int] | None = Field(default=None, min_length=1)
+    replicates: int | None = Field(default=None, ge=1)
+    seed: int = 0  # first seed when `replicates` is given
+    steps: int | None = Field(default=None, ge=1)  # same as parameters.steps (a single value)
+    processes: int = Field(default=1, ge=1)
+    max_cost: float | None = Field(default=None, ge=0)  # per run, USD of live calls
+    max_calls: int | None = Field(default=None, ge=0)  # per run, live calls
+    max_concurrency: int = Field(default=16, ge=1)
+    api_base: str | None = None  # endpoint of provider models; never a key
+    figures: list[FigureSpec] = Field(default_factory=list)
+    _source: str = PrivateAttr(default="sweep")  # the file it came from, for error messages
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @field_validator("parameters")
+    @classmethod
+    def _parameters(cls, params: dict[str, Any]) -> dict[str, Any]:
+        for name, values in params.items():
+            if name in LIMITS:
+                raise ValueError(f"{name}: set it at the top level of the sweep file (one value for every run)")
+            if name in RESERVED:
+                raise ValueError(f"{name}: not a grid parameter (replicates are set by `seeds` or `replicates`)")
+            if isinstance(values, list) and not values:
+                raise ValueError(f"{name}: expected a value or a non-empty list of values, got []")
+        for value in _values(params.get("arch")):
+            if value is not None and value not in ARCHITECTURES:
+                raise ValueError(f"arch: expected one of {', '.join(sorted(ARCHITECTURES))}, got {value!r}")
+        for value in _values(params.get("model")):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"model: expected a litellm model string, 'rules' or 'local/smollm2', got {value!r}")
+        for value in _values(params.get("routes")):
+            if value is not None and not (isinstance(value, dict)
+                                          and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+                raise ValueError(f"routes: expected a mapping OPERATION: MODEL (or a list of them), got {value!r}")
+        for value in _values(params.get("steps")):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise ValueError(f"steps: expected a whole number >= 1, got {value!r}")
+        return params
+
+    @model_validator(mode="after")
+    def _seeds(self) -> SweepSpec:
+        if self.seeds is not None and self.replicates is not None:
+            raise ValueError("replicates: give either `seeds` (a list) or `replicates` (a number), not both")
+        if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds: expected distinct seeds, got {self.seeds}")
+        if self.steps is not None and "steps" in self.parameters:
+            raise ValueError("steps: given both at the top level and under `parameters`")
+        names = set(self.parameters) | {"replicate", "rng"}
+        for i, fig in enumerate(self.figures):
+            for field in ("x", "hue"):
+                value = getattr(fig, field)
+                if value is not None and value not in names:
+                    raise ValueError(f"figures.{i}.{field}: expected one of the parameters "
+                                     f"({', '.join(sorted(names))}), got {value!r}")
+        return self
+
+    # --- the grid ---------------------------------------------------------------------------
+    def seed_list(self) -> list[int]:
+        if self.seeds is not None:
+            return list(self.seeds)
+        return [self.seed + i for i in range(self.replicates or 1)]
+
+    def grid(self) -> dict[str, list[Any]]:
+        """Every parameter as a list of values (the form ``mesa.batch_run`` takes)."""
+        grid = {name: values if isinstance(values, list) else [values] for name, values in self.parameters.items()}
+        if self.steps is not None:
+            grid["steps"] = [self.steps]
+        return grid
+
+    def swept(self) -> list[str]:
+        """The parameters that take more than one value."""
+        return [name for name, values in self.grid().items() if len(values) > 1]
+
+    def combinations(self) -> list[dict[str, Any]]:
+        grid = self.grid()
+        return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+    def n_runs(self) -> int:
+        return len(self.combinations()) * len(self.seed_list())
+
+
+def _values(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def load_sweep(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep file; relative scenario paths are taken from the file's folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise SweepFileError(f"{path}: no such sweep file")
+    if path.suffix not in SUFFIXES:
+        raise SweepFileError(f"{path}: expected a .yaml, .yml or .toml sweep file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise SweepFileError(f"{path}: not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SweepFileError(f"{path}: expected a mapping of sweep fields at the top level")
+    data.setdefault("name", path.stem)
+    return validate_sweep(data, source=str(path), base=path.parent)
+
+
+def validate_sweep(data: dict[str, Any] | SweepSpec, source: str = "sweep", base: Path | None = None) -> SweepSpec:
+    """Validate a sweep given as a mapping (what ``socialsim.batch.sweep`` accepts in code)."""
+    if isinstance(data, SweepSpec):
+        return data
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "value_error" and (m := _FIELD_PREFIX.match(msg)):  # our "name: problem"
+                field, msg = ".".join(filter(None, [field, m[1]])), m[2]
+            field = field or "(top level)"
+            got = err.get("input")
+            shown = "" if isinstance(got, dict | list) or got is None or "got" in msg else f" (got {got!r})"
+            problems.append(f"  {field}: {msg}{shown}")
+        raise SweepFileError(f"{source}: invalid sweep file\n" + "\n".join(problems)) from None
+    scenarios = []
+    for value in _values(spec.parameters.get("scenario", "hobbs-cafe")):
+        name = str(value)
+        if base is not None and Path(name).suffix in SUFFIXES and (base / name).is_file() and not Path(name).is_file():
+            name = str(base / name)
+        try:
+            scenario_path(name)
+        except ScenarioError as exc:
+            raise SweepFileError(f"{source}: parameters.scenario: {exc}") from None
+        scenarios.append(name)
+    if "scenario" in spec.parameters:
+        spec.parameters["scenario"] = scenarios if isinstance(spec.parameters["scenario"], list) else scenarios[0]
+    spec._source = source
+    return spec
+
+
+def encode(value: Any) -> Any:
+    """A parameter value as a table cell: scalars as they are, mappings and lists as JSON."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)

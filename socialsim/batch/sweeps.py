@@ -1,0 +1,401 @@
+"""Sweeps: ``mesa.batch_run`` over a grid of SocietyModel parameters, resumable, one shared tape.
+
+How a sweep runs, and why:
+
+- ``mesa.batch_run`` builds and steps every model (local backend: ``number_processes`` = 1 or a
+  process pool; the Dask backend calls the same ``batch_run`` for one combination per task), so
+  both backends run exactly the same code and give the same results for the same seeds.
+- Mesa builds each model from keyword parameters only, so the model class it gets is
+  ``SweepModel``: a ``SocietyModel`` that resolves its parameters into a ``RunConfig``, names
+  itself by a hash of that config (the run id), answers LLM calls from the sweep's shared tape,
+  and writes its own run directory when it finishes. ``batch_run``'s return value is not used:
+  results are read back from the run directories, which is what makes a sweep resumable.
+- A run directory is written to ``runs/.partial-*`` and renamed to ``runs/<run_id>`` in one
+  step; only a renamed directory whose status is ``completed`` counts as done. A sweep started
+  again skips done runs (their models are never built) and redoes anything else; an
+  interrupted run leaves at most a ``.partial-*`` folder, which the next start removes.
+- All runs read and append ``SWEEP_DIR/tape.jsonl``; a call whose key (model, messages,
+  parameters, seed) is already there costs nothing, so repeating a sweep makes no LLM calls.
+  Each run directory also gets the records it used, so ``socialsim replay`` works on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from mesa import DataCollector, Model
+
+from socialsim.batch.sweepfile import (
+    CONFIG_PARAMS,
+    LIMITS,
+    SweepFileError,
+    SweepSpec,
+    encode,
+    load_sweep,
+    validate_sweep,
+)
+from socialsim.llm.engines import engine_note
+from socialsim.llm.gateway import Gateway
+from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
+from socialsim.llm.redact import redact
+from socialsim.llm.routing import RouteTable, default_model
+from socialsim.llm.tape import Tape, TapeRecord
+from socialsim.model.runner import RunConfig, save
+from socialsim.model.society import SocietyModel
+
+log = logging.getLogger("socialsim.batch")
+
+RUNS = "runs"
+PARTIAL = ".partial-"
+NOT_IDENTITY = {"max_concurrency", "max_cost", "max_calls", "api_base", "rpm", "tpm"}
+
+
+# --- run identity -------------------------------------------------------------------------------
+def run_config(params: dict[str, Any], rng: int, spec: SweepSpec | None = None) -> RunConfig:
+    """The resolved RunConfig of one grid point and seed (the same in the client and a worker)."""
+    settings = {"max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
+                "max_concurrency": spec.max_concurrency} if spec else {}
+    config = {k: params[k] for k in CONFIG_PARAMS if k in params and params[k] is not None}
+    extra = {k: params[k] for k in LIMITS if k in params and params[k] is not None}
+    arch_params = {k: v for k, v in params.items() if k not in CONFIG_PARAMS and k not in LIMITS}
+    return RunConfig(**config, **settings, **extra, rng=rng, arch_params=arch_params).resolved()
+
+
+def run_id_of(config: RunConfig) -> str:
+    """A run's name: a hash of everything that determines it, so a changed grid never reuses a
+    finished run by mistake and an unchanged one always finds it."""
+    # Limits and the endpoint do not change what a completed run recorded: raising a budget
+    # continues the same run (its calls so far come from the tape for free).
+    canonical = json.dumps(config.model_dump(exclude=NOT_IDENTITY), sort_keys=True, default=str)
+    return "run-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def run_status(run_dir: Path) -> str | None:
+    """The recorded status of a run directory, or None if it holds no finished run."""
+    try:
+        return json.loads((run_dir / "config.json").read_text())["status"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def is_done(sweep_dir: str | Path, run_id: str) -> bool:
+    return run_status(Path(sweep_dir) / RUNS / run_id) == "completed"
+
+
+# --- the tape shared by a sweep's runs ------------------------------------------------------------
+class SharedTape(Tape):
+    """The sweep's tape file, shared by concurrent runs (processes, Dask workers on one disk).
+
+    A lookup that misses re-reads what other runs appended since, so a call another replicate
+    already made is not made again; appends are locked (``tape.append_line``). The keys a run
+    used are kept, to give its run directory a tape of its own.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self._offset = 0
+        self.used: dict[str, None] = {}  # insertion-ordered set
+        self._refresh_lock = threading.Lock()
+        super().__init__(path)
+
+    def _load(self, path: Path) -> None:
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self.path is None or not self.path.exists():
+            return
+        with self._refresh_lock:
+            with self.path.open("rb") as fh:
+                fh.seek(self._offset)
+                chunk = fh.read()
+            end = chunk.rfind(b"\n") + 1  # a line still being written is read next time
+            for line in chunk[:end].decode("utf-8", errors="replace").splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    record = TapeRecord(**json.loads(line))
+                except (ValueError, TypeError):
+                    log.warning("%s: skipping a torn tape line (a run killed while writing)", self.path)
+                    continue
+                self._records.setdefault(record.key, record)
+            self._offset += end
+
+    def get(self, key: str) -> TapeRecord | None:
+        record = super().get(key)
+        if record is None:
+            self._refresh()
+            record = super().get(key)
+        if record is not None:
+            self.used[key] = None
+        return record
+
+    def add(self, record: TapeRecord) -> None:
+        super().add(record)
+        self.used[record.key] = None
+
+    def write_used(self, path: Path) -> None:
+        target = Tape(path)
+        for key in self.used:
+            target.add(self._records[key])
+
+
+# --- the model Mesa's batch_run builds ----------------------------------------------------------
+class SweepModel(SocietyModel):
+    """A SocietyModel that writes its own run directory into a sweep when it finishes.
+
+    ``mesa.batch_run(SweepModel, parameters={..., "sweep_dir": [DIR]}, rng=[...])`` runs a sweep;
+    a run already done in DIR builds no society and stops at once.
+    """
+
+    def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
+                 max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
+                 max_concurrency: int = 16, **params: Any) -> None:
+        params = {"scenario": scenario, **params}
+        extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency}
+        self.run_config = run_config({**params, **extra}, rng)
+        self.run_id = run_id_of(self.run_config)
+        self.sweep_dir = Path(sweep_dir)
+        if is_done(self.sweep_dir, self.run_id):
+            Model.__init__(self, rng=rng)
+            self.datacollector = DataCollector()
+            self.running = False
+            return
+        cfg = self.run_config
+        self.tape = SharedTape(self.sweep_dir / "tape.jsonl")
+        routes = RouteTable(cfg.model, dict(cfg.routes))
+        gateway = Gateway(routes, self.tape, Ledger(Budget(cfg.max_cost, cfg.max_calls)),
+                          max_concurrency=cfg.max_concurrency, api_base=cfg.api_base)
+        self.notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
+        super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
+
+    def step(self) -> None:
+        try:
+            super().step()
+        except BudgetExhausted as exc:
+            self.finish(f"stopped by budget: {exc}")
+            return
+        except Exception as exc:  # one broken run must not end a sweep of hundreds; it is recorded
+            log.exception("run %s failed at step %s", self.run_id, self.steps)
+            self.finish(f"failed: {type(exc).__name__}: {exc}")
+            return
+        if self.steps >= self.run_config.steps:
+            self.finish("completed")
+
+    def finish(self, status: str) -> Path:
+        """Write the run directory next to its final place, then rename it there in one step."""
+        self.running = False
+        runs = self.sweep_dir / RUNS
+        partial = runs / f"{PARTIAL}{self.run_id}-{os.getpid()}-{threading.get_ident()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        save(self, partial, self.run_config, status, self.notes)
+        meta = json.loads((partial / "config.json").read_text())
+        meta["run_id"] = self.run_id
+        meta["live_cost_usd"] = round(self.llm.ledger.live_cost, 8)
+        (partial / "config.json").write_text(redact(json.dumps(meta, indent=2, default=str)))
+        self.tape.write_used(partial / "tape.jsonl")
+        final = runs / self.run_id
+        if final.exists():  # an earlier attempt that did not complete
+            shutil.rmtree(final)
+        os.rename(partial, final)
+        return final
+
+
+# --- planning and running -----------------------------------------------------------------------
+@dataclass
+class PlannedRun:
+    run_id: str
+    replicate: int
+    rng: int
+    params: dict[str, Any]  # the grid point, as written in the sweep
+    config: RunConfig
+
+    def kwargs(self, sweep_dir: Path, spec: SweepSpec) -> dict[str, Any]:
+        """The SweepModel keyword arguments of this run (without rng)."""
+        return {**self.params, "model": self.config.model, "sweep_dir": str(sweep_dir),
+                "max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
+                "max_concurrency": spec.max_concurrency}
+
+
+@dataclass
+class SweepResult:
+    sweep_dir: Path
+    runs: pd.DataFrame  # one row per planned run: parameters, status, usage, final outcomes
+    executed: list[str] = field(default_factory=list)  # run ids run by this call
+    skipped: list[str] = field(default_factory=list)  # run ids already done before it
+
+    @property
+    def failed(self) -> pd.DataFrame:
+        return self.runs[self.runs["status"] != "completed"]
+
+
+def plan(spec: SweepSpec) -> list[PlannedRun]:
+    """Every run of the sweep, replicate by replicate, in grid order."""
+    model = {"model": default_model(None)}  # resolved once here, so workers do not read their own env
+    planned = []
+    for replicate, seed in enumerate(spec.seed_list()):
+        for params in spec.combinations():
+            config = run_config({**model, **params}, seed, spec)
+            planned.append(PlannedRun(run_id_of(config), replicate, seed, params, config))
+    return planned
+
+
+def sweep(
+    spec: SweepSpec | dict[str, Any] | str | Path,
+    out: str | Path | None = None,
+    *,
+    processes: int | None = None,
+    cluster: str | None = None,
+    scheduler: str | None = None,
+    client: Any = None,
+    progress: bool = True,
+    preflight: bool = True,
+    figures: bool = True,
+) -> SweepResult:
+    """Run a sweep (a sweep file, a mapping or a SweepSpec) into ``out`` and return its runs.
+
+    Local by default (``processes`` from the argument or the sweep file); ``cluster="local"``
+    starts a Dask LocalCluster, ``scheduler="tcp://host:port"`` or ``client=`` uses an existing
+    Dask cluster, whose workers must see ``out`` at the same path (a shared disk).
+    """
+    if isinstance(spec, str | Path):
+        spec = load_sweep(spec)
+    else:
+        spec = validate_sweep(spec)
+    sweep_dir = Path(out) if out else Path("sweeps") / spec.name
+    (sweep_dir / RUNS).mkdir(parents=True, exist_ok=True)
+    for stale in (sweep_dir / RUNS).glob(f"{PARTIAL}*"):  # left by a killed run; never a result
+        shutil.rmtree(stale, ignore_errors=True)
+    (sweep_dir / "sweep.json").write_text(redact(json.dumps(
+        {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list()}, indent=2, default=str)))
+
+    planned = plan(spec)
+    ids = [p.run_id for p in planned]
+    if len(set(ids)) != len(ids):
+        raise ValueError("two grid points resolve to the same run (e.g. a parameter equal to its default "
+                         "listed twice); remove the duplicate values")
+    skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
+    if preflight:
+        pending = [p for p in planned if p.run_id not in set(skipped)]
+        check_grid(pending, spec)
+    if cluster or scheduler or client is not None:
+        from socialsim.batch.dask_backend import run_on_dask
+
+        run_on_dask(planned, spec, sweep_dir, set(skipped), cluster=cluster, scheduler=scheduler, client=client,
+                    processes=processes or spec.processes, progress=progress)
+    else:
+        run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned))
+    runs = summarize(sweep_dir, planned)
+    write_table(runs, sweep_dir / "runs")
+    result = SweepResult(sweep_dir, runs, [i for i in ids if i not in set(skipped)], skipped)
+    if figures and spec.figures:
+        from socialsim.batch.figures import sweep_figures
+
+        sweep_figures(result, spec)
+    return result
+
+
+def check_grid(pending: list[PlannedRun], spec: SweepSpec) -> None:
+    """Fail before the first run, naming the sweep file, if a grid point cannot be built (an
+    architecture parameter it rejects) or a model cannot be reached; a sweep should not stop
+    hours in on a typo."""
+    from socialsim.llm.engines import check_models
+
+    seen = set()
+    for p in pending:
+        c = p.config
+        key = json.dumps([c.scenario, c.arch, c.arch_params], sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            SocietyModel(c.scenario, arch=c.arch, model="rules", rng=0, **c.arch_params)
+        except (ValueError, TypeError) as exc:
+            where = ", ".join(f"{k}={encode(v)}" for k, v in p.params.items())
+            raise SweepFileError(f"{spec.source}: parameters: the run with {where} cannot be built: {exc}") from None
+    models = set().union(*(RouteTable(p.config.model, p.config.routes).models() for p in pending)) if pending else set()
+    check_models(models, api_base=spec.api_base)
+
+
+def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, max_steps: int) -> None:
+    """The whole grid through ``mesa.batch_run``: Mesa forms the cartesian product and the
+    replicates, runs them in ``processes`` processes and shows the progress bar."""
+    from mesa.batchrunner import batch_run
+
+    grid = spec.grid()
+    grid["model"] = [default_model(m) for m in grid.get("model", [None])]
+    parameters = {**grid, "sweep_dir": [str(sweep_dir)], "max_cost": [spec.max_cost],
+                  "max_calls": [spec.max_calls], "api_base": [spec.api_base],
+                  "max_concurrency": [spec.max_concurrency]}
+    batch_run(SweepModel, parameters=parameters, rng=spec.seed_list(), max_steps=max_steps,
+              number_processes=processes, data_collection_period=-1, display_progress=progress)
+
+
+def run_one(kwargs: dict[str, Any], rng: int, max_steps: int) -> tuple[str, str | None]:
+    """One run through ``mesa.batch_run`` (what a Dask task does); returns its id and status."""
+    from mesa.batchrunner import batch_run
+
+    batch_run(SweepModel, parameters={k: [v] for k, v in kwargs.items()}, rng=[rng], max_steps=max_steps,
+              number_processes=1, data_collection_period=-1, display_progress=False)
+    config = run_config({k: v for k, v in kwargs.items() if k != "sweep_dir"}, rng)
+    run_id = run_id_of(config)
+    return run_id, run_status(Path(kwargs["sweep_dir"]) / RUNS / run_id)
+
+
+def _max_steps(planned: list[PlannedRun]) -> int:
+    """batch_run's step limit: the longest run (each SweepModel stops itself at its own length)."""
+    return max(p.config.steps for p in planned) + 1
+
+
+# --- results ------------------------------------------------------------------------------------
+def summarize(sweep_dir: Path, planned: list[PlannedRun]) -> pd.DataFrame:
+    """One row per planned run: run id, replicate, seed, parameters, status, live usage, and the
+    final value of every model reporter (the usage totals among them)."""
+    rows = []
+    for p in planned:
+        run_dir = sweep_dir / RUNS / p.run_id
+        row: dict[str, Any] = {"run_id": p.run_id, "replicate": p.replicate, "rng": p.rng}
+        row.update({k: encode(v) for k, v in p.params.items()})
+        meta = _meta(run_dir)
+        row["status"] = meta.get("status", "not run")
+        row["steps_done"] = meta.get("steps_done", 0)
+        row["live_calls"] = meta.get("live_calls", 0)
+        row["live_cost_usd"] = meta.get("live_cost_usd", 0.0)
+        model_file = run_dir / "model.parquet"
+        if model_file.exists():
+            frame = pd.read_parquet(model_file)
+            if len(frame):
+                for col, value in frame.iloc[-1].items():
+                    if col not in row:
+                        row[col] = value
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _meta(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_table(df: pd.DataFrame, stem: Path, formats: tuple[str, ...] = ("parquet", "csv")) -> None:
+    """Parquet and/or CSV, each written to a temporary name and renamed, so a reader never sees half."""
+    writers = {"parquet": lambda p: df.to_parquet(p, index=False), "csv": lambda p: df.to_csv(p, index=False)}
+    unknown = set(formats) - set(writers)
+    if unknown:
+        raise ValueError(f"unknown export format(s) {sorted(unknown)}; expected parquet and/or csv")
+    for fmt in formats:
+        target = stem.with_name(f"{stem.name}.{fmt}")
+        writer = writers[fmt]
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        writer(tmp)
+        os.replace(tmp, target)

@@ -1,0 +1,557 @@
+"""The data each dashboard panel draws, as pure functions of recorded frames.
+
+A live model and a finished run directory are turned into the same ``Frames`` (DataCollector
+frames, tables, the LLM ledger, the map layout), so every panel works the same way while a
+society runs and while a run is replayed, and can be tested without a browser. Panels read only
+columns and tables that exist: an architecture that records no desires simply has no desire
+plot, and one without a world is drawn as its social network.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pandas as pd
+
+from socialsim.llm.engines import engine_note
+from socialsim.llm.redact import redact
+
+# --- frames ---------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)  # compared by identity: the page redraws a panel only for new frames
+class Frames:
+    """Everything the panels draw, up to the last completed step."""
+
+    scenario: str
+    arch: str
+    engines: list[str]
+    model: pd.DataFrame  # one row per completed step, column "step"
+    agents: pd.DataFrame  # one row per agent and step: step, AgentID, name, ...
+    tables: dict[str, pd.DataFrame]
+    calls: pd.DataFrame  # the ledger: one row per decision (LLM, tape or rule)
+    failures: dict[str, int]
+    names: list[str]
+    descriptions: dict[str, str]
+    areas: list[dict] = field(default_factory=list)  # name, x, y, width, height, kind
+    furniture: list[dict] = field(default_factory=list)  # name, area, x, y
+    ties: list[tuple[str, str]] = field(default_factory=list)  # social-network scenarios
+    live: dict[str, dict] = field(default_factory=dict)  # per agent, captured at the last step
+    tape: list[dict] = field(default_factory=list)  # recorded LLM calls (replay)
+    status: str = ""
+
+    @property
+    def steps_done(self) -> int:
+        return int(self.model["step"].max()) if not self.model.empty else 0
+
+
+def _agent_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """DataCollector agent frames use Step/AgentID; panels use a plain 'step' column."""
+    if df.empty:
+        return pd.DataFrame(columns=["step", "AgentID", "name"])
+    df = df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df.copy()
+    return df.rename(columns={"Step": "step"})
+
+
+def _layout(world: Any, social: Any, names: list[str]) -> tuple[list[dict], list[dict], list[tuple[str, str]]]:
+    areas, furniture, ties = [], [], []
+    if world is not None:
+        areas = [{"name": a.name, "x": a.x, "y": a.y, "width": a.width, "height": a.height, "kind": a.kind}
+                 for a in world.areas.values()]
+        furniture = [{"name": f.name, "area": f.area, "x": f.coordinate[0], "y": f.coordinate[1]}
+                     for f in world.furniture.values()]
+    if social is not None:
+        graph = social.graph
+        label = nx.get_node_attributes(graph, "name")
+        ties = [(label.get(u, str(u)), label.get(v, str(v))) for u, v in graph.edges()]
+    return areas, furniture, ties
+
+
+def frames_from_model(model: Any, status: str = "") -> Frames:
+    """Frames of a live SocietyModel (call it between steps, never during one)."""
+    dc = model.datacollector
+    names = [a.name for a in sorted(model.agents, key=lambda a: a.unique_id)]
+    areas, furniture, ties = _layout(model.world, model.social, names)
+    routes = getattr(model.llm, "routes", None)
+    engines = sorted(routes.models()) if routes is not None else []
+    return Frames(
+        scenario=model.scenario_spec.name,
+        arch=model.arch,
+        engines=engines,
+        model=dc.get_model_vars_dataframe().copy(),
+        agents=_agent_frame(dc.get_agent_vars_dataframe()),
+        tables={name: dc.get_table_dataframe(name) for name in dc.tables},
+        calls=model.llm.ledger.frame(),
+        failures=dict(model.llm.ledger.failures),
+        names=names,
+        descriptions={a.name: a.description for a in model.agents},
+        areas=areas,
+        furniture=furniture,
+        ties=ties,
+        live={a.name: live_details(a) for a in model.agents},
+        status=status,
+    )
+
+
+def frames_from_run(run_dir: str | Path) -> Frames:
+    """Frames of a finished run directory, read from its files: no model is stepped and no LLM
+    is called. The map layout is rebuilt from the scenario (it does not depend on the seed)."""
+    from socialsim.scenarios.loader import load_scenario
+    from socialsim.spaces.social_network import SocialNetworkWorld
+    from socialsim.spaces.world import World
+
+    run_dir = Path(run_dir)
+    meta_path = run_dir / "config.json"
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.json)")
+    meta = json.loads(meta_path.read_text())
+    config = meta["config"]
+    spec = load_scenario(config["scenario"])
+    names = [a.name for a in spec.agents]
+    world = World(spec.map, random.Random(0)) if spec.map else None
+    social = SocialNetworkWorld(spec.network, names, random.Random(0)) if spec.network else None
+    areas, furniture, ties = _layout(world, social, names)
+
+    def read(path: Path) -> pd.DataFrame:
+        return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
+
+    tables = {p.stem: read(p) for p in sorted((run_dir / "tables").glob("*.parquet"))}
+    tape = []
+    if (run_dir / "tape.jsonl").is_file():
+        for line in (run_dir / "tape.jsonl").read_text(encoding="utf-8").splitlines():
+            try:
+                tape.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line of a killed run
+    engines = sorted({config.get("model") or "", *config.get("routes", {}).values()} - {""})
+    return Frames(
+        scenario=spec.name,
+        arch=config.get("arch") or spec.default_arch,
+        engines=engines,
+        model=read(run_dir / "model.parquet"),
+        agents=_agent_frame(read(run_dir / "agents.parquet")),
+        tables=tables,
+        calls=read(run_dir / "llm_calls.parquet"),
+        failures=dict(meta.get("failures_by_operation", {})),
+        names=names,
+        descriptions={a.name: a.description for a in spec.agents},
+        areas=areas,
+        furniture=furniture,
+        ties=ties,
+        tape=tape,
+        status=meta.get("status", ""),
+    )
+
+
+# --- live agent state -------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    return value
+
+
+def live_details(agent: Any) -> dict:
+    """What the inspector shows of a live agent, read from whichever attributes its architecture
+    has (desires for ASVO, PAD/driver/resources for ITCMA-S, the norm database for CRSEC)."""
+    out: dict[str, Any] = {}
+    if getattr(agent.model, "world", None) is not None and getattr(agent, "cell", None) is not None:
+        out["area"] = agent.area
+    if getattr(agent, "svo", None):
+        out["svo"] = str(agent.svo)
+    state = getattr(agent, "state", None)
+    if state is not None and isinstance(getattr(state, "values", None), dict):
+        out["desires"] = {k: _plain(v) for k, v in state.values.items()}
+    emotion = getattr(agent, "emotion", None)
+    if emotion is not None:
+        out["emotions"] = {k: _plain(getattr(emotion, k)) for k in ("P", "A", "D", "driver") if hasattr(emotion, k)}
+    if isinstance(getattr(agent, "resources", None), int | float):
+        out["resources"] = _plain(agent.resources)
+    norms = getattr(agent, "norms", None)
+    if norms is not None and hasattr(norms, "as_rows"):
+        out["norms"] = norms.as_rows()
+    memory = list(getattr(agent, "memory", []) or [])
+    consciousness = getattr(agent, "consciousness", None)
+    if not memory and consciousness is not None:
+        memory = [str(m) for m in list(getattr(consciousness, "long_term", []))[-10:]]
+    out["memory"] = [str(m) for m in memory]
+    out["last_thought"] = str(getattr(agent, "last_thought", "") or "")
+    out["last_action"] = str(getattr(agent, "last_action", "") or "")
+    outcome = getattr(agent, "last_outcome", None)
+    if outcome is not None:
+        out["outcome"] = "ok" if outcome.ok else f"refused: {outcome.reason}"
+    return out
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def upto(df: pd.DataFrame, step: int) -> pd.DataFrame:
+    """Rows recorded at or before ``step`` (tables and frames all carry a 'step' column)."""
+    if df is None or df.empty or "step" not in df.columns:
+        return pd.DataFrame() if df is None else df
+    return df[df["step"] <= step]
+
+
+def agents_at(frames: Frames, step: int) -> pd.DataFrame:
+    """One row per agent at the latest recorded step not after ``step``, indexed by name."""
+    df = upto(frames.agents, step)
+    if df.empty:  # before the first step: where the live agents stand
+        rows = pd.DataFrame(index=pd.Index(frames.names, name="name"))
+        areas = {n: d["area"] for n, d in frames.live.items() if d.get("area")}
+        if areas:
+            rows["area"] = pd.Series(areas)
+        return rows
+    last = df[df["step"] == df["step"].max()]
+    return last.set_index("name")
+
+
+def desire_label(column: str) -> str:
+    """'desire_sense_of_control' -> 'sense of control' (the desire's own name)."""
+    return column.removeprefix("desire_").replace("_", " ") if column.startswith("desire_") else column
+
+
+def _numeric(series: pd.Series) -> pd.Series:
+    return pd.to_numeric(series, errors="coerce")
+
+
+def _as_dict(value: Any) -> dict:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return {}
+    return {}
+
+
+# --- map and colours ---------------------------------------------------------------------------------
+
+SVO_COLOURS = {"altruistic": "#2e7d32", "prosocial": "#66bb6a", "individualistic": "#ffa726",
+               "competitive": "#e53935"}
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf"]
+
+
+def colour_modes(frames: Frames) -> list[str]:
+    """The colourings the recorded columns allow."""
+    cols = set(frames.agents.columns)
+    modes = ["area"] if "area" in cols else []
+    if "svo" in cols:
+        modes.append("SVO")
+    if "P" in cols:
+        modes.append("emotion (pleasure)")
+    if "qualified_norms" in cols:
+        modes.append("norm adoption")
+    return modes or ["agent"]
+
+
+def _ramp(value: float, low: float, high: float) -> str:
+    """Red (low) -> grey -> green (high)."""
+    t = 0.5 if high <= low else min(1.0, max(0.0, (value - low) / (high - low)))
+    if t < 0.5:
+        r, g, b = 214, int(39 + (189 - 39) * t * 2), int(40 + (189 - 40) * t * 2)
+    else:
+        r, g, b = int(189 - (189 - 44) * (t - 0.5) * 2), int(189 - (189 - 160) * (t - 0.5) * 2), int(189 - (189 - 44) * (t - 0.5) * 2)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def agent_colours(frames: Frames, step: int, mode: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(agent -> colour, legend label -> colour) for a colouring mode."""
+    rows = agents_at(frames, step)
+    colours: dict[str, str] = {}
+    legend: dict[str, str] = {}
+    if mode == "SVO" and "svo" in rows:
+        for name, svo in rows["svo"].items():
+            colours[name] = SVO_COLOURS.get(str(svo), "#9e9e9e")
+            legend[str(svo)] = colours[name]
+    elif mode.startswith("emotion") and "P" in rows:
+        for name, p in _numeric(rows["P"]).items():
+            colours[name] = _ramp(0.0 if pd.isna(p) else float(p), -1.0, 1.0)
+        legend = {"unpleasant (P=-1)": _ramp(-1, -1, 1), "neutral": _ramp(0, -1, 1), "pleasant (P=+1)": _ramp(1, -1, 1)}
+    elif mode == "norm adoption" and "qualified_norms" in rows:
+        counts = _numeric(rows["qualified_norms"]).fillna(0)
+        high = max(1.0, float(counts.max()))
+        for name, n in counts.items():
+            colours[name] = _ramp(float(n), 0.0, high)
+        legend = {"no qualified norm": _ramp(0, 0, 1), f"{int(high)} qualified norms": _ramp(1, 0, 1)}
+    elif mode == "area" and "area" in rows:
+        areas = [a["name"] for a in frames.areas] or sorted(rows["area"].dropna().unique())
+        by_area = {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(areas)}
+        colours = {name: by_area.get(area, "#9e9e9e") for name, area in rows["area"].items()}
+        legend = {a: c for a, c in by_area.items() if a in set(rows["area"])}
+    for i, name in enumerate(frames.names):
+        colours.setdefault(name, PALETTE[i % len(PALETTE)] if mode == "agent" else "#9e9e9e")
+    return colours, legend
+
+
+def map_positions(frames: Frames, step: int) -> dict[str, tuple[float, float]]:
+    """Where each agent is drawn: in its recorded area, agents spread over the area's cells in
+    name order (so the same step always looks the same, live or replayed)."""
+    rows = agents_at(frames, step)
+    if "area" not in rows or not frames.areas:
+        return {}
+    positions: dict[str, tuple[float, float]] = {}
+    rects = {a["name"]: a for a in frames.areas}
+    for area, group in rows.groupby("area"):
+        rect = rects.get(area)
+        if rect is None:
+            continue
+        members = sorted(group.index)
+        # every other cell when the area has room (labels stay readable), else every cell
+        gap = 2 if -(-len(members) // max(1, rect["width"] // 2)) * 2 <= rect["height"] - 1 else 1
+        cols = max(1, rect["width"] // gap)
+        for k, name in enumerate(members):
+            # fill the area's lower rows first (furniture sits on its first row)
+            col, row = k % cols, (k // cols) % max(1, rect["height"] // gap)
+            positions[name] = (rect["x"] + col * gap + 0.5, rect["y"] + rect["height"] - 1 - row * gap + 0.5)
+    return positions
+
+
+# --- interactions --------------------------------------------------------------------------------------
+
+
+def interaction_counts(frames: Frames, step: int) -> pd.DataFrame:
+    """Initiator x receiver interaction counts up to ``step`` (rows initiate), every agent listed."""
+    df = upto(frames.tables.get("interactions", pd.DataFrame()), step)
+    matrix = pd.DataFrame(0, index=frames.names, columns=frames.names, dtype=int)
+    if not df.empty:
+        counts = df.groupby(["initiator", "receiver"]).size()
+        for (a, b), n in counts.items():
+            if a in matrix.index and b in matrix.columns:
+                matrix.loc[a, b] = int(n)
+    return matrix
+
+
+def interaction_graph(frames: Frames, step: int) -> nx.DiGraph:
+    """The interaction graph up to ``step``: edge weight = number of interactions."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(frames.names)
+    matrix = interaction_counts(frames, step)
+    for a in matrix.index:
+        for b in matrix.columns:
+            if matrix.loc[a, b] > 0:
+                graph.add_edge(a, b, weight=int(matrix.loc[a, b]))
+    return graph
+
+
+# --- time series ---------------------------------------------------------------------------------------
+
+MODEL_GROUPS = [
+    ("Norm adoption (share of agents)", lambda c: c.startswith("adoption[")),
+    ("Norm compliance (share of agents)", lambda c: c.startswith("compliance[")),
+    ("Conflicts and norm events", lambda c: c in ("conflicts", "norm_thoughts", "norm_chats", "syntheses", "breaches")),
+    ("Cooperation", lambda c: c in ("cooperation_rate", "competition_index", "tom_error")),
+    ("Society (ITCMA-S)", lambda c: c in ("filtered_actions", "resources_total", "memory_total", "matrix_runs")),
+]
+AGENT_GROUPS = [
+    ("Desires (mean over agents)", lambda c: c.startswith("desire_")),
+    ("Emotion P/A/D (mean over agents)", lambda c: c in ("P", "A", "D")),
+]
+PER_AGENT = [("Driver (per agent)", "driver"), ("Resources (per agent)", "resources")]
+
+
+def time_series(frames: Frames, step: int | None = None) -> dict[str, pd.DataFrame]:
+    """Plot groups (title -> frame indexed by step, one column per line) from whatever the run
+    recorded: per-norm adoption and compliance, conflicts, cooperation, mean desires and P/A/D,
+    per-agent driver and resources, topic per area, and LLM decisions per step."""
+    step = frames.steps_done if step is None else step
+    out: dict[str, pd.DataFrame] = {}
+    model = upto(frames.model, step)
+    if not model.empty:
+        model = model.set_index("step")
+        for title, pick in MODEL_GROUPS:
+            cols = [c for c in model.columns if pick(c)]
+            if cols:
+                out[title] = model[cols].apply(_numeric)
+        if "topics" in model:
+            topics = pd.DataFrame([_as_dict(v) for v in model["topics"]], index=model.index)
+            if not topics.empty and len(topics.columns):
+                out["Topic per area"] = topics.apply(_numeric)
+        usage = [c for c in ("llm_calls", "rule_decisions", "fallbacks") if c in model]
+        if usage:
+            cumulative = model[usage].apply(_numeric)
+            out["LLM decisions per step"] = cumulative.diff().fillna(cumulative)
+    agents = upto(frames.agents, step)
+    if not agents.empty:
+        for title, pick in AGENT_GROUPS:
+            cols = [c for c in agents.columns if pick(c)]
+            if cols:
+                means = agents[["step", *cols]].copy()
+                means[cols] = means[cols].apply(_numeric)
+                frame = means.groupby("step")[cols].mean()
+                if frame.notna().any().any():
+                    out[title] = frame.rename(columns=desire_label)
+        for title, col in PER_AGENT:
+            if col in agents and _numeric(agents[col]).notna().any():
+                wide = agents.assign(**{col: _numeric(agents[col])}).pivot_table(index="step", columns="name", values=col)
+                out[title] = wide
+    return out
+
+
+# --- event log -----------------------------------------------------------------------------------------
+
+
+def _event_rows(frames: Frames) -> Iterable[dict]:
+    t = frames.tables
+    events = t.get("events", pd.DataFrame())
+    for r in events.to_dict("records"):
+        kind = "chat" if r.get("verb") == "chat with" and r.get("ok") else ("refused" if not r.get("ok") else "action")
+        text = r.get("action", "")
+        if not r.get("ok"):
+            text += f" (refused: {r.get('reason', '')})"
+        yield {"step": r["step"], "kind": kind, "agent": r.get("agent", ""), "text": text}
+    for r in t.get("thoughts", pd.DataFrame()).to_dict("records"):
+        yield {"step": r["step"], "kind": "thought", "agent": r.get("agent", ""), "text": r.get("thought", "")}
+    for r in t.get("conversations", pd.DataFrame()).to_dict("records"):
+        yield {"step": r["step"], "kind": "chat", "agent": r.get("speaker", r.get("sender", "")),
+               "text": f"to {r.get('receiver', '')}: {r.get('text', '')}"}
+    for r in t.get("filtered_actions", pd.DataFrame()).to_dict("records"):
+        yield {"step": r["step"], "kind": "filtered action", "agent": r.get("agent", ""), "text": r.get("action", "")}
+    for r in t.get("norm_changes", pd.DataFrame()).to_dict("records"):
+        yield {"step": r["step"], "kind": "norm change", "agent": r.get("agent", ""),
+               "text": f"norm {r.get('norm_id')} {r.get('event', '')} [{r.get('state', '')}]: {r.get('content', '')}"}
+    for r in t.get("breaches", pd.DataFrame()).to_dict("records"):
+        yield {"step": r["step"], "kind": "norm breach", "agent": r.get("agent", ""),
+               "text": f"{r.get('behaviour', '')} in {r.get('area', '')} breaks '{r.get('norm', '')}'"}
+    for r in t.get("asvo_reflections", pd.DataFrame()).to_dict("records"):
+        yield {"step": r["step"], "kind": "thought", "agent": r.get("agent", ""),
+               "text": f"on {r.get('desire', '')}: {r.get('reflection', '')}"}
+    if events.empty and "action" in frames.agents:  # social networks have no world events
+        for r in frames.agents.to_dict("records"):
+            if isinstance(r.get("action"), str) and r["action"]:
+                yield {"step": r["step"], "kind": "action", "agent": r.get("name", ""), "text": str(r["action"])}
+    if "thought" in frames.agents and "thoughts" not in t:
+        for r in frames.agents[["step", "name", "thought"]].to_dict("records"):
+            if isinstance(r["thought"], str) and r["thought"]:
+                yield {"step": r["step"], "kind": "thought", "agent": r["name"], "text": str(r["thought"])}
+
+
+EVENT_COLUMNS = ["step", "kind", "agent", "text"]
+
+
+def event_log(frames: Frames, step: int, kinds: Iterable[str] | None = None, text: str = "",
+              agent: str | None = None) -> pd.DataFrame:
+    """Thoughts, chats, actions, refused and filtered actions and norm changes up to ``step``,
+    newest first, filtered by kind, agent and a case-insensitive text match."""
+    df = pd.DataFrame(list(_event_rows(frames)), columns=EVENT_COLUMNS)
+    df = df[df["step"] <= step]
+    if kinds is not None:
+        df = df[df["kind"].isin(list(kinds))]
+    if agent:
+        df = df[df["agent"] == agent]
+    if text:
+        needle = text.lower()
+        df = df[df["text"].str.lower().str.contains(needle, regex=False) | df["agent"].str.lower().str.contains(needle, regex=False)]
+    df = df.assign(text=df["text"].map(lambda s: redact(str(s))), step=df["step"].astype(int))
+    return df.sort_values("step", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def event_kinds(frames: Frames) -> list[str]:
+    return sorted({r["kind"] for r in _event_rows(frames)})
+
+
+# --- LLM usage -----------------------------------------------------------------------------------------
+
+USAGE_COLUMNS = ["module", "op", "model", "decisions", "llm_calls", "prompt_tokens", "completion_tokens",
+                 "cost_usd", "repaired", "fallbacks", "failures"]
+
+
+def usage_table(frames: Frames, step: int) -> pd.DataFrame:
+    """Calls, tokens, cost, repairs, fallbacks and failures per operation up to ``step``."""
+    df = upto(frames.calls, step)
+    if df.empty:
+        return pd.DataFrame(columns=USAGE_COLUMNS)
+    df = df.assign(llm=df["engine"] != "rules", failed=df["error"].notna() & (df["error"].astype(str) != ""))
+    table = df.groupby(["module", "op", "model"], as_index=False).agg(
+        decisions=("op", "size"),
+        llm_calls=("calls", "sum"),
+        prompt_tokens=("prompt_tokens", "sum"),
+        completion_tokens=("completion_tokens", "sum"),
+        cost_usd=("cost_usd", "sum"),
+        repaired=("status", lambda s: int((s == "repaired").sum())),
+        fallbacks=("status", lambda s: int((s == "fallback").sum())),
+        failures=("failed", "sum"),
+    )
+    if step >= frames.steps_done and frames.failures:
+        # the ledger's own failure count (parse, validation and provider errors, repairs included)
+        table["failures"] = [max(int(f), int(frames.failures.get(op, 0))) for op, f in zip(table["op"], table["failures"], strict=False)]
+    table["cost_usd"] = table["cost_usd"].round(6)
+    return table[USAGE_COLUMNS]
+
+
+def usage_totals(frames: Frames, step: int) -> dict[str, float]:
+    table = usage_table(frames, step)
+    return {c: (round(float(table[c].sum()), 6) if c == "cost_usd" else int(table[c].sum()))
+            for c in ("decisions", "llm_calls", "prompt_tokens", "completion_tokens", "cost_usd", "repaired",
+                      "fallbacks", "failures")}
+
+
+def engine_notes(frames: Frames) -> list[tuple[str, str]]:
+    """(engine, honesty note) for every model the run used; a provider model has no note."""
+    return [(m, engine_note(m) or "a provider model reached through litellm") for m in frames.engines]
+
+
+# --- inspector -----------------------------------------------------------------------------------------
+
+
+def norm_database(frames: Frames, name: str, step: int) -> list[dict]:
+    """An agent's norm database at ``step`` rebuilt from the norm_changes table: each norm's
+    latest recorded state."""
+    df = upto(frames.tables.get("norm_changes", pd.DataFrame()), step)
+    if df.empty:
+        return []
+    df = df[df["agent"] == name]
+    last = df.groupby("norm_id", sort=True).tail(1).sort_values("norm_id")
+    cols = ["norm_id", "content", "state", "type", "utility", "origin", "canonical"]
+    return [{("id" if c == "norm_id" else c): r.get(c) for c in cols} for r in last.to_dict("records")]
+
+
+def inspect_agent(frames: Frames, name: str, step: int) -> dict:
+    """The inspector's sections for one agent at ``step``: description, SVO, desires, emotions,
+    resources, memory, norm database with states, last thought, last action and its outcome,
+    and the LLM exchanges recorded for it at that step (replay). Live details are used at the
+    last step, recorded frames otherwise."""
+    rows = agents_at(frames, step)
+    row = rows.loc[name] if name in rows.index else pd.Series(dtype=object)
+    out: dict[str, Any] = {"name": name, "description": frames.descriptions.get(name, "")}
+    if "svo" in row and pd.notna(row["svo"]):
+        out["svo"] = str(row["svo"])
+    desires = {desire_label(c): _plain(float(v)) for c, v in row.items()
+               if c.startswith("desire_") and pd.notna(v)}
+    if desires:
+        out["desires"] = desires
+    emotions = {c: _plain(float(row[c])) for c in ("P", "A", "D", "driver") if c in row and pd.notna(row[c])}
+    if emotions:
+        out["emotions"] = emotions
+    if "resources" in row and pd.notna(row["resources"]):
+        out["resources"] = _plain(float(row["resources"]))
+    norms = norm_database(frames, name, step)
+    if norms or "norm_changes" in frames.tables:
+        out["norms"] = norms
+    if "thought" in row and isinstance(row["thought"], str):
+        out["last_thought"] = row["thought"]
+    if "action" in row and pd.notna(row["action"]):
+        out["last_action"] = str(row["action"])
+    if "action_ok" in row and pd.notna(row["action_ok"]):
+        out["outcome"] = "ok" if bool(row["action_ok"]) else "refused"
+    # memory as the agent's own recent events (a live agent's memory replaces it below)
+    recent = event_log(frames, step, agent=name).head(10)
+    out["memory"] = [f"[step {s}] {k}: {t}" for s, k, t in zip(recent["step"], recent["kind"], recent["text"], strict=False)]
+    if step >= frames.steps_done and name in frames.live:
+        out.update({k: v for k, v in frames.live[name].items() if v not in (None, "", [], {}) or k == "norms"})
+    ids = rows["AgentID"].to_dict() if "AgentID" in rows else {}
+    if frames.tape and name in ids:
+        out["llm_exchanges"] = [
+            {"op": r.get("op", ""), "answer": redact(str(r.get("raw", "")))[:300]}
+            for r in frames.tape if r.get("agent") == ids[name] and r.get("step") == step
+        ]
+    return out

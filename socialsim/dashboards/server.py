@@ -1,0 +1,67 @@
+"""Start the dashboard's Solara server, offline and on the loopback interface by default.
+
+Solara would fetch a missing front-end asset from a public CDN and report telemetry; both are
+switched off here (the assets come from the ``solara-assets`` package), so no request leaves the
+machine. The dashboard has no login: binding to another interface lets anyone who reaches it
+drive the simulation and spend its LLM budget, hence the warning.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+DEFAULT_PORT = 8765
+
+
+def check_target(target: str) -> str:
+    """A scenario name/file or a run directory; raise ValueError naming what is wrong."""
+    from socialsim.dashboards.session import is_run_dir
+    from socialsim.scenarios.loader import load_scenario
+
+    if is_run_dir(target):
+        return str(Path(target).resolve())
+    if Path(target).is_dir():
+        raise ValueError(f"{target} is a directory but not a run directory (no config.json)")
+    load_scenario(target)  # raises ScenarioError with the reason
+    return target
+
+
+def host_warning(host: str) -> str | None:
+    if host in LOOPBACK:
+        return None
+    return (f"the dashboard will listen on {host}, not only on this machine: it has no login, so anyone "
+            f"who can reach it can run the simulation and spend its LLM budget")
+
+
+def server_env(target: str, arch: str | None = None, model: str | None = None, seed: int = 42) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "SOCIALSIM_DASHBOARD_TARGET": target,
+        "SOCIALSIM_DASHBOARD_ARCH": arch or "",
+        "SOCIALSIM_DASHBOARD_MODEL": model or "",
+        "SOCIALSIM_DASHBOARD_SEED": str(seed),
+        "SOLARA_TELEMETRY_MIXPANEL_ENABLE": "False",
+        # a missing asset must fail here rather than be fetched from the public CDN
+        "SOLARA_ASSETS_CDN": "http://127.0.0.1:9/npm/",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    })
+    return env
+
+
+def server_command(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[str]:
+    return [sys.executable, "-m", "solara", "run", "socialsim.dashboards.app", "--host", host, "--port", str(port),
+            "--production", "--no-open", "--no-check-version", "--log-level", "warning"]
+
+
+def serve(target: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT, arch: str | None = None,
+          model: str | None = None, seed: int = 42) -> int:
+    """Run the server in the foreground until Ctrl-C."""
+    print(f"socialsim dashboard on http://{host if ':' not in host else f'[{host}]'}:{port}  (Ctrl-C stops it)")
+    try:
+        return subprocess.call(server_command(host, port), env=server_env(target, arch, model, seed))
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,78 @@
+"""`socialsim dashboard`: what it accepts, where it listens and what it keeps from the network."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from socialsim import cli
+from socialsim.dashboards import server
+from socialsim.scenarios.loader import ScenarioError
+
+
+def _fake_run_dir(path):
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"config": {"scenario": "hobbs-cafe"}}))
+    return path
+
+
+def test_target_is_a_scenario_or_a_run_directory(tmp_path):
+    assert server.check_target("hobbs-cafe") == "hobbs-cafe"
+    run_dir = _fake_run_dir(tmp_path / "run")
+    assert server.check_target(str(run_dir)) == str(run_dir.resolve())
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="not a run directory"):
+        server.check_target(str(tmp_path / "empty"))
+    with pytest.raises(ScenarioError):
+        server.check_target("no-such-scenario")
+
+
+def test_server_stays_offline_and_on_loopback():
+    env = server.server_env("hobbs-cafe", "crsec", "rules", 7)
+    assert env["SOLARA_TELEMETRY_MIXPANEL_ENABLE"] == "False"
+    assert env["SOLARA_ASSETS_CDN"].startswith("http://127.0.0.1:")
+    assert (env["SOCIALSIM_DASHBOARD_TARGET"], env["SOCIALSIM_DASHBOARD_ARCH"], env["SOCIALSIM_DASHBOARD_MODEL"],
+            env["SOCIALSIM_DASHBOARD_SEED"]) == ("hobbs-cafe", "crsec", "rules", "7")
+    command = server.server_command("127.0.0.1", 9999)
+    assert "--no-check-version" in command  # solara would ask PyPI for its newest version
+    assert command[command.index("--host") + 1] == "127.0.0.1" and command[command.index("--port") + 1] == "9999"
+    assert server.host_warning("127.0.0.1") is None and server.host_warning("localhost") is None
+    assert "no login" in server.host_warning("0.0.0.0")
+
+
+def test_cli_rejects_a_bad_target_with_a_message(capsys):
+    assert cli.main(["dashboard", "no-such-scenario"]) == 2
+    assert "no-such-scenario" in capsys.readouterr().err
+
+
+def test_cli_warns_when_listening_beyond_this_machine(monkeypatch, caplog):
+    calls = []
+    monkeypatch.setattr(server, "serve", lambda *a, **kw: calls.append((a, kw)) or 0)
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert cli.main(["dashboard", "hobbs-cafe", "--host", "0.0.0.0", "--port", "9000", "--model", "rules"]) == 0
+    assert calls == [(("hobbs-cafe", "0.0.0.0", 9000), {"arch": None, "model": "rules", "seed": 42})]
+    assert any("0.0.0.0" in r.getMessage() and "no login" in r.getMessage() for r in caplog.records)
+    calls.clear()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert cli.main(["dashboard"]) == 0
+    assert calls[0][0][1] == "127.0.0.1" and not caplog.records
+
+
+def test_the_page_opens_what_the_command_line_named(monkeypatch, tmp_path):
+    from socialsim.dashboards import app
+    from socialsim.dashboards.session import LiveSession, ReplaySession
+
+    started = []
+    monkeypatch.setattr(LiveSession, "start", lambda self: started.append(self.config))
+    monkeypatch.setenv("SOCIALSIM_DASHBOARD_TARGET", "irollan-valley")
+    monkeypatch.setenv("SOCIALSIM_DASHBOARD_MODEL", "rules")
+    monkeypatch.setenv("SOCIALSIM_DASHBOARD_SEED", "5")
+    session = app.initial_session()
+    assert isinstance(session, LiveSession) and started == [session.config]
+    assert (session.config.scenario, session.config.model, session.config.seed) == ("irollan-valley", "rules", 5)
+    monkeypatch.setattr(ReplaySession, "__init__", lambda self, run_dir: setattr(self, "run_dir", run_dir))
+    monkeypatch.setenv("SOCIALSIM_DASHBOARD_TARGET", str(_fake_run_dir(tmp_path / "run")))
+    assert isinstance(app.initial_session(), ReplaySession)

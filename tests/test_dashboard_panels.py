@@ -1,0 +1,243 @@
+"""The data each dashboard panel draws: the same from a live model as from its run directory,
+and drawn only from what an architecture records."""
+
+from __future__ import annotations
+
+import threading
+
+import pandas as pd
+import pytest
+
+from socialsim.dashboards import figures, panels
+from socialsim.dashboards.session import LiveConfig, LiveSession, ReplaySession, arch_parameters, effective_settings
+from socialsim.metrics.report import interaction_matrix
+from socialsim.model.runner import RunConfig, run
+
+PNG = b"\x89PNG"
+
+
+def _run(tmp_path_factory, name, **kw):
+    out = tmp_path_factory.mktemp(name)
+    return run(RunConfig(model="rules", **kw), out, progress=False, preflight=False)
+
+
+@pytest.fixture(scope="module")
+def generic(tmp_path_factory):
+    return _run(tmp_path_factory, "generic", scenario="hobbs-cafe", arch="generic", steps=4, rng=3)
+
+
+@pytest.fixture(scope="module")
+def crsec(tmp_path_factory):
+    return _run(tmp_path_factory, "crsec", scenario="hobbs-cafe", arch="crsec", steps=3, rng=42)
+
+
+def test_live_and_replayed_frames_draw_the_same_panels(generic):
+    live = panels.frames_from_model(generic.model)
+    replayed = panels.frames_from_run(generic.run_dir)
+    assert live.steps_done == replayed.steps_done == 4
+    for step in (2, 4):
+        assert panels.interaction_counts(live, step).equals(panels.interaction_counts(replayed, step))
+        assert panels.map_positions(live, step) == panels.map_positions(replayed, step)
+        assert panels.agent_colours(live, step, "area") == panels.agent_colours(replayed, step, "area")
+        left, right = panels.event_log(live, step), panels.event_log(replayed, step)
+        assert list(left["text"]) == list(right["text"])
+        pd.testing.assert_frame_equal(panels.usage_table(live, step), panels.usage_table(replayed, step),
+                                      check_dtype=False)
+        assert panels.time_series(live, step).keys() == panels.time_series(replayed, step).keys()
+
+
+def test_heat_map_counts_match_the_models_interaction_graph(generic):
+    frames = panels.frames_from_model(generic.model)
+    counts = panels.interaction_counts(frames, frames.steps_done)
+    assert counts.equals(interaction_matrix(generic.model).loc[counts.index, counts.columns])
+    graph = panels.interaction_graph(frames, frames.steps_done)
+    assert sum(w for _, _, w in graph.edges(data="weight")) == counts.values.sum() > 0
+    # scrubbing back shows fewer interactions, never more
+    assert panels.interaction_counts(frames, 1).values.sum() <= counts.values.sum()
+
+
+def test_map_places_every_agent_inside_its_recorded_area(generic):
+    frames = panels.frames_from_model(generic.model)
+    rows = panels.agents_at(frames, 2)
+    rects = {a["name"]: a for a in frames.areas}
+    positions = panels.map_positions(frames, 2)
+    assert set(positions) == set(frames.names)
+    for name, (x, y) in positions.items():
+        r = rects[rows.loc[name, "area"]]
+        assert r["x"] <= x <= r["x"] + r["width"] and r["y"] <= y <= r["y"] + r["height"]
+    assert len(set(positions.values())) == len(positions)  # nobody drawn on top of another
+    assert figures.map_png(frames, 2, "area").startswith(PNG)
+
+
+def test_event_log_filters_by_kind_agent_and_text(generic):
+    frames = panels.frames_from_model(generic.model)
+    log = panels.event_log(frames, 4)
+    assert list(log["step"]) == sorted(log["step"], reverse=True)
+    chats = panels.event_log(frames, 4, kinds=["chat"])
+    assert len(chats) > 0 and set(chats["kind"]) == {"chat"}
+    name = chats["agent"].iloc[0]
+    mine = panels.event_log(frames, 4, agent=name)
+    assert set(mine["agent"]) == {name}
+    word = chats["text"].iloc[0].split()[-1].lower()
+    found = panels.event_log(frames, 4, text=word.upper())
+    assert len(found) > 0 and all(word in t.lower() or word in a.lower() for t, a in zip(found["text"], found["agent"], strict=False))
+    assert panels.event_log(frames, 1)["step"].max() == 1
+
+
+def test_usage_counts_every_decision_and_names_the_engine(generic):
+    frames = panels.frames_from_model(generic.model)
+    table = panels.usage_table(frames, 4)
+    assert table["decisions"].sum() == len(generic.model.llm.ledger.rows)
+    assert set(table["op"]) == {r.op for r in generic.model.llm.ledger.rows}
+    totals = panels.usage_totals(frames, 4)
+    assert totals["llm_calls"] == 0 and totals["cost_usd"] == 0  # the rules engine calls no LLM
+    assert panels.usage_totals(frames, 1)["decisions"] < totals["decisions"]
+    (engine, note), = panels.engine_notes(frames)
+    assert engine == "rules" and "No language model" in note
+
+
+def test_inspector_rebuilds_the_norm_database_from_the_recorded_changes(crsec):
+    live = panels.frames_from_model(crsec.model)
+    replayed = panels.frames_from_run(crsec.run_dir)
+    holders = [a for a in crsec.model.agents if a.norms.norms]
+    assert holders, "some agent holds a norm after three CRSEC steps"
+    for agent in holders:
+        expected = [(n["id"], n["content"], n["state"]) for n in agent.norms.as_rows()]
+        rebuilt = panels.norm_database(replayed, agent.name, replayed.steps_done)
+        assert [(n["id"], n["content"], n["state"]) for n in rebuilt] == expected
+        shown = panels.inspect_agent(live, agent.name, live.steps_done)
+        assert [(n["id"], n["state"]) for n in shown["norms"]] == [(e[0], e[2]) for e in expected]
+        assert shown["description"] == agent.description and shown["last_action"] == agent.last_action
+    assert "norm adoption" in panels.colour_modes(live)
+    series = panels.time_series(replayed)
+    assert any(c.startswith("adoption[") for c in series["Norm adoption (share of agents)"].columns)
+    assert "Conflicts and norm events" in series
+    assert "norm change" in panels.event_kinds(replayed)
+
+
+def test_generic_agents_have_no_architecture_panels(generic):
+    frames = panels.frames_from_model(generic.model)
+    info = panels.inspect_agent(frames, frames.names[0], 4)
+    assert not {"desires", "emotions", "norms", "svo"} & set(info)
+    assert info["memory"] and info["last_action"]
+    assert set(panels.time_series(frames)) == {"LLM decisions per step"}
+    assert arch_parameters("generic") == {}
+
+
+def test_parameters_come_from_the_architecture_settings_and_the_built_model(crsec):
+    settings = effective_settings(crsec.model)
+    params = arch_parameters("crsec", settings)
+    assert params["synthesis_threshold"]["type"] == "SliderInt"
+    assert params["synthesis_threshold"]["value"] == settings["synthesis_threshold"]
+    assert params["enable_chat"] == {"type": "Checkbox", "value": True, "label": "enable_chat"}
+    assert params["initial_norms"]["min"] == 1 and params["initial_norms"]["max"] == 20
+    assert "tracked_norms" not in params and "day_start" not in params
+
+
+def test_live_session_steps_off_the_calling_thread_and_snapshots_each_step():
+    session = LiveSession(LiveConfig("hobbs-cafe", "crsec", "rules", seed=5, params={"synthesis_threshold": 120}))
+    seen_threads = []
+    session.start()
+    assert session.wait(120) and session.error == ""
+    step = session.model.step
+    session.model.step = lambda: (seen_threads.append(threading.current_thread().name), step())[1]
+    before = session.version
+    session.step(3)
+    assert session.wait(120) and session.error == ""
+    assert seen_threads == ["socialsim-dashboard-step"] * 3
+    assert session.frames.steps_done == 3 and session.version == before + 3
+    assert session.settings["synthesis_threshold"] == 120
+    assert not session.busy and session.progress() == ""
+
+
+def test_live_session_reports_a_bad_model_instead_of_crashing():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "nosuchprovider/x", seed=1))
+    session.start()
+    assert session.wait(60)
+    assert "nosuchprovider/x" in session.error and session.frames is None
+
+
+def test_replay_session_reads_the_run_without_any_llm_call(crsec, monkeypatch):
+    from socialsim.llm.gateway import Gateway
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a replay must not ask the gateway")
+
+    monkeypatch.setattr(Gateway, "ask", forbidden)
+    session = ReplaySession(crsec.run_dir)
+    assert session.frames.steps_done == 3 and session.frames.status == "completed"
+    assert session.config.scenario == "hobbs-cafe" and session.config.arch == "crsec"
+    assert figures.network_png(session.frames, 3, "norm adoption").startswith(PNG)
+    assert figures.heatmap_png(session.frames, 1).startswith(PNG)
+
+
+@pytest.fixture(scope="module")
+def asvo(tmp_path_factory):
+    return _run(tmp_path_factory, "asvo", scenario="school-micro", arch="asvo", steps=2, rng=7)
+
+
+@pytest.fixture(scope="module")
+def itcmas(tmp_path_factory):
+    return _run(tmp_path_factory, "itcmas", scenario="irollan-valley", arch="itcmas", steps=3, rng=7)
+
+
+def test_asvo_panels_show_svo_and_desires_on_the_social_network(asvo):
+    for frames in (panels.frames_from_model(asvo.model), panels.frames_from_run(asvo.run_dir)):
+        assert not frames.areas and frames.ties  # a classroom is a network, not a map
+        assert "SVO" in panels.colour_modes(frames)
+        colours, legend = panels.agent_colours(frames, 2, "SVO")
+        assert set(colours) == set(frames.names) and set(legend) <= set(panels.SVO_COLOURS)
+        info = panels.inspect_agent(frames, frames.names[0], 2)
+        agent = asvo.model.agent_named(frames.names[0])
+        assert info["svo"] == agent.svo
+        assert set(info["desires"]) == set(agent.state.values)
+        assert "Desires (mean over agents)" in panels.time_series(frames)
+        assert figures.map_png(frames, 2, "SVO").startswith(PNG)
+        assert len(panels.event_log(frames, 2, kinds=["action"])) > 0
+
+
+def test_itcmas_panels_show_emotions_driver_resources_and_topics(itcmas):
+    for frames in (panels.frames_from_model(itcmas.model), panels.frames_from_run(itcmas.run_dir)):
+        series = panels.time_series(frames)
+        assert list(series["Emotion P/A/D (mean over agents)"].columns) == ["P", "A", "D"]
+        assert set(series["Driver (per agent)"].columns) == set(frames.names)
+        assert "Topic per area" in series
+        info = panels.inspect_agent(frames, frames.names[0], 3)
+        agent = itcmas.model.agent_named(frames.names[0])
+        assert info["emotions"]["P"] == pytest.approx(agent.emotion.P, abs=1e-3)
+        assert "emotion (pleasure)" in panels.colour_modes(frames)
+
+
+def test_progress_is_reported_while_a_step_waits_on_its_calls():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=2))
+    session.start()
+    assert session.wait(120)
+    release, entered = threading.Event(), threading.Event()
+    step = session.model.step
+
+    def slow_step():  # stands in for a step waiting on a slow LLM
+        entered.set()
+        assert release.wait(60)
+        step()
+
+    session.model.step = slow_step
+    session.step(1)
+    assert entered.wait(60)
+    assert session.busy and session.progress().startswith("step 1 running: ")
+    assert session.frames.steps_done == 0  # the page still shows the last completed step
+    release.set()
+    assert session.wait(60) and session.frames.steps_done == 1 and session.progress() == ""
+
+
+def test_run_keeps_stepping_until_paused():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=2))
+    session.start()
+    assert session.wait(120)
+    session.play()
+    for _ in range(600):  # bounded wait for two steps
+        if session.frames.steps_done >= 2:
+            break
+        threading.Event().wait(0.1)
+    session.pause()
+    assert session.wait(60)
+    assert session.frames.steps_done >= 2 and not session.playing and not session.busy

@@ -1,0 +1,86 @@
+"""Exports: tidy frames of a run or a sweep, unchanged through Parquet, plus CSV; sweep figures."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import socialsim
+from socialsim.batch.exports import export, read_export
+from socialsim.batch.figures import outcome_summary, plot_outcome
+from socialsim.batch.sweeps import sweep
+from socialsim.model.runner import RunConfig, run
+
+SWEEP = {"name": "exp", "seeds": [1, 2],
+         "parameters": {"arch": "generic", "model": "rules", "steps": [2, 3]}}
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "s"
+    sweep(SWEEP, out, progress=False)
+    return out
+
+
+def test_sweep_export_round_trips_through_parquet_unchanged(sweep_dir, tmp_path):
+    exp = socialsim.export(sweep_dir, tmp_path / "out")  # the lazy top-level name
+    back = read_export(tmp_path / "out")
+    assert set(back) == {"runs", "model", "agents", "types", "llm_calls", "tables/events", "tables/interactions"}
+    for name, frame in exp.frames().items():
+        assert len(frame) > 0, name
+        pd.testing.assert_frame_equal(frame, back[name], obj=name)
+        csv = pd.read_csv(tmp_path / "out" / f"{name}.csv")
+        assert list(csv.columns) == list(frame.columns) and len(csv) == len(frame)
+
+
+def test_export_frames_are_tidy_and_tagged(sweep_dir):
+    exp = export(sweep_dir, write=False)
+    assert exp.parameters == ["arch", "model", "steps"]
+    for name, frame in exp.frames().items():
+        assert list(frame.columns[:6]) == ["run_id", "replicate", "rng", "arch", "model", "steps"], name
+    # one row per run x step, run x step x agent
+    assert not exp.model.duplicated(["run_id", "step"]).any()
+    assert not exp.agents.duplicated(["run_id", "step", "agent_id"]).any()
+    assert exp.agents["step"].dtype == "int64" and exp.agents["step"].min() == 1
+    assert len(exp.model) == 2 * (2 + 3) and len(exp.agents) == 10 * len(exp.model)
+    # the ledger's model column is the model that answered, kept apart from the run's parameter
+    assert set(exp.llm_calls["call_model"]) == {"rules"}
+    # per-type: the share of agents whose action succeeded, from the agent rows
+    share = exp.agents.groupby(["run_id", "step"])["action_ok"].mean().reset_index(drop=True)
+    assert exp.types["action_ok"].tolist() == share.tolist()
+    # runs: parameters, status and the last model row
+    last = exp.model.sort_values("step").groupby("run_id").tail(1).set_index("run_id")["rule_decisions"]
+    assert exp.runs.set_index("run_id")["rule_decisions"].to_dict() == last.to_dict()
+
+
+def test_run_directory_exports_like_a_one_run_sweep(tmp_path):
+    result = run(RunConfig(arch="generic", model="rules", steps=2, rng=9), tmp_path / "run", progress=False)
+    exp = export(result.run_dir)
+    assert (result.run_dir / "export" / "agents.parquet").is_file()
+    assert exp.runs["run_id"].tolist() == ["run"] and exp.runs["status"].tolist() == ["completed"]
+    assert exp.parameters == ["scenario", "arch", "model"]
+    dc = result.model.datacollector
+    assert exp.model["rule_decisions"].tolist() == dc.get_model_vars_dataframe()["rule_decisions"].tolist()
+    assert exp.agents["action"].tolist() == dc.get_agent_vars_dataframe()["action"].tolist()
+    with pytest.raises(FileNotFoundError, match="neither a run directory"):
+        export(tmp_path)
+
+
+def test_outcome_figure_shows_replicate_spread(sweep_dir, tmp_path):
+    runs = export(sweep_dir, write=False).runs
+    stats = outcome_summary(runs, "rule_decisions", "steps")
+    assert stats["count"].tolist() == [2, 2]
+    by_steps = runs.groupby("steps")["rule_decisions"]
+    assert stats["mean"].tolist() == by_steps.mean().tolist()
+    assert stats["min"].tolist() == by_steps.min().tolist()
+    fig = plot_outcome(runs, "rule_decisions", "steps", hue="arch")
+    fig.savefig(tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 0
+    with pytest.raises(KeyError, match="no column 'adoption'"):
+        outcome_summary(runs, "adoption", "steps")
+
+
+def test_sweep_file_figures_are_written(tmp_path):
+    spec = {**SWEEP, "seeds": [1], "figures": [{"outcome": "rule_decisions", "x": "steps"}]}
+    result = sweep(spec, tmp_path / "s", progress=False)
+    assert [p.name for p in (result.sweep_dir / "figures").iterdir()] == ["rule_decisions-by-steps.png"]
