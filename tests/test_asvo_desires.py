@@ -6,7 +6,7 @@ import pytest
 
 from socialsim.agents.asvo_config import PAPER_PRESET, ASVOSettings
 from socialsim.agents.desires import ANCHORS, DEGREE_STEP, DESIRES, LinearDecay, expected_value, gap_closure
-from socialsim.llm.operations.asvo import UPDATE_DESIRE, CHECK_UPDATE, UpdateContext
+from socialsim.llm.operations.asvo import CHECK_UPDATE, UPDATE_DESIRE, UpdateContext
 from socialsim.llm.questions import AnswerError, LetterScaleQuestion
 from socialsim.scenarios.loader import load_scenario
 

@@ -78,6 +78,8 @@ def test_bad_settings_and_sections_get_clear_messages(tmp_path):
         SocietyModel("school-micro", model="rules", svo_agents={"Alice": "greedy"})
     with pytest.raises(ValueError, match="extra_knob"):
         SocietyModel("school-micro", model="rules", extra_knob=1)
+    with pytest.raises(ValueError, match="needs a scenario with a 'network:'"):
+        SocietyModel("hobbs-cafe", arch="asvo", model="rules")
     data = yaml.safe_load(open(scenario_path("school-micro")))
     data["asvo"]["degrees"]["comfort"] = "hugely"
     path = tmp_path / "bad.yaml"
@@ -86,6 +88,10 @@ def test_bad_settings_and_sections_get_clear_messages(tmp_path):
         SocietyModel(str(path), model="rules")
     assert main(["run", str(path), "--model", "rules", "--steps", "1", "--out", str(tmp_path / "r"),
                  "--no-progress"]) == 2
+    del data["asvo"]
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match="has no 'asvo:' section"):
+        SocietyModel(str(path), model="rules")
 
 
 def test_the_judge_must_differ_from_the_actors_model():
@@ -116,3 +122,8 @@ def test_same_seed_same_frames_on_rules():
             model.step()
         frames.append(model.datacollector.get_agent_vars_dataframe())
     pd.testing.assert_frame_equal(frames[0], frames[1])
+
+
+def test_a_misspelt_judge_model_is_refused_with_a_clear_message():
+    with pytest.raises(ValueError, match="unknown judge model 'gpt-5-typo'"):
+        SocietyModel("school-micro", model="rules", judges=["gpt-5-typo"])

@@ -52,10 +52,10 @@ def test_offline_embedding_needs_no_model_and_keeps_similar_texts_close():
 def test_text_clusters_separate_after_tsne_and_shuffled_labels_do_not():
     cooperative = [f"help {n} with the {t} together so everyone benefits" for n, t in
                    zip(["Bob", "Amy", "Eve", "Dan", "Kim", "Lee", "Max", "Sue"],
-                       ["report", "slides", "kite", "homework", "poster", "budget", "speech", "review"])]
+                       ["report", "slides", "kite", "homework", "poster", "budget", "speech", "review"], strict=True)]
     competitive = [f"challenge {n} to beat them at the {t} and win" for n, t in
                    zip(["Bob", "Amy", "Eve", "Dan", "Kim", "Lee", "Max", "Sue"],
-                       ["race", "exam", "vote", "game", "quiz", "chess", "pitch", "match"])]
+                       ["race", "exam", "vote", "game", "quiz", "chess", "pitch", "match"], strict=True)]
     texts = cooperative + competitive
     labels = ["altruistic"] * 8 + ["competitive"] * 8
     clear = separability(texts, labels)

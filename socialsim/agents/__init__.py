@@ -6,6 +6,8 @@ from importlib import import_module
 
 ARCHITECTURES = {
     "generic": "socialsim.agents.generic:GenerativeAgent",
+    "crsec": "socialsim.agents.crsec:CRSECAgent",
+    "asvo": "socialsim.agents.asvo:ASVOAgent",
 }
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from socialsim.agents.desires import ANCHORS, DESIRES, gap_closure
+from socialsim.agents.desires import ANCHORS, DESIRES, LinearDecay, gap_closure
 from socialsim.agents.svo import (
     PERSONALITY,
     STANCES,
@@ -110,6 +110,7 @@ class MindContext:
     action: str  # observed, or guessed by GuessHiddenAction
     stance: str | None  # the action's stance when the observer knows it (rules only)
     prior: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DESIRES, NEUTRAL_BELIEF))
+    decay: LinearDecay = field(default_factory=LinearDecay)  # the satisfaction dynamics everyone shares
 
 
 class PredictObservedDesires(Operation):
@@ -135,12 +136,12 @@ class PredictObservedDesires(Operation):
         )
 
     def rule(self, ctx: MindContext, rng: random.Random) -> BaseModel:
-        """Guess the target's SVO from its stance and move the prior belief by what that stance
-        would make such a person feel."""
+        """Guess the target's SVO from its stance, move the prior belief by what that stance would
+        make such a person feel, then let it fade as satisfaction does."""
         stance = ctx.stance or "Neutral"
         svo = svo_from_stance(stance)
         channels = predicted_channels(stance)
-        values = {d: rule_update(d, ctx.prior[d], channels, svo) for d in DESIRES}
+        values = {d: ctx.decay.apply(rule_update(d, ctx.prior[d], channels, svo)) for d in DESIRES}
         return make_record(values, f"a {stance} action suggests a {svo or 'neutral'} person")
 
     def fallback(self, ctx: MindContext) -> BaseModel:
@@ -337,7 +338,7 @@ class SelectAction(Operation):
 
     def prompt(self, ctx: SelectContext) -> str:
         listed = "\n".join(f"{i}. {c}\n   predicted desires: {_desire_list(o)}"
-                           for i, (c, o) in enumerate(zip(ctx.candidates, ctx.outcomes), 1))
+                           for i, (c, o) in enumerate(zip(ctx.candidates, ctx.outcomes, strict=True), 1))
         consistent = " and most consistent with your social value orientation" if ctx.svo else ""
         return (
             f"You are {ctx.name}. {_personality(ctx.svo)}"

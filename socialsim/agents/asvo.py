@@ -1,0 +1,447 @@
+"""ASVOAgent: an agent whose motivation is eight desires shaped by its Social Value Orientation.
+
+One step (ASVO appendix C.2-C.6), as Mesa phases on a social network world:
+
+1. ``perceive`` (sync): note what the agents one observes did last step.
+2. ``decide`` (async): theory of mind for the others (observable: desires from the seen action;
+   unobservable: guess the action, then the desires), N candidate actions, an imagined outcome
+   for each, and the selection of the most positive, SVO-consistent one.
+3. ``act`` (sync): commit the chosen action.
+4. ``resolve`` (model, sync): the scenario turns everyone's actions into outcomes: own gain,
+   the observed others' gains, rank, and a consequence text.
+5. ``feel`` (async): every desire updated as a letter (a)-(k), checked (a)/(b), reflected on
+   and retried at most R times when unreasonable; the action is judged and classified.
+6. ``settle`` (sync): apply the new values, linear decay, memory of the last steps, records.
+
+Inside the async phases an agent writes only to itself, and every call gets its own RNG drawn
+before anything is awaited, so nothing depends on which LLM call finishes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from statistics import mean
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from socialsim.agents.asvo_config import ASVOScenario, ASVOSettings, assign_svo
+from socialsim.agents.desires import DESIRES, DesireState, LinearDecay, expected_value
+from socialsim.agents.generic import GenerativeAgent
+from socialsim.agents.phases import Phase
+from socialsim.agents.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, PAYOFF, equity
+from socialsim.llm.operations import asvo as ops
+from socialsim.llm.routing import RULES, RouteTable
+from socialsim.scenarios.schema import AgentSpec
+
+if TYPE_CHECKING:
+    from socialsim.model.society import SocietyModel
+
+ACTION_COLUMNS = ["step", "agent", "svo", "use_svo", "action", "stance", "label", "candidates",
+                  "own_gain", "others_gain", "rank", "score"]
+PREDICTION_COLUMNS = ["step", "observer", "target", "observable", "action", "desire", "predicted", "true", "error"]
+UPDATE_COLUMNS = ["step", "agent", "desire", "before", "proposed", "after", "attempts", "accepted"]
+REFLECTION_COLUMNS = ["step", "agent", "desire", "reflection"]
+JUDGE_COLUMNS = ["step", "agent", "svo", "judge", "naturalness", "human_likeness", "reason", "status"]
+
+
+def desire_column(desire: str) -> str:
+    return f"desire_{ops.field_name(desire)}"
+
+
+class ASVORuntime:
+    """What all ASVO agents of one model share: settings, scenario section, SVO assignment,
+    the decay rule and the judges' gateways. Built once, when the first agent is created."""
+
+    def __init__(self, model: SocietyModel) -> None:
+        if model.social is None:
+            raise ValueError(f"the asvo architecture needs a scenario with a 'network:' (who observes whom); "
+                             f"{model.scenario_spec.name!r} has a map instead")
+        self.settings = ASVOSettings.from_params(model.arch_params)
+        self.section = ASVOScenario.from_scenario(model.scenario_spec)
+        spec = model.scenario_spec
+        self.desires = DESIRES[: self.settings.desire_pool]
+        self.step_minutes = self.settings.step_minutes or spec.step_minutes
+        self.decay = LinearDecay(self.settings.decay_per_hour, self.step_minutes,
+                                 self.settings.satisfaction_floor, self.settings.satisfaction_cap)
+        traits = {a.name: a.traits for a in spec.agents}
+        self.svo = assign_svo([a.name for a in spec.agents], traits, self.settings, self.section, model.random)
+        self.judges = self._judge_gateways(model)
+
+    def _judge_gateways(self, model: SocietyModel) -> list[tuple[str, object]]:
+        """One gateway per judge model, sharing the run's tape and ledger. A judge must differ
+        from the actors' model (the paper's rule); the rule-based judge is the labelled baseline."""
+        if not self.settings.evaluate:
+            return []
+        from socialsim.llm.gateway import Gateway
+
+        actors = model.llm.routes.models()
+        gateways = []
+        for judge in self.settings.judges:
+            if judge != RULES and judge in actors:
+                raise ValueError(f"judge model {judge!r} is also an actor model ({', '.join(sorted(actors))}); "
+                                 f"the judge must differ from the actors' model: pass judges=[...] with another model")
+            _check_judge_name(judge)
+            gateways.append((judge, Gateway(RouteTable(judge), tape=model.llm.tape, ledger=model.llm.ledger,
+                                            replay=model.llm.replay, max_concurrency=model.llm.max_concurrency)))
+        return gateways
+
+    def catalogue(self, others: list[str], step: int) -> dict[str, list[str]]:
+        """The scenario's possible actions, ``{other}`` filled with someone the agent observes."""
+        filled = {}
+        for stance, texts in self.section.actions.items():
+            filled[stance] = [t.replace("{other}", others[(i + step) % len(others)] if others else self.section.someone)
+                              for i, t in enumerate(texts)]
+        return filled
+
+
+class ASVOAgent(GenerativeAgent):
+    """An ASVO agent on a social network: SVO type, eight desires, theory of mind."""
+
+    architecture = "asvo"
+    phases = (
+        Phase("perceive"),
+        Phase("decide", is_async=True),
+        Phase("act"),
+        Phase("resolve", scope="model"),
+        Phase("feel", is_async=True),
+        Phase("settle"),
+    )
+
+    # --- recording --------------------------------------------------------------------------
+    @classmethod
+    def model_reporters(cls) -> dict:
+        return {
+            "cooperation_rate": lambda m: _rate(m, COOPERATION_WEIGHT),
+            "competition_index": lambda m: _rate(m, COMPETITION_WEIGHT),
+            "tom_error": lambda m: _mean([a.tom_error for a in m.agents if a.tom_error is not None]),
+            "reflections": lambda m: sum(a.reflections_total for a in m.agents),
+        }
+
+    @classmethod
+    def agent_reporters(cls) -> dict:
+        desires = {desire_column(d): (lambda a, d=d: a.state.values.get(d)) for d in DESIRES}
+        return {"svo": "svo", "use_svo": "use_svo", **desires, "action": "action", "stance": "stance",
+                "label": "label", "naturalness": "naturalness", "human_likeness": "human_likeness",
+                "tom_error": "tom_error", "reflections": "reflections_total", "score": "score", "rank": "rank"}
+
+    @classmethod
+    def tables(cls) -> dict[str, list[str]]:
+        return {"asvo_actions": ACTION_COLUMNS, "asvo_predictions": PREDICTION_COLUMNS,
+                "asvo_updates": UPDATE_COLUMNS, "asvo_reflections": REFLECTION_COLUMNS,
+                "asvo_judgements": JUDGE_COLUMNS}
+
+    @classmethod
+    def report_sections(cls, model: SocietyModel, run_dir) -> list[str]:
+        from socialsim.metrics.asvo import report_sections
+
+        return report_sections(model, run_dir)
+
+    # --- creation ---------------------------------------------------------------------------
+    def __init__(self, model: SocietyModel, spec: AgentSpec) -> None:
+        super().__init__(model, spec)
+        runtime = getattr(model, "asvo", None)
+        if runtime is None:
+            runtime = model.asvo = ASVORuntime(model)
+        self.runtime = runtime
+        settings, section = runtime.settings, runtime.section
+        self.svo = runtime.svo[spec.name]  # the assigned type (judged for it even in the ablation)
+        self.use_svo = settings.use_svo
+        self.state = self._initial_state(spec, section)
+        self.memory: deque[str] = deque(maxlen=settings.memory_steps)
+        # what the agent knows of the others
+        self.visible: list[tuple[str, str, str]] = []  # (name, action, stance) seen this step
+        self.last_seen: dict[str, tuple[str, str]] = {}  # name -> (action, stance)
+        self.beliefs: dict[str, dict[str, float]] = {}  # name -> last estimated desires
+        self.predictions: list[dict] = []
+        # the step's decision and its outcome
+        self.start_values: dict[str, float] = dict(self.state.values)
+        self.candidates: list[tuple[str, str]] = []
+        self.intent: tuple[str, str] | None = None
+        self.action, self.stance, self.label, self.previous_action = "", "", "", ""
+        self.channels: dict[str, float] = {}
+        self.consequence = ""
+        self.score, self.rank = 0.0, 0.0
+        # desire updates and reflections
+        self.unreasonable: list[str] = []  # the history of unreasonable-update examples
+        self.reflections_total = 0
+        self.pending: dict[str, float] = {}
+        self.update_rows: list[dict] = []
+        self.new_reflections: list[tuple[str, str]] = []
+        self.judgements: list[dict] = []
+        self.naturalness: float | None = None
+        self.human_likeness: float | None = None
+        self.tom_error: float | None = None
+
+    def _initial_state(self, spec: AgentSpec, section: ASVOScenario) -> DesireState:
+        degrees = {**section.degrees, **spec.traits.get("degrees", {})}
+        initial = spec.traits.get("initial", section.initial)
+        reverse = frozenset(section.reverse)
+        expected, values = {}, {}
+        for d in self.runtime.desires:
+            expected[d] = expected_value(degrees.get(d, "moderately"), d in reverse, section.expected_defaults.get(d))
+            start = initial.get(d, 5.0) if isinstance(initial, dict) else initial
+            values[d] = self.runtime.decay.clamp(float(start))
+        return DesireState(values, expected, reverse)
+
+    @property
+    def active_svo(self) -> str | None:
+        """The SVO the prompts and rules see: None in the ablation w/o ASVO."""
+        return self.svo if self.use_svo else None
+
+    @property
+    def setting(self) -> str:
+        return self.runtime.section.summary or self.model.scenario_spec.context
+
+    def others(self) -> list[ASVOAgent]:
+        return [a for a in sorted(self.model.agents, key=lambda a: a.unique_id) if a is not self]
+
+    def observed(self) -> list[ASVOAgent]:
+        return self.model.social.observed_by(self)
+
+    async def _ask(self, op, ctx, rng: random.Random):
+        return await self.model.llm.ask(op, ctx, agent_id=self.unique_id, rng=rng)
+
+    def _rngs(self, n: int) -> list[random.Random]:
+        """Independent RNGs for n concurrent calls, drawn before anything is awaited."""
+        return [random.Random(self.phase_rng.getrandbits(64)) for _ in range(n)]
+
+    # --- 1. perceive ------------------------------------------------------------------------
+    def perceive(self) -> None:
+        self.start_values = dict(self.state.values)
+        self.visible = [(o.name, o.action, o.stance) for o in self.observed() if o.action]
+        for name, action, stance in self.visible:
+            self.last_seen[name] = (action, stance)
+
+    # --- 2. decide --------------------------------------------------------------------------
+    async def decide(self) -> None:
+        targets = self._tom_targets()
+        rngs, (propose, select) = self._rngs(len(targets)), self._rngs(2)
+        self.predictions = list(await asyncio.gather(*(self._theory_of_mind(t, r)
+                                                       for t, r in zip(targets, rngs, strict=True))))
+        await self._plan(propose, select)
+
+    def _tom_targets(self) -> list[ASVOAgent]:
+        scope = self.runtime.settings.tom_scope
+        if scope == "none":
+            return []
+        if scope == "observed":
+            return self.observed()
+        return self.others()
+
+    async def _theory_of_mind(self, target: ASVOAgent, rng: random.Random) -> dict:
+        """Observable: desires from the seen action. Unobservable: guess the action, then desires."""
+        seen = {n: (a, s) for n, a, s in self.visible}
+        prior = self.beliefs.get(target.name, dict.fromkeys(self.runtime.desires, ops.NEUTRAL_BELIEF))
+        prior = {d: prior.get(d, ops.NEUTRAL_BELIEF) for d in DESIRES}
+        if target.name in seen:
+            action, stance = seen[target.name]
+            ctx = ops.MindContext(self.name, self.setting, list(self.memory), target.name, action, stance, prior,
+                                  self.runtime.decay)
+            answer = await self._ask(ops.PREDICT_OBSERVED_DESIRES, ctx, rng)
+            observable = True
+        else:
+            known = self.last_seen.get(target.name)
+            default = self.runtime.catalogue([self.name], 0).get("Neutral", ["carry on as usual"])
+            default = (default or ["carry on as usual"])[0]
+            guess_ctx = ops.HiddenActionContext(self.name, self.setting, list(self.memory), self.action, target.name,
+                                                known[0] if known else None, default)
+            action = (await self._ask(ops.GUESS_HIDDEN_ACTION, guess_ctx, rng)).value.text
+            stance = known[1] if known and action == known[0] else ("Neutral" if action == default else None)
+            ctx = ops.MindContext(self.name, self.setting, list(self.memory), target.name, action, stance, prior,
+                                  self.runtime.decay)
+            answer = await self._ask(ops.PREDICT_GUESSED_DESIRES, ctx, rng)
+            observable = False
+        return {"target": target.name, "observable": observable, "action": action,
+                "values": ops.record_values(answer.value)}
+
+    async def _plan(self, rng_propose: random.Random, rng_select: random.Random) -> None:
+        settings = self.runtime.settings
+        observed = self.observed()
+        catalogue = self.runtime.catalogue([o.name for o in observed], self.model.steps)
+        values = {d: round(v, 2) for d, v in self.state.values.items()}
+        ctx = ops.PlanContext(self.name, self.description, self.active_svo, self.setting, list(self.memory), values,
+                              dict(self.state.expected), [f"{n}: {a}" for n, a, _ in self.visible],
+                              settings.n_candidates, catalogue)
+        proposal = await self._ask(ops.PROPOSE_ACTIONS, ctx, rng_propose)
+        self.candidates = [(a.text, a.stance) for a in proposal.value.activities]
+        rngs = [random.Random(rng_propose.getrandbits(64)) for _ in self.candidates]
+        outcomes = await asyncio.gather(*(
+            self._ask(ops.SIMULATE_OUTCOME, ops.OutcomeContext(self.name, self.active_svo, values, text, stance), r)
+            for (text, stance), r in zip(self.candidates, rngs, strict=True)))
+        predicted = [{d: float(v) for d, v in ops.record_values(o.value).items() if d in values} for o in outcomes]
+        texts = _distinct([t for t, _ in self.candidates])
+        select = ops.SelectContext(self.name, self.active_svo, values, dict(self.state.expected), texts, predicted)
+        choice = (await self._ask(ops.SELECT_ACTION, select, rng_select)).value
+        self.intent = self.candidates[choice.index]
+
+    # --- 3. act -----------------------------------------------------------------------------
+    def act(self) -> None:
+        if self.intent is not None:
+            self.previous_action = self.action
+            self.action, self.stance = self.intent
+            self.last_action = self.action
+            self.intent = None
+
+    # --- 4. resolve (the scenario's outcome of everyone's actions) --------------------------
+    @classmethod
+    def resolve(cls, model: SocietyModel) -> None:
+        agents = sorted(model.agents, key=lambda a: a.unique_id)
+        received: dict[str, list[float]] = {a.name: [] for a in agents}
+        for a in agents:
+            for o in a.observed():
+                received[o.name].append(PAYOFF[a.stance][1])
+        gains = {a.name: PAYOFF[a.stance][0] + (mean(received[a.name]) if received[a.name] else 0.0) for a in agents}
+        before = _ranks({a.name: a.score for a in agents})
+        for a in agents:
+            a.score = round(a.score + gains[a.name], 6)
+        after = _ranks({a.name: a.score for a in agents})
+        n = len(agents)
+        for gw in (g for _, g in model.asvo.judges):
+            gw.step = model.steps
+        for a in agents:
+            others = [gains[o.name] for o in a.observed()]
+            others_gain = mean(others) if others else 0.0
+            move = 0.0 if n < 2 else max(-1.0, min(1.0, (before[a.name] - after[a.name]) * 2 / (n - 1)))
+            a.rank = after[a.name]
+            a.channels = {"own": round(gains[a.name], 6), "others": round(others_gain, 6), "rank": round(move, 6),
+                          "equity": round(equity(gains[a.name], others_gain), 6)}
+            a.consequence = a._consequence_text(gains[a.name], others_gain, before[a.name], after[a.name], n)
+
+    def _consequence_text(self, own: float, others: float, before: float, after: float, n: int) -> str:
+        seen = " ".join(f"{o.name} {o.action.rstrip('.')}." for o in self.observed() if o.action)
+        how = lambda g: "well" if g > 0.1 else ("badly" if g < -0.1 else "as usual")  # noqa: E731
+        return (f"{seen} The step went {how(own)} for {self.name} ({own:+.2f}) and {how(others)} for the people "
+                f"{self.name} observes ({others:+.2f}); {self.name} now ranks {after:g} of {n} (before: {before:g}).")
+
+    # --- 5. feel ----------------------------------------------------------------------------
+    async def feel(self) -> None:
+        desires = list(self.state.values)
+        rngs, evaluate_rng = self._rngs(len(desires)), self._rngs(1)[0]
+        history = self.unreasonable[-self.runtime.settings.reflection_examples:] if self.runtime.settings.reflection_examples else []
+        results = await asyncio.gather(*(self._update_desire(d, list(history), r) for d, r in zip(desires, rngs, strict=True)))
+        self.pending = {d: value for d, (value, _, _) in zip(desires, results, strict=True)}
+        self.update_rows = [row for _, row, _ in results]
+        self.new_reflections = [(d, text) for d, (_, _, texts) in zip(desires, results, strict=True) for text in texts]
+        await self._evaluate(evaluate_rng)
+
+    async def _update_desire(self, desire: str, history: list[str], rng: random.Random):
+        """Update -> check -> (reflect, retry) at most R times -> else keep the previous value."""
+        value = self.state.values[desire]
+        ctx = ops.UpdateContext(self.name, self.description, self.active_svo, desire, value, self.action,
+                                self.consequence, dict(self.channels), history)
+        reflections: list[str] = []
+        proposed, attempts = None, 0
+        for attempts in range(1, self.runtime.settings.max_retries + 2):
+            ctx.unreasonable = history + reflections
+            proposed = (await self._ask(ops.UPDATE_DESIRE, ctx, rng)).value.level
+            if proposed == ops._level(value):  # no change: nothing to check
+                return value, self._row(desire, value, proposed, value, attempts, True), reflections
+            ctx.proposed = proposed
+            if (await self._ask(ops.CHECK_UPDATE, ctx, rng)).value.letter == "a":
+                return float(proposed), self._row(desire, value, proposed, proposed, attempts, True), reflections
+            why = (await self._ask(ops.REFLECT_UPDATE, ctx, rng)).value.text
+            reflections.append(f"{ops.reflection_prefix(ctx)} {why}")
+            ctx.proposed = None
+        return value, self._row(desire, value, proposed, value, attempts, False), reflections
+
+    def _row(self, desire, before, proposed, after, attempts, accepted) -> dict:
+        return {"step": self.model.steps, "agent": self.name, "desire": desire, "before": float(before),
+                "proposed": float(proposed), "after": float(after), "attempts": attempts, "accepted": accepted}
+
+    async def _evaluate(self, rng: random.Random) -> None:
+        """Judge (every judge) and classify (first judge) the chosen action."""
+        self.judgements, self.label = [], ""
+        judges = self.runtime.judges
+        if not judges:
+            return
+        ctx = ops.JudgeContext(self.name, self.svo, self.action, self.stance, self.previous_action)
+        rngs = [random.Random(rng.getrandbits(64)) for _ in judges]
+        answers = await asyncio.gather(*(gw.ask(ops.JUDGE_ACTION, ctx, agent_id=self.unique_id, rng=r)
+                                         for (_, gw), r in zip(judges, rngs, strict=True)))
+        for (judge, _), answer in zip(judges, answers, strict=True):
+            self.judgements.append({"judge": judge, "naturalness": answer.value.naturalness,
+                                    "human_likeness": answer.value.human_likeness,
+                                    "reason": answer.value.reason, "status": answer.status})
+        label = await judges[0][1].ask(ops.CLASSIFY_BEHAVIOUR, ctx, agent_id=self.unique_id, rng=rng)
+        self.label = label.value.text
+
+    # --- 6. settle --------------------------------------------------------------------------
+    def settle(self) -> None:
+        step = self.model.steps
+        dc = self.model.datacollector
+        self.state.values.update(self.pending)
+        self.state.decay(self.runtime.decay)
+        if self.runtime.settings.dynamic_expected:  # the paper's optional update [ours: 10% toward the value]
+            self.state.expected = {d: round(e + 0.1 * (self.state.values[d] - e), 6) for d, e in self.state.expected.items()}
+        self.memory.append(f"I did: {self.action} | {self.consequence}")
+        for row in self.update_rows:
+            dc.add_table_row("asvo_updates", row)
+        for desire, text in self.new_reflections:
+            self.unreasonable.append(text)
+            dc.add_table_row("asvo_reflections", {"step": step, "agent": self.name, "desire": desire, "reflection": text})
+        self.reflections_total += len(self.new_reflections)
+        errors = []
+        for p in self.predictions:
+            target = self.model.social.agents[p["target"]]
+            self.beliefs[p["target"]] = {d: float(v) for d, v in p["values"].items()}
+            for d, predicted in p["values"].items():
+                if d not in target.start_values:
+                    continue
+                error = abs(predicted - target.start_values[d])
+                errors.append(error)
+                dc.add_table_row("asvo_predictions", {
+                    "step": step, "observer": self.name, "target": p["target"], "observable": p["observable"],
+                    "action": p["action"], "desire": d, "predicted": float(predicted),
+                    "true": float(target.start_values[d]), "error": float(error)})
+        self.tom_error = round(mean(errors), 6) if errors else None
+        scored = [j for j in self.judgements if j["status"] != "fallback"]
+        self.naturalness = round(mean(j["naturalness"] for j in scored), 6) if scored else None
+        self.human_likeness = round(mean(j["human_likeness"] for j in scored), 6) if scored else None
+        for j in self.judgements:
+            dc.add_table_row("asvo_judgements", {"step": step, "agent": self.name, "svo": self.svo, **j})
+        dc.add_table_row("asvo_actions", {
+            "step": step, "agent": self.name, "svo": self.svo, "use_svo": self.use_svo, "action": self.action,
+            "stance": self.stance, "label": self.label, "candidates": " || ".join(t for t, _ in self.candidates),
+            "own_gain": self.channels.get("own", 0.0), "others_gain": self.channels.get("others", 0.0),
+            "rank": float(self.rank), "score": float(self.score)})
+
+
+def _distinct(texts: list[str]) -> list[str]:
+    """Option texts must be told apart; number repeated ones."""
+    seen: dict[str, int] = {}
+    out = []
+    for t in texts:
+        seen[t] = seen.get(t, 0) + 1
+        out.append(t if seen[t] == 1 else f"{t} (option {seen[t]})")
+    return out
+
+
+def _ranks(scores: dict[str, float]) -> dict[str, float]:
+    """1 = highest score; ties share their average rank."""
+    return pd.Series(scores, dtype=float).rank(ascending=False, method="average").to_dict()
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(mean(values), 6) if values else None
+
+
+def _rate(model, weights: dict[str, float]) -> float | None:
+    labels = [a.label for a in model.agents if a.label]
+    return round(sum(weights.get(label, 0.0) for label in labels) / len(labels), 6) if labels else None
+
+
+
+def _check_judge_name(judge: str) -> None:
+    """A misspelt judge model fails at once, not as a run full of judge fallbacks."""
+    if judge == RULES or judge.startswith("local/"):
+        return
+    import litellm
+
+    try:
+        litellm.get_llm_provider(judge)
+    except Exception:
+        raise ValueError(f"unknown judge model {judge!r}: litellm knows no provider for it "
+                         f"(use PROVIDER/MODEL, e.g. openai/gpt-4o-mini, or 'rules' for the baseline judge)") from None

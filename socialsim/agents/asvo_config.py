@@ -1,0 +1,177 @@
+"""ASVO's settings: the architecture parameters (sweepable model keyword arguments), the
+scenario's ``asvo:`` section, the ``paper`` preset, and the assignment of SVO types to agents.
+
+Why a module of its own: these are the knobs a researcher turns (ablation, SVO mix, decay,
+number of candidates, judges), validated once with clear messages, apart from the agent's
+behaviour.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from socialsim.agents.desires import DEGREE_STEP, DESIRES
+from socialsim.agents.svo import STANCES, SVO_TYPES
+
+# Table 1 of the ASVO appendix, as architecture parameters (steps is the run length).
+PAPER_PRESET: dict[str, Any] = {
+    "steps": 6,
+    "step_minutes": 20,
+    "desire_pool": 8,
+    "decay_per_hour": 1.0,  # linear decay, applied each step, scaled by the step length [ours: rate]
+    "satisfaction_floor": 0.0,
+    "satisfaction_cap": 8.0,
+    "memory_steps": 5,
+}
+
+Stance = Literal["Cooperation", "QuasiCooperation", "Neutral", "QuasiCompetition", "Competition"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ASVOSettings(_Strict):
+    """Architecture parameters: ``SocietyModel(..., arch="asvo", use_svo=False, n_candidates=3)``."""
+
+    use_svo: bool = True  # False: the ablation "w/o ASVO" (no SVO text, no SVO instructions)
+    svo_assignment: Literal["scenario", "cycle", "mix", "explicit"] = "scenario"
+    svo_mix: dict[str, float] | None = None  # e.g. {altruistic: 0.5, competitive: 0.5}
+    svo_agents: dict[str, str] | None = None  # explicit per agent: {Alice: competitive}
+    desire_pool: int = Field(default=8, ge=1, le=len(DESIRES))  # the first N desires of the pool
+    n_candidates: int = Field(default=3, ge=1, le=8)
+    max_retries: int = Field(default=1, ge=0, le=5)  # R: retries of an unreasonable update
+    memory_steps: int = Field(default=5, ge=1)
+    decay_per_hour: float = Field(default=1.0, ge=0)
+    step_minutes: float | None = Field(default=None, gt=0)  # None: the scenario's
+    satisfaction_floor: float = 0.0
+    satisfaction_cap: float = 8.0
+    dynamic_expected: bool = False  # the paper's dynamic expected-value update (off by default)
+    tom_scope: Literal["all", "observed", "none"] = "all"  # whose desires an agent estimates
+    evaluate: bool = True  # judge and classify every action during the run
+    judges: list[str] = Field(default_factory=lambda: ["rules"])  # judge models ("rules" = baseline)
+    reflection_examples: int = Field(default=5, ge=0)  # unreasonable examples shown in a prompt
+    embedding_model: str | None = None  # None: the offline embedding; else a litellm model
+
+    @field_validator("svo_mix")
+    @classmethod
+    def _mix(cls, v):
+        if v is not None:
+            for k, w in v.items():
+                if k not in SVO_TYPES:
+                    raise ValueError(f"unknown SVO type {k!r} (types: {', '.join(SVO_TYPES)})")
+                if w < 0:
+                    raise ValueError(f"weight of {k} is negative")
+            if sum(v.values()) <= 0:
+                raise ValueError("the mix needs a positive total weight")
+        return v
+
+    @field_validator("svo_agents")
+    @classmethod
+    def _agents(cls, v):
+        for name, svo in (v or {}).items():
+            if svo not in SVO_TYPES:
+                raise ValueError(f"{name}: unknown SVO type {svo!r} (types: {', '.join(SVO_TYPES)})")
+        return v
+
+    @field_validator("judges")
+    @classmethod
+    def _judges(cls, v):
+        if not v:
+            raise ValueError("give at least one judge model (or 'rules' for the baseline judge)")
+        return v
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> ASVOSettings:
+        try:
+            return cls.model_validate(params)
+        except ValidationError as exc:
+            raise ValueError("asvo architecture parameters: " + "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+
+
+class ASVOScenario(_Strict):
+    """The scenario file's ``asvo:`` section."""
+
+    svo_assignment: Literal["cycle", "mix", "explicit"] = "cycle"
+    svo_mix: dict[str, float] | None = None
+    degrees: dict[str, str] = Field(default_factory=dict)  # desire -> decrease degree
+    reverse: list[str] = Field(default_factory=list)  # reverse-coded desires (larger = worse)
+    expected_defaults: dict[str, float] = Field(default_factory=dict)  # fixed E, overriding the formula
+    initial: float | dict[str, float] = 5.0
+    summary: str = ""  # a short context summary for the many small prompts
+    someone: str = "someone"  # who "{other}" is when an agent observes no one
+    actions: dict[Stance, list[str]]  # the rule baseline's catalogue of possible actions
+
+    @field_validator("degrees")
+    @classmethod
+    def _degrees(cls, v):
+        for desire, degree in v.items():
+            if desire not in DESIRES:
+                raise ValueError(f"unknown desire {desire!r} (desires: {', '.join(DESIRES)})")
+            if degree not in DEGREE_STEP:
+                raise ValueError(f"{desire}: unknown degree {degree!r} (degrees: {', '.join(DEGREE_STEP)})")
+        return v
+
+    @field_validator("actions")
+    @classmethod
+    def _actions(cls, v):
+        if not any(v.values()):
+            raise ValueError(f"list at least one action under one of {', '.join(STANCES)}")
+        return v
+
+    @classmethod
+    def from_scenario(cls, scenario) -> ASVOScenario:
+        if scenario.asvo is None:
+            raise ValueError(f"scenario {scenario.name!r} has no 'asvo:' section (needed by the asvo "
+                             f"architecture: at least 'actions:' per stance)")
+        try:
+            return cls.model_validate(scenario.asvo)
+        except ValidationError as exc:
+            raise ValueError(f"scenario {scenario.name!r}: invalid asvo section: " + "; ".join(
+                f"asvo.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+
+
+def assign_svo(names: list[str], traits: dict[str, dict], settings: ASVOSettings, section: ASVOScenario,
+               rng: random.Random) -> dict[str, str]:
+    """Every agent's SVO type: one of each in turn (cycle), a given mix, or explicit per agent.
+
+    ``svo_agents`` overrides any mode for the agents it names. A mix is split by largest
+    remainders and shuffled with the model's RNG, so it is reproducible.
+    """
+    mode = section.svo_assignment if settings.svo_assignment == "scenario" else settings.svo_assignment
+    mix = settings.svo_mix or section.svo_mix
+    explicit = {n: t["svo"] for n, t in traits.items() if "svo" in t}
+    explicit.update(settings.svo_agents or {})
+    if mode == "explicit":
+        missing = [n for n in names if n not in explicit]
+        if missing:
+            raise ValueError(f"explicit SVO assignment: no SVO type for {', '.join(missing)} "
+                             f"(set traits.svo in the scenario or svo_agents=...)")
+        result = {n: explicit[n] for n in names}
+    elif mode == "mix":
+        if not mix:
+            raise ValueError("SVO assignment 'mix' needs svo_mix, e.g. {altruistic: 1, competitive: 1}")
+        total = sum(mix.values())
+        quotas = {t: len(names) * w / total for t, w in mix.items()}
+        counts = {t: int(q) for t, q in quotas.items()}
+        for t in sorted(quotas, key=lambda t: (-(quotas[t] - counts[t]), SVO_TYPES.index(t))):
+            if sum(counts.values()) >= len(names):
+                break
+            counts[t] += 1
+        pool = [t for t in SVO_TYPES for _ in range(counts.get(t, 0))]
+        rng.shuffle(pool)
+        result = dict(zip(names, pool, strict=True))
+    else:
+        result = {n: SVO_TYPES[i % len(SVO_TYPES)] for i, n in enumerate(names)}
+    for name, svo in (settings.svo_agents or {}).items():
+        if name not in result:
+            raise ValueError(f"svo_agents names {name!r}, who is not an agent of this scenario")
+        result[name] = svo
+    for name, svo in result.items():
+        if svo not in SVO_TYPES:
+            raise ValueError(f"{name}: unknown SVO type {svo!r} (types: {', '.join(SVO_TYPES)})")
+    return result

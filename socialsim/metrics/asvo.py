@@ -1,0 +1,193 @@
+"""ASVO's evaluation: cooperation/competition, judge scores, cluster separability, figures.
+
+Reads only what the DataCollector recorded (the ``asvo_*`` tables and the agent frame), so the
+same functions work on a live model and on a run directory's Parquet files.
+
+- Cooperation rate = (Cooperation + 0.5 QuasiCooperation) / actions; competition index =
+  (Competition + 0.5 QuasiCompetition) / actions (appendix D.2), per agent and per SVO type.
+- Naturalness and Human-likeness (1-5), averaged over judges and actions, per SVO type; judge
+  fallbacks are left out. A ``rules`` judge is the rule-based baseline and is labelled so.
+- Separability of action texts by SVO type (appendix D.3), beside the paper's Table 2.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from socialsim.agents.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, STANCES, SVO_TYPES  # noqa: E402
+from socialsim.metrics.separability import PAPER_TABLE_2, plot_tsne, separability  # noqa: E402
+
+if TYPE_CHECKING:
+    from socialsim.model.society import SocietyModel
+
+
+def setting_of(scenario_name: str) -> str | None:
+    """School / Workplace / Family from a scenario name like ``workplace-meso``."""
+    head = scenario_name.split("-")[0].lower()
+    return {"school": "School", "workplace": "Workplace", "family": "Family"}.get(head)
+
+
+def cooperation_table(actions: pd.DataFrame, by: str = "agent") -> pd.DataFrame:
+    """Label counts, cooperation rate and competition index per ``agent`` or per ``svo``."""
+    df = actions[actions["label"].isin(STANCES)]
+    if df.empty:
+        return pd.DataFrame(columns=[by, "actions", *STANCES, "cooperation_rate", "competition_index"])
+    counts = pd.crosstab(df[by], df["label"]).reindex(columns=list(STANCES), fill_value=0)
+    n = counts.sum(axis=1)
+    table = counts.assign(
+        actions=n,
+        cooperation_rate=sum(counts[label] * w for label, w in COOPERATION_WEIGHT.items()) / n,
+        competition_index=sum(counts[label] * w for label, w in COMPETITION_WEIGHT.items()) / n,
+    ).reset_index()
+    if by == "svo":
+        order = {s: i for i, s in enumerate(SVO_TYPES)}
+        table = table.sort_values(by, key=lambda s: s.map(order))
+    return table[[by, "actions", *STANCES, "cooperation_rate", "competition_index"]]
+
+
+def judge_table(judgements: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation of both scores per SVO type and judge (fallbacks left out)."""
+    df = judgements[judgements["status"] != "fallback"]
+    if df.empty:
+        return pd.DataFrame(columns=["svo", "judge", "n", "naturalness", "naturalness_sd", "human_likeness",
+                                     "human_likeness_sd"])
+    return df.groupby(["svo", "judge"], as_index=False).agg(
+        n=("naturalness", "size"), naturalness=("naturalness", "mean"), naturalness_sd=("naturalness", "std"),
+        human_likeness=("human_likeness", "mean"), human_likeness_sd=("human_likeness", "std"))
+
+
+def judges_averaged(judgements: pd.DataFrame) -> pd.DataFrame:
+    """Several judges averaged: each action's scores are first averaged over its judges."""
+    df = judgements[judgements["status"] != "fallback"]
+    per_action = df.groupby(["step", "agent", "svo"], as_index=False)[["naturalness", "human_likeness"]].mean()
+    return per_action.groupby("svo", as_index=False)[["naturalness", "human_likeness"]].mean()
+
+
+def action_separability(actions: pd.DataFrame, embedding_model: str | None = None, seed: int = 0):
+    df = actions[actions["action"].astype(str).str.len() > 0]
+    return separability(df["action"].astype(str).tolist(), df["svo"].astype(str).tolist(), embedding_model, seed)
+
+
+# --- figures --------------------------------------------------------------------------------------
+
+def plot_desires(agent_frame: pd.DataFrame, path: Path, max_agents: int = 12) -> None:
+    """Every desire over time, one small panel per agent."""
+    columns = [c for c in agent_frame.columns if c.startswith("desire_")]
+    frame = agent_frame.reset_index() if "Step" not in agent_frame.columns else agent_frame
+    names = list(dict.fromkeys(frame["name"]))[:max_agents]
+    cols = min(4, len(names))
+    rows = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False, sharey=True)
+    for ax, name in zip(axes.flat, names, strict=False):
+        sub = frame[frame["name"] == name]
+        for c in columns:
+            ax.plot(sub["Step"], sub[c], marker=".", label=c.removeprefix("desire_").replace("_", " "))
+        ax.set_title(f"{name} ({sub['svo'].iloc[0]})", fontsize=9)
+        ax.set_ylim(0, 10)
+        ax.set_xlabel("step", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6, loc="lower left")
+    fig.suptitle("Desires over time")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_cooperation(by_svo: pd.DataFrame, path: Path) -> None:
+    """Cooperation rate and competition index per SVO type."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    x = range(len(by_svo))
+    ax.bar([i - 0.2 for i in x], by_svo["cooperation_rate"], width=0.4, label="cooperation rate")
+    ax.bar([i + 0.2 for i in x], by_svo["competition_index"], width=0.4, label="competition index")
+    ax.set_xticks(list(x), by_svo["svo"])
+    ax.set_ylim(0, 1)
+    ax.set_title("Cooperation and competition by SVO type")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --- the run report -----------------------------------------------------------------------------
+
+def _markdown(df: pd.DataFrame, digits: int = 2) -> str:
+    if df.empty:
+        return "(nothing recorded)"
+    cells = df.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) else str(v))
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def table_2(setting: str | None, use_svo: bool, sep) -> str:
+    """The paper's Table 2 with this run's row beside it."""
+    rows = [f"| {'ASVO' if a else 'w/o ASVO'}@{s} (paper) | {v[0]:.2f} | {v[1]:.2f} |"
+            for (s, a), v in PAPER_TABLE_2.items()]
+    label = f"{'ASVO' if use_svo else 'w/o ASVO'}@{setting or 'this scenario'} (this run)"
+    rows.append(f"| **{label}** | {sep.silhouette:.2f} | {sep.ratio:.2f} |")
+    return "\n".join(["| setting | silhouette | separation ratio |", "|---|---|---|", *rows])
+
+
+def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
+    dc = model.datacollector
+    actions = dc.get_table_dataframe("asvo_actions")
+    judgements = dc.get_table_dataframe("asvo_judgements")
+    predictions = dc.get_table_dataframe("asvo_predictions")
+    agents = dc.get_agent_vars_dataframe()
+    runtime = model.asvo
+    settings = runtime.settings
+    figures = Path(run_dir) / "figures"
+    figures.mkdir(exist_ok=True)
+    parts = ["## ASVO", ""]
+    assignment = ", ".join(f"{n}: {s}" for n, s in runtime.svo.items())
+    parts += [f"SVO ({'used' if settings.use_svo else 'ablation w/o ASVO: assigned but not shown to the agents'}): "
+              f"{assignment}.", ""]
+    if actions.empty:
+        return parts + ["(no actions recorded)"]
+
+    by_svo = cooperation_table(actions, "svo")
+    parts += ["### Cooperation and competition", "",
+              "Labels from the five-way classifier" + (" (rule baseline: the stance each action was generated with)"
+                                                        if runtime.judges and runtime.judges[0][0] == "rules" else "")
+              + "; quasi labels count 0.5.", "", "Per SVO type:", "", _markdown(by_svo), "",
+              "Per agent:", "", _markdown(cooperation_table(actions, "agent")), ""]
+    plot_cooperation(by_svo, figures / "asvo_cooperation.png")
+    parts += ["![cooperation by SVO](figures/asvo_cooperation.png)", ""]
+
+    if not judgements.empty:
+        baseline = any(j == "rules" for j, _ in runtime.judges)
+        parts += ["### Naturalness and Human-likeness", "",
+                  f"Judges: {', '.join(j for j, _ in runtime.judges)}"
+                  + (" — `rules` is the rule-based baseline judge, not an LLM." if baseline else "."), "",
+                  _markdown(judge_table(judgements)), "", "All judges averaged per action, then per SVO type:", "",
+                  _markdown(judges_averaged(judgements)), ""]
+
+    sep = action_separability(actions, settings.embedding_model)
+    embedding = settings.embedding_model or "offline character n-gram TF-IDF + SVD (no download)"
+    parts += ["### Cluster separability of actions by SVO", "",
+              f"{len(sep.labels)} actions, embeddings: {embedding}; t-SNE to 2-D; silhouette and separation ratio on "
+              f"the t-SNE points. {sep.note}", "", table_2(setting_of(model.scenario_spec.name), settings.use_svo, sep), ""]
+    if plot_tsne(sep, figures / "asvo_tsne.png"):
+        parts += ["![t-SNE of actions](figures/asvo_tsne.png)", ""]
+
+    if not predictions.empty:
+        tom = predictions.groupby("observable", as_index=False).agg(estimates=("error", "size"),
+                                                                     mean_abs_error=("error", "mean"))
+        parts += ["### Theory of mind", "", "Predicted desires of others vs their true values (0-10):", "",
+                  _markdown(tom), ""]
+    reflections = int(sum(a.reflections_total for a in model.agents))
+    parts += [f"Unreasonable desire updates reflected on: {reflections}.", ""]
+    plot_desires(agents, figures / "asvo_desires.png")
+    parts += ["![desires over time](figures/asvo_desires.png)"]
+    return parts

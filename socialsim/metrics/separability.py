@@ -1,0 +1,137 @@
+"""Cluster separability of action texts by label (ASVO appendix D.3).
+
+Embed every action text, project to 2-D with t-SNE, then measure how well the points cluster by
+their labels (SVO types): the silhouette score and the separation ratio (mean inter-label pairwise
+distance / mean intra-label pairwise distance), both on the t-SNE points as in the paper.
+
+Embeddings: the offline default needs no download (TF-IDF of character n-grams, then a truncated
+SVD: a latent-semantic embedding fitted on the texts themselves); any litellm embedding
+model (``openai/text-embedding-3-small``, ``ollama/nomic-embed-text``...) can be named instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.manifold import TSNE
+from sklearn.metrics import pairwise_distances, silhouette_score
+from sklearn.preprocessing import normalize
+
+MIN_POINTS = 5  # t-SNE and a silhouette need a handful of points
+
+# The paper's Table 2 (appendix D.3): (silhouette, separation ratio).
+PAPER_TABLE_2: dict[tuple[str, bool], tuple[float, float]] = {
+    ("School", False): (-0.02, 1.08),
+    ("Workplace", False): (0.01, 1.12),
+    ("Family", False): (-0.074, 1.01),
+    ("School", True): (0.12, 1.64),
+    ("Workplace", True): (0.21, 1.67),
+    ("Family", True): (0.07, 1.49),
+}
+
+
+def offline_embeddings(texts: list[str], dims: int = 16, seed: int = 0) -> np.ndarray:
+    """Latent-semantic embeddings fitted on the texts themselves: TF-IDF of character 3-5-grams
+    within words (robust to inflections: "help"/"helping"), reduced by a truncated SVD. No model,
+    no download."""
+    from sklearn.decomposition import TruncatedSVD
+
+    tfidf = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True).fit_transform(texts)
+    n_components = min(dims, tfidf.shape[0] - 1, tfidf.shape[1] - 1)
+    if n_components < 2:
+        return normalize(tfidf).toarray()
+    reduced = TruncatedSVD(n_components=n_components, random_state=seed).fit_transform(tfidf)
+    return normalize(reduced)
+
+
+def provider_embeddings(texts: list[str], model: str) -> np.ndarray:
+    """Embeddings from any litellm embedding model (keys from the environment only)."""
+    import litellm
+
+    from socialsim.llm.loop import run_sync
+
+    response = run_sync(litellm.aembedding(model=model, input=texts))
+    return np.array([item["embedding"] for item in response.data], dtype=float)
+
+
+def embed(texts: list[str], model: str | None = None) -> np.ndarray:
+    return offline_embeddings(texts) if model is None else provider_embeddings(texts, model)
+
+
+def tsne_2d(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
+    """t-SNE to 2-D with a perplexity that suits the number of points (exact gradients for the
+    few hundred actions of a run: faster and steadier than Barnes-Hut at that size)."""
+    n = len(vectors)
+    perplexity = float(min(30.0, max(2.0, (n - 1) / 3)))
+    method = "exact" if n <= 1000 else "barnes_hut"
+    return TSNE(n_components=2, perplexity=perplexity, init="pca", method=method,
+                random_state=seed).fit_transform(vectors)
+
+
+def silhouette(points: np.ndarray, labels: list[str]) -> float:
+    """sklearn's silhouette score; NaN when it is undefined (one label, or one point per label)."""
+    k = len(set(labels))
+    if not 2 <= k <= len(labels) - 1:
+        return math.nan
+    return float(silhouette_score(points, labels))
+
+
+def separation_ratio(points: np.ndarray, labels: list[str]) -> float:
+    """Mean pairwise distance between points of different labels / mean within the same label."""
+    labels_arr = np.asarray(labels)
+    dist = pairwise_distances(points)
+    upper = np.triu(np.ones_like(dist, dtype=bool), k=1)
+    same = (labels_arr[:, None] == labels_arr[None, :]) & upper
+    diff = (labels_arr[:, None] != labels_arr[None, :]) & upper
+    if not same.any() or not diff.any():
+        return math.nan
+    intra = dist[same].mean()
+    return math.nan if intra == 0 else float(dist[diff].mean() / intra)
+
+
+@dataclass
+class Separability:
+    points: np.ndarray | None
+    labels: list[str]
+    silhouette: float
+    ratio: float
+    note: str = ""
+
+
+def separability(texts: list[str], labels: list[str], embedding_model: str | None = None,
+                 seed: int = 0) -> Separability:
+    """Embed, project with t-SNE, then silhouette and separation ratio on the 2-D points."""
+    if len(texts) != len(labels):
+        raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+    if len(texts) < MIN_POINTS:
+        return Separability(None, labels, math.nan, math.nan, f"too few actions ({len(texts)} < {MIN_POINTS})")
+    points = tsne_2d(embed(texts, embedding_model), seed)
+    note = "" if len(set(labels)) > 1 else "only one SVO type: separability is undefined"
+    return Separability(points, labels, silhouette(points, labels), separation_ratio(points, labels), note)
+
+
+def plot_tsne(result: Separability, path: Path, title: str = "Actions by SVO (t-SNE)") -> bool:
+    """Scatter of the t-SNE points coloured by label; False when there is nothing to draw."""
+    if result.points is None:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for label in sorted(set(result.labels)):
+        mask = np.asarray(result.labels) == label
+        ax.scatter(result.points[mask, 0], result.points[mask, 1], s=18, label=label, alpha=0.8)
+    ax.set_title(f"{title}\nsilhouette {result.silhouette:.2f}, separation ratio {result.ratio:.2f}")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

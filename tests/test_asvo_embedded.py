@@ -1,0 +1,22 @@
+"""One tiny end-to-end ASVO step on the embedded SmolLM2 engine (grammar-constrained answers)."""
+
+import pytest
+
+from socialsim.model.society import SocietyModel
+
+
+@pytest.mark.embedded
+def test_one_asvo_step_on_the_embedded_engine():
+    model = SocietyModel("family-micro", model="local/smollm2", rng=5, n_candidates=1, tom_scope="none",
+                         max_retries=0, desire_pool=2)
+    model.step()
+    ledger = model.llm.ledger.frame()
+    llm = ledger[ledger["engine"] == "llm"]
+    assert set(llm["op"]) >= {"ProposeActions", "SimulateOutcome", "SelectAction", "UpdateDesire"}
+    assert llm["prompt_tokens"].sum() > 0 and llm["calls"].sum() >= len(llm)
+    judged = ledger[ledger["op"] == "JudgeAction"]
+    assert (judged["engine"] == "rules").all()  # the default judge is the rule baseline, never the actor
+    for agent in model.agents:
+        assert agent.action and agent.stance
+        assert set(agent.state.values) == {"comfort", "joyfulness"}
+        assert all(0.0 <= v <= 8.0 for v in agent.state.values.values())
