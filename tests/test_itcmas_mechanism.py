@@ -13,8 +13,8 @@ from socialsim.agents.itcmas import FILTERED_PREFIX, ITCMASAgent, action_type
 from socialsim.agents.itcmas_config import PAPER_ROUTES
 from socialsim.agents.ltrha import rank_deltas
 from socialsim.llm import operations as ops_registry
-from socialsim.llm.questions import AnswerError, IntegerQuestion, RecordQuestion
 from socialsim.llm.operations.itcmas import ELIM, ranking_model
+from socialsim.llm.questions import AnswerError, IntegerQuestion, RecordQuestion
 from socialsim.model.society import SocietyModel
 from socialsim.spaces.actions import Action
 
@@ -106,7 +106,7 @@ def test_llm_filter_blocks_everything_and_a_bad_ranking_falls_back(scripted):
     assert model.itcmas.filtered_total == 6
     # the ranking stayed invalid after one repair: the status quo order (all 1.0, so by name)
     resources = {a.name: a.resources for a in model.agents}
-    assert resources == pytest.approx(dict(zip(NAMES, 1.0 + rank_deltas(6, 0.0, 1.0))))
+    assert resources == pytest.approx(dict(zip(NAMES, 1.0 + rank_deltas(6, 0.0, 1.0), strict=True)))
     assert model.llm.ledger.failures["RankAgents"] == 2
 
 

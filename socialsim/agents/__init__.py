@@ -8,6 +8,7 @@ ARCHITECTURES = {
     "generic": "socialsim.agents.generic:GenerativeAgent",
     "crsec": "socialsim.agents.crsec:CRSECAgent",
     "asvo": "socialsim.agents.asvo:ASVOAgent",
+    "itcmas": "socialsim.agents.itcmas:ITCMASAgent",
 }
 
 

@@ -165,6 +165,12 @@ class World:
         text += f" You are {self.status.get(agent.name, 'standing')}."
         return text
 
+    def describe(self, agent: Any) -> dict[str, Any]:
+        """One step's answer as JSON-ready data, like IrollanValley's server: the description of
+        what the agent perceives and its action space."""
+        return {"agent": agent.name, "place": self.area_of(agent), "description": self.observe(agent),
+                "action_space": [a.text for a in self.action_space(agent)]}
+
     def heard_by(self, name: str, since_step: int) -> list[WorldEvent]:
         """Chats addressed to ``name`` from ``since_step`` on."""
         return [e for e in self.events if e.ok and e.verb == "chat with" and e.target == name and e.step >= since_step]

@@ -15,15 +15,32 @@ import math
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, Field, create_model, field_validator
 
 from socialsim.llm.operation import Operation
-from socialsim.llm.questions import Integer, IntegerQuestion, RecordQuestion, ShortTextQuestion, Text, YesNo, YesNoQuestion
+from socialsim.llm.questions import (
+    Integer,
+    IntegerQuestion,
+    RecordQuestion,
+    ShortTextQuestion,
+    Text,
+    YesNo,
+    YesNoQuestion,
+)
 
 SYSTEM = ("You are an agent living in IrollanValley, a small world of homes, a public canteen and a public "
           "reading room. Nobody has a preset identity or role. Answer exactly in the requested format.")
 REST_FURNITURE = ("bed", "chair", "nightstand")
+# what a goal's verbs are about, for Elim's rule: "eat" makes food relevant, "read" books
+GOAL_OBJECTS = {"eat": ("food", "beverage", "beefsteak"), "drink": ("beverage",), "read": ("book",),
+                "play": ("toy",), "dress": ("clothes",)}
+
+
+def relevant_to(goal: str, noun: str) -> bool:
+    goal = goal.lower()
+    return bool(noun) and (noun in goal or any(verb in goal and noun in nouns for verb, nouns in GOAL_OBJECTS.items()))
 
 
 # --- Elim (eq. 16) --------------------------------------------------------------------------------
@@ -67,7 +84,7 @@ class Elim(Operation):
         elif ctx.verb == "use":
             value = (4 if ctx.driver < 1.0 else 3) if ctx.noun in REST_FURNITURE else 2
         elif ctx.verb == "take":
-            value = 3 if ctx.noun and ctx.noun in goal else 2
+            value = 3 if relevant_to(goal, ctx.noun) else 2
         else:  # put, leave, behaviours
             value = 2
         return Integer(value=value)
@@ -98,11 +115,11 @@ class Protention(Operation):
     module = "protention"
     system = SYSTEM
     temperature = 0.0
-    max_tokens = 60
+    max_tokens = 40
     fallback_doc = "the present observation unchanged (predict no change)"
 
     def question(self, ctx: ProtentionContext) -> ShortTextQuestion:
-        return ShortTextQuestion(max_chars=300)
+        return ShortTextQuestion(max_chars=240)
 
     def prompt(self, ctx: ProtentionContext) -> str:
         imagined = ", ".join(ctx.imagination[:12]) or "nothing in particular"
@@ -159,7 +176,7 @@ class ChoiceContext:
     name: str
     goal: str
     observation: str
-    retention: list[str]  # recent observations / events, oldest first
+    retention: list[str]  # the retained frames and what just happened, oldest first
     memory: list[str]  # what the activated memory and imagination bring to mind
     driver_text: str
     driver: float
@@ -174,7 +191,7 @@ def choice_model(n: int) -> type[BaseModel]:
     return create_model(
         f"ActionChoice{n}",
         action=(int, Field(ge=1, le=n, description="the number of the chosen action")),
-        thought=(str, Field("", max_length=240, description="your thought, in one or two sentences")),
+        thought=(str, Field("", max_length=160, description="your thought, in one or two sentences")),
     )
 
 
@@ -185,14 +202,14 @@ class ChooseITCMAAction(Operation):
     module = "action"
     system = SYSTEM
     temperature = 0.7
-    max_tokens = 90
+    max_tokens = 64
     fallback_doc = "the first remaining action (the highest μ) with an empty thought"
 
     def question(self, ctx: ChoiceContext) -> RecordQuestion:
         return RecordQuestion(choice_model(len(ctx.candidates)))
 
     def prompt(self, ctx: ChoiceContext) -> str:
-        retention = "\n".join(f"- {r}" for r in ctx.retention[-3:]) or "- (nothing yet)"
+        retention = "\n".join(f"- {r}" for r in ctx.retention[-5:]) or "- (nothing yet)"
         memory = "\n".join(f"- {m}" for m in ctx.memory[:3]) or "- (nothing comes to mind)"
         options = "\n".join(f"{i}. {c.action} -> you expect: {c.protention[:160]}"
                             for i, c in enumerate(ctx.candidates, 1))
@@ -203,8 +220,8 @@ class ChooseITCMAAction(Operation):
                 f"perceive after each:\n{options}\n\nThink briefly, then choose one action by its number.")
 
     def rule(self, ctx: ChoiceContext, rng: random.Random) -> BaseModel:
-        """Score = μ + social pull + novelty + rest when tired + habit + expected change, plus a
-        tiny random tie-break; the thought states the reason."""
+        """Score = μ + social pull + novelty + useful things + rest when tired + habit + expected
+        change, plus a tiny random tie-break; the thought states the reason."""
         wealth = 1.0 / (1.0 + math.exp(-ctx.resources)) if ctx.resources is not None else 0.5
         tired = 1.0 - math.tanh(max(ctx.driver, 0.0))
         best, best_score, best_why = 0, -math.inf, ""
@@ -216,6 +233,9 @@ class ChooseITCMAAction(Operation):
             elif c.verb == "go to":
                 score += (1.0 if c.new_place else 0.0) + 0.5 * (1.0 - tired)
                 why = "I want to explore" if c.new_place else "I want a change of place"
+            elif c.verb == "take" and c.mu >= 3:
+                score += 1.0
+                why = f"I could use the {c.noun}"
             elif c.verb == "use" and c.noun in REST_FURNITURE:
                 score += 2.0 * tired + (1.0 - wealth)
                 why = "I need some rest"
@@ -246,7 +266,7 @@ class ITCMAChat(Operation):
     name = "ITCMAChat"
     module = "chat"
     system = SYSTEM
-    max_tokens = 50
+    max_tokens = 40
     fallback_doc = "a plain greeting to the partner"
 
     def question(self, ctx: ITCMAChatContext) -> ShortTextQuestion:
@@ -254,7 +274,7 @@ class ITCMAChat(Operation):
 
     def prompt(self, ctx: ITCMAChatContext) -> str:
         heard = "\n".join(f'- {ctx.partner} said: "{h}"' for h in ctx.heard[-3:]) or "- (nothing yet)"
-        mood = "" if ctx.topic is None else f"\nThe atmosphere here is {'good' if ctx.topic > 0.2 else 'flat' if ctx.topic > -0.2 else 'tense'}."
+        mood = "" if ctx.topic is None or math.isnan(ctx.topic) else f"\nThe atmosphere here is {'good' if ctx.topic > 0.2 else 'flat' if ctx.topic > -0.2 else 'tense'}."
         return (f"You are {ctx.name}. {ctx.observation}{mood}\nYour thought: {ctx.thought or '(none)'}\n"
                 f"Recently between you:\n{heard}\nYou talk to {ctx.partner}. What do you say? Your words only.")
 
@@ -294,8 +314,8 @@ def ranking_model(names: tuple[str, ...]) -> type[BaseModel]:
         return value
 
     return create_model(
-        "Ranking",
-        ranking=(list[str], Field(min_length=len(names), max_length=len(names))),
+        "Ranking",  # names as an enum: constrained decoding can only write agents' names
+        ranking=(list[Literal[names]], Field(min_length=len(names), max_length=len(names))),
         __validators__={"permutation": field_validator("ranking")(check)},
     )
 
@@ -307,7 +327,7 @@ class RankAgents(Operation):
     module = "matrix"
     system = "You are the matrix of a small society: you judge fairly who contributes to social life."
     temperature = 0.0
-    max_tokens = 60
+    max_tokens = 80
     fallback_doc = "the current resource order (richest first, then by name): the status quo"
 
     def question(self, ctx: MatrixContext) -> RecordQuestion:

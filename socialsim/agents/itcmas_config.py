@@ -1,0 +1,121 @@
+"""The parameters of ITCMA-S + LTRHA: the scenario's ``itcmas:`` section, overridden by model
+parameters (``SocietyModel(..., ablation="driver", s_max=2)``), validated in one place.
+
+Every choice the paper leaves open has a default here, marked [ours] in the docs of the field.
+A bad value is reported with the field's name and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from socialsim.agents.emotion import EmotionWeights
+from socialsim.agents.phenomenal import SimWeights
+
+Ablation = Literal["base", "ltrha", "memory", "driver", "full"]
+
+# Which modules each ablation runs (the paper's five architectures).
+ABLATIONS: dict[str, dict[str, bool]] = {
+    "base": {"ltrha": False, "memory": False, "driver": False},  # original ITCMA
+    "ltrha": {"ltrha": True, "memory": False, "driver": False},
+    "memory": {"ltrha": False, "memory": True, "driver": False},  # compressed memory + blending
+    "driver": {"ltrha": False, "memory": False, "driver": True},
+    "full": {"ltrha": True, "memory": True, "driver": True},  # ITCMA-S
+}
+
+# The paper's model split (small: Llama-3.1-8B; large: GPT-4o), by operation module. Route them
+# with e.g. --route elimination=ollama/llama3.1 --route action=openai/gpt-4o; unrouted modules go
+# to --model. The filter and the judge are ours; the filter is a cheap judgement (small).
+PAPER_ROUTES = {"elimination": "small", "protention": "small", "matrix": "small", "filter": "small",
+                "action": "large", "chat": "large"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SphericalWeights(_Strict):
+    gamma: float = Field(1 / 3, ge=0)
+    theta: float = Field(1 / 3, ge=0)
+    phi: float = Field(1 / 3, ge=0)
+    a: float = Field(0.5, ge=0, description="ω of the feature vector in a row similarity (eq. 4)")
+    pos: float = Field(0.5, ge=0, description="ω of the position in a row similarity (eq. 4)")
+
+    @model_validator(mode="after")
+    def _sums(self):
+        _sum_to_one("gamma + theta + phi", self.gamma + self.theta + self.phi)
+        _sum_to_one("a + pos", self.a + self.pos)
+        return self
+
+
+class PADWeights(_Strict):
+    P: float = Field(0.4, ge=0)
+    A: float = Field(0.3, ge=0)
+    D: float = Field(0.3, ge=0)
+
+    @model_validator(mode="after")
+    def _sums(self):
+        _sum_to_one("P + A + D", self.P + self.A + self.D)
+        return self
+
+
+def _sum_to_one(what: str, total: float) -> None:
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"weights {what} must sum to 1 (they sum to {total:g})")
+
+
+class ITCMASConfig(_Strict):
+    ablation: Ablation = "full"
+    goal: str = Field("Live well in IrollanValley: explore, meet the others, eat, read and rest.", min_length=1)
+    homes: dict[str, str] = Field(default_factory=dict, description="agent name -> its home area")
+    similarity: SphericalWeights = Field(default_factory=SphericalWeights)
+    emotion: PADWeights = Field(default_factory=PADWeights)
+    blend_threshold: float = Field(0.9, gt=0, le=1, description="T of Algorithm 1 [ours: 0.9 keeps a compressed memory about one frame in size]")
+    blend_rate: float = Field(0.3, ge=0, le=1, description="r of Algorithm 1 [ours]")
+    retention: int = Field(3, ge=1, description="frames kept in retention [ours]")
+    activation_k: int = Field(1, ge=1, description="memories activated per step [ours]")
+    segment_length: int = Field(5, ge=2, description="frames per compressed memory segment [ours]")
+    elim_threshold: int = Field(3, ge=1, le=5, description="actions with μ below it are removed (eq. 16)")
+    max_candidates: int = Field(6, ge=1, description="actions whose protention is computed [ours]")
+    initial_driver: float = 1.0
+    emotion_decay: float = Field(0.9, ge=0, le=1, description="decay of the desire/pain accumulators [ours]")
+    initial_resources: float = 1.0
+    s_min: float = Field(0.0, ge=0, description="eq. 19")
+    s_max: float = Field(1.0, gt=0, description="eq. 19")
+    matrix_every: int = Field(5, ge=1, description="steps between two matrix reallocations [ours]")
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.s_max < self.s_min:
+            raise ValueError(f"s_max ({self.s_max}) must be at least s_min ({self.s_min})")
+        return self
+
+    # --- derived -----------------------------------------------------------------------------
+    @property
+    def modules(self) -> dict[str, bool]:
+        return ABLATIONS[self.ablation]
+
+    @property
+    def sim_weights(self) -> SimWeights:
+        s = self.similarity
+        return SimWeights(gamma=s.gamma, theta=s.theta, phi=s.phi, a=s.a, pos=s.pos)
+
+    @property
+    def emotion_weights(self) -> EmotionWeights:
+        return EmotionWeights(P=self.emotion.P, A=self.emotion.A, D=self.emotion.D)
+
+
+def load_config(section: dict[str, Any] | None, params: dict[str, Any], where: str = "itcmas") -> ITCMASConfig:
+    """Merge the scenario section with the model parameters and validate; errors name the field."""
+    data = {**(section or {}), **params}
+    try:
+        return ITCMASConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(section)'}: {e['msg'].removeprefix('Value error, ')}"
+            + ("" if isinstance(e.get("input"), (dict, list)) or e.get("input") is None else f" (got {e['input']!r})")
+            for e in exc.errors()
+        )
+        raise ValueError(f"invalid {where} parameters: {problems}") from None

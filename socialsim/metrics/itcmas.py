@@ -1,0 +1,264 @@
+"""Analysis of ITCMA-S runs: the society that formed, figures like the paper's 6-8, and a judge.
+
+- ``social_structure``: cliques of the (undirected) interaction graph, the leader (highest
+  degree centrality, ties broken by interaction count) and the isolated agents (no ties at all);
+- figures: driver, P/A/D, resources per agent and topic per area over time (paper Fig. 6-7);
+  the heat map (Fig. 8) is the run report's ``interactions.png``;
+- ``judge_run``: the paper's five dimensions on a 7-point scale per agent, by an LLM judge that must
+  differ from the actors' models, or by the ``rules`` baseline (labelled so everywhere);
+  ``judge_table`` prints the paper's Table 1 beside ours.
+
+Run the judge on a finished run: ``python -m socialsim.metrics.itcmas RUN_DIR --judge MODEL``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import networkx as nx  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from socialsim.llm.operations.itcmas import DIMENSIONS, JUDGE, JudgeContext  # noqa: E402
+
+if TYPE_CHECKING:
+    from socialsim.model.society import SocietyModel
+
+# Table 1 of the paper (48 human raters, mean on a 7-point scale), by our ablation names.
+PAPER_TABLE = {
+    "base": (2.88, 2.46, 2.50, 2.85, 2.65),
+    "ltrha": (4.88, 5.02, 4.75, 5.25, 4.60),
+    "memory": (3.55, 4.21, 4.00, 3.75, 4.02),
+    "driver": (4.29, 4.31, 4.63, 4.29, 4.06),
+    "full": (6.29, 6.00, 5.98, 6.02, 6.17),
+}
+RULES_LABEL = "rules baseline (measured shares, not an LLM judgement)"
+
+
+# --- the society that formed ------------------------------------------------------------------------
+def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
+    """Cliques (≥ 3 agents, ties of at least ``min_weight`` interactions either way), the
+    leader (the most central: most partners, then most interactions) and the isolated agents."""
+    undirected = nx.Graph()
+    undirected.add_nodes_from(graph.nodes)
+    for a, b, data in graph.edges(data=True):
+        w = data.get("weight", 1)
+        if undirected.has_edge(a, b):
+            undirected[a][b]["weight"] += w
+        else:
+            undirected.add_edge(a, b, weight=w)
+    strong = nx.Graph()
+    strong.add_nodes_from(undirected.nodes)
+    strong.add_edges_from((a, b, d) for a, b, d in undirected.edges(data=True) if d["weight"] >= min_weight)
+    cliques = sorted((sorted(c) for c in nx.find_cliques(strong) if len(c) >= 3), key=lambda c: (-len(c), c))
+    strength = dict(undirected.degree(weight="weight"))
+    centrality = nx.degree_centrality(undirected)
+    leader = None
+    if any(strength.values()):  # most partners, then most interactions, then by name
+        leader = min(undirected.nodes, key=lambda n: (-centrality[n], -strength[n], n))
+    isolated = sorted(n for n in undirected.nodes if undirected.degree(n) == 0)
+    return {"cliques": cliques, "leader": leader, "isolated": isolated,
+            "centrality": {n: round(v, 4) for n, v in sorted(centrality.items())},
+            "strength": strength}
+
+
+# --- figures ------------------------------------------------------------------------------------------
+def _agent_frame(model: SocietyModel) -> pd.DataFrame:
+    df = model.datacollector.get_agent_vars_dataframe().reset_index()
+    return df.rename(columns={"Step": "step"}) if "Step" in df.columns else df
+
+
+def plot_over_time(model: SocietyModel, figures: Path) -> list[str]:
+    """Driver, P/A/D, resources per agent and topic per area over time; returns file names."""
+    df = _agent_frame(model)
+    written = []
+    if df.empty:
+        return written
+    step_col = "step" if "step" in df.columns else df.columns[0]
+
+    def lines(column: str, ax, title: str) -> None:
+        data = df.pivot_table(index=step_col, columns="name", values=column, aggfunc="first")
+        data.plot(ax=ax, legend=False)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step")
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    lines("driver", ax, "Driver per agent (cf. paper Fig. 6a)")
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(figures / "itcmas_driver.png", dpi=110)
+    plt.close(fig)
+    written.append("itcmas_driver.png")
+
+    fig, axes = plt.subplots(1, 3, figsize=(10, 3), sharey=True)
+    for ax, dim, label in zip(axes, "PAD", ("pleasure", "arousal", "dominance"), strict=True):
+        lines(dim, ax, f"{label} ({dim})")
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle("Emotions per agent (cf. paper Fig. 6b)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(figures / "itcmas_pad.png", dpi=110)
+    plt.close(fig)
+    written.append("itcmas_pad.png")
+
+    if df["resources"].notna().any():
+        fig, ax = plt.subplots(figsize=(6, 3))
+        df["resources"] = df["resources"].astype(float)
+        lines("resources", ax, "Resources per agent (cf. paper Fig. 7a)")
+        ax.legend(fontsize=7, ncol=3)
+        fig.tight_layout()
+        fig.savefig(figures / "itcmas_resources.png", dpi=110)
+        plt.close(fig)
+        written.append("itcmas_resources.png")
+
+    topics = model.datacollector.get_table_dataframe("topics")
+    if not topics.empty:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        topics.pivot_table(index="step", columns="area", values="topic").plot(ax=ax, marker=".")
+        ax.set_title("Topic per area (cf. paper Fig. 7b)", fontsize=9)
+        ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        fig.savefig(figures / "itcmas_topic.png", dpi=110)
+        plt.close(fig)
+        written.append("itcmas_topic.png")
+    return written
+
+
+# --- the judge ----------------------------------------------------------------------------------------
+def judge_contexts(actions: pd.DataFrame, areas_total: int) -> list[JudgeContext]:
+    """One context per agent from its rows of the ``itcmas_actions`` table."""
+    contexts = []
+    for agent, rows in actions.sort_values("step").groupby("agent", sort=True):
+        trajectory = [f"step {r.step} in {r.area}: thought: {r.thought or '-'} -> {r.action} [{r.status}]"
+                      for r in rows.itertuples()]
+        verbs = Counter(_verb(a) for a in rows["action"])
+        total = sum(verbs.values())
+        entropy = -sum(c / total * math.log(c / total) for c in verbs.values()) / math.log(6) if total else 0.0
+        reversals = 0
+        previous = list(rows["action"])
+        areas = list(rows["area"])
+        for k in range(1, len(previous)):
+            # undoing the previous step: going straight back where one came from, putting down
+            # what one has just taken
+            back = k >= 2 and previous[k] == f"go to {areas[k - 2]}" and areas[k - 1] != areas[k - 2]
+            reversals += back or (previous[k].startswith("put") and previous[k - 1].startswith("take"))
+        contexts.append(JudgeContext(
+            agent=agent, trajectory=trajectory, areas_visited=rows["area"].nunique(), areas_total=areas_total,
+            chats_started=int(sum(a.startswith("chat with") and s == "done" for a, s in zip(rows["action"], rows["status"], strict=True))),
+            steps=len(rows), executed=int((rows["status"] == "done").sum()), reversals=reversals,
+            verb_entropy=min(1.0, entropy)))
+    return contexts
+
+
+def _verb(action: str) -> str:
+    action = action.removeprefix("(This action has been filtered by LTRHA) ")
+    for verb in ("go to", "use", "leave", "take", "put", "chat with"):
+        if action.startswith(verb):
+            return verb
+    return "other"
+
+
+def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules",
+              actor_models: set[str] | None = None, rng_seed: int = 0) -> pd.DataFrame:
+    """Scores per agent on the five dimensions (1-7). An LLM judge must not be an actor's model."""
+    import random
+
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.loop import run_sync
+    from socialsim.llm.routing import RULES, RouteTable
+
+    if judge_model != RULES and judge_model in (actor_models or set()):
+        raise ValueError(f"the judge model {judge_model!r} also played the agents; use a different model "
+                         f"(or 'rules' for the baseline)")
+    gateway = Gateway(RouteTable(judge_model))
+    rng = random.Random(rng_seed)
+
+    async def score_all():
+        return [await gateway.ask(JUDGE, ctx, agent_id=None, rng=rng) for ctx in judge_contexts(actions, areas_total)]
+
+    answers = run_sync(score_all())
+    rows = [{"agent": ctx.agent, **a.value.model_dump(), "status": a.status}
+            for ctx, a in zip(judge_contexts(actions, areas_total), answers, strict=True)]
+    frame = pd.DataFrame(rows, columns=["agent", *DIMENSIONS, "status"])
+    frame.attrs["judge"] = RULES_LABEL if judge_model == RULES else judge_model
+    return frame
+
+
+def judge_table(scores: pd.DataFrame, ablation: str) -> str:
+    """Our mean scores beside the paper's Table 1 row for the same architecture (Markdown)."""
+    ours = [scores[d].mean() if not scores.empty else float("nan") for d in DIMENSIONS]
+    header = "| | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " |"
+    lines = [header, "|" + "---|" * (len(DIMENSIONS) + 1)]
+    lines.append(f"| paper, {ablation} (48 human raters) | " + " | ".join(f"{v:.2f}" for v in PAPER_TABLE[ablation]) + " |")
+    lines.append(f"| ours, {scores.attrs.get('judge', '?')} | " + " | ".join(f"{v:.2f}" for v in ours) + " |")
+    return "\n".join(lines)
+
+
+# --- the report --------------------------------------------------------------------------------------
+def report_sections(model: SocietyModel, run_dir) -> list[str]:
+    run_dir = Path(run_dir)
+    figures = run_dir / "figures"
+    figures.mkdir(exist_ok=True)
+    cfg = model.itcmas.config
+    written = plot_over_time(model, figures)
+    structure = social_structure(model.interactions)
+    actions = model.datacollector.get_table_dataframe("itcmas_actions")
+    status_counts = actions["status"].value_counts().to_dict() if not actions.empty else {}
+    memory = {a.name: len(a.consciousness.long_term) for a in sorted(model.agents, key=lambda a: a.name)}
+    frames = {a.name: sum(m.frames for m in a.consciousness.long_term) for a in sorted(model.agents, key=lambda a: a.name)}
+    parts = [
+        "## ITCMA-S + LTRHA",
+        "",
+        f"Ablation: **{cfg.ablation}** (modules: {', '.join(k for k, v in cfg.modules.items() if v) or 'none'}). "
+        f"Actions: {json.dumps(status_counts)}. Filtered by LTRHA: {model.itcmas.filtered_total}. "
+        f"Matrix runs: {model.itcmas.matrix_runs}.",
+        "",
+        "Memories per agent (stored / frames they stand for): "
+        + ", ".join(f"{n} {memory[n]}/{frames[n]}" for n in memory) + ".",
+        "",
+        "### Society",
+        "",
+        f"Cliques (≥3 agents): {structure['cliques'] or 'none'}. Leader (most central): {structure['leader'] or 'none'}. "
+        f"Isolated agents: {structure['isolated'] or 'none'}. Interaction strength: {json.dumps(structure['strength'])}.",
+        "",
+        *(f"![{name}](figures/{name})" for name in written),
+    ]
+    if not actions.empty:
+        scores = judge_run(actions, len(model.world.areas) if model.world else 1)
+        parts += ["", "### Five dimensions (7-point)", "",
+                  "The `rules` judge below is a transparent baseline, not an LLM judgement; judge with an LLM "
+                  "different from the actors' via `python -m socialsim.metrics.itcmas RUN_DIR --judge MODEL`.", "",
+                  judge_table(scores, cfg.ablation)]
+    return parts
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Judge an ITCMA-S run on the paper's five dimensions")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--judge", default="rules", help="judge model (must differ from the actors'); default: rules")
+    args = parser.parse_args(argv)
+    meta = json.loads((args.run_dir / "config.json").read_text())
+    config = meta["config"]
+    actors = {config.get("model"), *config.get("routes", {}).values()}
+    actions = pd.read_parquet(args.run_dir / "tables" / "itcmas_actions.parquet")
+    from socialsim.scenarios.loader import load_scenario
+
+    scenario = load_scenario(config["scenario"])
+    ablation = {**(scenario.itcmas or {}), **config.get("arch_params", {})}.get("ablation", "full")
+    scores = judge_run(actions, len(scenario.map.areas) if scenario.map else 1, args.judge, actors)
+    print(scores.to_string(index=False))
+    print()
+    print(judge_table(scores, ablation))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""Analysis of ITCMA-S runs: cliques, leader and isolated agents; the judge and its rules
+baseline; the run report with the paper's figures and table."""
+
+import networkx as nx
+import pandas as pd
+import pytest
+
+from socialsim.llm.operations.itcmas import JUDGE
+from socialsim.metrics.itcmas import PAPER_TABLE, judge_contexts, judge_run, judge_table, social_structure
+from socialsim.model.runner import RunConfig, run
+
+
+def test_social_structure_finds_clique_leader_and_isolates():
+    g = nx.DiGraph()
+    g.add_nodes_from(["AY", "SG", "MD", "WL", "LL", "WM"])
+    for a, b, w in [("LL", "SG", 3), ("SG", "LL", 2), ("LL", "WM", 2), ("WM", "SG", 4), ("LL", "AY", 1)]:
+        g.add_edge(a, b, weight=w)
+    s = social_structure(g)
+    assert s["cliques"] == [["LL", "SG", "WM"]]
+    assert s["strength"] == {"AY": 1, "SG": 9, "MD": 0, "WL": 0, "LL": 8, "WM": 6}
+    assert s["leader"] == "LL"  # ties with three agents; SG has more interactions but fewer partners
+    assert s["centrality"]["LL"] == pytest.approx(3 / 5)
+    assert s["isolated"] == ["MD", "WL"]
+
+
+def actions_table():
+    rows = []
+    for step, (area, action, status) in enumerate([
+        ("AY's Home", "go to Outside", "done"), ("Outside", "go to Public Canteen", "done"),
+        ("Public Canteen", "chat with LL: hi", "done"), ("Public Canteen", "take food 6 from foodshelf 5", "done"),
+        ("Public Canteen", "put food 6 in/on table 9", "failed")], start=1):
+        rows.append({"step": step, "agent": "AY", "area": area, "action": action, "status": status, "thought": ""})
+    return pd.DataFrame(rows)
+
+
+def test_rules_judge_is_a_transparent_baseline():
+    (ctx,) = judge_contexts(actions_table(), areas_total=9)
+    assert (ctx.areas_visited, ctx.chats_started, ctx.executed, ctx.reversals) == (3, 1, 4, 1)
+    scores = JUDGE.rule(ctx, None)
+    assert scores.exploration == round(1 + 6 * 3 / 9)  # 3 of 9 areas
+    assert scores.logicality == round(1 + 6 * 4 / 5)  # 4 of 5 actions carried out
+    assert scores.proactiveness == round(1 + 6 * 3 / 5)  # 1 chat in 5 steps, ×3
+    assert scores.consistency == round(1 + 6 * (1 - 1 / 5))  # one take-then-put
+    frame = judge_run(actions_table(), 9)
+    assert frame.attrs["judge"].startswith("rules baseline")
+    table = judge_table(frame, "full")
+    assert "6.29" in table and "rules baseline" in table
+
+
+def test_llm_judge_must_differ_from_the_actors():
+    with pytest.raises(ValueError, match="also played the agents"):
+        judge_run(actions_table(), 9, judge_model="openai/gpt-4o-mini", actor_models={"openai/gpt-4o-mini"})
+
+
+def test_llm_judge_scores_from_a_record(scripted):
+    scripted(default='{"personification": 5, "consistency": 4, "logicality": 6, "exploration": 3, "proactiveness": 2}')
+    frame = judge_run(actions_table(), 9, judge_model="openai/judge-model", actor_models={"rules"})
+    assert frame.iloc[0][["personification", "logicality", "proactiveness"]].tolist() == [5, 6, 2]
+    assert frame.attrs["judge"] == "openai/judge-model"
+
+
+def test_paper_table_has_the_five_architectures():
+    assert set(PAPER_TABLE) == {"base", "ltrha", "memory", "driver", "full"}
+    assert PAPER_TABLE["full"][0] == 6.29 and PAPER_TABLE["base"][1] == 2.46
+
+
+def test_cli_run_writes_itcmas_report(tmp_path):
+    result = run(RunConfig(scenario="irollan-valley", model="rules", steps=5), tmp_path / "run", progress=False)
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## ITCMA-S + LTRHA" in report and "Leader (most central)" in report
+    for name in ("itcmas_driver.png", "itcmas_pad.png", "itcmas_resources.png", "itcmas_topic.png", "interactions.png"):
+        assert (tmp_path / "run" / "figures" / name).is_file()
+    tables = tmp_path / "run" / "tables"
+    interactions = pd.read_parquet(tables / "interactions.parquet")
+    assert list(interactions.columns) == ["step", "initiator", "receiver", "kind", "content"]
+    assert len(pd.read_parquet(tables / "itcmas_actions.parquet")) == 30
+    assert result.status == "completed"
