@@ -3,23 +3,26 @@
 import random
 
 import pytest
+from mesa import Model
+from mesa.discrete_space import CellAgent
 
 from socialsim.scenarios.loader import load_scenario
 from socialsim.spaces.actions import Action, parse_action
 from socialsim.spaces.world import World
 
 
-class Person:
-    def __init__(self, name):
+class Person(CellAgent):
+    def __init__(self, model, name):
+        super().__init__(model)
         self.name = name
-        self.cell = None
 
 
 @pytest.fixture
 def world():
+    model = Model(rng=0)
     w = World(load_scenario("hobbs-cafe").map, random.Random(0))
     for name, area in [("Ann", "Hobbs Cafe kitchen"), ("Bob", "Hobbs Cafe kitchen"), ("Cid", "the street outside")]:
-        w.place(Person(name), area)
+        w.place(Person(model, name), area)
     return w
 
 

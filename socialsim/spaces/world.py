@@ -87,6 +87,8 @@ class World:
             for x in range(a.x, a.x + a.width):
                 for y in range(a.y, a.y + a.height):
                     self.area_at[(x, y)] = a.name
+        self._cells = {a.name: [self.grid[(x, y)] for x in range(a.x, a.x + a.width) for y in range(a.y, a.y + a.height)]
+                       for a in spec.areas}
         self.doors: dict[str, list[str]] = {name: [] for name in self.areas}
         for a, b in spec.doors:
             self.doors[a].append(b)
@@ -101,6 +103,7 @@ class World:
         self.agents: dict[str, Any] = {}
         self.status: dict[str, str] = {}
         self.events: list[WorldEvent] = []
+        self._chats_to: dict[str, list[WorldEvent]] = {}  # chats by receiver, in step order
 
     # --- placement --------------------------------------------------------------------------
     def _free_spot(self, area: str) -> tuple[int, int]:
@@ -114,8 +117,7 @@ class World:
         return (a.x, a.y)
 
     def cells_of(self, area: str) -> list[Any]:
-        a = self.areas[area]
-        return [self.grid[(x, y)] for x in range(a.x, a.x + a.width) for y in range(a.y, a.y + a.height)]
+        return self._cells[area]
 
     def place(self, agent: Any, area: str) -> None:
         """Put an agent on a random cell of an area (the draw comes from the model's RNG)."""
@@ -127,7 +129,8 @@ class World:
         return self.area_at[agent.cell.coordinate]
 
     def people_in(self, area: str, besides: Any = None) -> list[Any]:
-        people = [a for a in self.agents.values() if self.area_of(a) == area and a is not besides]
+        # Read the area's cells rather than scanning every agent: O(area), not O(society).
+        people = [a for cell in self._cells[area] for a in cell.agents if a is not besides]
         return sorted(people, key=lambda a: a.name)
 
     def held_by(self, name: str) -> list[Item]:
@@ -172,8 +175,12 @@ class World:
                 "action_space": [a.text for a in self.action_space(agent)]}
 
     def heard_by(self, name: str, since_step: int) -> list[WorldEvent]:
-        """Chats addressed to ``name`` from ``since_step`` on."""
-        return [e for e in self.events if e.ok and e.verb == "chat with" and e.target == name and e.step >= since_step]
+        """Chats addressed to ``name`` from ``since_step`` on (from an index, not the whole log)."""
+        chats = self._chats_to.get(name, [])
+        first = len(chats)
+        while first > 0 and chats[first - 1].step >= since_step:
+            first -= 1
+        return chats[first:]
 
     def action_space(self, agent: Any) -> list[Action]:
         """Every action the agent can take now, in a stable order."""
@@ -265,10 +272,11 @@ class World:
         tags = tuple(self.behaviours[action.target].tags) if action.verb == "do" and not reason else action.tags
         if not reason:
             self._perform(agent, action, area)
-        self.events.append(
-            WorldEvent(step, agent.name, area, action.text, action.verb, action.target, not reason, reason,
-                       tags, action.content)
-        )
+        event = WorldEvent(step, agent.name, area, action.text, action.verb, action.target, not reason, reason,
+                           tags, action.content)
+        self.events.append(event)
+        if event.ok and event.verb == "chat with":
+            self._chats_to.setdefault(event.target, []).append(event)
         return Outcome(ok=not reason, reason=reason, tags=tags)
 
     def _perform(self, agent: Any, action: Action, area: str) -> None:
