@@ -81,3 +81,11 @@ def test_record_validates_ranges_and_names_the_field():
 def test_record_grammar_is_generated_from_the_schema():
     grammar = RecordQuestion(Norm).gbnf()
     assert "root" in grammar and "utility" in grammar
+
+
+def test_record_grammar_bounds_small_integer_ranges():
+    """llama.cpp's converter ignores minimum/maximum; bounded integers become listed values."""
+    grammar = RecordQuestion(Norm).gbnf()
+    assert '"100"' in grammar and '"1"' in grammar
+    assert '"101"' not in grammar and '"0"' not in grammar
+    assert RecordQuestion(Norm).json_schema()["properties"]["utility"]["maximum"] == 100  # providers keep it

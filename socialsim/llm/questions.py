@@ -66,6 +66,23 @@ def _gbnf_literal(text: str) -> str:
 # --- the kinds ------------------------------------------------------------------------------------
 
 
+def _bounded_integers_as_enums(schema: Any) -> Any:
+    """Rewrite small bounded integers ({type: integer, minimum, maximum}) as enums of their values.
+
+    llama.cpp's schema-to-grammar converter ignores minimum/maximum, so the embedded model could
+    write a utility of 300; an enum becomes a grammar that lists exactly the allowed numbers.
+    """
+    if isinstance(schema, list):
+        return [_bounded_integers_as_enums(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if schema.get("type") == "integer" and isinstance(low, int) and isinstance(high, int) and high - low <= 200:
+        return {k: v for k, v in schema.items() if k not in ("type", "minimum", "maximum")} | {
+            "enum": list(range(low, high + 1))}
+    return {k: _bounded_integers_as_enums(v) for k, v in schema.items()}
+
+
 class QuestionKind:
     """Base of the question kinds: instruction, grammar, schema, parse."""
 
@@ -232,7 +249,7 @@ class RecordQuestion(QuestionKind):
     def gbnf(self) -> str:
         from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-        grammar = json_schema_to_gbnf(json.dumps(self.json_schema()))
+        grammar = json_schema_to_gbnf(json.dumps(_bounded_integers_as_enums(self.json_schema())))
         # The converter copies regex classes from `pattern`s as quoted literals ("\d"), which GBNF
         # reads as the letter d: turn them back into character classes.
         return grammar.replace('"\\d"', "[0-9]").replace('"\\w"', "[A-Za-z0-9_]").replace('"\\s"', "[ \\t]")
