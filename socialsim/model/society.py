@@ -56,6 +56,7 @@ class SocietyModel(Model):
         self.interactions.add_nodes_from(names)
 
         cls = agent_class(self.arch)
+        self.society = cls.society_class(self) if cls.society_class else None
         for spec in self.scenario_spec.agents:
             agent = cls(self, spec)
             if self.world is not None:
@@ -81,7 +82,7 @@ class SocietyModel(Model):
             if phase.scope == "model":
                 method = getattr(cls, phase.name)
                 if phase.is_async:
-                    self.llm.run_phase([self], lambda m: method(m), self.random)
+                    self.llm.run_phase([self], method, self.random)
                 else:
                     method(self)
             elif phase.is_async:

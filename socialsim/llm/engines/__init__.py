@@ -61,9 +61,9 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
 
 
 def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
-    from socialsim.llm import litellm_setup  # noqa: F401
     import litellm
 
+    from socialsim.llm import litellm_setup  # noqa: F401
     from socialsim.llm.redact import redact
 
     try:
