@@ -101,8 +101,8 @@ def test_the_judge_must_differ_from_the_actors_model():
         SocietyModel("school-micro", model="rules", routes={"plan": "openai/gpt-4o-mini"},
                      judges=["rules", "openai/gpt-4o-mini"])
     model = SocietyModel("school-micro", model="openai/gpt-4o-mini", judges=["rules", "anthropic/claude-3-5-haiku"])
-    assert [j for j, _ in model.asvo.judges] == ["rules", "anthropic/claude-3-5-haiku"]
-    assert model.asvo.judges[1][1].ledger is model.llm.ledger  # judges' calls are accounted with the run's
+    assert [j for j, _ in model.society.judges] == ["rules", "anthropic/claude-3-5-haiku"]
+    assert model.society.judges[1][1].ledger is model.llm.ledger  # judges' calls are accounted with the run's
 
 
 def test_several_judges_are_recorded_and_averaged():

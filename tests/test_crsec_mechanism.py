@@ -101,7 +101,7 @@ def test_descriptive_norm_emerges_later_than_the_injunctive_ones(frames):
 def test_conversations_are_bounded_multi_turn_and_recorded(paper_run):
     chats = paper_run.datacollector.get_table_dataframe("conversations")
     turns = chats.groupby(["step", "sender", "receiver"]).size()
-    assert not turns.empty and set(turns) == {paper_run.crsec.settings.conversation_turns}
+    assert not turns.empty and set(turns) == {paper_run.society.settings.conversation_turns}
     assert set(chats["speaker"]) >= ENTREPRENEURS
     interactions = paper_run.datacollector.get_table_dataframe("interactions")
     assert (interactions["kind"] == "norm chat").sum() == len(turns)

@@ -33,5 +33,5 @@ def test_one_embedded_step_runs_every_other_module():
     assert {"Protention", "ITCMAChooseAction", "SocialFilter", "RankAgents"} <= llm_ops
     assert set(ledger["status"]) <= {"ok", "repaired", "fallback", "rules"}
     assert len(model.datacollector.get_table_dataframe("itcmas_actions")) == 6
-    assert model.itcmas.matrix_runs == 1
+    assert model.society.matrix_runs == 1
     assert sum(a.resources for a in model.agents) == pytest.approx(6.0)

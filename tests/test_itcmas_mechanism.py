@@ -44,7 +44,7 @@ def test_full_paper_run_completes(paper_run):
     actions = actions_of(paper_run)
     assert len(actions) == 75 * 6
     assert set(actions["status"]) <= {"done", "failed", "refused", "filtered"}
-    assert paper_run.itcmas.matrix_runs == 15  # every 5 steps
+    assert paper_run.society.matrix_runs == 15  # every 5 steps
     agents = paper_run.datacollector.get_agent_vars_dataframe()
     assert agents["driver"].map(math.isfinite).all()
     assert agents[["P", "A", "D"]].abs().max().max() < 1.0
@@ -78,7 +78,7 @@ def test_filtered_actions_are_never_executed(paper_run):
         assert (row.agent, row.step) not in executed
     logged = actions_of(paper_run).query("status == 'filtered'")
     assert logged["action"].str.startswith(FILTERED_PREFIX).all()
-    assert len(logged) == len(filtered) == paper_run.itcmas.filtered_total
+    assert len(logged) == len(filtered) == paper_run.society.filtered_total
 
 
 def test_a_detrimental_action_is_filtered_and_not_executed():
@@ -103,7 +103,7 @@ def test_llm_filter_blocks_everything_and_a_bad_ranking_falls_back(scripted):
     model = SocietyModel("irollan-valley", model="openai/test-model", rng=2, matrix_every=1)
     model.step()
     assert model.world.events == []  # every chosen action was filtered
-    assert model.itcmas.filtered_total == 6
+    assert model.society.filtered_total == 6
     # the ranking stayed invalid after one repair: the status quo order (all 1.0, so by name)
     resources = {a.name: a.resources for a in model.agents}
     assert resources == pytest.approx(dict(zip(NAMES, 1.0 + rank_deltas(6, 0.0, 1.0), strict=True)))
@@ -143,7 +143,7 @@ def test_ablation_switches_modules(ablation, ltrha, compressed, driver_module):
     ledger = model.llm.ledger.frame()
     ops = set(ledger["op"])
     assert (len(dc.get_table_dataframe("topics")) > 0) is ltrha
-    assert (model.itcmas.matrix_runs == STEPS // 5) is ltrha
+    assert (model.society.matrix_runs == STEPS // 5) is ltrha
     assert ("RankAgents" in ops) is ltrha and ("SocialFilter" in ops) is ltrha
     resources = dc.get_agent_vars_dataframe()["resources"]
     assert resources.notna().all() if ltrha else resources.isna().all()
@@ -158,7 +158,7 @@ def test_driver_only_records_no_topic_and_runs_no_matrix():
     assert model.datacollector.get_table_dataframe("topics").empty
     assert model.datacollector.get_table_dataframe("matrix").empty
     assert all(t == {} for t in model.datacollector.get_model_vars_dataframe()["topics"])
-    assert model.itcmas.filtered_total == 0
+    assert model.society.filtered_total == 0
 
 
 # --- per-step mechanics --------------------------------------------------------------------------------

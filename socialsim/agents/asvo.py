@@ -53,7 +53,7 @@ def desire_column(desire: str) -> str:
 
 class ASVORuntime:
     """What all ASVO agents of one model share: settings, scenario section, SVO assignment,
-    the decay rule and the judges' gateways. Built once, when the first agent is created."""
+    the decay rule and the judges' gateways. Built once per model, as ``model.society``."""
 
     def __init__(self, model: SocietyModel) -> None:
         if model.social is None:
@@ -101,6 +101,7 @@ class ASVOAgent(GenerativeAgent):
     """An ASVO agent on a social network: SVO type, eight desires, theory of mind."""
 
     architecture = "asvo"
+    society_class = ASVORuntime
     phases = (
         Phase("perceive"),
         Phase("decide", is_async=True),
@@ -142,10 +143,7 @@ class ASVOAgent(GenerativeAgent):
     # --- creation ---------------------------------------------------------------------------
     def __init__(self, model: SocietyModel, spec: AgentSpec) -> None:
         super().__init__(model, spec)
-        runtime = getattr(model, "asvo", None)
-        if runtime is None:
-            runtime = model.asvo = ASVORuntime(model)
-        self.runtime = runtime
+        runtime = self.runtime = model.society
         settings, section = runtime.settings, runtime.section
         self.svo = runtime.svo[spec.name]  # the assigned type (judged for it even in the ablation)
         self.use_svo = settings.use_svo
@@ -299,7 +297,7 @@ class ASVOAgent(GenerativeAgent):
             a.score = round(a.score + gains[a.name], 6)
         after = _ranks({a.name: a.score for a in agents})
         n = len(agents)
-        for gw in (g for _, g in model.asvo.judges):
+        for gw in (g for _, g in model.society.judges):
             gw.step = model.steps
         for a in agents:
             others = [gains[o.name] for o in a.observed()]

@@ -95,16 +95,11 @@ class CRSECState:
             return []
 
 
-def state_of(model: SocietyModel) -> CRSECState:
-    if not hasattr(model, "crsec"):
-        model.crsec = CRSECState(model)
-    return model.crsec
-
-
 class CRSECAgent(GenerativeAgent):
     """A Hobbs Café resident that creates, spreads, evaluates, synthesizes and complies with norms."""
 
     architecture = "crsec"
+    society_class = CRSECState
     phases = (
         Phase("perceive"),
         Phase("deliberate", is_async=True),
@@ -122,14 +117,14 @@ class CRSECAgent(GenerativeAgent):
             "norm_thoughts": lambda m: sum(a.counts["norm_thoughts"] for a in m.agents),
             "norm_chats": lambda m: sum(a.counts["norm_chats"] for a in m.agents),
             "syntheses": lambda m: sum(a.counts["syntheses"] for a in m.agents),
-            "breaches": lambda m: len(m.crsec.breaches),
+            "breaches": lambda m: len(m.society.breaches),
         }
 
     @classmethod
     def scenario_reporters(cls, model: SocietyModel) -> dict:
         """Per tracked norm: adoption, compliance in plans, in actions, and in both."""
         reporters = {}
-        for t in state_of(model).settings.tracked_norms:
+        for t in model.society.settings.tracked_norms:
             reporters[f"adoption[{t.name}]"] = metrics.share(lambda a, n=t.name: a.norms.holds(n))
             reporters[f"plan_compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.plan_ok.get(n, False))
             reporters[f"action_compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.actions_ok(n))
@@ -164,7 +159,7 @@ class CRSECAgent(GenerativeAgent):
     # --- setup ----------------------------------------------------------------------------------
     def __init__(self, model: SocietyModel, spec: AgentSpec) -> None:
         super().__init__(model, spec)
-        self.shared = state_of(model)
+        self.shared = model.society
         self.settings = self.shared.settings
         self.crsec_traits = CRSECTraits.model_validate(spec.traits)
         self.entrepreneur = self.crsec_traits.entrepreneur
@@ -506,7 +501,7 @@ class CRSECAgent(GenerativeAgent):
     @classmethod
     def account(cls, model: SocietyModel) -> None:
         """Read this step's breaches from the world facts; they drive compliance in actions."""
-        state = state_of(model)
+        state = model.society
         state.breaches = metrics.breaches(model.world, state.settings, model.steps)
         for b in state.breaches:
             agent = model.agent_named(b.agent)

@@ -30,6 +30,9 @@ class GenerativeAgent(CellAgent):
 
     architecture = "generic"
     phases = (Phase("perceive"), Phase("decide", is_async=True), Phase("act"))
+    # What all agents of one model share (settings, society-level state): a class taking the
+    # model, built once by the model before its agents, as ``model.society``. None: nothing shared.
+    society_class: type | None = None
 
     # --- what the DataCollector records (architectures extend these) --------------------------
     @classmethod

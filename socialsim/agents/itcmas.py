@@ -103,17 +103,12 @@ class ITCMASociety:
         self.matrix_runs = 0
         self.filtered_total = 0
 
-    @classmethod
-    def of(cls, model: SocietyModel) -> ITCMASociety:
-        if getattr(model, "itcmas", None) is None:
-            model.itcmas = cls(model)
-        return model.itcmas
-
 
 class ITCMASAgent(GenerativeAgent):
     """An identity-less ITCMA-S agent; its LTRHA state lives on it (resources, habitus)."""
 
     architecture = "itcmas"
+    society_class = ITCMASociety
     phases = (
         Phase("perceive"),
         Phase("deliberate", is_async=True),
@@ -127,12 +122,12 @@ class ITCMASAgent(GenerativeAgent):
     @classmethod
     def model_reporters(cls) -> dict:
         return {
-            "topics": lambda m: {k: round(v, 6) for k, v in m.itcmas.topics.items()},
-            "filtered_actions": lambda m: m.itcmas.filtered_total,
-            "matrix_runs": lambda m: m.itcmas.matrix_runs,
+            "topics": lambda m: {k: round(v, 6) for k, v in m.society.topics.items()},
+            "filtered_actions": lambda m: m.society.filtered_total,
+            "matrix_runs": lambda m: m.society.matrix_runs,
             "memory_total": lambda m: sum(len(a.consciousness.long_term) for a in m.agents),
             "resources_total": lambda m: (sum(a.resources for a in m.agents)
-                                          if m.itcmas.config.modules["ltrha"] else None),
+                                          if m.society.config.modules["ltrha"] else None),
         }
 
     @classmethod
@@ -167,7 +162,7 @@ class ITCMASAgent(GenerativeAgent):
     # --- state -----------------------------------------------------------------------------
     def __init__(self, model: SocietyModel, spec) -> None:
         super().__init__(model, spec)
-        self.society = ITCMASociety.of(model)
+        self.society = model.society
         cfg = self.cfg = self.society.config
         self.goal = str(spec.traits.get("goal", cfg.goal))
         self.consciousness = Consciousness(retention_size=cfg.retention)
@@ -425,7 +420,7 @@ class ITCMASAgent(GenerativeAgent):
     @classmethod
     def locale(cls, model: SocietyModel) -> None:
         """Topic per area (eq. 17) from the emotions of the agents now in it (NaN if empty)."""
-        state = ITCMASociety.of(model)
+        state = model.society
         if not state.config.modules["ltrha"]:
             return
         by_area: dict[str, list[Any]] = {name: [] for name in model.world.areas}
@@ -443,7 +438,7 @@ class ITCMASAgent(GenerativeAgent):
     async def matrix(cls, model: SocietyModel) -> None:
         """Every matrix_every steps (n > 2 agents), the matrix ranks all agents from their actions,
         resources, goals and the topic where they are; only the ranking is stored here."""
-        state = ITCMASociety.of(model)
+        state = model.society
         state.pending_ranking = None
         agents = sorted(model.agents, key=lambda a: a.name)
         if (not state.config.modules["ltrha"] or len(agents) <= 2
@@ -457,7 +452,7 @@ class ITCMASAgent(GenerativeAgent):
     @classmethod
     def allocate(cls, model: SocietyModel) -> None:
         """Eq. 19 on the matrix's ranking; the change is felt as desire or pain."""
-        state = ITCMASociety.of(model)
+        state = model.society
         if state.pending_ranking is None:
             return
         agents = {a.name: a for a in model.agents}

@@ -74,7 +74,7 @@ def arch_parameters(arch: str, current: dict[str, Any] | None = None) -> dict[st
 
 def effective_settings(model: Any) -> dict[str, Any]:
     """The settings a built model runs with (its architecture's shared state), if it has any."""
-    shared = getattr(model, model.arch, None)
+    shared = model.society
     for attr in ("settings", "config"):
         value = getattr(shared, attr, None)
         if hasattr(value, "model_dump"):

@@ -145,7 +145,7 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
     judgements = dc.get_table_dataframe("asvo_judgements")
     predictions = dc.get_table_dataframe("asvo_predictions")
     agents = dc.get_agent_vars_dataframe()
-    runtime = model.asvo
+    runtime = model.society
     settings = runtime.settings
     figures = Path(run_dir) / "figures"
     figures.mkdir(exist_ok=True)

@@ -97,7 +97,7 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
     or visibly follows (smoking outside, a compliant alternative, a tip)."""
     if step < 1:
         return []
-    world, settings, area = model.world, model.crsec.settings, agent.area
+    world, settings, area = model.world, model.society.settings, agent.area
     facts: list[ObservedFact] = []
     seen: set[tuple[str, str]] = set()
     for e in _events(world, step, step):
@@ -117,7 +117,7 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
         facts.append(ObservedFact(e.agent, e.action, tuple(e.tags), e.area, inside,
                                   f"{e.agent} is {gerund(e.action)} in {e.area}", f"{gerund(e.action)} in {e.area}",
                                   tuple(violates), tuple(complies)))
-    for b in model.crsec.breaches:
+    for b in model.society.breaches:
         if b.step == step and b.agent != agent.name and b.area == area and "follow-up" in b.behaviour:
             facts.append(ObservedFact(b.agent, b.behaviour, ("meal",), b.area, world.is_inside(b.area),
                                       f"{b.agent} finished a meal in {b.area} and left without a tip",
@@ -129,7 +129,7 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
 
 
 def steps_per_day(model: SocietyModel) -> float:
-    return model.crsec.settings.day_minutes / model.scenario_spec.step_minutes
+    return model.society.settings.day_minutes / model.scenario_spec.step_minutes
 
 
 def series(model: SocietyModel) -> pd.DataFrame:
@@ -188,7 +188,7 @@ def plot_figure2(model: SocietyModel, path: Path) -> None:
     left.set_ylabel("count per step")
     left.set_title("(a) conflicts, thoughts and chats")
     left.legend(fontsize=8)
-    for i, t in enumerate(model.crsec.settings.tracked_norms):
+    for i, t in enumerate(model.society.settings.tracked_norms):
         colour = f"C{i}"
         right.plot(frame["day"], frame[f"adoption[{t.name}]"], color=colour, label=f"{t.name}: adopted")
         right.plot(frame["day"], frame[f"compliance[{t.name}]"], color=colour, linestyle="--",
@@ -215,7 +215,7 @@ def findings(model: SocietyModel) -> list[tuple[str, str, str]]:
     frame = series(model)
     if frame.empty:
         return []
-    settings = model.crsec.settings
+    settings = model.society.settings
     last = frame.iloc[-1]
     rows = []
     injunctive = [t for t in settings.tracked_norms if t.type == "injunctive"]

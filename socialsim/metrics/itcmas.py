@@ -205,7 +205,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
     run_dir = Path(run_dir)
     figures = run_dir / "figures"
     figures.mkdir(exist_ok=True)
-    cfg = model.itcmas.config
+    cfg = model.society.config
     written = plot_over_time(model, figures)
     structure = social_structure(model.interactions)
     actions = model.datacollector.get_table_dataframe("itcmas_actions")
@@ -216,8 +216,8 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         "## ITCMA-S + LTRHA",
         "",
         f"Ablation: **{cfg.ablation}** (modules: {', '.join(k for k, v in cfg.modules.items() if v) or 'none'}). "
-        f"Actions: {json.dumps(status_counts)}. Filtered by LTRHA: {model.itcmas.filtered_total}. "
-        f"Matrix runs: {model.itcmas.matrix_runs}.",
+        f"Actions: {json.dumps(status_counts)}. Filtered by LTRHA: {model.society.filtered_total}. "
+        f"Matrix runs: {model.society.matrix_runs}.",
         "",
         "Memories per agent (stored / frames they stand for): "
         + ", ".join(f"{n} {memory[n]}/{frames[n]}" for n in memory) + ".",
