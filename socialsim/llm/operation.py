@@ -10,7 +10,7 @@ answer used when an LLM's reply stays invalid after one repair round-trip.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
@@ -31,10 +31,6 @@ class Answer(Generic[T]):
     raw: str | None = None
     error: str | None = None
     model: str = ""
-
-    @property
-    def from_llm(self) -> bool:
-        return self.status in ("ok", "repaired")
 
 
 class Operation:
@@ -68,13 +64,3 @@ class Operation:
 
     def fallback(self, ctx: Any) -> BaseModel:
         raise NotImplementedError
-
-
-@dataclass
-class Call:
-    """Everything the gateway needs to ask one operation for one agent."""
-
-    op: Operation
-    ctx: Any
-    agent_id: int | None = None
-    rng: random.Random = field(default_factory=lambda: random.Random(0))

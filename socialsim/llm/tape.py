@@ -116,10 +116,3 @@ class Tape:
             if self.path:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 append_line(self.path, json.dumps(asdict(record), ensure_ascii=False))
-
-    def copy_to(self, path: str | Path) -> Tape:
-        """Write all records to a new tape file and return it (used to seed a run from a tape)."""
-        target = Tape(path)
-        for record in self._records.values():
-            target.add(record)
-        return target
