@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--routes", type=Path, metavar="FILE", help="YAML route table {default:, routes: {}}")
     run.add_argument("--steps", type=int, help="number of steps (default: the scenario's)")
     run.add_argument("--preset", help="a scenario preset, e.g. 'paper'")
+    run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                     help="an architecture parameter or ablation switch, e.g. --set crsec.enable_chat=false "
+                          "(repeatable; `socialsim models --params ARCH` lists them)")
     run.add_argument("--rng", type=int, default=42, help="random seed (default 42)")
     run.add_argument("--out", type=Path, help="run directory (default runs/SCENARIO-ARCH-TIME)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
@@ -46,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", type=Path, help="where to write the replay (default RUN_DIR/replay)")
     rep.add_argument("--no-progress", action="store_true")
 
-    sub.add_parser("models", help="list engines, routes and operations")
+    models = sub.add_parser("models", help="list engines, routes and operations")
+    models.add_argument("--params", metavar="ARCH", help="list an architecture's parameters (for --set)")
 
     sw = sub.add_parser("sweep", help="run a parameter sweep (mesa.batch_run; resumable; optionally on Dask)")
     sw.add_argument("sweep_file", type=Path, help="sweep file (YAML or TOML), e.g. examples/sweep-hobbs.yaml")
@@ -58,6 +62,16 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--processes", type=int, help="local processes or LocalCluster workers (default: the file's, else 1)")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
     sw.add_argument("--export", action="store_true", help="also write tidy Parquet/CSV frames to SWEEP_DIR/export")
+
+    rp = sub.add_parser("reproduce", help="run a paper's protocol: cost projected first, then the paper beside the run")
+    rp.add_argument("arch", choices=["crsec", "asvo", "itcmas"], help="the paper's architecture")
+    rp.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' (default: $SOCIALSIM_MODEL)")
+    rp.add_argument("--judge", help="judge model for the paper's evaluation (must differ from --model)")
+    rp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm (default 3)")
+    rp.add_argument("--steps", type=int, help="override every run's length (a quick look; not the paper's protocol)")
+    rp.add_argument("--yes", action="store_true", help="run whatever the projected cost")
+    rp.add_argument("--max-cost", type=float, help="run only if the projection is under this many USD; the runs share it")
+    rp.add_argument("--out", type=Path, help="output directory (default reproduce/ARCH-MODEL)")
 
     dash = sub.add_parser("dashboard", help="watch, inspect and replay a society in the browser (Solara)")
     dash.add_argument("target", nargs="?", default="hobbs-cafe", metavar="SCENARIO | RUN_DIR",
@@ -80,8 +94,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.llm.routing import RouteTable, parse_route
+    from socialsim.agents.params import parse_assignments
     from socialsim.model.runner import RunConfig, run
-    from socialsim.scenarios.loader import ScenarioError
+    from socialsim.scenarios.loader import ScenarioError, load_scenario
 
     try:
         if args.resume:
@@ -98,10 +113,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 table = RouteTable.from_file(args.routes, default=args.model)
                 routes, default = table.routes, table.default
             routes.update(dict(parse_route(r) for r in args.route))
+            arch_params = parse_assignments(args.arch or load_scenario(args.scenario).default_arch, args.settings)
             config = RunConfig(scenario=args.scenario, arch=args.arch, model=default, routes=routes,
                                steps=args.steps, preset=args.preset, rng=args.rng, max_cost=args.max_cost,
                                max_calls=args.max_calls, max_concurrency=args.concurrency, rpm=args.rpm,
-                               tpm=args.tpm, api_base=args.api_base)
+                               tpm=args.tpm, api_base=args.api_base, arch_params=arch_params)
             out = args.out
         result = run(config, out, progress=not args.no_progress)
     except (ScenarioError, ModelUnavailable, ValueError, FileNotFoundError) as exc:
@@ -134,6 +150,19 @@ def cmd_models(args: argparse.Namespace) -> int:
     from socialsim.llm.operations import all_operations
     from socialsim.llm.routing import default_model
 
+    if args.params:
+        from socialsim.agents.params import parameters
+
+        try:
+            params = parameters(args.params)
+        except ValueError as exc:
+            return _fail(str(exc))
+        print(f"Parameters of {args.params} (socialsim run --arch {args.params} --set {args.params}.KEY=VALUE):")
+        for p in params:
+            limits = f" [{p.low}, {p.high}]" if p.low is not None or p.high is not None else ""
+            choices = f" one of {', '.join(map(str, p.choices))}" if p.choices else ""
+            print(f"  {p.name:24} {p.kind}{limits}{choices} = {p.default!r}  {p.help}")
+        return 0
     print("Engines:")
     for name, what in describe_engines():
         print(f"  {name:18} {what}")
@@ -178,6 +207,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if result.failed.empty else 3
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from socialsim.llm.engines import ModelUnavailable
+    from socialsim.model.reproduce import reproduce
+    from socialsim.scenarios.loader import ScenarioError
+
+    if args.seeds < 1:
+        return _fail(f"--seeds expects a whole number >= 1, got {args.seeds}")
+    if args.steps is not None and args.steps < 1:
+        return _fail(f"--steps expects a whole number >= 1, got {args.steps}")
+    try:
+        summary = reproduce(args.arch, args.model, seeds=args.seeds, judge=args.judge, yes=args.yes,
+                            max_cost=args.max_cost, out=args.out, steps=args.steps)
+    except (ScenarioError, ModelUnavailable, ValueError) as exc:
+        return _fail(str(exc))
+    return 0 if summary is not None else 4
+
+
 def cmd_dashboard(args: argparse.Namespace) -> int:
     from socialsim.dashboards.server import check_target, host_warning, serve
     from socialsim.scenarios.loader import ScenarioError
@@ -194,7 +240,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep,
+    handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
                "dashboard": cmd_dashboard}[args.command]
     return handler(args)
 

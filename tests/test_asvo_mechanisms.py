@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from socialsim.agents.svo import STANCES, rule_update
-from socialsim.llm.operations import asvo as ops
-from socialsim.metrics.asvo import action_separability, cooperation_table
+from socialsim.agents.asvo.svo import STANCES, rule_update
+from socialsim.agents.asvo import operations as ops
+from socialsim.agents.asvo.metrics import action_separability, cooperation_table
 from socialsim.model.society import SocietyModel
 
 CATALOGUE = {s: [f"{s.lower()} move toward {{other}}"] for s in STANCES}
@@ -188,7 +188,7 @@ def test_with_svo_rule_actions_separate_by_svo_and_without_they_do_not():
 
 
 def test_the_ablation_removes_the_svo_text_and_instructions_from_every_prompt():
-    from socialsim.agents.svo import PERSONALITY
+    from socialsim.agents.asvo.svo import PERSONALITY
 
     desires = dict.fromkeys(ops.DESIRES, 5.0)
     for svo in ("competitive", None):

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from socialsim.agents.asvo_config import ASVOScenario, ASVOSettings, assign_svo
+from socialsim.agents.asvo.settings import ASVOScenario, ASVOSettings, assign_svo
 from socialsim.agents.desires import DESIRES
-from socialsim.agents.svo import SVO_TYPES
+from socialsim.agents.asvo.svo import SVO_TYPES
 from socialsim.cli import main
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import load_scenario, scenario_path

@@ -4,7 +4,7 @@ thoughts, the four checks, synthesis, plans and actions): the paper's qualitativ
 import pandas as pd
 import pytest
 
-from socialsim.metrics.crsec import emergent_norms, first_reaching, series
+from socialsim.agents.crsec.metrics import emergent_norms, first_reaching, series
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import load_scenario
 

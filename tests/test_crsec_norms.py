@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from socialsim.agents.norms import NormDatabase, norm_key
-from socialsim.scenarios.crsec_section import CRSECSettings, load_settings
+from socialsim.agents.crsec.settings import CRSECSettings, load_settings
 from socialsim.scenarios.loader import ScenarioError, load_scenario
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.loop import run_sync
-from socialsim.llm.operations.itcmas import ELIM, ElimContext
+from socialsim.agents.itcmas.operations import ELIM, ElimContext
 from socialsim.llm.routing import RouteTable
 from socialsim.model.society import SocietyModel
 

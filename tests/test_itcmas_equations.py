@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from socialsim.agents import emotion as em
-from socialsim.agents import ltrha
-from socialsim.agents.phenomenal import (
+from socialsim.agents.itcmas import ltrha
+from socialsim.agents.itcmas.phenomenal import (
     Consciousness,
     PhenomenalField,
     SimWeights,

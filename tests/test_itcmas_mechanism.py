@@ -9,11 +9,11 @@ import re
 import pandas as pd
 import pytest
 
-from socialsim.agents.itcmas import FILTERED_PREFIX, ITCMASAgent, action_type
-from socialsim.agents.itcmas_config import PAPER_ROUTES
-from socialsim.agents.ltrha import rank_deltas
+from socialsim.agents.itcmas.agent import FILTERED_PREFIX, ITCMASAgent, action_type
+from socialsim.agents.itcmas.settings import PAPER_ROUTES
+from socialsim.agents.itcmas.ltrha import rank_deltas
 from socialsim.llm import operations as ops_registry
-from socialsim.llm.operations.itcmas import ELIM, ranking_model
+from socialsim.agents.itcmas.operations import ELIM, ranking_model
 from socialsim.llm.questions import AnswerError, IntegerQuestion, RecordQuestion
 from socialsim.model.society import SocietyModel
 from socialsim.spaces.actions import Action

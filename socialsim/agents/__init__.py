@@ -6,9 +6,9 @@ from importlib import import_module
 
 ARCHITECTURES = {
     "generic": "socialsim.agents.generic:GenerativeAgent",
-    "crsec": "socialsim.agents.crsec:CRSECAgent",
-    "asvo": "socialsim.agents.asvo:ASVOAgent",
-    "itcmas": "socialsim.agents.itcmas:ITCMASAgent",
+    "crsec": "socialsim.agents.crsec.agent:CRSECAgent",
+    "asvo": "socialsim.agents.asvo.agent:ASVOAgent",
+    "itcmas": "socialsim.agents.itcmas.agent:ITCMASAgent",
 }
 
 

@@ -33,6 +33,7 @@ class GenerativeAgent(CellAgent):
     # What all agents of one model share (settings, society-level state): a class taking the
     # model, built once by the model before its agents, as ``model.society``. None: nothing shared.
     society_class: type | None = None
+    settings_model: type | None = None  # a pydantic model of the architecture's parameters (agents/params.py)
 
     # --- what the DataCollector records (architectures extend these) --------------------------
     @classmethod

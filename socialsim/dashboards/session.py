@@ -24,9 +24,9 @@ log = logging.getLogger("socialsim.dashboard")
 
 # Each architecture's settings model; its bool/int/float fields become the parameter controls.
 SETTINGS = {
-    "crsec": "socialsim.scenarios.crsec_section:CRSECSettings",
-    "asvo": "socialsim.agents.asvo_config:ASVOSettings",
-    "itcmas": "socialsim.agents.itcmas_config:ITCMASConfig",
+    "crsec": "socialsim.agents.crsec.settings:CRSECSettings",
+    "asvo": "socialsim.agents.asvo.settings:ASVOSettings",
+    "itcmas": "socialsim.agents.itcmas.settings:ITCMASConfig",
 }
 
 

@@ -67,6 +67,7 @@ class Gateway:
         timeout_s: float = 120.0,
         num_retries: int = 2,
         api_base: str | None = None,
+        estimate_prompts: bool = False,
     ) -> None:
         self.routes = routes or RouteTable()
         self.tape = tape if tape is not None else Tape()
@@ -77,6 +78,8 @@ class Gateway:
         self.timeout_s, self.num_retries = timeout_s, num_retries
         self.api_base = api_base  # e.g. a vLLM or Ollama endpoint for provider models
         self.step = 0
+        # rules engine only: also render each prompt and count its tokens (cost projections)
+        self.estimate_prompts = estimate_prompts
         self._semaphore: asyncio.Semaphore | None = None
         if any(is_embedded(m) for m in self.routes.models()):
             from socialsim.llm.engines.embedded import register
@@ -114,7 +117,11 @@ class Gateway:
         model = self.routes.model_for(op.name, op.module)
         if model == RULES:
             value = op.rule(ctx, rng)
-            self._record(op, agent_id, model, "rules", "rules", [])
+            estimate = []
+            if self.estimate_prompts:  # what this decision would cost as an LLM call (about 4 chars a token)
+                chars = sum(len(m["content"]) for m in op.messages(ctx))
+                estimate = [Completion("", chars // 4 + 1, op.max_tokens, 0.0, 0.0, False)]
+            self._record(op, agent_id, model, "rules", "rules", estimate)
             return Answer(value=value, status="rules", model=RULES)
 
         question = op.question(ctx)

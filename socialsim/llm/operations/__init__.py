@@ -6,7 +6,7 @@ from importlib import import_module
 
 from socialsim.llm.operation import Operation
 
-MODULES = ["socialsim.llm.operations.generic", "socialsim.llm.operations.crsec", "socialsim.llm.operations.asvo", "socialsim.llm.operations.itcmas"]
+MODULES = ["socialsim.llm.operations.generic", "socialsim.agents.crsec.operations", "socialsim.agents.asvo.operations", "socialsim.agents.itcmas.operations"]
 
 
 def all_operations() -> list[Operation]:

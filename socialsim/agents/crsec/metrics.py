@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from socialsim.agents.norms import norm_key
-from socialsim.llm.operations.crsec import ObservedFact
-from socialsim.llm.operations.crsec import breaches as act_breaches
-from socialsim.scenarios.crsec_section import CRSECSettings
+from socialsim.agents.crsec.operations import ObservedFact
+from socialsim.agents.crsec.operations import breaches as act_breaches
+from socialsim.agents.crsec.settings import CRSECSettings
 from socialsim.spaces.world import World, WorldEvent, gerund
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@
   differ from the actors' models, or by the ``rules`` baseline (labelled so everywhere);
   ``judge_table`` prints the paper's Table 1 beside ours.
 
-Run the judge on a finished run: ``python -m socialsim.metrics.itcmas RUN_DIR --judge MODEL``.
+Run the judge on a finished run: ``python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from socialsim.llm.operations.itcmas import DIMENSIONS, JUDGE, JudgeContext  # noqa: E402
+from socialsim.agents.itcmas.operations import DIMENSIONS, JUDGE, JudgeContext  # noqa: E402
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
@@ -233,7 +233,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         scores = judge_run(actions, len(model.world.areas) if model.world else 1)
         parts += ["", "### Five dimensions (7-point)", "",
                   "The `rules` judge below is a transparent baseline, not an LLM judgement; judge with an LLM "
-                  "different from the actors' via `python -m socialsim.metrics.itcmas RUN_DIR --judge MODEL`.", "",
+                  "different from the actors' via `python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL`.", "",
                   judge_table(scores, cfg.ablation)]
     return parts
 

@@ -30,7 +30,7 @@ from socialsim.llm.questions import (
     YesNo,
     YesNoQuestion,
 )
-from socialsim.scenarios.crsec_section import CatalogueNorm, TrackedNorm, clock_text, minutes
+from socialsim.agents.crsec.settings import CatalogueNorm, TrackedNorm, clock_text, minutes
 
 NORM_DEFINITION = "Social norms are standards of acceptable behaviour shared by a group."
 PRINCIPLES = (

@@ -29,10 +29,10 @@ import networkx as nx
 from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.norms import Norm, NormDatabase, norm_key
 from socialsim.agents.phases import Phase
-from socialsim.llm.operations import crsec as ops
-from socialsim.llm.operations.crsec import NormView, ObservedFact
-from socialsim.metrics import crsec as metrics
-from socialsim.scenarios.crsec_section import (
+from socialsim.agents.crsec import operations as ops
+from socialsim.agents.crsec.operations import NormView, ObservedFact
+from socialsim.agents.crsec import metrics
+from socialsim.agents.crsec.settings import (
     CatalogueNorm,
     CRSECSettings,
     CRSECTraits,
@@ -100,6 +100,7 @@ class CRSECAgent(GenerativeAgent):
 
     architecture = "crsec"
     society_class = CRSECState
+    settings_model = CRSECSettings  # the declared parameters (--set crsec.KEY=VALUE, sweeps, dashboard)
     phases = (
         Phase("perceive"),
         Phase("deliberate", is_async=True),

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from socialsim.agents.desires import DEGREE_STEP, DESIRES
-from socialsim.agents.svo import STANCES, SVO_TYPES
+from socialsim.agents.asvo.svo import STANCES, SVO_TYPES
 
 # Table 1 of the ASVO appendix, as architecture parameters (steps is the run length).
 PAPER_PRESET: dict[str, Any] = {

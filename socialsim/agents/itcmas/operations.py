@@ -3,7 +3,7 @@ and the five-dimension judge.
 
 Modules (route keys) follow the paper's model split: ``elimination``, ``protention``, ``matrix``
 and ``filter`` are cheap judgements meant for a small model; ``action`` and ``chat`` for a large
-one (see ``socialsim.agents.itcmas_config.PAPER_ROUTES``); ``judge`` must be a model different
+one (see ``socialsim.agents.itcmas.settings.PAPER_ROUTES``); ``judge`` must be a model different
 from the actors'. Prompts are ours, following the paper's structure (Elim: "Your task is to: G.
 The actions you can take are: AS. Will a_i be relevant?"). Every rule answers from the context's
 structured fields only.
@@ -391,7 +391,7 @@ class SocialFilter(Operation):
                 f"{spoke} Would this action harm social interaction among the agents?")
 
     def rule(self, ctx: FilterContext, rng: random.Random) -> YesNo:
-        from socialsim.agents.ltrha import detrimental_reason
+        from socialsim.agents.itcmas.ltrha import detrimental_reason
 
         return YesNo(yes=bool(detrimental_reason(ctx.verb, ctx.name, ctx.area_owner, ctx.item_owner, ctx.addressed_by)))
 

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from socialsim.agents.asvo_config import ASVOScenario, ASVOSettings, assign_svo
+from socialsim.agents.asvo.settings import ASVOScenario, ASVOSettings, assign_svo
 from socialsim.agents.desires import DESIRES, DesireState, LinearDecay, expected_value
 from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.phases import Phase
-from socialsim.agents.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, PAYOFF, equity
-from socialsim.llm.operations import asvo as ops
+from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, PAYOFF, equity
+from socialsim.agents.asvo import operations as ops
 from socialsim.llm.routing import RULES, RouteTable
 from socialsim.scenarios.schema import AgentSpec
 
@@ -102,6 +102,7 @@ class ASVOAgent(GenerativeAgent):
 
     architecture = "asvo"
     society_class = ASVORuntime
+    settings_model = ASVOSettings  # the declared parameters (--set asvo.KEY=VALUE, sweeps, dashboard)
     phases = (
         Phase("perceive"),
         Phase("decide", is_async=True),
@@ -136,7 +137,7 @@ class ASVOAgent(GenerativeAgent):
 
     @classmethod
     def report_sections(cls, model: SocietyModel, run_dir) -> list[str]:
-        from socialsim.metrics.asvo import report_sections
+        from socialsim.agents.asvo.metrics import report_sections
 
         return report_sections(model, run_dir)
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from socialsim.agents.emotion import EmotionWeights
-from socialsim.agents.phenomenal import SimWeights
+from socialsim.agents.itcmas.phenomenal import SimWeights
 
 Ablation = Literal["base", "ltrha", "memory", "driver", "full"]
 

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from socialsim.agents.emotion import EmotionState
 from socialsim.agents.generic import GenerativeAgent
-from socialsim.agents.itcmas_config import ITCMASConfig, load_config
-from socialsim.agents.ltrha import Habitus, home_owner, place_kind, reallocate, success_rate, topic
+from socialsim.agents.itcmas.settings import ITCMASConfig, load_config
+from socialsim.agents.itcmas.ltrha import Habitus, home_owner, place_kind, reallocate, success_rate, topic
 from socialsim.agents.phases import Phase
-from socialsim.agents.phenomenal import (
+from socialsim.agents.itcmas.phenomenal import (
     Consciousness,
     PhenomenalField,
     blend,
@@ -45,7 +45,7 @@ from socialsim.agents.phenomenal import (
     juxtapose,
     observation_phrases,
 )
-from socialsim.llm.operations.itcmas import (
+from socialsim.agents.itcmas.operations import (
     CHAT,
     CHOOSE,
     ELIM,
@@ -109,6 +109,7 @@ class ITCMASAgent(GenerativeAgent):
 
     architecture = "itcmas"
     society_class = ITCMASociety
+    settings_model = ITCMASConfig  # the declared parameters (--set itcmas.KEY=VALUE, sweeps, dashboard)
     phases = (
         Phase("perceive"),
         Phase("deliberate", is_async=True),
@@ -155,7 +156,7 @@ class ITCMASAgent(GenerativeAgent):
 
     @classmethod
     def report_sections(cls, model: SocietyModel, run_dir) -> list[str]:
-        from socialsim.metrics.itcmas import report_sections
+        from socialsim.agents.itcmas.metrics import report_sections
 
         return report_sections(model, run_dir)
 

@@ -4,7 +4,7 @@ Every step of the paper's decision cycle (ASVO appendix C.2, C.5, C.6, D.1, D.2)
 operation. Prompts follow the paper's structure and answer format in our own words; where the
 paper asks for a free-form list ("Desire: X, Predicted Value: v, Reason: ...") we ask for the same
 content as a JSON record so it can be validated. Each operation's ``rule`` answers from the
-structured context with the SVO arithmetic of ``socialsim.agents.svo``: an altruistic agent's
+structured context with the SVO arithmetic of ``socialsim.agents.asvo.svo``: an altruistic agent's
 desires follow others' outcomes, a competitive agent's follow its rank, and so on.
 """
 
@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, create_model
 
 from socialsim.agents.desires import ANCHORS, DESIRES, LinearDecay, gap_closure
-from socialsim.agents.svo import (
+from socialsim.agents.asvo.svo import (
     PERSONALITY,
     STANCES,
     favourite_stance,

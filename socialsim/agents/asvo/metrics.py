@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from socialsim.agents.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, STANCES, SVO_TYPES  # noqa: E402
+from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, STANCES, SVO_TYPES  # noqa: E402
 from socialsim.metrics.separability import PAPER_TABLE_2, plot_tsne, separability  # noqa: E402
 
 if TYPE_CHECKING:

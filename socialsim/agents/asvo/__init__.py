@@ -1,0 +1,1 @@
+"""asvo: everything of that paper in one package (agent, settings, operations and prompts, rules, metrics, report)."""

@@ -1,0 +1,1 @@
+"""itcmas: everything of that paper in one package (agent, settings, operations and prompts, rules, metrics, report)."""

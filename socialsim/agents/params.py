@@ -1,0 +1,147 @@
+"""Architecture parameters from one declared source: each architecture's pydantic settings model.
+
+An architecture class names its settings model as ``settings_model`` (``CRSECSettings``,
+``ASVOSettings``, ``ITCMASConfig``). Everything that sets a parameter reads it from there:
+``socialsim run --set crsec.enable_chat=false``, sweep files, the dashboard's controls and
+``SocietyModel(..., **params)``. Types, ranges (``Field(ge=, le=)``), choices (``Literal``) and help
+texts (``Field(description=)``) are declared once, so a control built from a :class:`Param` is valid
+by construction and a bad ``--set`` gets a message naming the key, the value and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+
+@dataclass(frozen=True)
+class Param:
+    """One architecture parameter, as a control or a ``--set`` key sees it."""
+
+    name: str
+    kind: Literal["bool", "int", "float", "choice", "text", "json"]
+    default: Any
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[Any, ...] = ()
+    help: str = ""
+    required: bool = False
+
+
+def settings_model(arch: str) -> type[BaseModel] | None:
+    """The pydantic model holding an architecture's parameters (None: it has none)."""
+    from socialsim.agents import agent_class
+
+    return getattr(agent_class(arch), "settings_model", None)
+
+
+def parameters(arch: str) -> list[Param]:
+    """Every declared parameter of an architecture, in declaration order."""
+    model = settings_model(arch)
+    return [] if model is None else [_param(name, field) for name, field in model.model_fields.items()]
+
+
+def _param(name: str, field) -> Param:
+    annotation = field.annotation
+    optional = False
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(annotation))
+        annotation = args[0] if len(args) == 1 else annotation
+    low = high = None
+    for meta in field.metadata:
+        low = getattr(meta, "ge", None) if getattr(meta, "ge", None) is not None else low
+        low = getattr(meta, "gt", None) if getattr(meta, "gt", None) is not None else low
+        high = getattr(meta, "le", None) if getattr(meta, "le", None) is not None else high
+        high = getattr(meta, "lt", None) if getattr(meta, "lt", None) is not None else high
+    default = None if field.is_required() else field.get_default(call_default_factory=True)
+    if isinstance(default, BaseModel):
+        default = default.model_dump()
+    help_text = field.description or ""
+    if typing.get_origin(annotation) is Literal:
+        kind, choices = "choice", typing.get_args(annotation)
+        return Param(name, kind, default, choices=choices, help=help_text, required=field.is_required())
+    kind = {bool: "bool", int: "int", float: "float", str: "text"}.get(annotation, "json")
+    if optional and kind != "json":
+        kind = kind if default is not None else "json"
+    return Param(name, kind, default, low, high, help=help_text, required=field.is_required())
+
+
+class ParamError(ValueError):
+    """A ``--set`` assignment that names an unknown parameter or gives a value of the wrong kind."""
+
+
+def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
+    """``["crsec.enable_chat=false", "n_candidates=4"]`` -> typed values, checked against the model.
+
+    A key may carry the architecture as a prefix (``itcmas.blend_rate``); a prefix of another
+    architecture is an error. Values are parsed as JSON when they parse (numbers, booleans, lists,
+    objects), else taken as text; pydantic then checks the type and range of each one.
+    """
+    model = settings_model(arch)
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ParamError(f"--set {item!r}: expected KEY=VALUE, e.g. --set {arch}.PARAM=VALUE")
+        prefix, dot, name = key.rpartition(".")
+        if dot and prefix != arch:
+            raise ParamError(f"--set {item!r}: {prefix!r} is not the architecture of this run ({arch!r})")
+        name = name if dot else key
+        if model is None:
+            raise ParamError(f"--set {item!r}: architecture {arch!r} has no parameters")
+        if name not in model.model_fields:
+            known = ", ".join(model.model_fields)
+            raise ParamError(f"--set {item!r}: unknown {arch} parameter {name!r}; known: {known}")
+        value = _literal(raw.strip())
+        field = model.model_fields[name]
+        try:
+            out[name] = TypeAdapter(field.annotation).validate_python(value)
+        except ValidationError as exc:
+            why = "; ".join(e["msg"] for e in exc.errors())
+            raise ParamError(f"--set {item!r}: {arch}.{name} expects {_expected(name, field)} ({why})") from None
+        for meta in field.metadata:  # ranges live in the field's metadata, not its annotation
+            bounds = [("ge", lambda v, b: v >= b), ("gt", lambda v, b: v > b),
+                      ("le", lambda v, b: v <= b), ("lt", lambda v, b: v < b)]
+            for attr, ok in bounds:
+                bound = getattr(meta, attr, None)
+                if bound is not None and not ok(out[name], bound):
+                    raise ParamError(f"--set {item!r}: {arch}.{name} expects {_expected(name, field)}")
+    return out
+
+
+def _literal(raw: str) -> Any:
+    lowered = raw.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    if lowered in ("none", "null"):
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _expected(name: str, field) -> str:
+    param = _param(name, field)
+    if param.kind == "choice":
+        return "one of " + ", ".join(map(str, param.choices))
+    if param.low is not None and param.high is not None:
+        rng = f" in [{param.low}, {param.high}]"
+    elif param.low is not None:
+        rng = f" >= {param.low}"
+    elif param.high is not None:
+        rng = f" <= {param.high}"
+    else:
+        rng = ""
+    return {"bool": "true or false", "int": "an integer", "float": "a number", "text": "text"}.get(
+        param.kind, "a JSON value") + rng

@@ -1,0 +1,213 @@
+"""`socialsim reproduce ARCH --model M`: a paper's protocol, its cost projected first.
+
+Each architecture describes its paper's protocol in ``socialsim/agents/<arch>/reproduce.py`` as a
+function ``protocol(judge: str | None) -> Protocol``: the runs (scenario, steps, parameters, one arm
+per ablation or variant), how to measure one finished run, and the paper's figures. This module is
+the same for all of them:
+
+1. **Project** the cost: every distinct run is dry-run for a few steps on the ``rules`` engine with
+   prompt rendering switched on, which counts the decisions each operation makes and the prompt
+   tokens its prompt would have; completions are counted at each operation's ``max_tokens``. The
+   figures per step are scaled to the protocol's length and priced by litellm's local cost map. A
+   projection is an estimate from a baseline's decisions, and says so.
+2. **Run** only with ``--yes``, or with ``--max-cost`` at least the projection; the budget is shared
+   by all runs (each run gets what is left).
+3. **Report** the paper's figures beside the runs' mean, standard deviation and count over seeds,
+   with the engine that produced them, as ``summary.csv`` and ``report.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+log = logging.getLogger("socialsim")
+
+
+@dataclass
+class ProtocolRun:
+    """One arm of a protocol in one scenario; it is run once per seed."""
+
+    label: str  # e.g. "school-micro / w/o ASVO"
+    scenario: str
+    steps: int | None = None  # None: the preset's, else the scenario's
+    preset: str | None = None
+    arch_params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Protocol:
+    arch: str
+    runs: list[ProtocolRun]
+    # one finished run directory -> {metric: value}; NaN for "not measurable"
+    measure: Callable[[Path], dict[str, float]]
+    # the paper's figures: columns label, metric, paper (label may be "*" for every label)
+    paper: pd.DataFrame
+    description: str = ""
+    routes: dict[str, str] = field(default_factory=dict)  # e.g. {"judge": JUDGE_MODEL}
+
+
+@dataclass
+class Projection:
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None  # None: the model has no price in litellm's cost map
+    per_run: pd.DataFrame
+
+
+def load_protocol(arch: str, judge: str | None = None) -> Protocol:
+    try:
+        module = import_module(f"socialsim.agents.{arch}.reproduce")
+    except ModuleNotFoundError:
+        raise ValueError(f"architecture {arch!r} has no paper protocol (known: crsec, asvo, itcmas)") from None
+    return module.protocol(judge=judge)
+
+
+def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD for these tokens from litellm's local cost map; 0 for our offline engines; None if unknown."""
+    if model == "rules" or model.startswith("local/"):
+        return 0.0
+    import litellm
+
+    from socialsim.llm import litellm_setup  # noqa: F401
+
+    try:
+        p, c = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    except Exception:
+        return None
+    return float(p + c)
+
+
+def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) -> Projection:
+    """Estimate calls, tokens and cost of the whole protocol from short rules dry runs."""
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.ledger import Ledger
+    from socialsim.llm.routing import RouteTable
+    from socialsim.model.runner import RunConfig
+    from socialsim.model.society import SocietyModel
+
+    rows = []
+    for spec in protocol.runs:
+        config = RunConfig(scenario=spec.scenario, arch=protocol.arch, model="rules", steps=spec.steps,
+                           preset=spec.preset, rng=1, arch_params=spec.arch_params).resolved()
+        gateway = Gateway(RouteTable("rules", {}), ledger=Ledger(), estimate_prompts=True)
+        society = SocietyModel(config.scenario, arch=protocol.arch, gateway=gateway, rng=1, **config.arch_params)
+        probe = min(probe_steps, config.steps)
+        for _ in range(probe):
+            society.step()
+        frame = gateway.ledger.frame()
+        scale = config.steps / probe
+        rows.append({
+            "run": spec.label, "steps": config.steps,
+            "calls": math.ceil(len(frame) * scale) * seeds,
+            "prompt_tokens": math.ceil(frame["prompt_tokens"].sum() * scale) * seeds,
+            "completion_tokens": math.ceil(frame["completion_tokens"].sum() * scale) * seeds,
+        })
+    per_run = pd.DataFrame(rows)
+    calls, pt, ct = (int(per_run[c].sum()) for c in ("calls", "prompt_tokens", "completion_tokens"))
+    return Projection(calls, pt, ct, price(model, pt, ct), per_run)
+
+
+def summarize(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
+    """Mean, std and n over seeds per (label, metric), with the paper's figure beside it."""
+    if measured.empty:
+        return pd.DataFrame(columns=["label", "metric", "paper", "mean", "std", "n"])
+    long = measured.melt(id_vars=["label", "seed"], var_name="metric", value_name="value")
+    long["value"] = pd.to_numeric(long["value"], errors="coerce")
+    stats = long.groupby(["label", "metric"], sort=False)["value"].agg(["mean", "std", "count"]).reset_index()
+    stats = stats.rename(columns={"count": "n"})
+    paper = protocol.paper.copy()
+    exact = paper[paper["label"] != "*"]
+    anywhere = paper[paper["label"] == "*"].drop(columns="label")
+    out = stats.merge(exact, on=["label", "metric"], how="left")
+    if not anywhere.empty:
+        out = out.merge(anywhere.rename(columns={"paper": "_paper_any"}), on="metric", how="left")
+        out["paper"] = out["paper"].fillna(out.pop("_paper_any"))
+    return out[["label", "metric", "paper", "mean", "std", "n"]]
+
+
+def reproduce(
+    arch: str,
+    model: str,
+    *,
+    seeds: int = 3,
+    judge: str | None = None,
+    yes: bool = False,
+    max_cost: float | None = None,
+    out: Path | None = None,
+    steps: int | None = None,
+    progress: bool = False,
+    echo: Callable[[str], None] = print,
+) -> pd.DataFrame | None:
+    """Project, then (if allowed) run the protocol and return the summary table; None if not run."""
+    from socialsim.llm.routing import default_model
+    from socialsim.model.runner import RunConfig, run
+
+    protocol = load_protocol(arch, judge)
+    if steps is not None:
+        for spec in protocol.runs:
+            spec.steps = steps
+    model = default_model(model)
+    proj = project(protocol, model, seeds)
+    echo(f"Protocol: {protocol.description or arch} — {len(protocol.runs)} run(s) x {seeds} seed(s) on {model}")
+    echo(proj.per_run.to_string(index=False))
+    cost = "unknown (no price in litellm's cost map)" if proj.cost_usd is None else f"${proj.cost_usd:.4f}"
+    echo(f"Projected: {proj.calls} calls, {proj.prompt_tokens} prompt + {proj.completion_tokens} completion tokens, "
+         f"cost {cost} (estimated from a rules dry run of each arm; completions at each operation's max_tokens)")
+    if not yes:
+        if max_cost is None:
+            echo("Not run: add --yes to run it, or --max-cost USD to run it under a budget.")
+            return None
+        if proj.cost_usd is None or proj.cost_usd > max_cost:
+            echo(f"Not run: the projection exceeds --max-cost {max_cost} (or is unknown); raise it or add --yes.")
+            return None
+    out = Path(out or Path("reproduce") / f"{arch}-{model.replace('/', '_')}")
+    out.mkdir(parents=True, exist_ok=True)
+    spent = 0.0
+    rows = []
+    for spec in protocol.runs:
+        for seed in range(1, seeds + 1):
+            left = None if max_cost is None else max(max_cost - spent, 0.0)
+            config = RunConfig(scenario=spec.scenario, arch=arch, model=model, routes=dict(protocol.routes),
+                               steps=spec.steps, preset=spec.preset, rng=seed, max_cost=left,
+                               arch_params=dict(spec.arch_params))
+            run_dir = out / _slug(spec.label) / f"seed-{seed}"
+            result = run(config, run_dir, progress=progress)
+            spent += result.model.llm.ledger.totals()["cost_usd"]
+            rows.append({"label": spec.label, "seed": seed, **protocol.measure(run_dir)})
+            if result.status != "completed":
+                echo(f"{spec.label} seed {seed}: {result.status}")
+                break
+    summary = summarize(protocol, pd.DataFrame(rows))
+    summary.to_csv(out / "summary.csv", index=False)
+    engine = "the rules baseline (a null model, not an LLM)" if model == "rules" else model
+    text = (f"# Reproduction of {arch}\n\nEngine: {engine}; seeds 1..{seeds}; spent ${spent:.4f}.\n\n"
+            f"{protocol.description}\n\n" + markdown_table(summary) + "\n")
+    (out / "report.md").write_text(text)
+    echo(text)
+    echo(f"reproduction directory: {out}")
+    return summary
+
+
+def _slug(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A Markdown table (numbers to 3 decimals, blanks for missing), without extra dependencies."""
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "" if math.isnan(v) else f"{v:.3f}"
+        return "" if v is None else str(v)
+
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)

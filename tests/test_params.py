@@ -1,0 +1,71 @@
+"""Architecture parameters: one declared source for --set, sweeps and the dashboard."""
+
+from __future__ import annotations
+
+import pytest
+
+from socialsim.agents.params import ParamError, parameters, parse_assignments
+from socialsim.cli import main
+
+
+@pytest.mark.parametrize("arch", ["crsec", "asvo", "itcmas"])
+def test_every_architecture_declares_typed_parameters(arch):
+    params = {p.name: p for p in parameters(arch)}
+    assert params, arch
+    for p in params.values():
+        assert p.kind in {"bool", "int", "float", "choice", "text", "json"}
+        if p.kind == "choice":
+            assert p.default in p.choices or p.required
+        if p.low is not None and p.high is not None:
+            assert p.low <= p.high
+        if p.kind in {"int", "float"} and p.default is not None and p.low is not None:
+            assert p.default >= p.low, p.name  # defaults are valid by construction
+
+
+def test_generic_has_no_parameters():
+    assert parameters("generic") == []
+    with pytest.raises(ParamError, match="has no parameters"):
+        parse_assignments("generic", ["x=1"])
+
+
+def test_assignments_are_typed_and_prefixed_keys_accepted():
+    got = parse_assignments("crsec", ["crsec.enable_chat=false", "synthesis_threshold=100"])
+    assert got == {"enable_chat": False, "synthesis_threshold": 100}
+    assert isinstance(got["synthesis_threshold"], int)
+
+
+@pytest.mark.parametrize("item, message", [
+    ("crsec.nope=1", "unknown crsec parameter 'nope'"),
+    ("asvo.use_svo=false", "'asvo' is not the architecture of this run"),
+    ("synthesis_threshold=0", "expects an integer >= 1"),
+    ("enable_chat=maybe", "expects true or false"),
+    ("enable_chat", "expected KEY=VALUE"),
+    ("=3", "expected KEY=VALUE"),
+])
+def test_bad_assignments_name_key_value_and_expectation(item, message):
+    with pytest.raises(ParamError, match=message.replace("(", r"\(")):
+        parse_assignments("crsec", [item])
+
+
+def test_cli_lists_parameters(capsys):
+    assert main(["models", "--params", "crsec"]) == 0
+    out = capsys.readouterr().out
+    assert "enable_chat" in out and "bool" in out
+
+
+def test_cli_set_rejects_a_bad_value_with_exit_2(capsys, tmp_path):
+    code = main(["run", "hobbs-cafe", "--model", "rules", "--steps", "1", "--out", str(tmp_path / "r"),
+                 "--set", "crsec.synthesis_threshold=-5", "--no-progress"])
+    assert code == 2
+    assert "synthesis_threshold" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_set_reaches_the_model(tmp_path):
+    import json
+
+    out = tmp_path / "r"
+    assert main(["run", "hobbs-cafe", "--arch", "crsec", "--model", "rules", "--steps", "1", "--out", str(out),
+                 "--set", "crsec.enable_chat=false", "--no-progress"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["config"]["arch_params"]["enable_chat"] is False
