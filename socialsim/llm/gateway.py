@@ -37,6 +37,16 @@ class ProviderError(RuntimeError):
     """The model could not be reached or refused the call (after litellm's retries)."""
 
 
+def _provider_exceptions() -> tuple[type[BaseException], ...]:
+    """What a provider failure looks like: litellm maps every provider error onto openai's
+    exception classes; transport failures surface as httpx, OS or timeout errors. Anything
+    else (a TypeError, a KeyError) is a programming error and raises."""
+    import httpx
+    import openai
+
+    return (openai.OpenAIError, httpx.HTTPError, OSError, TimeoutError)
+
+
 @dataclass
 class Completion:
     raw: str
@@ -204,7 +214,9 @@ class Gateway:
         fmt = self._format_params(model, question)
         key = call_key(model, messages, {**params, **fmt})
         record = self.tape.get(key)
-        if record is not None:
+        if record is not None and record.error is not None and self.replay:
+            raise ProviderError(record.error)  # the recorded run met this error: same fallback
+        if record is not None and record.error is None:
             return Completion(
                 record.raw, record.prompt_tokens, record.completion_tokens, record.latency_s, record.cost_usd, False
             )
@@ -222,11 +234,16 @@ class Gateway:
             start = time.perf_counter()
             try:
                 response = await self._acompletion(model, messages, params, fmt)
-            except BaseException as exc:  # litellm maps every provider failure to its own exceptions
+            except BaseException as exc:
                 self.ledger.release()
-                if not isinstance(exc, Exception):
+                if not isinstance(exc, _provider_exceptions()):
                     raise
-                raise ProviderError(redact(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
+                error = redact(f"{type(exc).__name__}: {str(exc)[:300]}")
+                self.tape.add(  # recorded so that the run replays with the same fallback
+                    TapeRecord(key, model, op.name, agent_id, self.step, messages, {**params, **fmt}, "",
+                               0, 0, 0.0, 0.0, error=error)
+                )
+                raise ProviderError(error) from None
             latency = time.perf_counter() - start
         raw = response.choices[0].message.content or ""
         usage = getattr(response, "usage", None)

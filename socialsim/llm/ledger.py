@@ -43,6 +43,7 @@ class LedgerRow:
     latency_s: float
     cost_usd: float
     error: str | None = None
+    call: int = 0  # this row's index among the rows of its (step, agent): the fixed record order
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Ledger:
         self._totals = dict.fromkeys(TOTALS, 0)
         self._lock = threading.Lock()
         self._in_flight = 0  # reserved by check_budget, not yet completed
+        self._calls_of: Counter[tuple[int, int | None]] = Counter()  # (step, agent) -> rows so far
 
     def check_budget(self) -> None:
         """Reserve one live call, or raise if the budget is spent; calls already in flight count,
@@ -88,6 +90,8 @@ class Ledger:
 
     def record(self, row: LedgerRow) -> None:
         with self._lock:
+            row.call = self._calls_of[(row.step, row.agent)]
+            self._calls_of[(row.step, row.agent)] += 1
             self.rows.append(row)
             t = self._totals
             if row.engine == "rules":
@@ -114,9 +118,14 @@ class Ledger:
         t["cost_usd"] = round(t["cost_usd"], 8)
         return t
 
+    def ordered_rows(self) -> list[LedgerRow]:
+        """Rows by (step, agent, call index), model-level rows first: an agent's calls within a
+        step are sequential, so this order never depends on which concurrent call finished first."""
+        return sorted(self.rows, key=lambda r: (r.step, -1 if r.agent is None else r.agent, r.call))
+
     def frame(self) -> pd.DataFrame:
         columns = list(LedgerRow.__dataclass_fields__)
-        return pd.DataFrame([asdict(r) for r in self.rows], columns=columns)
+        return pd.DataFrame([asdict(r) for r in self.ordered_rows()], columns=columns)
 
     def by_operation(self) -> pd.DataFrame:
         """Calls, tokens, cost and failures per operation: the usage table of a report."""

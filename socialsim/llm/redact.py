@@ -1,7 +1,10 @@
 """Keep secrets out of logs, tapes, run directories and the dashboard.
 
-Anything that looks like an API key, and the value of any environment variable whose name says
-it holds a key, token or secret, is replaced by ``[REDACTED]`` before it is written anywhere.
+Only actual secret values are replaced by ``[REDACTED]``: the value of every environment
+variable whose name says it holds a key, token, secret or password, and strings with the shape
+of a known provider key (``sk-…``, ``AIza…``, ``gsk_…``, ``hf_…``, ``Bearer …`` headers).
+Ordinary words ("a secret conversation", "a token contribution") are left alone, so what is
+stored is what the model said. Redaction applies to what is stored, never to a tape key.
 """
 
 from __future__ import annotations
@@ -10,28 +13,34 @@ import logging
 import os
 import re
 
-_PATTERNS = [
-    re.compile(r"sk-[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic style
-    re.compile(r"(?i)(api[_-]?key|authorization|bearer|token|secret)(\s*[:=]\s*|\s+)['\"]?[A-Za-z0-9_\-\.]{12,}"),
-    re.compile(r"AIza[0-9A-Za-z_\-]{30,}"),  # Google
-    re.compile(r"gsk_[A-Za-z0-9]{20,}"),  # Groq
-    re.compile(r"hf_[A-Za-z0-9]{20,}"),  # Hugging Face
+REDACTED = "[REDACTED]"
+
+# Shapes of real provider keys; each needs a long run of key characters, which prose lacks.
+_KEY_SHAPES = [
+    re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"),  # OpenAI / Anthropic
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),  # Google
+    re.compile(r"\bgsk_[A-Za-z0-9]{20,}"),  # Groq
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),  # Hugging Face
+    re.compile(r"\b(?:xox[abp]|ghp|gho|github_pat)_[A-Za-z0-9_]{20,}"),  # Slack / GitHub tokens
+    re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-\.=]{20,}"),  # an Authorization header's value
 ]
-_SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
+_SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
+MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact ordinary text
 
 
 def _secret_env_values() -> list[str]:
-    return [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and v and len(v) >= 8]
+    values = [v for k, v in os.environ.items() if _SECRET_ENV_NAME.search(k) and v and len(v) >= MIN_SECRET_LENGTH]
+    return sorted(set(values), key=len, reverse=True)  # longest first: a key containing another
 
 
 def redact(text: str) -> str:
-    """Return ``text`` with anything secret-looking replaced by [REDACTED]."""
+    """Return ``text`` with every secret value and provider-key shape replaced by [REDACTED]."""
     if not text:
         return text
     for value in _secret_env_values():
-        text = text.replace(value, "[REDACTED]")
-    for pattern in _PATTERNS:
-        text = pattern.sub("[REDACTED]", text)
+        text = text.replace(value, REDACTED)
+    for pattern in _KEY_SHAPES:
+        text = pattern.sub(REDACTED, text)
     return text
 
 

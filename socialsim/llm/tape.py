@@ -1,7 +1,8 @@
 """The tape: every LLM call of a run, recorded so the run can be replayed with zero calls.
 
 A record's key is a hash of what determines the reply (model, messages, decoding parameters,
-seed); its value is the raw reply with its tokens, latency and cost. The tape is an append-only
+seed); its value is the raw reply with its tokens, latency and cost, or the provider error the
+call met (so a run that saw errors replays with the same fallbacks). The tape is an append-only
 JSON-lines file, so a crash or a budget stop never loses the calls already made. A tape shared by
 several runs (sweep replicates) answers any call whose key matches from the file, for free.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ except ImportError:  # pragma: no cover
 
 from socialsim.llm.redact import redact
 
+log = logging.getLogger("socialsim.llm")
 
 def append_line(path: Path, line: str) -> None:
     """Append one line so that several processes can share a tape (sweep replicates): one
@@ -68,6 +71,7 @@ class TapeRecord:
     completion_tokens: int
     latency_s: float
     cost_usd: float
+    error: str | None = None  # the provider error this call met (then ``raw`` is empty)
 
 
 class Tape:
@@ -88,11 +92,13 @@ class Tape:
             try:
                 record = TapeRecord(**json.loads(line))
             except (json.JSONDecodeError, TypeError) as exc:
-                # A torn last line (a run killed mid-write) is skipped, not fatal.
+                # A torn last line (a run killed mid-write) is skipped with a warning, not fatal.
                 if line_no == len(lines):
+                    log.warning("%s: line %d is torn (a run killed while writing it); skipped", path, line_no)
                     continue
-                raise ValueError(f"{path}: line {line_no} is not a tape record ({exc})") from None
-            self._records[record.key] = record
+                raise ValueError(f"{path}: line {line_no} is not a tape record ({exc}); "
+                                 f"only the last line may be torn") from None
+            self._keep(record)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -106,13 +112,22 @@ class Tape:
     def records(self) -> list[TapeRecord]:
         return list(self._records.values())
 
+    def _keep(self, record: TapeRecord) -> bool:
+        """Index ``record`` unless its key is already answered; an answer replaces an error
+        (a resumed run that reached the model after an outage)."""
+        held = self._records.get(record.key)
+        if held is not None and (held.error is None or record.error is not None):
+            return False
+        self._records[record.key] = record
+        return True
+
     def add(self, record: TapeRecord) -> None:
         record.raw = redact(record.raw)
+        record.error = redact(record.error) if record.error else record.error
         record.messages = [{**m, "content": redact(m.get("content", ""))} for m in record.messages]
         with self._lock:
-            if record.key in self._records:
+            if not self._keep(record):
                 return
-            self._records[record.key] = record
             if self.path:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 append_line(self.path, json.dumps(asdict(record), ensure_ascii=False))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,7 @@ def run(
         if preflight and not replay:
             check_models(routes.models(), api_base=config.api_base)
         model = build_model(config, gateway)
+        save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
         status = "completed"
         steps = range(config.steps)
         if progress:
@@ -120,6 +122,7 @@ def run(
                     status = f"stopped by budget: {exc}"
                     log.warning("%s; everything recorded so far is saved; resume with --resume", status)
                     break
+                save(model, run_dir, config, "running", notes)  # every complete step is on disk
         except KeyboardInterrupt:
             status = "interrupted"
         except Exception as exc:
@@ -144,18 +147,52 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     steps_done = saved.get("steps_done", config.steps)
     config = config.model_copy(update={"steps": max(steps_done, 1), "max_cost": None, "max_calls": None})
     result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress)
-    same = frames_equal(run_dir, result.run_dir)
-    return result, same
+    difference = first_difference(run_dir, result.run_dir)
+    if difference:
+        log.warning("replay differs from the recording: %s", difference)
+    return result, difference is None
+
+
+# Columns that legitimately differ between a recording and its replay.
+_REPLAY_VARIANT_COLUMNS = {"llm_calls.parquet": ["live_calls"]}
+
+
+def recorded_files(run_dir: str | Path) -> list[str]:
+    """Every frame and table of a run directory, as paths relative to it, in a fixed order."""
+    root = Path(run_dir)
+    names = [n for n in ("model.parquet", "agents.parquet", "llm_calls.parquet") if (root / n).exists()]
+    return names + sorted(str(p.relative_to(root)) for p in (root / "tables").glob("*.parquet"))
+
+
+def first_difference(a: str | Path, b: str | Path) -> str | None:
+    """The first difference between two runs' frames and tables (file, row, column, both
+    values), or None when every frame and table is equal."""
+    a, b = Path(a), Path(b)
+    left_files, right_files = recorded_files(a), recorded_files(b)
+    if left_files != right_files:
+        return f"different files: {sorted(set(left_files) ^ set(right_files))} present in only one run"
+    for name in left_files:
+        drop = _REPLAY_VARIANT_COLUMNS.get(name, [])
+        left = pd.read_parquet(a / name).drop(columns=drop, errors="ignore")
+        right = pd.read_parquet(b / name).drop(columns=drop, errors="ignore")
+        if list(left.columns) != list(right.columns):
+            return f"{name}: columns {list(left.columns)} vs {list(right.columns)}"
+        if len(left) != len(right):
+            return f"{name}: {len(left)} rows vs {len(right)} rows"
+        for col in left.columns:
+            l_col, r_col = left[col], right[col]
+            same = (l_col == r_col) | (l_col.isna() & r_col.isna())
+            if not bool(same.all()):
+                row = int((~same).to_numpy().nonzero()[0][0])
+                return f"{name}: row {row}, column {col!r}: {l_col.iloc[row]!r} vs {r_col.iloc[row]!r}"
+    return None
 
 
 def frames_equal(a: str | Path, b: str | Path) -> bool:
-    for name in ("model.parquet", "agents.parquet"):
-        left, right = Path(a) / name, Path(b) / name
-        if not (left.exists() and right.exists()):
-            return False
-        if not pd.read_parquet(left).equals(pd.read_parquet(right)):
-            return False
-    return True
+    """Whether two runs recorded the same frames and tables (see ``first_difference``)."""
+    if not (Path(a) / "model.parquet").exists() or not (Path(b) / "model.parquet").exists():
+        return False
+    return first_difference(a, b) is None
 
 
 # --- saving -------------------------------------------------------------------------------------
@@ -181,17 +218,37 @@ def _tidy(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _in_record_order(df: pd.DataFrame) -> pd.DataFrame:
+    """A table's rows by (step, agent), each agent's rows in the order it wrote them: rows
+    written during a concurrent phase arrive in completion order, which must not show."""
+    keys = [c for c in ("step", "agent") if c in df.columns]
+    if not keys or df.empty:
+        return df
+    order = pd.DataFrame({k: df[k].map(lambda v: "" if v is None or v != v else str(v)) if k == "agent" else df[k]
+                          for k in keys})
+    index = order.sort_values(keys, kind="stable").index
+    return df.loc[index].reset_index(drop=True)
+
+
+def _write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """Write whole or not at all (a run killed mid-write keeps the previous complete file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
 def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> None:
-    """Write the config, frames, tables and accounting recorded so far."""
+    """Write the config, frames, tables and accounting recorded so far, every table in a fixed
+    row order (step, agent, call index) so identical runs give byte-identical files."""
     dc = model.datacollector
-    _tidy(dc.get_model_vars_dataframe()).to_parquet(run_dir / "model.parquet", index=False)
-    _tidy(dc.get_agent_vars_dataframe()).to_parquet(run_dir / "agents.parquet", index=False)
+    _write_parquet(_tidy(dc.get_model_vars_dataframe()), run_dir / "model.parquet")
+    _write_parquet(_tidy(dc.get_agent_vars_dataframe()), run_dir / "agents.parquet")
     tables = run_dir / "tables"
     tables.mkdir(exist_ok=True)
     for name in dc.tables:
-        _tidy(dc.get_table_dataframe(name)).to_parquet(tables / f"{name}.parquet", index=False)
+        _write_parquet(_in_record_order(_tidy(dc.get_table_dataframe(name))), tables / f"{name}.parquet")
     ledger = model.llm.ledger
-    _tidy(ledger.frame()).to_parquet(run_dir / "llm_calls.parquet", index=False)
+    _write_parquet(_tidy(ledger.frame()), run_dir / "llm_calls.parquet")
     ledger.by_operation().to_csv(run_dir / "usage.csv", index=False)
     meta = {
         "config": config.model_dump(),
@@ -202,7 +259,9 @@ def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, not
         "live_calls": ledger.live_calls,
         "failures_by_operation": dict(ledger.failures),
     }
-    (run_dir / "config.json").write_text(redact(json.dumps(meta, indent=2, default=str)))
+    tmp = run_dir / "config.json.tmp"
+    tmp.write_text(redact(json.dumps(meta, indent=2, default=str)))
+    os.replace(tmp, run_dir / "config.json")
 
 
 def _steps_done(model: SocietyModel) -> int:
