@@ -1,0 +1,190 @@
+"""Records that replay: redaction of real secrets only, provider errors on the tape, torn tape
+lines, a fixed row order in every table, byte-identical files for identical runs, and a replay
+check that names the first difference."""
+
+import json
+import logging
+import random
+import re
+import zlib
+
+import pytest
+
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.gateway import Gateway
+from socialsim.llm.ledger import Ledger
+from socialsim.llm.loop import run_sync
+from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
+from socialsim.llm.redact import redact
+from socialsim.llm.routing import RouteTable
+from socialsim.llm.tape import Tape, TapeRecord
+from socialsim.model.runner import RunConfig, first_difference, recorded_files, replay, run
+
+ORDINARY = ["She kept the secret conversation to herself.", "Each made a token contribution to the pot.",
+            "The bearer of bad news left.", "Our api key rotation policy is documented.",
+            "password reset instructions were mailed", "secret: conversationalists gathered"]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_words_are_not_redacted(text, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key-value")
+    assert redact(text) == text
+
+
+def test_real_secrets_are_redacted(monkeypatch):
+    env_secret = "value-from-the-environment-42"
+    monkeypatch.setenv("MY_SERVICE_TOKEN", env_secret)
+    shaped = "sk-" + "Ab3" * 8  # built at run time: no key-shaped literal in the repository
+    google = "AIza" + "x1" * 18
+    text = f"use {env_secret} or {shaped} or {google}; header Authorization: Bearer {'z9' * 12}"
+    out = redact(text)
+    for secret in (env_secret, shaped, google, "z9" * 12):
+        assert secret not in out
+    assert out.count("[REDACTED]") == 4 and out.startswith("use [REDACTED] or")
+
+
+def chatty(messages):
+    """Options get a wordy, unusable first answer with ordinary 'secret'/'token' words, then a
+    number when asked again (a repair round-trip whose key holds the first answer)."""
+    text = messages[-1]["content"]
+    digest = zlib.crc32(text.encode())
+    options = re.findall(r"^(\d+)\. ", text, re.M)
+    if "could not be used" in text:
+        return "1"
+    if options:
+        return "I kept the secret conversation and made a token contribution of effort."
+    return f"Our secret conversation was a token contribution ({digest % 97})."
+
+
+def provider_run(tmp_path, name, server, steps=2):
+    config = RunConfig(scenario="hobbs-cafe", arch="generic", model="openai/fake-model", steps=steps, rng=5,
+                       api_base=server.api_base)
+    return run(config, tmp_path / name, progress=False, preflight=False)
+
+
+def test_a_run_whose_text_has_ordinary_secret_words_replays(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=chatty) as server:
+        recorded = provider_run(tmp_path, "run", server)
+    assert recorded.model.llm.ledger.frame()["status"].eq("repaired").any()
+    assert "secret conversation" in (tmp_path / "run" / "tape.jsonl").read_text()
+    result, same = replay(tmp_path / "run", progress=False)
+    assert same and result.model.llm.ledger.live_calls == 0
+
+
+def test_a_run_that_met_provider_errors_replays_with_the_same_fallbacks(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=chatty, fail_first=30) as server:  # > 10 agents x 3 attempts
+        recorded = provider_run(tmp_path, "run", server)
+    fallbacks = recorded.model.llm.ledger.totals()["fallbacks"]
+    assert fallbacks > 0
+    errors = [json.loads(line)["error"] for line in (tmp_path / "run" / "tape.jsonl").read_text().splitlines()]
+    assert sum(e is not None for e in errors) == fallbacks
+    result, same = replay(tmp_path / "run", progress=False)
+    assert same, first_difference(tmp_path / "run", result.run_dir)
+    assert result.model.llm.ledger.live_calls == 0
+    assert result.model.llm.ledger.totals()["fallbacks"] == fallbacks
+
+
+def record(key, raw="1", error=None):
+    return TapeRecord(key, "m", "op", 1, 0, [{"role": "user", "content": "q"}], {}, raw, 1, 1, 0.0, 0.0, error)
+
+
+def test_an_answer_replaces_a_recorded_error_but_not_the_reverse(tmp_path):
+    tape = Tape(tmp_path / "tape.jsonl")
+    tape.add(record("k", raw="", error="InternalServerError: down"))
+    tape.add(record("k", raw="2"))
+    tape.add(record("k", raw="", error="InternalServerError: down again"))
+    assert tape.get("k").raw == "2" and tape.get("k").error is None
+    assert Tape(tmp_path / "tape.jsonl").get("k").raw == "2"  # the same after reloading
+
+
+def test_torn_last_line_is_skipped_with_a_warning(tmp_path, caplog):
+    path = tmp_path / "tape.jsonl"
+    Tape(path).add(record("a"))
+    with path.open("a") as fh:
+        fh.write('{"key": "b", "mod')
+    with caplog.at_level(logging.WARNING, logger="socialsim.llm"):
+        tape = Tape(path)
+    assert "a" in tape and "b" not in tape
+    assert "line 2 is torn" in caplog.text
+
+
+def test_torn_line_in_mid_file_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "tape.jsonl"
+    Tape(path).add(record("a"))
+    with path.open("a") as fh:
+        fh.write('{"key": "b", "mod\n')
+    Tape(path).add(record("c"))
+    with pytest.raises(ValueError, match=r"tape.jsonl: line 2 is not a tape record .*only the last line may be torn"):
+        Tape(path)
+
+
+class Agent:
+    def __init__(self, uid):
+        self.unique_id = uid
+
+
+def test_llm_calls_come_in_step_agent_call_order_whatever_finishes_first(scripted):
+    actions = ["go to the street outside", "chat with Tom Gomez", "smoke a cigarette"]
+
+    def frame_with(slow_agent):
+        scripted(default="zzz", delay=lambda m: 0.05 if f"agent {slow_agent}" in m[1]["content"] else 0.0)
+        g = Gateway(RouteTable("openai/fake-model"), ledger=Ledger())
+        agents = [Agent(i) for i in range(5)]
+
+        async def decide(agent):  # unusable answers: two calls (first answer, repair) per agent
+            context = ActionContext(f"agent {agent.unique_id}", "A poet.", "A cafe.", "Here.", list(actions))
+            return (await g.ask(CHOOSE_ACTION, context, agent_id=agent.unique_id, rng=agent.phase_rng)).status
+
+        g.run_phase(agents, decide, random.Random(1))
+        return g.ledger.frame()
+
+    first, last = frame_with(0), frame_with(4)
+    assert list(first["agent"]) == [0, 1, 2, 3, 4] and list(first["call"]) == [0] * 5
+    assert first.drop(columns="latency_s").equals(last.drop(columns="latency_s"))
+
+
+def test_two_identical_runs_write_byte_identical_parquet_files(tmp_path):
+    config = RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=3, rng=9)
+    a = run(config, tmp_path / "a", progress=False)
+    b = run(config, tmp_path / "b", progress=False)
+    files = sorted(p.relative_to(a.run_dir) for p in a.run_dir.rglob("*.parquet"))
+    assert len(files) >= 5 and files == sorted(p.relative_to(b.run_dir) for p in b.run_dir.rglob("*.parquet"))
+    for name in files:
+        assert (a.run_dir / name).read_bytes() == (b.run_dir / name).read_bytes(), name
+
+
+def test_replay_check_names_the_first_difference_in_any_table(tmp_path):
+    import pandas as pd
+
+    config = RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=2, rng=9)
+    a = run(config, tmp_path / "a", progress=False).run_dir
+    b = run(config, tmp_path / "b", progress=False).run_dir
+    assert first_difference(a, b) is None
+    assert "llm_calls.parquet" in recorded_files(a) and any(f.startswith("tables/") for f in recorded_files(a))
+    table = sorted((b / "tables").glob("*.parquet"))[0]
+    df = pd.read_parquet(table)
+    df = pd.concat([df, df.tail(1)]) if len(df) else df.assign(extra=[])
+    df.to_parquet(table, index=False)
+    assert first_difference(a, b).startswith(f"tables/{table.name}: ")
+    calls = pd.read_parquet(b / "llm_calls.parquet")
+    calls.loc[3, "op"] = "changed"
+    calls.to_parquet(b / "llm_calls.parquet", index=False)
+    assert first_difference(a, b) == f"llm_calls.parquet: row 3, column 'op': {calls.loc[3, 'op']!r}".replace(
+        "'changed'", repr(pd.read_parquet(a / 'llm_calls.parquet').loc[3, 'op'])) + " vs 'changed'"
+
+
+def test_config_json_exists_from_the_first_step(tmp_path, monkeypatch):
+    """A run killed after model construction can be resumed: config.json is written before step 1."""
+    from socialsim.model import runner
+
+    def boom(self):
+        assert (tmp_path / "r" / "config.json").is_file()
+        assert json.loads((tmp_path / "r" / "config.json").read_text())["status"] == "running"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner.SocietyModel, "step", boom)
+    result = run(RunConfig(arch="generic", model="rules", steps=2), tmp_path / "r", progress=False)
+    assert result.status == "interrupted" and result.steps_done == 0
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["status"] == "interrupted"
