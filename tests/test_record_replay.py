@@ -13,7 +13,6 @@ import pytest
 from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import Ledger
-from socialsim.llm.loop import run_sync
 from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable
