@@ -20,7 +20,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a scenario and write a run directory")
-    run.add_argument("scenario", nargs="?", default="hobbs-cafe", help="scenario name or file (default: hobbs-cafe)")
+    run.add_argument("scenario", nargs="?", help="scenario name or file (default: hobbs-cafe)")
     run.add_argument("--arch", help="architecture: generic (default: the scenario's)")
     run.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' "
                                      "(default: $SOCIALSIM_MODEL, else local/smollm2)")
@@ -32,13 +32,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                      help="an architecture parameter or ablation switch, e.g. --set crsec.enable_chat=false "
                           "(repeatable; `socialsim models --params ARCH` lists them)")
-    run.add_argument("--rng", type=int, default=42, help="random seed (default 42)")
+    run.add_argument("--rng", type=int, help="random seed (default 42)")
     run.add_argument("--out", type=Path, help="run directory (default runs/SCENARIO-ARCH-TIME)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
-                     help="continue a stopped run: its config and tape are reused, recorded calls are free")
+                     help="continue a stopped or killed run: its config and tape are reused, recorded calls are "
+                          "free; only --steps, --max-cost and --max-calls may change")
     run.add_argument("--max-cost", type=float, help="stop cleanly once this many USD are spent")
     run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls")
-    run.add_argument("--concurrency", type=int, default=16, help="max concurrent LLM calls (default 16)")
+    run.add_argument("--concurrency", type=int, help="max concurrent LLM calls (default 16)")
     run.add_argument("--rpm", type=float, help="requests-per-minute limit shared by the run")
     run.add_argument("--tpm", type=float, help="tokens-per-minute limit shared by the run")
     run.add_argument("--api-base", help="endpoint of provider models, e.g. http://127.0.0.1:8000/v1 (vLLM)")
@@ -89,41 +90,100 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
+# Arguments a resumed run takes from its config.json; giving a different value is refused.
+_RESUME_FIXED = {"scenario": "scenario", "arch": "arch", "model": "model", "preset": "preset", "rng": "rng",
+                 "concurrency": "max_concurrency", "rpm": "rpm", "tpm": "tpm", "api_base": "api_base"}
+
+
+def _check_run_arguments(args: argparse.Namespace) -> str | None:
+    """The first out-of-range number among run's arguments, as a message; None if all are fine."""
+    checks = [("--steps", args.steps, 1, "a whole number >= 1"), ("--concurrency", args.concurrency, 1, "a whole number >= 1"),
+              ("--max-calls", args.max_calls, 0, "a whole number >= 0"), ("--max-cost", args.max_cost, 0, "a number of USD >= 0")]
+    for flag, value, low, expected in checks:
+        if value is not None and value < low:
+            return f"{flag} expects {expected}, got {value}"
+    for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm)):
+        if value is not None and value <= 0:
+            return f"{flag} expects a number > 0, got {value}"
+    return None
+
+
+def _resumed_config(args: argparse.Namespace):
+    """The saved config of ``--resume RUN_DIR`` with the allowed changes; refuses any other."""
+    from socialsim.model.runner import RunConfig
+
+    path = args.resume / "config.json"
+    if not path.is_file():
+        raise ValueError(f"--resume {args.resume}: not a run directory (no config.json)")
+    try:
+        saved = RunConfig.model_validate(json.loads(path.read_text())["config"])
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"--resume {args.resume}: config.json is not a run's config ({exc})") from None
+    changed = [f"--{flag.replace('_', '-')} {given!r} (recorded: {getattr(saved, field)!r})"
+               for flag, field in _RESUME_FIXED.items()
+               if (given := getattr(args, flag)) is not None and given != getattr(saved, field)]
+    changed += [f"{flag} (a resumed run keeps its recorded {what})" for flag, value, what in
+                (("--route", args.route, "routes"), ("--routes", args.routes, "routes"),
+                 ("--set", args.settings, "parameters"), ("--out", args.out, "directory")) if value]
+    if changed:
+        raise ValueError(f"--resume {args.resume} refuses changed arguments: {'; '.join(changed)}. "
+                         f"Start a new run (without --resume) to change them")
+    updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls,
+                                 "steps": args.steps}.items() if v is not None}
+    return saved.model_copy(update=updates)
+
+
+def _writable_dir(path: Path) -> None:
+    """Create ``path`` or say clearly why it cannot be a run directory."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".socialsim-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.llm.routing import RouteTable, parse_route
-    from socialsim.agents.params import parse_assignments
     from socialsim.model.runner import RunConfig, run
     from socialsim.scenarios.loader import ScenarioError, load_scenario
 
+    if message := _check_run_arguments(args):
+        return _fail(message)
     try:
         if args.resume:
-            saved = json.loads((args.resume / "config.json").read_text())
-            config = RunConfig.model_validate(saved["config"])
-            updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls,
-                                         "steps": args.steps}.items() if v is not None}
-            config = config.model_copy(update=updates)
+            config = _resumed_config(args)
             out = args.resume
         else:
+            scenario = args.scenario or "hobbs-cafe"
             routes: dict[str, str] = {}
             default = args.model
             if args.routes:
                 table = RouteTable.from_file(args.routes, default=args.model)
                 routes, default = table.routes, table.default
             routes.update(dict(parse_route(r) for r in args.route))
-            arch_params = parse_assignments(args.arch or load_scenario(args.scenario).default_arch, args.settings)
-            config = RunConfig(scenario=args.scenario, arch=args.arch, model=default, routes=routes,
-                               steps=args.steps, preset=args.preset, rng=args.rng, max_cost=args.max_cost,
-                               max_calls=args.max_calls, max_concurrency=args.concurrency, rpm=args.rpm,
+            arch_params = parse_assignments(args.arch or load_scenario(scenario).default_arch, args.settings)
+            config = RunConfig(scenario=scenario, arch=args.arch, model=default, routes=routes,
+                               steps=args.steps, preset=args.preset, rng=42 if args.rng is None else args.rng,
+                               max_cost=args.max_cost, max_calls=args.max_calls,
+                               max_concurrency=16 if args.concurrency is None else args.concurrency, rpm=args.rpm,
                                tpm=args.tpm, api_base=args.api_base, arch_params=arch_params)
             out = args.out
+            if out is not None:
+                _writable_dir(out)
         result = run(config, out, progress=not args.no_progress)
     except (ScenarioError, ModelUnavailable, ValueError, FileNotFoundError) as exc:
         return _fail(str(exc))
     except ValidationError as exc:
-        return _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+        return _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
+                               for e in exc.errors()))
+    except OSError as exc:
+        return _fail(f"{type(exc).__name__}: {exc}")
     print(f"run directory: {result.run_dir}")
     print(f"status: {result.status} ({result.steps_done} steps)")
     return 0 if result.status == "completed" else 3
@@ -131,17 +191,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from socialsim.llm.tape import TapeMiss
-    from socialsim.model.runner import replay
+    from socialsim.model.runner import first_difference, replay
 
     if not (args.run_dir / "config.json").is_file():
         return _fail(f"{args.run_dir} is not a run directory (no config.json)")
     try:
         result, same = replay(args.run_dir, args.out, progress=not args.no_progress)
-    except TapeMiss as exc:
+    except (TapeMiss, ValueError) as exc:
         return _fail(f"replay failed: {exc}")
     print(f"replay directory: {result.run_dir}")
     print(f"live LLM calls: {result.model.llm.ledger.live_calls}")
-    print(f"frames identical to the recording: {'yes' if same else 'NO'}")
+    print(f"frames identical to the recording: {'yes' if same else 'NO'} (every frame and table compared)")
+    if not same:
+        print(f"first difference: {first_difference(args.run_dir, result.run_dir)}")
     return 0 if same else 1
 
 

@@ -1,0 +1,97 @@
+"""Crash safety: a run killed with SIGKILL at a random step resumes (``--resume``) to frames and
+tables identical to an uninterrupted run; a resumed run refuses changed arguments."""
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from socialsim.llm.fake_server import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+STEPS = 4
+
+
+def varied(messages):
+    text = messages[-1]["content"]
+    digest = zlib.crc32(text.encode())
+    options = re.findall(r"^(\d+)\. ", text, re.M)
+    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
+
+
+def cli(*args, **popen):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "OPENAI_API_KEY": "placeholder-key"}
+    return subprocess.Popen([sys.executable, "-m", "socialsim.cli", "run", *args, "--no-progress"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def steps_done(run_dir: Path) -> int:
+    try:
+        return json.loads((run_dir / "config.json").read_text())["steps_done"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return -1
+
+
+def frames(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """Every frame and table, without live latency (which no two runs share)."""
+    names = ["model.parquet", "agents.parquet", *(f"tables/{p.name}" for p in sorted((run_dir / "tables").glob("*")))]
+    return {n: pd.read_parquet(run_dir / n).drop(columns=["llm_latency_s"], errors="ignore") for n in names}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAIServer(policy=varied) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(server, tmp_path_factory):
+    out = tmp_path_factory.mktemp("full") / "run"
+    proc = cli("--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
+               "--steps", str(STEPS), "--rng", "3", "--out", str(out))
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    return frames(out)
+
+
+@pytest.mark.parametrize("kill_after", sorted(random.Random(14).sample(range(0, STEPS - 1), 2)) + [0])
+def test_kill_9_then_resume_gives_the_uninterrupted_frames(kill_after, server, uninterrupted, tmp_path):
+    out = tmp_path / "run"
+    proc = cli("--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
+               "--steps", str(STEPS), "--rng", "3", "--out", str(out))
+    deadline = time.monotonic() + 240
+    while steps_done(out) < kill_after and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert (out / "config.json").is_file()
+    killed_at = steps_done(out)
+    assert killed_at >= kill_after
+    resumed = cli("--resume", str(out))
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    assert json.loads((out / "config.json").read_text())["steps_done"] == STEPS
+    got = frames(out)
+    assert list(got) == list(uninterrupted)
+    for name, frame in uninterrupted.items():
+        pd.testing.assert_frame_equal(got[name], frame, obj=name)
+
+
+def test_resume_refuses_changed_arguments_and_lists_them(tmp_path):
+    out = tmp_path / "run"
+    assert cli("--arch", "generic", "--model", "rules", "--steps", "1", "--out", str(out)).wait(timeout=120) == 0
+    before = (out / "model.parquet").read_bytes()
+    proc = cli("--resume", str(out), "--model", "openai/other", "--rng", "7", "--set", "generic.x=1")
+    assert proc.wait(timeout=120) == 2
+    err = proc.stderr.read()
+    assert "refuses changed arguments" in err and "Traceback" not in err
+    assert "--model 'openai/other' (recorded: 'rules')" in err and "--rng 7 (recorded: 42)" in err and "--set" in err
+    assert (out / "model.parquet").read_bytes() == before
