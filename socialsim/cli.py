@@ -36,8 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="run directory (default runs/SCENARIO-ARCH-TIME)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
                      help="continue a stopped or killed run: its config and tape are reused, recorded calls are "
-                          "free; only --steps, --max-cost and --max-calls may change")
+                          "free; only --steps, --max-cost, --max-calls and --price may change")
     run.add_argument("--max-cost", type=float, help="stop cleanly once this many USD are spent")
+    run.add_argument("--price", type=_price, metavar="IN,OUT",
+                     help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
+                          "(needed with --max-cost)")
     run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls")
     run.add_argument("--concurrency", type=int, help="max concurrent LLM calls (default 16)")
     run.add_argument("--rpm", type=float, help="requests-per-minute limit shared by the run")
@@ -85,6 +88,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _price(text: str) -> tuple[float, float]:
+    """``--price IN,OUT``: two non-negative numbers of USD per 1M tokens."""
+    try:
+        prices = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        prices = ()
+    if len(prices) != 2 or min(prices) < 0:
+        raise argparse.ArgumentTypeError(f"expects IN,OUT: two numbers >= 0 of USD per 1M tokens, e.g. 0.15,0.6; got {text!r}")
+    return prices
+
+
 def _fail(message: str, code: int = 2) -> int:
     print(f"socialsim: error: {message}", file=sys.stderr)
     return code
@@ -129,7 +143,7 @@ def _resumed_config(args: argparse.Namespace):
         raise ValueError(f"--resume {args.resume} refuses changed arguments: {'; '.join(changed)}. "
                          f"Start a new run (without --resume) to change them")
     updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls,
-                                 "steps": args.steps}.items() if v is not None}
+                                 "steps": args.steps, "price": args.price}.items() if v is not None}
     return saved.model_copy(update=updates)
 
 
@@ -172,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                steps=args.steps, preset=args.preset, rng=42 if args.rng is None else args.rng,
                                max_cost=args.max_cost, max_calls=args.max_calls,
                                max_concurrency=16 if args.concurrency is None else args.concurrency, rpm=args.rpm,
-                               tpm=args.tpm, api_base=args.api_base, arch_params=arch_params)
+                               tpm=args.tpm, api_base=args.api_base, price=args.price, arch_params=arch_params)
             out = args.out
             if out is not None:
                 _writable_dir(out)

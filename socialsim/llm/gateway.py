@@ -78,6 +78,7 @@ class Gateway:
         num_retries: int = 2,
         api_base: str | None = None,
         estimate_prompts: bool = False,
+        price: tuple[float, float] | None = None,
     ) -> None:
         self.routes = routes or RouteTable()
         self.tape = tape if tape is not None else Tape()
@@ -87,6 +88,7 @@ class Gateway:
         self.rpm, self.tpm = rpm, tpm
         self.timeout_s, self.num_retries = timeout_s, num_retries
         self.api_base = api_base  # e.g. a vLLM or Ollama endpoint for provider models
+        self.price = price  # USD per 1M (prompt, completion) tokens for models litellm cannot price
         self.step = 0
         # rules engine only: also render each prompt and count its tokens (cost projections)
         self.estimate_prompts = estimate_prompts
@@ -225,7 +227,8 @@ class Gateway:
                 f"the tape has no record of {op.name} for agent {agent_id} at step {self.step} "
                 f"on {model} (key {key}); the run's configuration or code differs from the recording"
             )
-        self.ledger.check_budget()
+        reserve = self.worst_case_cost(model, messages, params["max_tokens"])
+        self.ledger.check_budget(reserve)
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
         limiter = shared_limiter(model, self.rpm, self.tpm)
@@ -235,7 +238,7 @@ class Gateway:
             try:
                 response = await self._acompletion(model, messages, params, fmt)
             except BaseException as exc:
-                self.ledger.release()
+                self.ledger.release(reserve)
                 if not isinstance(exc, _provider_exceptions()):
                     raise
                 error = redact(f"{type(exc).__name__}: {str(exc)[:300]}")
@@ -250,13 +253,36 @@ class Gateway:
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = self._cost(response, model)
-        self.ledger.add_live(cost)
+        if not cost and self.price and not is_embedded(model):  # a model priced by --price
+            cost = (prompt_tokens * self.price[0] + completion_tokens * self.price[1]) / 1e6
+        self.ledger.add_live(cost, reserve)
         self.tape.add(
             TapeRecord(key, model, op.name, agent_id, self.step, messages, {**params, **fmt}, raw,
                        prompt_tokens, completion_tokens, round(latency, 6), cost)
         )
         log.debug("step %s agent %s %s on %s: %r", self.step, agent_id, op.name, model, raw[:120])
         return Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True)
+
+    def unit_prices(self, model: str) -> tuple[float, float] | None:
+        """USD per 1M (prompt, completion) tokens: litellm's cost map, else ``price``; None if
+        neither knows (the embedded engine is free)."""
+        if is_embedded(model):
+            return (0.0, 0.0)
+        import litellm
+
+        info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1]) or {}
+        if info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None:
+            return (info["input_cost_per_token"] * 1e6, info["output_cost_per_token"] * 1e6)
+        return self.price
+
+    def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
+        """What a call can cost at most: its prompt (about 4 characters a token, rounded up
+        generously) and a full ``max_tokens`` reply; reserved before the call is made."""
+        prices = self.unit_prices(model)
+        if prices is None:
+            return 0.0
+        prompt_tokens = sum(len(m["content"]) for m in messages) // 3 + 8 * len(messages) + 16
+        return (prompt_tokens * prices[0] + max_tokens * prices[1]) / 1e6
 
     async def _acompletion(self, model, messages, params, fmt):
         """The one place that calls litellm (retries and timeouts are litellm's)."""

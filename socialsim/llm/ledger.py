@@ -64,27 +64,34 @@ class Ledger:
         self._totals = dict.fromkeys(TOTALS, 0)
         self._lock = threading.Lock()
         self._in_flight = 0  # reserved by check_budget, not yet completed
+        self._reserved_usd = 0.0  # worst-case cost of the calls in flight
         self._calls_of: Counter[tuple[int, int | None]] = Counter()  # (step, agent) -> rows so far
 
-    def check_budget(self) -> None:
-        """Reserve one live call, or raise if the budget is spent; calls already in flight count,
-        so concurrent calls cannot overshoot max_calls. ``add_live`` or ``release`` ends it."""
+    def check_budget(self, reserve_usd: float = 0.0) -> None:
+        """Reserve one live call and its worst-case cost (prompt tokens + max_tokens at the model's
+        price), or raise if the budget cannot cover it; calls in flight count with their
+        reservations, so concurrent calls cannot overshoot. ``add_live`` or ``release`` ends it."""
         b = self.budget
         with self._lock:
             if b.max_calls is not None and self.live_calls + self._in_flight >= b.max_calls:
                 raise BudgetExhausted(f"max_calls={b.max_calls} reached ({self.live_calls} live LLM calls)")
-            if b.max_cost is not None and self.live_cost >= b.max_cost:
-                raise BudgetExhausted(f"max_cost=${b.max_cost:g} reached (${self.live_cost:.4f} spent)")
+            if b.max_cost is not None and self.live_cost + self._reserved_usd + reserve_usd > b.max_cost:
+                raise BudgetExhausted(f"max_cost=${b.max_cost:g} reached (${self.live_cost:.4f} spent, "
+                                      f"${self._reserved_usd:.4f} reserved by calls in flight, "
+                                      f"${reserve_usd:.4f} needed by the next)")
             self._in_flight += 1
+            self._reserved_usd += reserve_usd
 
-    def release(self) -> None:
+    def release(self, reserved_usd: float = 0.0) -> None:
         """A reserved call that did not complete (provider error)."""
         with self._lock:
             self._in_flight = max(0, self._in_flight - 1)
+            self._reserved_usd = max(0.0, self._reserved_usd - reserved_usd)
 
-    def add_live(self, cost: float) -> None:
+    def add_live(self, cost: float, reserved_usd: float = 0.0) -> None:
         with self._lock:
             self._in_flight = max(0, self._in_flight - 1)
+            self._reserved_usd = max(0.0, self._reserved_usd - reserved_usd)
             self.live_calls += 1
             self.live_cost += cost
 

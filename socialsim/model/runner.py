@@ -48,6 +48,7 @@ class RunConfig(BaseModel):
     rpm: float | None = Field(default=None, gt=0)
     tpm: float | None = Field(default=None, gt=0)
     api_base: str | None = None  # endpoint for provider models (vLLM, Ollama, a proxy); never a key
+    price: tuple[float, float] | None = None  # USD per 1M (prompt, completion) tokens, for unpriced models
     arch_params: dict[str, Any] = Field(default_factory=dict)
 
     def resolved(self) -> RunConfig:
@@ -100,7 +101,13 @@ def run(
         tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
         gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
                           max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
-                          api_base=config.api_base)
+                          api_base=config.api_base, price=config.price)
+        if config.max_cost is not None and not replay:
+            unpriced = sorted(m for m in routes.models() if m != "rules" and gateway.unit_prices(m) is None)
+            if unpriced:
+                raise ValueError(f"--max-cost {config.max_cost:g} cannot be kept: {', '.join(unpriced)} "
+                                 f"has no price in litellm's cost map; give --price IN,OUT (USD per 1M prompt "
+                                 f"and completion tokens)")
         notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         for note in notes:
             log.warning(note)
@@ -230,6 +237,14 @@ def _in_record_order(df: pd.DataFrame) -> pd.DataFrame:
     return df.loc[index].reset_index(drop=True)
 
 
+def _agent_frame(dc) -> pd.DataFrame:
+    """The agent frame; before any step, empty with its columns (Mesa would turn the index
+    names into two rows of None)."""
+    if not any(dc._agent_records.values()):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in ["Step", "AgentID", *dc.agent_reporters]})
+    return _tidy(dc.get_agent_vars_dataframe())
+
+
 def _write_parquet(df: pd.DataFrame, path: Path) -> None:
     """Write whole or not at all (a run killed mid-write keeps the previous complete file)."""
     tmp = path.with_name(path.name + ".tmp")
@@ -242,7 +257,7 @@ def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, not
     row order (step, agent, call index) so identical runs give byte-identical files."""
     dc = model.datacollector
     _write_parquet(_tidy(dc.get_model_vars_dataframe()), run_dir / "model.parquet")
-    _write_parquet(_tidy(dc.get_agent_vars_dataframe()), run_dir / "agents.parquet")
+    _write_parquet(_agent_frame(dc), run_dir / "agents.parquet")
     tables = run_dir / "tables"
     tables.mkdir(exist_ok=True)
     for name in dc.tables:

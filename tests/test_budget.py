@@ -1,0 +1,78 @@
+"""The budget: cost reserved before each call so concurrent calls cannot overshoot max_cost; a
+model without a price needs --price; a stop before the first step writes a valid empty run."""
+
+import json
+import re
+import zlib
+
+import pandas as pd
+import pytest
+
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
+from socialsim.model.runner import RunConfig, run
+
+
+def varied(messages):
+    text = messages[-1]["content"]
+    options = re.findall(r"^(\d+)\. ", text, re.M)
+    digest = zlib.crc32(text.encode())
+    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied, delay_s=0.02) as s:
+        yield s
+
+
+def config(server, **kw):
+    return RunConfig(**{"arch": "generic", "model": "openai/fake-model", "steps": 3, "rng": 2,
+                        "api_base": server.api_base, **kw})
+
+
+def test_reservations_of_calls_in_flight_count_against_max_cost():
+    ledger = Ledger(Budget(max_cost=1.0))
+    ledger.check_budget(0.4)
+    ledger.check_budget(0.4)
+    with pytest.raises(BudgetExhausted, match=r"\$0.8000 reserved"):
+        ledger.check_budget(0.4)  # 0.8 in flight + 0.4 would pass 1.0 even though nothing is spent
+    ledger.add_live(0.1, 0.4)
+    ledger.release(0.4)
+    ledger.check_budget(0.4)  # 0.1 spent + 0.4 reserved + 0.4 <= 1.0
+
+
+def test_max_cost_is_never_overshot_with_sixteen_concurrent_calls(tmp_path, server):
+    budget = 0.05
+    result = run(config(server, max_cost=budget, price=(20.0, 20.0), max_concurrency=16), tmp_path / "r",
+                 progress=False, preflight=False)
+    assert result.status.startswith("stopped by budget: max_cost")
+    ledger = result.model.llm.ledger
+    assert 0 < ledger.live_cost <= budget
+    assert ledger.live_calls >= 2
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["status"].startswith("stopped by budget")
+
+
+def test_max_cost_on_an_unpriced_model_is_refused_before_anything_runs(tmp_path, server):
+    with pytest.raises(ValueError, match=r"openai/fake-model has no price .*--price IN,OUT"):
+        run(config(server, max_cost=1.0), tmp_path / "r", progress=False, preflight=False)
+    assert server.requests == []
+
+
+def test_price_prices_an_unknown_model(tmp_path, server):
+    result = run(config(server, price=(1.0, 3.0), steps=1), tmp_path / "r", progress=False, preflight=False)
+    calls = pd.read_parquet(tmp_path / "r" / "llm_calls.parquet")
+    expected = (calls["prompt_tokens"] * 1.0 + calls["completion_tokens"] * 3.0) / 1e6
+    assert result.model.llm.ledger.live_cost == pytest.approx(expected.sum())
+    assert result.model.llm.ledger.live_cost > 0
+
+
+def test_a_budget_stop_at_step_zero_writes_a_valid_empty_run(tmp_path, server):
+    result = run(config(server, max_cost=1e-9, price=(1.0, 1.0)), tmp_path / "r", progress=False, preflight=False)
+    assert result.status.startswith("stopped by budget") and result.steps_done == 0
+    assert server.requests == []
+    saved = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert saved["steps_done"] == 0
+    for name in ("model.parquet", "agents.parquet", "llm_calls.parquet"):
+        assert len(pd.read_parquet(tmp_path / "r" / name)) == 0, name
