@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="run directory (default runs/SCENARIO-ARCH-TIME)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
                      help="continue a stopped or killed run: its config and tape are reused, recorded calls are "
-                          "free; only --steps, --max-cost, --max-calls and --price may change")
+                          "free; only --steps, --max-cost, --max-calls, --price, --timeout, --retries and --json-schema may change")
     run.add_argument("--max-cost", type=float, help="stop cleanly once this many USD are spent")
     run.add_argument("--price", type=_price, metavar="IN,OUT",
                      help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--rpm", type=float, help="requests-per-minute limit shared by the run")
     run.add_argument("--tpm", type=float, help="tokens-per-minute limit shared by the run")
     run.add_argument("--api-base", help="endpoint of provider models, e.g. http://127.0.0.1:8000/v1 (vLLM)")
+    run.add_argument("--timeout", type=float, metavar="SECONDS",
+                     help="per-attempt timeout of an LLM call (default 30; a slow local model may need more)")
+    run.add_argument("--retries", type=int, help="retries of a failed LLM call (default 1)")
+    run.add_argument("--json-schema", choices=["auto", "on", "off"],
+                     help="JSON-schema answers: auto (where litellm knows the model supports it, default), "
+                          "on (declare the models capable, e.g. an openai/NAME behind vLLM), off")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     rep = sub.add_parser("replay", help="re-run a run from its tape with zero LLM calls")
@@ -116,10 +122,24 @@ def _check_run_arguments(args: argparse.Namespace) -> str | None:
     for flag, value, low, expected in checks:
         if value is not None and value < low:
             return f"{flag} expects {expected}, got {value}"
-    for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm)):
+    if args.retries is not None and args.retries < 0:
+        return f"--retries expects a whole number >= 0, got {args.retries}"
+    for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm), ("--timeout", args.timeout)):
         if value is not None and value <= 0:
             return f"{flag} expects a number > 0, got {value}"
     return None
+
+
+def _call_options(args: argparse.Namespace) -> dict:
+    """--timeout, --retries and --json-schema as RunConfig fields (only those given)."""
+    options: dict = {}
+    if args.timeout is not None:
+        options["timeout_s"] = args.timeout
+    if args.retries is not None:
+        options["num_retries"] = args.retries
+    if args.json_schema:
+        options["json_schema"] = {"on": True, "off": False, "auto": None}[args.json_schema]
+    return options
 
 
 def _resumed_config(args: argparse.Namespace):
@@ -144,7 +164,7 @@ def _resumed_config(args: argparse.Namespace):
                          f"Start a new run (without --resume) to change them")
     updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls,
                                  "steps": args.steps, "price": args.price}.items() if v is not None}
-    return saved.model_copy(update=updates)
+    return saved.model_copy(update=updates | _call_options(args))
 
 
 def _writable_dir(path: Path) -> None:
@@ -186,7 +206,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                steps=args.steps, preset=args.preset, rng=42 if args.rng is None else args.rng,
                                max_cost=args.max_cost, max_calls=args.max_calls,
                                max_concurrency=16 if args.concurrency is None else args.concurrency, rpm=args.rpm,
-                               tpm=args.tpm, api_base=args.api_base, price=args.price, arch_params=arch_params)
+                               tpm=args.tpm, api_base=args.api_base, price=args.price, arch_params=arch_params,
+                               **_call_options(args))
             out = args.out
             if out is not None:
                 _writable_dir(out)

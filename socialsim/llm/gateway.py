@@ -32,6 +32,12 @@ log = logging.getLogger("socialsim.llm")
 
 _UNPRICED: set[str] = set()
 
+# A hung provider costs at most DEFAULT_TIMEOUT_S x (1 + DEFAULT_RETRIES) per call; both can be set
+# per run (--timeout, --retries) and a slow local model may need a longer timeout.
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_RETRIES = 1
+CHARS_PER_TOKEN_CAP = 8  # a reply longer than 8 characters per allowed token is cut to that size
+
 
 class ProviderError(RuntimeError):
     """The model could not be reached or refused the call (after litellm's retries)."""
@@ -74,11 +80,12 @@ class Gateway:
         max_concurrency: int = 16,
         rpm: float | None = None,
         tpm: float | None = None,
-        timeout_s: float = 120.0,
-        num_retries: int = 2,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        num_retries: int = DEFAULT_RETRIES,
         api_base: str | None = None,
         estimate_prompts: bool = False,
         price: tuple[float, float] | None = None,
+        json_schema: bool | None = None,
     ) -> None:
         self.routes = routes or RouteTable()
         self.tape = tape if tape is not None else Tape()
@@ -89,6 +96,11 @@ class Gateway:
         self.timeout_s, self.num_retries = timeout_s, num_retries
         self.api_base = api_base  # e.g. a vLLM or Ollama endpoint for provider models
         self.price = price  # USD per 1M (prompt, completion) tokens for models litellm cannot price
+        # JSON-schema mode: None = where litellm knows the model supports it; True = the user
+        # declares the models capable (e.g. an openai/<name> behind a vLLM endpoint); False = never
+        self.json_schema = json_schema
+        self.capped_replies = 0  # replies longer than max_tokens allows, cut to size
+        self.capped_chars = 0  # characters cut from them
         self.step = 0
         # rules engine only: also render each prompt and count its tokens (cost projections)
         self.estimate_prompts = estimate_prompts
@@ -97,6 +109,14 @@ class Gateway:
             from socialsim.llm.engines.embedded import register
 
             register()
+
+    def derive(self, routes: RouteTable) -> Gateway:
+        """A gateway for other routes (e.g. an architecture's judges) that shares this run's
+        tape, ledger and budget, replay mode, endpoint, limits, timeout, retries and prices."""
+        return Gateway(routes, self.tape, self.ledger, replay=self.replay, max_concurrency=self.max_concurrency,
+                       rpm=self.rpm, tpm=self.tpm, timeout_s=self.timeout_s, num_retries=self.num_retries,
+                       api_base=self.api_base, estimate_prompts=self.estimate_prompts, price=self.price,
+                       json_schema=self.json_schema)
 
     # --- phases -----------------------------------------------------------------------------
     def run_phase(
@@ -212,8 +232,37 @@ class Gateway:
                 }
         return {}
 
-    async def _complete(self, op, agent_id, model, messages, params, question) -> Completion:
+    def _output_format(self, model: str, question: QuestionKind) -> dict[str, Any]:
+        """``_format_params`` with the run's JSON-schema choice applied (--json-schema on|off)."""
+        if self.json_schema is False and not is_embedded(model):
+            return {}
         fmt = self._format_params(model, question)
+        if self.json_schema and not fmt and isinstance(question, RecordQuestion):
+            fmt = {"response_format": {"type": "json_schema", "json_schema": {
+                "name": question.model.__name__, "schema": question.json_schema()}}}
+        return fmt
+
+    def _failed(self, key, op, agent_id, model, messages, params, error: str) -> ProviderError:
+        """Record a failed call on the tape (so the run replays with the same fallback) and
+        return the ProviderError to raise."""
+        error = redact(error)
+        self.tape.add(TapeRecord(key, model, op.name, agent_id, self.step, messages, params, "", 0, 0, 0.0, 0.0,
+                                 error=error))
+        return ProviderError(error)
+
+    def _cap(self, raw: str, max_tokens: int, op: Operation, agent_id: int | None) -> str:
+        """Cut a reply longer than ``max_tokens`` could be; the excess is counted and logged."""
+        limit = CHARS_PER_TOKEN_CAP * max_tokens
+        if len(raw) <= limit:
+            return raw
+        self.capped_replies += 1
+        self.capped_chars += len(raw) - limit
+        log.warning("step %s agent %s %s: reply of %d characters cut to %d (max_tokens=%d)",
+                    self.step, agent_id, op.name, len(raw), limit, max_tokens)
+        return raw[:limit]
+
+    async def _complete(self, op, agent_id, model, messages, params, question) -> Completion:
+        fmt = self._output_format(model, question)
         key = call_key(model, messages, {**params, **fmt})
         record = self.tape.get(key)
         if record is not None and record.error is not None and self.replay:
@@ -241,14 +290,17 @@ class Gateway:
                 self.ledger.release(reserve)
                 if not isinstance(exc, _provider_exceptions()):
                     raise
-                error = redact(f"{type(exc).__name__}: {str(exc)[:300]}")
-                self.tape.add(  # recorded so that the run replays with the same fallback
-                    TapeRecord(key, model, op.name, agent_id, self.step, messages, {**params, **fmt}, "",
-                               0, 0, 0.0, 0.0, error=error)
-                )
-                raise ProviderError(error) from None
+                raise self._failed(key, op, agent_id, model, messages, {**params, **fmt},
+                                   f"{type(exc).__name__}: {str(exc)[:300]}") from None
             latency = time.perf_counter() - start
-        raw = response.choices[0].message.content or ""
+        try:
+            content = response.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):  # a reply without a message: the provider's fault
+            self.ledger.release(reserve)
+            raise self._failed(key, op, agent_id, model, messages, {**params, **fmt},
+                               f"malformed response: no message in {str(response)[:200]!r}") from None
+        raw = self._cap(content if isinstance(content, str) else ("" if content is None else str(content)),
+                        params["max_tokens"], op, agent_id)
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)

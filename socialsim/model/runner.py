@@ -21,7 +21,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from socialsim.llm.engines import check_models, engine_note
-from socialsim.llm.gateway import Gateway
+from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Gateway
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
@@ -49,6 +49,9 @@ class RunConfig(BaseModel):
     tpm: float | None = Field(default=None, gt=0)
     api_base: str | None = None  # endpoint for provider models (vLLM, Ollama, a proxy); never a key
     price: tuple[float, float] | None = None  # USD per 1M (prompt, completion) tokens, for unpriced models
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)  # per call attempt
+    num_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
+    json_schema: bool | None = None  # None: where litellm knows support; True: declared capable
     arch_params: dict[str, Any] = Field(default_factory=dict)
 
     def resolved(self) -> RunConfig:
@@ -101,7 +104,8 @@ def run(
         tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
         gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
                           max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
-                          api_base=config.api_base, price=config.price)
+                          api_base=config.api_base, price=config.price, timeout_s=config.timeout_s,
+                          num_retries=config.num_retries, json_schema=config.json_schema)
         if config.max_cost is not None and not replay:
             unpriced = sorted(m for m in routes.models() if m != "rules" and gateway.unit_prices(m) is None)
             if unpriced:
@@ -273,6 +277,7 @@ def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, not
         "usage": ledger.totals(),
         "live_calls": ledger.live_calls,
         "failures_by_operation": dict(ledger.failures),
+        "capped_replies": {"replies": model.llm.capped_replies, "characters_cut": model.llm.capped_chars},
     }
     tmp = run_dir / "config.json.tmp"
     tmp.write_text(redact(json.dumps(meta, indent=2, default=str)))

@@ -1,0 +1,97 @@
+"""Fault injection against the real local HTTP server (FakeOpenAIServer) through litellm: 429s,
+500s, hangs, empty, wrong-type, choice-less, non-JSON, oversized and instruction-laden answers,
+and an outage mid-run. Nothing crashes, every call reaches the tape and the ledger, the faulty
+run replays exactly, and a run resumed after an outage equals an uninterrupted one."""
+
+import json
+import re
+import zlib
+
+import pandas as pd
+import pytest
+
+from socialsim.llm.fake_server import FAULTS, FakeOpenAIServer
+from socialsim.llm.gateway import CHARS_PER_TOKEN_CAP
+from socialsim.model.runner import RunConfig, first_difference, replay, run
+
+
+def varied(messages):
+    text = messages[-1]["content"]
+    options = re.findall(r"^(\d+)\. ", text, re.M)
+    digest = zlib.crc32(text.encode())
+    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
+
+
+def faulty(count, messages):
+    """Three requests in four get a fault, chosen from the prompt so that every run sees the same."""
+    digest = zlib.crc32(json.dumps(messages).encode())
+    return None if digest % 4 == 0 else FAULTS[(digest // 4) % len(FAULTS)]
+
+
+def config(server, steps, **kw):
+    return RunConfig(arch="generic", model="openai/fake-model", steps=steps, rng=4, api_base=server.api_base,
+                     timeout_s=0.3, num_retries=0, **kw)
+
+
+def frames(run_dir):
+    names = ["model.parquet", "agents.parquet", *(f"tables/{p.name}" for p in sorted((run_dir / "tables").glob("*")))]
+    return {n: pd.read_parquet(run_dir / n).drop(columns=["llm_latency_s"], errors="ignore") for n in names}
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+
+
+def test_a_hundred_bad_answers_crash_nothing_lose_nothing_and_replay(tmp_path):
+    with FakeOpenAIServer(policy=varied, faults=faulty, hang_s=0.6) as server:
+        result = run(config(server, steps=12), tmp_path / "run", progress=False, preflight=False)
+        injected = dict(server.injected)
+    assert result.status == "completed" and result.steps_done == 12
+    assert sum(injected.values()) >= 100 and all(injected[f] > 0 for f in FAULTS), injected
+
+    ledger = result.model.llm.ledger
+    calls = pd.read_parquet(tmp_path / "run" / "llm_calls.parquet")
+    tape = [json.loads(line) for line in (tmp_path / "run" / "tape.jsonl").read_text().splitlines()]
+    errors = [r for r in tape if r["error"] is not None]
+    # every call that reached the server is on the tape: answered ones in the ledger's live
+    # count, failed ones as the provider-error fallbacks of the ledger
+    assert len(tape) - len(errors) == ledger.live_calls == calls["live_calls"].sum()
+    assert len(errors) == calls["error"].fillna("").str.startswith("provider error").sum() > 0
+    assert len(calls) == len(ledger.rows)
+    # replies are capped to what max_tokens allows; the excess is counted
+    assert result.model.llm.capped_replies > 0
+    assert all(len(r["raw"]) <= CHARS_PER_TOKEN_CAP * r["params"]["max_tokens"] for r in tape)
+    # the instruction-laden answer was never used as an answer
+    assert not calls["status"].isin(["ok", "repaired"]).sum() == len(calls)
+
+    replayed, same = replay(tmp_path / "run", progress=False)
+    assert same, first_difference(tmp_path / "run", replayed.run_dir)
+    assert replayed.model.llm.ledger.live_calls == 0
+
+
+def test_an_outage_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
+    with FakeOpenAIServer(policy=varied) as server:
+        clean = run(config(server, steps=3), tmp_path / "clean", progress=False, preflight=False)
+        clean_fallbacks = clean.model.llm.ledger.totals()["fallbacks"]  # answers the policy cannot give
+
+    def outage_after(n):
+        def plan(count, messages):
+            if count >= n:
+                server2.down = True
+            return None
+        return plan
+
+    with FakeOpenAIServer(policy=varied) as server2:
+        server2.faults = outage_after(15)
+        hit = run(config(server2, steps=3), tmp_path / "run", progress=False, preflight=False)
+        assert hit.status == "completed" and hit.model.llm.ledger.totals()["fallbacks"] > clean_fallbacks
+        server2.down, server2.faults = False, None
+        resumed = run(config(server2, steps=3), tmp_path / "run", progress=False, preflight=False)
+    assert resumed.model.llm.ledger.totals()["fallbacks"] == clean_fallbacks
+    assert resumed.model.llm.ledger.live_calls > 0  # the failed calls were made again ...
+    assert resumed.model.llm.ledger.live_calls < clean.model.llm.ledger.live_calls  # ... the answered ones were not
+    got, want = frames(tmp_path / "run"), frames(tmp_path / "clean")
+    assert list(got) == list(want)
+    for name in want:
+        pd.testing.assert_frame_equal(got[name], want[name], obj=name)
