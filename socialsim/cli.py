@@ -184,7 +184,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.llm.routing import RouteTable, parse_route
-    from socialsim.model.runner import RunConfig, run
+    from socialsim.model.runner import RunConfig, check_priced, run
     from socialsim.scenarios.loader import ScenarioError, load_scenario
 
     if message := _check_run_arguments(args):
@@ -209,6 +209,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                                tpm=args.tpm, api_base=args.api_base, price=args.price, arch_params=arch_params,
                                **_call_options(args))
             out = args.out
+            resolved = config.resolved()  # scenario and preset checked before anything is written
+            if resolved.max_cost is not None:
+                check_priced(resolved)
             if out is not None:
                 _writable_dir(out)
         result = run(config, out, progress=not args.no_progress)

@@ -95,6 +95,8 @@ def run(
     that is how a run stopped by its budget resumes.
     """
     config = config.resolved()
+    if config.max_cost is not None and replay_from is None:
+        check_priced(config)
     run_dir = Path(out) if out else Path("runs") / f"{Path(config.scenario).stem}-{config.arch}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = _log_to(run_dir / "run.log")
@@ -106,12 +108,6 @@ def run(
                           max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
                           api_base=config.api_base, price=config.price, timeout_s=config.timeout_s,
                           num_retries=config.num_retries, json_schema=config.json_schema)
-        if config.max_cost is not None and not replay:
-            unpriced = sorted(m for m in routes.models() if m != "rules" and gateway.unit_prices(m) is None)
-            if unpriced:
-                raise ValueError(f"--max-cost {config.max_cost:g} cannot be kept: {', '.join(unpriced)} "
-                                 f"has no price in litellm's cost map; give --price IN,OUT (USD per 1M prompt "
-                                 f"and completion tokens)")
         notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         for note in notes:
             log.warning(note)
@@ -147,6 +143,18 @@ def run(
     finally:
         logging.getLogger("socialsim").removeHandler(handler)
         handler.close()
+
+
+def check_priced(config: RunConfig) -> None:
+    """A budget needs prices: refuse --max-cost when a routed model has none (before anything
+    is written)."""
+    pricing = Gateway(RouteTable("rules"), price=config.price)
+    models = RouteTable(config.model, dict(config.routes)).models()
+    unpriced = sorted(m for m in models if m != "rules" and pricing.unit_prices(m) is None)
+    if unpriced:
+        raise ValueError(f"--max-cost {config.max_cost:g} cannot be kept: {', '.join(unpriced)} "
+                         f"has no price in litellm's cost map; give --price IN,OUT (USD per 1M prompt "
+                         f"and completion tokens)")
 
 
 def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = True) -> tuple[RunResult, bool]:

@@ -8,9 +8,9 @@ errors, so a typo is reported rather than silently ignored. Architecture section
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -30,7 +30,7 @@ class AreaSpec(Strict):
     y: int = Field(ge=0)
     width: int = Field(ge=1)
     height: int = Field(ge=1)
-    kind: str = "room"  # room | outside
+    kind: Literal["room", "outside"] = "room"
 
 
 class UseEffect(Strict):
@@ -117,6 +117,15 @@ class Scenario(Strict):
     crsec: dict[str, Any] | None = None
     asvo: dict[str, Any] | None = None
     itcmas: dict[str, Any] | None = None
+
+    @field_validator("presets")
+    @classmethod
+    def _preset_steps(cls, presets: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, preset in presets.items():
+            steps = preset.get("steps")
+            if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+                raise ValueError(f"presets.{name}.steps: expected a whole number >= 1, got {steps!r}")
+        return presets
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
