@@ -105,6 +105,10 @@ def _price(text: str) -> tuple[float, float]:
     return prices
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _fail(message: str, code: int = 2) -> int:
     print(f"socialsim: error: {message}", file=sys.stderr)
     return code
@@ -189,6 +193,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if message := _check_run_arguments(args):
         return _fail(message)
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated run saves a resumable state, like Ctrl-C
     try:
         if args.resume:
             config = _resumed_config(args)

@@ -3,8 +3,9 @@
 A run directory holds: ``config.json`` (no secrets), ``tape.jsonl`` (every LLM call),
 ``model.parquet`` / ``agents.parquet`` (DataCollector frames), ``tables/*.parquet`` (events,
 interactions, architecture tables), ``llm_calls.parquet`` and ``usage.csv`` (accounting),
-``run.log``, figures and ``report.md``. Frames are written however the run ends (completed,
-budget stop, Ctrl-C, error), and the tape is appended call by call, so nothing recorded is lost.
+``run.log``, figures and ``report.md``. ``config.json`` is written before step 1 and frames after
+every complete step and however the run ends (completed, budget stop, Ctrl-C, SIGTERM, error);
+the tape is appended call by call, so nothing recorded is lost and a killed run resumes.
 """
 
 from __future__ import annotations
