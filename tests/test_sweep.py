@@ -343,3 +343,18 @@ def test_shared_tape_survives_a_torn_line_and_sees_other_writers(tmp_path):
     assert reader.get("b") is not None  # a miss re-reads what others appended
     assert reader.get("torn") is None and set(reader.used) == {"b"}
     assert path.read_text().splitlines()[-1].startswith('{"key": "b"')
+
+
+def test_a_run_is_keyed_by_the_scenario_content_not_its_name(tmp_path):
+    """Editing a scenario file gives its runs a new id, so stale results are never reused."""
+    from socialsim.batch.sweeps import run_config, run_id_of
+    from socialsim.scenarios.loader import DATA_DIR
+
+    path = tmp_path / "cafe.yaml"
+    text = (DATA_DIR / "hobbs-cafe.yaml").read_text()
+    path.write_text(text)
+    params = {"scenario": str(path), "arch": "generic", "model": "rules", "steps": 1}
+    before = run_id_of(run_config(params, 1))
+    assert run_id_of(run_config(params, 1)) == before
+    path.write_text(text.replace("step_minutes: 10", "step_minutes: 15"))
+    assert run_id_of(run_config(params, 1)) != before

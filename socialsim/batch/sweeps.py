@@ -51,12 +51,14 @@ from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord
 from socialsim.model.runner import RunConfig, save
 from socialsim.model.society import SocietyModel
+from socialsim.scenarios.loader import scenario_path
 
 log = logging.getLogger("socialsim.batch")
 
 RUNS = "runs"
 PARTIAL = ".partial-"
-NOT_IDENTITY = {"max_concurrency", "max_cost", "max_calls", "api_base", "rpm", "tpm"}
+NOT_IDENTITY = {"max_concurrency", "max_cost", "max_calls", "api_base", "rpm", "tpm", "price", "timeout_s",
+                "num_retries"}
 
 
 # --- run identity -------------------------------------------------------------------------------
@@ -75,7 +77,10 @@ def run_id_of(config: RunConfig) -> str:
     finished run by mistake and an unchanged one always finds it."""
     # Limits and the endpoint do not change what a completed run recorded: raising a budget
     # continues the same run (its calls so far come from the tape for free).
-    canonical = json.dumps(config.model_dump(exclude=NOT_IDENTITY), sort_keys=True, default=str)
+    # The scenario counts by its content, not its name: an edited file is a different run.
+    scenario = hashlib.sha256(scenario_path(config.scenario).read_bytes()).hexdigest()
+    canonical = json.dumps({**config.model_dump(exclude=NOT_IDENTITY), "scenario_content": scenario},
+                           sort_keys=True, default=str)
     return "run-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
@@ -125,7 +130,7 @@ class SharedTape(Tape):
                 except (ValueError, TypeError):
                     log.warning("%s: skipping a torn tape line (a run killed while writing)", self.path)
                     continue
-                self._records.setdefault(record.key, record)
+                self._keep(record)  # the first answer wins; an answer replaces a recorded error
             self._offset += end
 
     def get(self, key: str) -> TapeRecord | None:

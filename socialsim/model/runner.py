@@ -238,18 +238,6 @@ def _tidy(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _in_record_order(df: pd.DataFrame) -> pd.DataFrame:
-    """A table's rows by (step, agent), each agent's rows in the order it wrote them: rows
-    written during a concurrent phase arrive in completion order, which must not show."""
-    keys = [c for c in ("step", "agent") if c in df.columns]
-    if not keys or df.empty:
-        return df
-    order = pd.DataFrame({k: df[k].map(lambda v: "" if v is None or v != v else str(v)) if k == "agent" else df[k]
-                          for k in keys})
-    index = order.sort_values(keys, kind="stable").index
-    return df.loc[index].reset_index(drop=True)
-
-
 def _agent_frame(dc) -> pd.DataFrame:
     """The agent frame; before any step, empty with its columns (Mesa would turn the index
     names into two rows of None)."""
@@ -266,15 +254,16 @@ def _write_parquet(df: pd.DataFrame, path: Path) -> None:
 
 
 def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> None:
-    """Write the config, frames, tables and accounting recorded so far, every table in a fixed
-    row order (step, agent, call index) so identical runs give byte-identical files."""
+    """Write the config, frames, tables and accounting recorded so far; the ledger in (step,
+    agent, call index) order, so identical runs give byte-identical files. Tables keep the order
+    the model wrote them in (their rows must not be written in completion order)."""
     dc = model.datacollector
     _write_parquet(_tidy(dc.get_model_vars_dataframe()), run_dir / "model.parquet")
     _write_parquet(_agent_frame(dc), run_dir / "agents.parquet")
     tables = run_dir / "tables"
     tables.mkdir(exist_ok=True)
     for name in dc.tables:
-        _write_parquet(_in_record_order(_tidy(dc.get_table_dataframe(name))), tables / f"{name}.parquet")
+        _write_parquet(_tidy(dc.get_table_dataframe(name)), tables / f"{name}.parquet")
     ledger = model.llm.ledger
     _write_parquet(_tidy(ledger.frame()), run_dir / "llm_calls.parquet")
     ledger.by_operation().to_csv(run_dir / "usage.csv", index=False)
