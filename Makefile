@@ -17,7 +17,7 @@ FIND_PYTHON = for p in python3.12 \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
 	    command -v $$p; break; fi; done
 
-.PHONY: run test bench lint clean venv dashboard
+.PHONY: run test bench lint clean venv dashboard browser
 
 venv: $(STAMP)
 
@@ -38,15 +38,32 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/socialsim run $(ARGS)
 
-test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+# The suite runs on every core (pytest-xdist); PYTEST_ARGS="-k crsec" etc. narrows it.
+test: $(STAMP) browser
+	$(PY) -m pytest -q -n auto $(PYTEST_ARGS)
+
+# The dashboard's browser tests drive Debian's chromium (playwright never downloads a browser):
+# installed with apt-get when missing (as root, or through passwordless sudo), else a clear stop.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "the browser tests need Debian's chromium; installing it with apt-get"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else \
+	    echo "cannot install chromium: not root and no passwordless sudo. Run 'sudo apt-get install -y chromium', then make test."; \
+	    exit 1; fi; \
+	  if ! command -v apt-get >/dev/null 2>&1; then \
+	    echo "cannot install chromium: no apt-get (the project targets Debian). Install a 'chromium' on PATH, then make test."; \
+	    exit 1; fi; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null \
+	    || { echo "apt-get could not install chromium (see above); install it, then make test."; exit 1; }; \
+	  command -v chromium >/dev/null 2>&1 || { echo "chromium installed but not on PATH"; exit 1; }; }
 
 # the Solara dashboard on 127.0.0.1:8765; ARGS="RUN_DIR" replays a run, ARGS="school-micro --model rules" ...
 dashboard: $(STAMP)
 	$(VENV)/bin/socialsim dashboard $(ARGS)
 
 bench: $(STAMP)
-	$(PY) bench/bench_phase.py
+	$(PY) bench/run_all.py $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check socialsim tests bench

@@ -12,7 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
-from socialsim.llm import litellm_setup  # noqa: F401  (before anything imports litellm)
+# litellm, llama.cpp and Solara are imported inside the commands that need them (gateway.py configures
+# litellm on its first import), so `socialsim --help`, `socialsim models` and scenario checks stay fast.
 
 
 def _parser() -> argparse.ArgumentParser:

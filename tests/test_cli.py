@@ -41,3 +41,37 @@ def test_bad_arguments_get_a_message_naming_them(argv, message, capsys, tmp_path
 def test_replay_of_a_directory_that_is_not_a_run(tmp_path, capsys):
     assert main(["replay", str(tmp_path)]) == 2
     assert "is not a run directory" in capsys.readouterr().err
+
+
+HEAVY = ("litellm", "llama_cpp", "solara")
+_IMPORTS_AFTER = """
+import contextlib, io, sys
+from socialsim import cli
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    {action}
+print(",".join(m for m in {heavy!r} if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "cli.main(['--help'])",
+        "cli.main(['models'])",
+        "cli.main(['models', '--params', 'crsec'])",
+        "__import__('socialsim.scenarios.loader', fromlist=['x']).load_scenario('hobbs-cafe')",
+    ],
+)
+def test_light_commands_never_import_litellm_llama_cpp_or_solara(action):
+    """`--help`, `models` and scenario checks stay fast: the heavy libraries load only for a run."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    code = _IMPORTS_AFTER.format(action=action, heavy=HEAVY)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1:] in ([""], []), f"{action} imported {done.stdout.strip()}"

@@ -214,9 +214,17 @@ class Gateway:
     def _format_params(self, model: str, question: QuestionKind) -> dict[str, Any]:
         """Constrained decoding: a grammar for the embedded engine, a JSON schema where a
         provider supports one; plain kinds rely on the instruction and the strict parser."""
+        cache = self.__dict__.setdefault("_formats", {})  # built once per (model, operation's question)
+        try:
+            found = cache.get((model, question))
+        except TypeError:  # a question with unhashable fields: built every time
+            found, cache = None, None
+        if found is not None:
+            return found
+        fmt: dict[str, Any] = {}
         if is_embedded(model):
-            return {"grammar": question.gbnf()}
-        if isinstance(question, RecordQuestion):
+            fmt = {"grammar": question.gbnf()}
+        elif isinstance(question, RecordQuestion):
             import litellm
 
             try:
@@ -224,13 +232,15 @@ class Gateway:
             except Exception:
                 supported = False
             if supported:
-                return {
+                fmt = {
                     "response_format": {
                         "type": "json_schema",
                         "json_schema": {"name": question.model.__name__, "schema": question.json_schema()},
                     }
                 }
-        return {}
+        if cache is not None:
+            cache[(model, question)] = fmt
+        return fmt
 
     def _output_format(self, model: str, question: QuestionKind) -> dict[str, Any]:
         """``_format_params`` with the run's JSON-schema choice applied (--json-schema on|off)."""
@@ -356,8 +366,14 @@ class Gateway:
             return 0.0
         import litellm
 
+        usage = getattr(response, "usage", None)  # priced from the reply's own token counts, once
         try:
-            return float(litellm.completion_cost(completion_response=response) or 0.0)
+            prompt_usd, completion_usd = litellm.cost_per_token(
+                model=model,
+                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            )
+            return float(prompt_usd + completion_usd)
         except Exception:
             if model not in _UNPRICED:  # missing from litellm's cost map: recorded as free, said once
                 _UNPRICED.add(model)

@@ -11,9 +11,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
-
-T = TypeVar("T")
+from typing import Any
 
 _loop: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()
@@ -37,7 +35,7 @@ def _forget_loop_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_loop_in_child)
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+def run_sync[T](coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine on the background loop and wait for its result."""
     loop = _background_loop()
     if threading.current_thread().name == "socialsim-llm":

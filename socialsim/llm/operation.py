@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from socialsim.llm.questions import QuestionKind
 
-T = TypeVar("T", bound=BaseModel)
-
 Status = Literal["ok", "repaired", "fallback", "rules"]
 
 
 @dataclass
-class Answer(Generic[T]):
+class Answer[T: BaseModel]:
     """A typed answer and how it was obtained."""
 
     value: T

@@ -170,7 +170,7 @@ class LetterScaleQuestion(QuestionKind):
         return string.ascii_lowercase[: len(self.anchors)]
 
     def instruction(self) -> str:
-        listed = "\n".join(f"({c}) {a}" for c, a in zip(self.letters, self.anchors))
+        listed = "\n".join(f"({c}) {a}" for c, a in zip(self.letters, self.anchors, strict=True))
         return f"{listed}\nAnswer with one letter in parentheses, e.g. (a)."
 
     def gbnf(self) -> str:

