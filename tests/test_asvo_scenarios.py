@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from socialsim.agents.asvo.settings import ASVOScenario, ASVOSettings, assign_svo
-from socialsim.agents.desires import DESIRES
 from socialsim.agents.asvo.svo import SVO_TYPES
+from socialsim.agents.desires import DESIRES
 from socialsim.cli import main
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import load_scenario, scenario_path
@@ -45,7 +45,7 @@ def test_scenario_context_is_the_papers_text():
 
 def test_svo_assignment_cycle_mix_and_explicit():
     names = [f"P{i}" for i in range(10)]
-    section = ASVOScenario.model_validate({"actions": {"Neutral": ["wait"]}})
+    section = ASVOScenario.model_validate({"actions": [{"text": "wait", "self": 0.5, "others": 0.0}]})
     cycle = assign_svo(names, {}, ASVOSettings(), section, random.Random(0))
     assert [cycle[n] for n in names[:4]] == list(SVO_TYPES)
     mix = assign_svo(names, {}, ASVOSettings(svo_assignment="mix", svo_mix={"altruistic": 3, "competitive": 2}),
