@@ -127,3 +127,16 @@ def test_same_seed_same_frames_on_rules():
 def test_a_misspelt_judge_model_is_refused_with_a_clear_message():
     with pytest.raises(ValueError, match="unknown judge model 'gpt-5-typo'"):
         SocietyModel("school-micro", model="rules", judges=["gpt-5-typo"])
+
+
+def test_a_scenario_with_both_a_map_and_a_network_runs(tmp_path):
+    data = yaml.safe_load(open(scenario_path("school-micro")))
+    data["name"] = "school-map"
+    data["map"] = {"areas": [{"name": "dorm", "x": 0, "y": 0, "width": 6, "height": 4}]}
+    path = tmp_path / "school-map.yaml"
+    path.write_text(yaml.safe_dump(data))
+    model = SocietyModel(str(path), model="rules", rng=1)
+    model.step()
+    model.step()
+    assert len(model.datacollector.get_table_dataframe("asvo_predictions")) > 0
+    assert {a.name for a in model.agents} == set(model.social.agents)
