@@ -85,7 +85,7 @@ def test_an_unreasonable_update_is_reflected_on_retried_and_then_kept(triad, mon
         return ops.UpdateDesire.rule(ops.UPDATE_DESIRE, ctx, rng)
 
     monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", absurd)
-    model = SocietyModel(triad, model="rules", rng=1, max_retries=1, decay_per_hour=0.0)
+    model = SocietyModel(triad, model="rules", rng=1, update_noise=0.0, max_retries=1, decay_per_hour=0.0)
     model.step()
     updates = model.datacollector.get_table_dataframe("asvo_updates")
     reflections = model.datacollector.get_table_dataframe("asvo_reflections")
@@ -117,7 +117,7 @@ def test_a_retry_that_becomes_reasonable_is_accepted(triad, monkeypatch):
         return real
 
     monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", wrong_once)
-    model = SocietyModel(triad, model="rules", rng=1, max_retries=1)
+    model = SocietyModel(triad, model="rules", rng=1, update_noise=0.0, max_retries=1)
     model.step()
     updates = model.datacollector.get_table_dataframe("asvo_updates")
     retried = updates[updates["attempts"] == 2]
@@ -133,7 +133,7 @@ def test_without_retries_an_unreasonable_update_is_kept_after_one_reflection(tri
         return ops.Letter(letter="abcdefghijk"[level], level=level)
 
     monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", contrary)
-    model = SocietyModel(triad, model="rules", rng=1, max_retries=0, decay_per_hour=0.0)
+    model = SocietyModel(triad, model="rules", rng=1, update_noise=0.0, max_retries=0, decay_per_hour=0.0)
     model.step()
     updates = model.datacollector.get_table_dataframe("asvo_updates")
     assert (updates["attempts"] == 1).all() and not updates["accepted"].any()
@@ -247,3 +247,50 @@ def test_the_ablation_removes_the_svo_text_and_instructions_from_every_prompt():
             else:
                 assert "orientation" not in prompt and "personality" not in prompt
                 assert not any(text in prompt for text in PERSONALITY.values())
+
+
+def _tables(scenario: str = "school-meso", steps: int = 3, seed: int = 3, **params):
+    model = SocietyModel(scenario, model="rules", rng=seed, **params)
+    for _ in range(steps):
+        model.step()
+    dc = model.datacollector
+    return {t: dc.get_table_dataframe(t) for t in ("asvo_actions", "asvo_updates", "asvo_reflections")}
+
+
+def test_reflection_runs_under_rules_and_each_update_switch_changes_what_is_recorded():
+    on = _tables()
+    assert len(on["asvo_reflections"]) > 0  # careless rule updates are caught, reflected on, retried
+    retried = on["asvo_updates"][on["asvo_updates"]["attempts"] > 1]
+    assert len(retried) > 0 and retried["accepted"].any()
+    # no reflection: an unreasonable update is dropped at once, never retried, nothing reflected
+    off = _tables(reflection=False)
+    assert off["asvo_reflections"].empty and (off["asvo_updates"]["attempts"] <= 1).all()
+    assert (~off["asvo_updates"]["accepted"]).any()
+    # no check: every proposal is kept, careless ones included
+    unchecked = _tables(check_updates=False)
+    assert unchecked["asvo_updates"]["accepted"].all() and unchecked["asvo_reflections"].empty
+    assert (unchecked["asvo_updates"]["after"] - unchecked["asvo_updates"]["before"]).abs().max() >= 3
+    # no desire update: nothing moves but decay
+    frozen = _tables(update_desires=False)
+    assert (frozen["asvo_updates"]["after"] == frozen["asvo_updates"]["before"]).all()
+    assert (on["asvo_updates"]["after"] != on["asvo_updates"]["before"]).any()
+
+
+def test_switching_off_outcome_simulation_changes_choices_and_skips_the_calls():
+    on, off = _tables(), _tables(simulate_outcomes=False)
+    assert (on["asvo_actions"]["action"] != off["asvo_actions"]["action"]).any()
+    model = SocietyModel("school-meso", model="rules", rng=3, simulate_outcomes=False)
+    model.step()
+    assert "SimulateOutcome" not in set(model.llm.ledger.frame()["op"])
+
+
+def test_switching_off_decay_changes_recorded_desires():
+    def desires(**params):
+        model = SocietyModel("school-micro", model="rules", rng=3, update_desires=False, **params)
+        for _ in range(3):
+            model.step()
+        frame = model.datacollector.get_agent_vars_dataframe()
+        return frame[[c for c in frame.columns if c.startswith("desire_")]]
+    decayed, kept = desires(), desires(decay_per_hour=0.0)
+    assert (kept == 5.0).all().all()  # nothing moves without decay or updates
+    assert (decayed < 5.0).any().any()

@@ -275,6 +275,9 @@ class ASVOAgent(GenerativeAgent):
         self.effects = {t: known.get(t, PAYOFF[s]) for t, s in self.candidates}  # an LLM's action: its stance's payoff
         tom = self._tom_inputs(known)
         rngs = [random.Random(rng_propose.getrandbits(64)) for _ in self.candidates]
+        if not settings.simulate_outcomes:  # the switch: choose without imagining any outcome
+            self.intent = self.candidates[rng_select.randrange(len(self.candidates))]
+            return
         outcomes = await asyncio.gather(*(
             self._ask(ops.SIMULATE_OUTCOME, ops.OutcomeContext(self.name, self.active_svo, values, text,
                                                                *self.effects[text], **tom), r)
@@ -353,19 +356,24 @@ class ASVOAgent(GenerativeAgent):
 
     async def _update_desire(self, desire: str, history: list[str], rng: random.Random):
         """Update -> check -> (reflect, retry) at most R times -> else keep the previous value."""
+        settings = self.runtime.settings
         value = self.state.values[desire]
+        if not settings.update_desires:
+            return value, self._row(desire, value, value, value, 0, True), []
         ctx = ops.UpdateContext(self.name, self.description, self.active_svo, desire, value, self.action,
-                                self.consequence, dict(self.channels), history)
+                                self.consequence, dict(self.channels), history, noise=settings.update_noise)
         reflections: list[str] = []
         proposed, attempts = None, 0
-        for attempts in range(1, self.runtime.settings.max_retries + 2):
+        for attempts in range(1, settings.max_retries + 2):
             ctx.unreasonable = history + reflections
             proposed = (await self._ask(ops.UPDATE_DESIRE, ctx, rng)).value.level
             if proposed == ops._level(value):  # no change: nothing to check
                 return value, self._row(desire, value, proposed, value, attempts, True), reflections
             ctx.proposed = proposed
-            if (await self._ask(ops.CHECK_UPDATE, ctx, rng)).value.letter == "a":
+            if not settings.check_updates or (await self._ask(ops.CHECK_UPDATE, ctx, rng)).value.letter == "a":
                 return float(proposed), self._row(desire, value, proposed, proposed, attempts, True), reflections
+            if not settings.reflection:
+                break
             why = (await self._ask(ops.REFLECT_UPDATE, ctx, rng)).value.text
             reflections.append(f"{ops.reflection_prefix(ctx)} {why}")
             ctx.proposed = None

@@ -374,6 +374,7 @@ class UpdateContext:
     channels: dict[str, float]  # the step's structured outcome (rules only)
     unreasonable: list[str] = field(default_factory=list)  # earlier reflections of this agent
     proposed: int | None = None  # for the check and the reflection: the updated value
+    noise: float = 0.0  # rules only: chance the rule proposes a careless value (ASVOSettings.update_noise)
 
 
 def _level(value: float) -> int:
@@ -409,8 +410,14 @@ class UpdateDesire(Operation):
         )
 
     def rule(self, ctx: UpdateContext, rng: random.Random) -> Letter:
-        """Move by the felt outcome (SVO weights x the desire's sensitivity to each channel)."""
+        """Move by the felt outcome (SVO weights x the desire's sensitivity to each channel).
+        With probability ``noise`` the proposal is careless (a level at least 3 away from that),
+        a stand-in for a language model's slips so the check and reflection have work to do; a
+        retry that has a reflection on this very update in front of it is careful."""
         level = _level(rule_update(ctx.desire, ctx.value, ctx.channels, ctx.svo))
+        reflected = any(u.startswith(f"After '{ctx.action}', {ctx.desire} updated") for u in ctx.unreasonable)
+        if ctx.noise and not reflected and rng.random() < ctx.noise:
+            level = rng.choice([v for v in range(11) if abs(v - level) >= 3])
         return Letter(letter="abcdefghijk"[level], level=level)
 
     def fallback(self, ctx: UpdateContext) -> Letter:

@@ -53,6 +53,17 @@ class ASVOSettings(_Strict):
     judges: list[str] = Field(default_factory=lambda: ["rules"])  # judge models ("rules" = baseline)
     reflection_examples: int = Field(default=5, ge=0)  # unreasonable examples shown in a prompt
     embedding_model: str | None = None  # None: the offline embedding; else a litellm model
+    # mechanism switches (each has a test showing a recorded observable changes when it is off)
+    simulate_outcomes: bool = Field(default=True, description="imagine each candidate's outcome before "
+                                    "choosing; off: no simulation, the choice among candidates is random")
+    update_desires: bool = Field(default=True, description="update desires from the step's consequence; "
+                                 "off: desires change only by decay")
+    check_updates: bool = Field(default=True, description="check every desire update for reasonableness; "
+                                "off: every proposed update is kept")
+    reflection: bool = Field(default=True, description="reflect on an unreasonable update and retry (at most "
+                             "max_retries); off: an unreasonable update is dropped at once")
+    update_noise: float = Field(default=0.1, ge=0, le=1, description="rules engine only: chance a rule "
+                                "desire update is careless (3+ levels off), so check and reflection are exercised")
 
     @field_validator("svo_mix")
     @classmethod
