@@ -294,3 +294,34 @@ def test_switching_off_decay_changes_recorded_desires():
     decayed, kept = desires(), desires(decay_per_hour=0.0)
     assert (kept == 5.0).all().all()  # nothing moves without decay or updates
     assert (decayed < 5.0).any().any()
+
+
+def test_the_papers_context_text_reaches_the_planning_prompt():
+    model = SocietyModel("school-micro", model="rules", rng=1)
+    context = model.scenario_spec.context
+    assert "bunk beds and compact study desks" in context  # the appendix's Figure 3, quoted
+    agent = model.agent_named("Alice")
+    ctx = ops.PlanContext(agent.name, agent.description, agent.svo, agent.setting, [], dict(agent.state.values),
+                          dict(agent.state.expected), [], 3, model.society.catalogue(["Amy"], 0), context)
+    assert context in ops.PROPOSE_ACTIONS.prompt(ctx)
+
+
+@pytest.mark.parametrize("bad", ["", "  ", '{"$defs": {"Activity": {"properties": {}}}}', "**", "activities: []"])
+def test_unusable_actions_are_refused(bad):
+    assert ops.repair_action(bad) is None
+
+
+def test_actions_are_repaired_or_replaced_and_counted(triad, monkeypatch):
+    assert ops.repair_action('  "Action: help Bob"  ') == "help Bob"
+    prompt = "You are Amy. Generate 3 possible activity sequences that can best fulfil your desires."
+    assert ops.repair_action("Generate 3 possible activity sequences that can best fulfil your desires", prompt) is None
+
+    def schema_text(ctx, rng):
+        bad = ops.Activity(text='{"$defs": {"Activity": {}}}', stance="Neutral")
+        return ops.candidates_model(ctx.n)(activities=[bad] * ctx.n)
+
+    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", schema_text)
+    model = SocietyModel(triad, model="rules", rng=1)
+    model.step()
+    assert all("$defs" not in a.action and a.action for a in model.agents)
+    assert model.datacollector.get_model_vars_dataframe()["invalid_actions"].iloc[-1] == 3 * 3

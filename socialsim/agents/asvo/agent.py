@@ -29,7 +29,7 @@ import pandas as pd
 
 from socialsim.agents.asvo import operations as ops
 from socialsim.agents.asvo.settings import ASVOScenario, ASVOSettings, assign_svo
-from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, PAYOFF, equity
+from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, PAYOFF, equity, label_from_effects
 from socialsim.agents.desires import DESIRES, DesireState, LinearDecay, expected_value
 from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.phases import Phase
@@ -123,6 +123,7 @@ class ASVOAgent(GenerativeAgent):
             "competition_index": lambda m: _rate(m, COMPETITION_WEIGHT),
             "tom_error": lambda m: _mean([a.tom_error for a in m.agents if a.tom_error is not None]),
             "reflections": lambda m: sum(a.reflections_total for a in m.agents),
+            "invalid_actions": lambda m: sum(a.invalid_actions for a in m.agents),
         }
 
     @classmethod
@@ -171,6 +172,7 @@ class ASVOAgent(GenerativeAgent):
         # desire updates and reflections
         self.unreasonable: list[str] = []  # the history of unreasonable-update examples
         self.reflections_total = 0
+        self.invalid_actions = 0  # proposed actions refused by validation and replaced
         self.pending: dict[str, float] = {}
         self.update_rows: list[dict] = []
         self.new_reflections: list[tuple[str, str]] = []
@@ -268,9 +270,9 @@ class ASVOAgent(GenerativeAgent):
         values = {d: round(v, 2) for d, v in self.state.values.items()}
         ctx = ops.PlanContext(self.name, self.description, self.active_svo, self.setting, list(self.memory), values,
                               dict(self.state.expected), [f"{n}: {a}" for n, a, _ in self.visible],
-                              settings.n_candidates, catalogue)
+                              settings.n_candidates, catalogue, self.model.scenario_spec.context)
         proposal = await self._ask(ops.PROPOSE_ACTIONS, ctx, rng_propose)
-        self.candidates = [(a.text, a.stance) for a in proposal.value.activities]
+        self.candidates = self._validated(proposal.value.activities, ops.PROPOSE_ACTIONS.prompt(ctx), catalogue)
         known = {text: (own, others) for text, own, others in catalogue}
         self.effects = {t: known.get(t, PAYOFF[s]) for t, s in self.candidates}  # an LLM's action: its stance's payoff
         tom = self._tom_inputs(known)
@@ -287,6 +289,21 @@ class ASVOAgent(GenerativeAgent):
         select = ops.SelectContext(self.name, self.active_svo, values, dict(self.state.expected), texts, predicted)
         choice = (await self._ask(ops.SELECT_ACTION, select, rng_select)).value
         self.intent = self.candidates[choice.index]
+
+    def _validated(self, activities, prompt: str, catalogue) -> list[tuple[str, str]]:
+        """Every proposed action repaired (trimmed) or, when unusable (empty, schema text, a copy of
+        the prompt), replaced by the catalogue's ordinary action; replacements are counted."""
+        fallback = self.runtime.ordinary_action(self.name) if catalogue else ("carry on with my own work", 0.5, 0.0)
+        allowed = (*(t for t, _, _ in catalogue), *(a for _, a, _ in self.visible), *self.memory)
+        out = []
+        for a in activities:
+            text = ops.repair_action(a.text, prompt, allowed)
+            if text is None:
+                self.invalid_actions += 1
+                out.append((fallback[0], label_from_effects(fallback[2])))
+            else:
+                out.append((text, a.stance))
+        return out
 
     def _tom_inputs(self, known: dict[str, tuple[float, float]]) -> dict:
         """What theory of mind brings to outcome simulation: the others' predicted actions (their

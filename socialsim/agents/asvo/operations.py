@@ -216,6 +216,7 @@ class PlanContext:
     observed: list[str]  # "Bob: helped Amy with ..." lines
     n: int
     catalogue: list[tuple[str, float, float]]  # (text, own gain, others' gain): possible actions (rules only)
+    context: str = ""  # the scenario's full context text (the paper's Figures 3-5), first in the prompt
 
 
 class ProposeActions(Operation):
@@ -236,9 +237,10 @@ class ProposeActions(Operation):
         consistent = " and remain consistent with your social value orientation" if ctx.svo else ""
         observed = "\n".join(f"- {o}" for o in ctx.observed) or "- (no one in view)"
         return (
-            f"{who}Your current desire states are: {_desire_list(ctx.desires)}.\n"
+            f"{who}Environment: {ctx.context or ctx.setting}\n"
+            f"Your current desire states are: {_desire_list(ctx.desires)}.\n"
             f"The values you hope to reach are: {_desire_list(ctx.expected)}.\n"
-            f"Current environment: {ctx.setting}\nWhat you see others doing:\n{observed}\n"
+            f"What you see others doing:\n{observed}\n"
             f"Your recent memory:\n{_memory(ctx.memory)}\n\n"
             f"Generate {ctx.n} possible activity sequences that can best fulfil your desires{consistent}. "
             f"Be specific, make the activities varied, and include only actions possible in the present "
@@ -255,6 +257,24 @@ class ProposeActions(Operation):
 
     def fallback(self, ctx: PlanContext) -> BaseModel:
         return _candidates(ctx.catalogue[: ctx.n], ctx)
+
+
+SCHEMA_MARKERS = ("$defs", "\"properties\"", "\"type\":", "activities", "\"stance\"")
+
+
+def repair_action(text: str, prompt: str = "", allowed: tuple[str, ...] = ()) -> str | None:
+    """A usable action text, or None: trimmed of quotes, bullets and an "Action:" prefix; refused
+    when empty, when it is schema text (``$defs``, ``"properties"``...) or a copy of the prompt's
+    own words (an action the prompt lists as seen, remembered or possible is fine)."""
+    cleaned = text.strip().strip("\"'`*-• ").strip()
+    for prefix in ("Action:", "action:", "Activity:", "activity:"):
+        cleaned = cleaned.removeprefix(prefix).strip()
+    if len(cleaned) < 3 or any(m in cleaned for m in SCHEMA_MARKERS):
+        return None
+    quoted = any(cleaned in t for t in allowed)  # actions the prompt lists (seen, remembered, catalogue)
+    if prompt and len(cleaned) > 40 and cleaned in prompt and not quoted:
+        return None
+    return cleaned
 
 
 def _candidates(chosen: list[tuple[str, float, float]], ctx: PlanContext) -> BaseModel:
