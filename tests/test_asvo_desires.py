@@ -4,9 +4,9 @@ import math
 
 import pytest
 
+from socialsim.agents.asvo.operations import CHECK_UPDATE, UPDATE_DESIRE, UpdateContext
 from socialsim.agents.asvo.settings import PAPER_PRESET, ASVOSettings
 from socialsim.agents.desires import ANCHORS, DEGREE_STEP, DESIRES, LinearDecay, expected_value, gap_closure
-from socialsim.agents.asvo.operations import CHECK_UPDATE, UPDATE_DESIRE, UpdateContext
 from socialsim.llm.questions import AnswerError, LetterScaleQuestion
 from socialsim.scenarios.loader import load_scenario
 

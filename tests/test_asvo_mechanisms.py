@@ -1,18 +1,17 @@
 """ASVO's mechanisms on the rules engine: SVO-shaped desire updates, the reasonableness check and
 reflection loop, the two theory-of-mind paths, and SVO-separated actions."""
 
-import math
 
 import pandas as pd
 import pytest
 import yaml
 
-from socialsim.agents.asvo.svo import STANCES, rule_update
 from socialsim.agents.asvo import operations as ops
-from socialsim.agents.asvo.metrics import action_separability, cooperation_table
+from socialsim.agents.asvo.svo import PAYOFF, STANCES, rule_update
 from socialsim.model.society import SocietyModel
 
-CATALOGUE = {s: [f"{s.lower()} move toward {{other}}"] for s in STANCES}
+CATALOGUE = [{"text": f"{s.lower()} move toward {{other}}", "self": PAYOFF[s][0], "others": PAYOFF[s][1]}
+             for s in STANCES]
 
 
 @pytest.fixture
@@ -33,7 +32,8 @@ def force_stances(monkeypatch, stances: dict[str, str]):
     """Every candidate an agent proposes has the stance given for it (others: Neutral)."""
     def propose(ctx, rng):
         stance = stances.get(ctx.name, "Neutral")
-        activity = ops.Activity(text=ctx.catalogue[stance][0], stance=stance)
+        text = next(t for t, _, _ in ctx.catalogue if t.startswith(stance.lower() + " "))
+        activity = ops.Activity(text=text, stance=stance)
         return ops.candidates_model(ctx.n)(activities=[activity] * ctx.n)
     monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", propose)
 
@@ -85,7 +85,7 @@ def test_an_unreasonable_update_is_reflected_on_retried_and_then_kept(triad, mon
         return ops.UpdateDesire.rule(ops.UPDATE_DESIRE, ctx, rng)
 
     monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", absurd)
-    model = SocietyModel(triad, model="rules", rng=1, max_retries=1, decay_per_hour=0.0)
+    model = SocietyModel(triad, model="rules", rng=1, update_noise=0.0, max_retries=1, decay_per_hour=0.0)
     model.step()
     updates = model.datacollector.get_table_dataframe("asvo_updates")
     reflections = model.datacollector.get_table_dataframe("asvo_reflections")
@@ -117,7 +117,7 @@ def test_a_retry_that_becomes_reasonable_is_accepted(triad, monkeypatch):
         return real
 
     monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", wrong_once)
-    model = SocietyModel(triad, model="rules", rng=1, max_retries=1)
+    model = SocietyModel(triad, model="rules", rng=1, update_noise=0.0, max_retries=1)
     model.step()
     updates = model.datacollector.get_table_dataframe("asvo_updates")
     retried = updates[updates["attempts"] == 2]
@@ -133,7 +133,7 @@ def test_without_retries_an_unreasonable_update_is_kept_after_one_reflection(tri
         return ops.Letter(letter="abcdefghijk"[level], level=level)
 
     monkeypatch.setattr(ops.UPDATE_DESIRE, "rule", contrary)
-    model = SocietyModel(triad, model="rules", rng=1, max_retries=0, decay_per_hour=0.0)
+    model = SocietyModel(triad, model="rules", rng=1, update_noise=0.0, max_retries=0, decay_per_hour=0.0)
     model.step()
     updates = model.datacollector.get_table_dataframe("asvo_updates")
     assert (updates["attempts"] == 1).all() and not updates["accepted"].any()
@@ -165,26 +165,68 @@ def test_observable_and_unobservable_theory_of_mind_paths(triad, monkeypatch):
     assert alice_ops.index("GuessHiddenAction") < alice_ops.index("PredictGuessedDesires")
 
 
-def run_actions(use_svo: bool, steps: int = 3) -> pd.DataFrame:
-    model = SocietyModel("school-macro", model="rules", rng=7, use_svo=use_svo)
+def run_actions(scenario: str = "school-macro", steps: int = 3, seed: int = 7, **params) -> pd.DataFrame:
+    model = SocietyModel(scenario, model="rules", rng=seed, **params)
     for _ in range(steps):
         model.step()
     return model.datacollector.get_table_dataframe("asvo_actions")
 
 
-def test_with_svo_rule_actions_separate_by_svo_and_without_they_do_not():
-    with_svo, without = run_actions(True), run_actions(False)
-    sep_with, sep_without = action_separability(with_svo), action_separability(without)
-    assert sep_with.silhouette > 0.1 and sep_with.ratio > 1.3
-    assert sep_without.silhouette < 0.02 and sep_without.ratio < 1.15  # paper w/o ASVO: 1.01-1.12
-    assert sep_with.silhouette > sep_without.silhouette
-    # and the cooperation measures order the types as the SVO theory says
-    rates = cooperation_table(with_svo, "svo").set_index("svo")
-    assert rates.loc["altruistic", "cooperation_rate"] > rates.loc["individualistic", "cooperation_rate"]
-    assert rates.loc["competitive", "competition_index"] > rates.loc["prosocial", "competition_index"]
-    flat = cooperation_table(without, "svo").set_index("svo")
-    assert flat["cooperation_rate"].max() - flat["cooperation_rate"].min() < 0.25
-    assert not math.isnan(sep_without.silhouette)
+def test_every_svo_is_offered_the_same_candidates_and_the_svo_acts_only_by_weighting_outcomes():
+    with_svo, without = run_actions(use_svo=True), run_actions(use_svo=False)
+    # the same RNG draws give the same candidate lists whatever the SVO (and without it) ...
+    assert with_svo["candidates"].tolist() == without["candidates"].tolist()
+    # ... and no candidate text carries an SVO word
+    from socialsim.agents.asvo.svo import SVO_TYPES
+    assert not any(t in c for c in with_svo["candidates"] for t in SVO_TYPES)
+    # weighting the simulated outcomes by the SVO changes what is chosen from them
+    assert (with_svo["action"] != without["action"]).mean() > 0.2
+    by_svo = with_svo.groupby("svo")["others_gain"].size()
+    assert len(by_svo) == 4
+
+
+def test_altruists_choose_what_helps_others_more_than_competitors_from_the_same_candidates():
+    actions = run_actions(use_svo=True, steps=4)
+    effects = {t: (o, g) for t, o, g in SocietyModel("school-macro", model="rules", rng=7).society.catalogue([], 0)}
+    assert effects  # the catalogue is read from the scenario
+    label_rank = {s: i for i, s in enumerate(STANCES)}
+    mean_label = actions.assign(r=actions["label"].map(label_rank)).groupby("svo")["r"].mean()
+    assert mean_label["altruistic"] < mean_label["competitive"]  # lower = more cooperative, judged from effects
+
+
+def test_theory_of_mind_changes_selections_in_meso_and_macro_scenarios():
+    for scenario in ("school-meso", "workplace-macro"):
+        with_tom = run_actions(scenario, steps=3, tom_scope="all")
+        without = run_actions(scenario, steps=3, tom_scope="none")
+        first_with, first_without = with_tom[with_tom["step"] == 1], without[without["step"] == 1]
+        assert first_with["candidates"].tolist() == first_without["candidates"].tolist()  # same offers
+        assert (with_tom["action"] != without["action"]).any(), scenario  # different choices
+
+
+def test_the_judges_never_see_the_svo_and_label_from_effects():
+    ctx = ops.JudgeContext("Amy", "A dorm.", "help Bob with the review", -0.5, 1.0)
+    import dataclasses
+    assert not {"svo", "stance", "label"} & {f.name for f in dataclasses.fields(ctx)}
+    from socialsim.agents.asvo.svo import PERSONALITY, SVO_TYPES
+    for op in (ops.JUDGE_ACTION, ops.CLASSIFY_BEHAVIOUR):
+        prompt = op.prompt(ctx)
+        # ("competitive" may appear in the category definitions: "no clear ... competitive intent")
+        assert not any(t in prompt for t in SVO_TYPES if t != "competitive")
+        assert not any(t in prompt for t in PERSONALITY.values()) and "orientation" not in prompt
+    import random
+    labels = [ops.CLASSIFY_BEHAVIOUR.rule(ops.JudgeContext("A", "", "x", 0.0, g), random.Random(0)).text
+              for g in (1.0, 0.25, 0.0, -0.5, -1.0)]
+    assert labels == list(STANCES)
+
+
+def test_interactions_are_recorded_for_asvo():
+    model = SocietyModel("school-meso", model="rules", rng=1)
+    model.step()
+    interactions = model.datacollector.get_table_dataframe("interactions")
+    assert len(interactions) > 0
+    assert set(interactions["kind"]) <= set(STANCES)
+    names = {a.name for a in model.agents}
+    assert set(interactions["initiator"]) <= names and set(interactions["receiver"]) <= names
 
 
 def test_the_ablation_removes_the_svo_text_and_instructions_from_every_prompt():
@@ -194,8 +236,8 @@ def test_the_ablation_removes_the_svo_text_and_instructions_from_every_prompt():
     for svo in ("competitive", None):
         prompts = [
             ops.PROPOSE_ACTIONS.prompt(ops.PlanContext("Amy", "Amy is a student.", svo, "A dorm.", [], desires, desires,
-                                                       [], 3, CATALOGUE)),
-            ops.SIMULATE_OUTCOME.prompt(ops.OutcomeContext("Amy", svo, desires, "study", "Neutral")),
+                                                       [], 3, [(c["text"], c["self"], c["others"]) for c in CATALOGUE])),
+            ops.SIMULATE_OUTCOME.prompt(ops.OutcomeContext("Amy", svo, desires, "study", 0.5, 0.0)),
             ops.SELECT_ACTION.prompt(ops.SelectContext("Amy", svo, desires, desires, ["a", "b"], [desires, desires])),
             ops.UPDATE_DESIRE.prompt(ops.UpdateContext("Amy", "", svo, "comfort", 5, "study", "fine", {})),
         ]
@@ -205,3 +247,81 @@ def test_the_ablation_removes_the_svo_text_and_instructions_from_every_prompt():
             else:
                 assert "orientation" not in prompt and "personality" not in prompt
                 assert not any(text in prompt for text in PERSONALITY.values())
+
+
+def _tables(scenario: str = "school-meso", steps: int = 3, seed: int = 3, **params):
+    model = SocietyModel(scenario, model="rules", rng=seed, **params)
+    for _ in range(steps):
+        model.step()
+    dc = model.datacollector
+    return {t: dc.get_table_dataframe(t) for t in ("asvo_actions", "asvo_updates", "asvo_reflections")}
+
+
+def test_reflection_runs_under_rules_and_each_update_switch_changes_what_is_recorded():
+    on = _tables()
+    assert len(on["asvo_reflections"]) > 0  # careless rule updates are caught, reflected on, retried
+    retried = on["asvo_updates"][on["asvo_updates"]["attempts"] > 1]
+    assert len(retried) > 0 and retried["accepted"].any()
+    # no reflection: an unreasonable update is dropped at once, never retried, nothing reflected
+    off = _tables(reflection=False)
+    assert off["asvo_reflections"].empty and (off["asvo_updates"]["attempts"] <= 1).all()
+    assert (~off["asvo_updates"]["accepted"]).any()
+    # no check: every proposal is kept, careless ones included
+    unchecked = _tables(check_updates=False)
+    assert unchecked["asvo_updates"]["accepted"].all() and unchecked["asvo_reflections"].empty
+    assert (unchecked["asvo_updates"]["after"] - unchecked["asvo_updates"]["before"]).abs().max() >= 3
+    # no desire update: nothing moves but decay
+    frozen = _tables(update_desires=False)
+    assert (frozen["asvo_updates"]["after"] == frozen["asvo_updates"]["before"]).all()
+    assert (on["asvo_updates"]["after"] != on["asvo_updates"]["before"]).any()
+
+
+def test_switching_off_outcome_simulation_changes_choices_and_skips_the_calls():
+    on, off = _tables(), _tables(simulate_outcomes=False)
+    assert (on["asvo_actions"]["action"] != off["asvo_actions"]["action"]).any()
+    model = SocietyModel("school-meso", model="rules", rng=3, simulate_outcomes=False)
+    model.step()
+    assert "SimulateOutcome" not in set(model.llm.ledger.frame()["op"])
+
+
+def test_switching_off_decay_changes_recorded_desires():
+    def desires(**params):
+        model = SocietyModel("school-micro", model="rules", rng=3, update_desires=False, **params)
+        for _ in range(3):
+            model.step()
+        frame = model.datacollector.get_agent_vars_dataframe()
+        return frame[[c for c in frame.columns if c.startswith("desire_")]]
+    decayed, kept = desires(), desires(decay_per_hour=0.0)
+    assert (kept == 5.0).all().all()  # nothing moves without decay or updates
+    assert (decayed < 5.0).any().any()
+
+
+def test_the_papers_context_text_reaches_the_planning_prompt():
+    model = SocietyModel("school-micro", model="rules", rng=1)
+    context = model.scenario_spec.context
+    assert "bunk beds and compact study desks" in context  # the appendix's Figure 3, quoted
+    agent = model.agent_named("Alice")
+    ctx = ops.PlanContext(agent.name, agent.description, agent.svo, agent.setting, [], dict(agent.state.values),
+                          dict(agent.state.expected), [], 3, model.society.catalogue(["Amy"], 0), context)
+    assert context in ops.PROPOSE_ACTIONS.prompt(ctx)
+
+
+@pytest.mark.parametrize("bad", ["", "  ", '{"$defs": {"Activity": {"properties": {}}}}', "**", "activities: []"])
+def test_unusable_actions_are_refused(bad):
+    assert ops.repair_action(bad) is None
+
+
+def test_actions_are_repaired_or_replaced_and_counted(triad, monkeypatch):
+    assert ops.repair_action('  "Action: help Bob"  ') == "help Bob"
+    prompt = "You are Amy. Generate 3 possible activity sequences that can best fulfil your desires."
+    assert ops.repair_action("Generate 3 possible activity sequences that can best fulfil your desires", prompt) is None
+
+    def schema_text(ctx, rng):
+        bad = ops.Activity(text='{"$defs": {"Activity": {}}}', stance="Neutral")
+        return ops.candidates_model(ctx.n)(activities=[bad] * ctx.n)
+
+    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", schema_text)
+    model = SocietyModel(triad, model="rules", rng=1)
+    model.step()
+    assert all("$defs" not in a.action and a.action for a in model.agents)
+    assert model.datacollector.get_model_vars_dataframe()["invalid_actions"].iloc[-1] == 3 * 3

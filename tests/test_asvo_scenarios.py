@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from socialsim.agents.asvo.settings import ASVOScenario, ASVOSettings, assign_svo
-from socialsim.agents.desires import DESIRES
 from socialsim.agents.asvo.svo import SVO_TYPES
+from socialsim.agents.desires import DESIRES
 from socialsim.cli import main
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import load_scenario, scenario_path
@@ -45,7 +45,7 @@ def test_scenario_context_is_the_papers_text():
 
 def test_svo_assignment_cycle_mix_and_explicit():
     names = [f"P{i}" for i in range(10)]
-    section = ASVOScenario.model_validate({"actions": {"Neutral": ["wait"]}})
+    section = ASVOScenario.model_validate({"actions": [{"text": "wait", "self": 0.5, "others": 0.0}]})
     cycle = assign_svo(names, {}, ASVOSettings(), section, random.Random(0))
     assert [cycle[n] for n in names[:4]] == list(SVO_TYPES)
     mix = assign_svo(names, {}, ASVOSettings(svo_assignment="mix", svo_mix={"altruistic": 3, "competitive": 2}),
@@ -127,3 +127,16 @@ def test_same_seed_same_frames_on_rules():
 def test_a_misspelt_judge_model_is_refused_with_a_clear_message():
     with pytest.raises(ValueError, match="unknown judge model 'gpt-5-typo'"):
         SocietyModel("school-micro", model="rules", judges=["gpt-5-typo"])
+
+
+def test_a_scenario_with_both_a_map_and_a_network_runs(tmp_path):
+    data = yaml.safe_load(open(scenario_path("school-micro")))
+    data["name"] = "school-map"
+    data["map"] = {"areas": [{"name": "dorm", "x": 0, "y": 0, "width": 6, "height": 4}]}
+    path = tmp_path / "school-map.yaml"
+    path.write_text(yaml.safe_dump(data))
+    model = SocietyModel(str(path), model="rules", rng=1)
+    model.step()
+    model.step()
+    assert len(model.datacollector.get_table_dataframe("asvo_predictions")) > 0
+    assert {a.name for a in model.agents} == set(model.social.agents)

@@ -70,3 +70,54 @@ def test_paper_table_2_is_as_published():
     assert PAPER_TABLE_2[("Workplace", True)] == (0.21, 1.67)
     assert PAPER_TABLE_2[("Family", True)] == (0.07, 1.49)
     assert PAPER_TABLE_2[("Family", False)] == (-0.074, 1.01)
+
+
+def _two_clusters():
+    helpers = [f"help {n} with the {t} together" for n, t in
+               zip("Bob Amy Eve Dan Kim Lee Max Sue Ann Tom".split(),
+                   "report slides kite homework poster budget speech review map quiz".split(), strict=True)]
+    rivals = [f"challenge {n} to beat them at the {t}" for n, t in
+              zip("Bob Amy Eve Dan Kim Lee Max Sue Ann Tom".split(),
+                  "race exam vote game quiz chess pitch match duel test".split(), strict=True)]
+    return helpers + rivals, ["altruistic"] * 10 + ["competitive"] * 10
+
+
+def test_shuffled_labels_give_about_zero_and_the_chance_row_shows_it():
+    texts, labels = _two_clusters()
+    result = separability(texts, labels)
+    assert result.silhouette > 0.3
+    assert abs(result.shuffled_silhouette) < 0.1  # the permutation baseline: chance
+    shuffled = list(np.random.default_rng(5).permutation(labels))
+    assert abs(separability(texts, shuffled).silhouette) < 0.15
+
+
+def test_the_pipeline_never_sees_the_labels_before_the_points_exist():
+    texts, labels = _two_clusters()
+    a = separability(texts, labels)
+    b = separability(texts, ["x", "y"] * 10)  # other labels: the very same embedding and t-SNE points
+    assert np.allclose(a.points, b.points)
+
+
+def test_one_shared_svo_or_identical_actions_are_not_measurable_instead_of_crashing():
+    texts, labels = _two_clusters()
+    one = separability(texts, ["prosocial"] * len(texts))
+    assert not one.measurable and "one SVO" in one.note
+    same = separability(["help Bob"] * 12, ["altruistic", "competitive"] * 6)
+    assert not same.measurable and "same" in same.note
+
+
+def test_the_report_survives_degenerate_runs(tmp_path, monkeypatch):
+    from socialsim.agents.asvo import operations as ops
+    from socialsim.agents.asvo.metrics import report_sections
+    from socialsim.model.society import SocietyModel
+
+    def always_the_same(ctx, rng):
+        return ops.candidates_model(ctx.n)(activities=[ops.Activity(text="read quietly", stance="Neutral")] * ctx.n)
+
+    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", always_the_same)
+    for params in ({}, {"svo_assignment": "mix", "svo_mix": {"prosocial": 1.0}}):
+        model = SocietyModel("school-meso", model="rules", rng=1, **params)
+        for _ in range(2):
+            model.step()
+        text = "\n".join(report_sections(model, tmp_path))
+        assert "not measurable" in text

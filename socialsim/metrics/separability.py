@@ -100,6 +100,23 @@ class Separability:
     silhouette: float
     ratio: float
     note: str = ""
+    shuffled_silhouette: float = math.nan  # chance level: mean silhouette over label permutations
+
+    @property
+    def measurable(self) -> bool:
+        return not math.isnan(self.silhouette)
+
+
+PERMUTATIONS = 20  # label shuffles for the chance level
+
+
+def permutation_silhouette(points: np.ndarray, labels: list[str], seed: int = 0, n: int = PERMUTATIONS) -> float:
+    """The silhouette the same points give with the labels shuffled, averaged over ``n``
+    permutations (seeded): what chance looks like for this many points and label sizes."""
+    rng = np.random.default_rng(seed)
+    values = [silhouette(points, list(rng.permutation(labels))) for _ in range(n)]
+    values = [v for v in values if not math.isnan(v)]
+    return float(np.mean(values)) if values else math.nan
 
 
 def separability(texts: list[str], labels: list[str], embedding_model: str | None = None,
@@ -109,9 +126,14 @@ def separability(texts: list[str], labels: list[str], embedding_model: str | Non
         raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
     if len(texts) < MIN_POINTS:
         return Separability(None, labels, math.nan, math.nan, f"too few actions ({len(texts)} < {MIN_POINTS})")
+    if len(set(labels)) < 2:
+        return Separability(None, labels, math.nan, math.nan, "not measurable: only one SVO type")
+    if len(set(texts)) < 2:
+        return Separability(None, labels, math.nan, math.nan, "not measurable: every action text is the same")
+    # the labels are used only after the points exist: embedding and t-SNE see the texts alone
     points = tsne_2d(embed(texts, embedding_model), seed)
-    note = "" if len(set(labels)) > 1 else "only one SVO type: separability is undefined"
-    return Separability(points, labels, silhouette(points, labels), separation_ratio(points, labels), note)
+    return Separability(points, labels, silhouette(points, labels), separation_ratio(points, labels), "",
+                        permutation_silhouette(points, labels, seed))
 
 
 def plot_tsne(result: Separability, path: Path, title: str = "Actions by SVO (t-SNE)") -> bool:

@@ -61,7 +61,7 @@ class SocietyModel(Model):
             agent = cls(self, spec)
             if self.world is not None:
                 self.world.place(agent, spec.start_area or self.scenario_spec.map.areas[0].name)
-            elif self.social is not None:
+            if self.social is not None:  # a scenario may have both a map and a network
                 self.social.place(agent)
         self._events_written = 0
         self.datacollector = DataCollector(

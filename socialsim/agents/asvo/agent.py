@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from socialsim.agents.asvo import operations as ops
 from socialsim.agents.asvo.settings import ASVOScenario, ASVOSettings, assign_svo
+from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, PAYOFF, equity, label_from_effects
 from socialsim.agents.desires import DESIRES, DesireState, LinearDecay, expected_value
 from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.phases import Phase
-from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, PAYOFF, equity
-from socialsim.agents.asvo import operations as ops
 from socialsim.llm.routing import RULES, RouteTable
 from socialsim.scenarios.schema import AgentSpec
 
@@ -88,13 +88,16 @@ class ASVORuntime:
                                             replay=model.llm.replay, max_concurrency=model.llm.max_concurrency)))
         return gateways
 
-    def catalogue(self, others: list[str], step: int) -> dict[str, list[str]]:
-        """The scenario's possible actions, ``{other}`` filled with someone the agent observes."""
-        filled = {}
-        for stance, texts in self.section.actions.items():
-            filled[stance] = [t.replace("{other}", others[(i + step) % len(others)] if others else self.section.someone)
-                              for i, t in enumerate(texts)]
-        return filled
+    def catalogue(self, others: list[str], step: int) -> list[tuple[str, float, float]]:
+        """The scenario's possible actions as (text, own gain, others' gain), ``{other}`` filled
+        with someone the agent observes. The same for every SVO."""
+        return [(a.text.replace("{other}", others[(i + step) % len(others)] if others else self.section.someone),
+                 a.own, a.others) for i, a in enumerate(self.section.actions)]
+
+    def ordinary_action(self, name: str) -> tuple[str, float, float]:
+        """What someone is assumed to do when nothing is known: the catalogue action that touches
+        the others least (ties: the first)."""
+        return min(self.catalogue([name], 0), key=lambda a: abs(a[2]))
 
 
 class ASVOAgent(GenerativeAgent):
@@ -120,6 +123,7 @@ class ASVOAgent(GenerativeAgent):
             "competition_index": lambda m: _rate(m, COMPETITION_WEIGHT),
             "tom_error": lambda m: _mean([a.tom_error for a in m.agents if a.tom_error is not None]),
             "reflections": lambda m: sum(a.reflections_total for a in m.agents),
+            "invalid_actions": lambda m: sum(a.invalid_actions for a in m.agents),
         }
 
     @classmethod
@@ -158,6 +162,8 @@ class ASVOAgent(GenerativeAgent):
         # the step's decision and its outcome
         self.start_values: dict[str, float] = dict(self.state.values)
         self.candidates: list[tuple[str, str]] = []
+        self.effects: dict[str, tuple[float, float]] = {}  # candidate text -> (own, others) simulated effects
+        self.effect: tuple[float, float] = (0.0, 0.0)  # the chosen action's
         self.intent: tuple[str, str] | None = None
         self.action, self.stance, self.label, self.previous_action = "", "", "", ""
         self.channels: dict[str, float] = {}
@@ -166,6 +172,7 @@ class ASVOAgent(GenerativeAgent):
         # desire updates and reflections
         self.unreasonable: list[str] = []  # the history of unreasonable-update examples
         self.reflections_total = 0
+        self.invalid_actions = 0  # proposed actions refused by validation and replaced
         self.pending: dict[str, float] = {}
         self.update_rows: list[dict] = []
         self.new_reflections: list[tuple[str, str]] = []
@@ -217,7 +224,8 @@ class ASVOAgent(GenerativeAgent):
     # --- 2. decide --------------------------------------------------------------------------
     async def decide(self) -> None:
         targets = self._tom_targets()
-        rngs, (propose, select) = self._rngs(len(targets)), self._rngs(2)
+        # planning's RNGs first, so switching ToM off changes no draw of the planning itself
+        (propose, select), rngs = self._rngs(2), self._rngs(len(targets))
         self.predictions = list(await asyncio.gather(*(self._theory_of_mind(t, r)
                                                        for t, r in zip(targets, rngs, strict=True))))
         await self._plan(propose, select)
@@ -243,8 +251,7 @@ class ASVOAgent(GenerativeAgent):
             observable = True
         else:
             known = self.last_seen.get(target.name)
-            default = self.runtime.catalogue([self.name], 0).get("Neutral", ["carry on as usual"])
-            default = (default or ["carry on as usual"])[0]
+            default = self.runtime.ordinary_action(self.name)[0]
             guess_ctx = ops.HiddenActionContext(self.name, self.setting, list(self.memory), self.action, target.name,
                                                 known[0] if known else None, default)
             action = (await self._ask(ops.GUESS_HIDDEN_ACTION, guess_ctx, rng)).value.text
@@ -253,7 +260,7 @@ class ASVOAgent(GenerativeAgent):
                                   self.runtime.decay)
             answer = await self._ask(ops.PREDICT_GUESSED_DESIRES, ctx, rng)
             observable = False
-        return {"target": target.name, "observable": observable, "action": action,
+        return {"target": target.name, "observable": observable, "action": action, "stance": stance,
                 "values": ops.record_values(answer.value)}
 
     async def _plan(self, rng_propose: random.Random, rng_select: random.Random) -> None:
@@ -263,24 +270,62 @@ class ASVOAgent(GenerativeAgent):
         values = {d: round(v, 2) for d, v in self.state.values.items()}
         ctx = ops.PlanContext(self.name, self.description, self.active_svo, self.setting, list(self.memory), values,
                               dict(self.state.expected), [f"{n}: {a}" for n, a, _ in self.visible],
-                              settings.n_candidates, catalogue)
+                              settings.n_candidates, catalogue, self.model.scenario_spec.context)
         proposal = await self._ask(ops.PROPOSE_ACTIONS, ctx, rng_propose)
-        self.candidates = [(a.text, a.stance) for a in proposal.value.activities]
+        self.candidates = self._validated(proposal.value.activities, ops.PROPOSE_ACTIONS.prompt(ctx), catalogue)
+        known = {text: (own, others) for text, own, others in catalogue}
+        self.effects = {t: known.get(t, PAYOFF[s]) for t, s in self.candidates}  # an LLM's action: its stance's payoff
+        tom = self._tom_inputs(known)
         rngs = [random.Random(rng_propose.getrandbits(64)) for _ in self.candidates]
+        if not settings.simulate_outcomes:  # the switch: choose without imagining any outcome
+            self.intent = self.candidates[rng_select.randrange(len(self.candidates))]
+            return
         outcomes = await asyncio.gather(*(
-            self._ask(ops.SIMULATE_OUTCOME, ops.OutcomeContext(self.name, self.active_svo, values, text, stance), r)
-            for (text, stance), r in zip(self.candidates, rngs, strict=True)))
+            self._ask(ops.SIMULATE_OUTCOME, ops.OutcomeContext(self.name, self.active_svo, values, text,
+                                                               *self.effects[text], **tom), r)
+            for (text, _), r in zip(self.candidates, rngs, strict=True)))
         predicted = [{d: float(v) for d, v in ops.record_values(o.value).items() if d in values} for o in outcomes]
         texts = _distinct([t for t, _ in self.candidates])
         select = ops.SelectContext(self.name, self.active_svo, values, dict(self.state.expected), texts, predicted)
         choice = (await self._ask(ops.SELECT_ACTION, select, rng_select)).value
         self.intent = self.candidates[choice.index]
 
+    def _validated(self, activities, prompt: str, catalogue) -> list[tuple[str, str]]:
+        """Every proposed action repaired (trimmed) or, when unusable (empty, schema text, a copy of
+        the prompt), replaced by the catalogue's ordinary action; replacements are counted."""
+        fallback = self.runtime.ordinary_action(self.name) if catalogue else ("carry on with my own work", 0.5, 0.0)
+        allowed = (*(t for t, _, _ in catalogue), *(a for _, a, _ in self.visible), *self.memory)
+        out = []
+        for a in activities:
+            text = ops.repair_action(a.text, prompt, allowed)
+            if text is None:
+                self.invalid_actions += 1
+                out.append((fallback[0], label_from_effects(fallback[2])))
+            else:
+                out.append((text, a.stance))
+        return out
+
+    def _tom_inputs(self, known: dict[str, tuple[float, float]]) -> dict:
+        """What theory of mind brings to outcome simulation: the others' predicted actions (their
+        simulated effects on oneself and on themselves) and how far their predicted desires fall
+        below neutral. All zero, and no lines, when ToM is off (``tom_scope="none"``)."""
+        if not self.predictions:
+            return {}
+        effects = [known.get(p["action"], PAYOFF[p["stance"] or "Neutral"]) for p in self.predictions]
+        need = mean(mean(ops.NEUTRAL_BELIEF - v for v in p["values"].values()) / ops.NEUTRAL_BELIEF
+                    for p in self.predictions)
+        view = [f"{p['target']}: likely does '{p['action']}'; desires about "
+                f"{ops._desire_list({d: v for d, v in p['values'].items() if d in self.state.values})}"
+                for p in self.predictions]
+        return {"received": mean(o for _, o in effects), "others_own": mean(own for own, _ in effects),
+                "others_need": max(-1.0, min(1.0, need)), "others_view": view}
+
     # --- 3. act -----------------------------------------------------------------------------
     def act(self) -> None:
         if self.intent is not None:
             self.previous_action = self.action
             self.action, self.stance = self.intent
+            self.effect = self.effects.get(self.action, PAYOFF[self.stance])
             self.last_action = self.action
             self.intent = None
 
@@ -291,8 +336,8 @@ class ASVOAgent(GenerativeAgent):
         received: dict[str, list[float]] = {a.name: [] for a in agents}
         for a in agents:
             for o in a.observed():
-                received[o.name].append(PAYOFF[a.stance][1])
-        gains = {a.name: PAYOFF[a.stance][0] + (mean(received[a.name]) if received[a.name] else 0.0) for a in agents}
+                received[o.name].append(a.effect[1])
+        gains = {a.name: a.effect[0] + (mean(received[a.name]) if received[a.name] else 0.0) for a in agents}
         before = _ranks({a.name: a.score for a in agents})
         for a in agents:
             a.score = round(a.score + gains[a.name], 6)
@@ -328,19 +373,24 @@ class ASVOAgent(GenerativeAgent):
 
     async def _update_desire(self, desire: str, history: list[str], rng: random.Random):
         """Update -> check -> (reflect, retry) at most R times -> else keep the previous value."""
+        settings = self.runtime.settings
         value = self.state.values[desire]
+        if not settings.update_desires:
+            return value, self._row(desire, value, value, value, 0, True), []
         ctx = ops.UpdateContext(self.name, self.description, self.active_svo, desire, value, self.action,
-                                self.consequence, dict(self.channels), history)
+                                self.consequence, dict(self.channels), history, noise=settings.update_noise)
         reflections: list[str] = []
         proposed, attempts = None, 0
-        for attempts in range(1, self.runtime.settings.max_retries + 2):
+        for attempts in range(1, settings.max_retries + 2):
             ctx.unreasonable = history + reflections
             proposed = (await self._ask(ops.UPDATE_DESIRE, ctx, rng)).value.level
             if proposed == ops._level(value):  # no change: nothing to check
                 return value, self._row(desire, value, proposed, value, attempts, True), reflections
             ctx.proposed = proposed
-            if (await self._ask(ops.CHECK_UPDATE, ctx, rng)).value.letter == "a":
+            if not settings.check_updates or (await self._ask(ops.CHECK_UPDATE, ctx, rng)).value.letter == "a":
                 return float(proposed), self._row(desire, value, proposed, proposed, attempts, True), reflections
+            if not settings.reflection:
+                break
             why = (await self._ask(ops.REFLECT_UPDATE, ctx, rng)).value.text
             reflections.append(f"{ops.reflection_prefix(ctx)} {why}")
             ctx.proposed = None
@@ -356,7 +406,7 @@ class ASVOAgent(GenerativeAgent):
         judges = self.runtime.judges
         if not judges:
             return
-        ctx = ops.JudgeContext(self.name, self.svo, self.action, self.stance, self.previous_action)
+        ctx = ops.JudgeContext(self.name, self.setting, self.action, *self.effect, self.previous_action)
         rngs = [random.Random(rng.getrandbits(64)) for _ in judges]
         answers = await asyncio.gather(*(gw.ask(ops.JUDGE_ACTION, ctx, agent_id=self.unique_id, rng=r)
                                          for (_, gw), r in zip(judges, rngs, strict=True)))
@@ -366,6 +416,17 @@ class ASVOAgent(GenerativeAgent):
                                     "reason": answer.value.reason, "status": answer.status})
         label = await judges[0][1].ask(ops.CLASSIFY_BEHAVIOUR, ctx, agent_id=self.unique_id, rng=rng)
         self.label = label.value.text
+
+    def _record_interactions(self) -> None:
+        """Who acted towards whom: the observed people an action names, else, when it touches the
+        others at all, everyone it observes; kind = the judge's label."""
+        if not self.action:
+            return
+        observed = self.observed()
+        named = [o for o in observed if o.name in self.action]
+        receivers = named or (observed if abs(self.effect[1]) >= 1e-9 else [])
+        for o in receivers:
+            self.model.record_interaction(self.name, o.name, self.label or "action", self.action)
 
     # --- 6. settle --------------------------------------------------------------------------
     def settle(self) -> None:
@@ -399,6 +460,7 @@ class ASVOAgent(GenerativeAgent):
         scored = [j for j in self.judgements if j["status"] != "fallback"]
         self.naturalness = round(mean(j["naturalness"] for j in scored), 6) if scored else None
         self.human_likeness = round(mean(j["human_likeness"] for j in scored), 6) if scored else None
+        self._record_interactions()
         for j in self.judgements:
             dc.add_table_row("asvo_judgements", {"step": step, "agent": self.name, "svo": self.svo, **j})
         dc.add_table_row("asvo_actions", {

@@ -135,7 +135,11 @@ def table_2(setting: str | None, use_svo: bool, sep) -> str:
     rows = [f"| {'ASVO' if a else 'w/o ASVO'}@{s} (paper) | {v[0]:.2f} | {v[1]:.2f} |"
             for (s, a), v in PAPER_TABLE_2.items()]
     label = f"{'ASVO' if use_svo else 'w/o ASVO'}@{setting or 'this scenario'} (this run)"
-    rows.append(f"| **{label}** | {sep.silhouette:.2f} | {sep.ratio:.2f} |")
+    if sep.measurable:
+        rows.append(f"| **{label}** | {sep.silhouette:.2f} | {sep.ratio:.2f} |")
+        rows.append(f"| {label}, SVO labels shuffled (chance) | {sep.shuffled_silhouette:.2f} | |")
+    else:
+        rows.append(f"| **{label}** | not measurable | not measurable |")
     return "\n".join(["| setting | silhouette | separation ratio |", "|---|---|---|", *rows])
 
 
@@ -158,7 +162,8 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
 
     by_svo = cooperation_table(actions, "svo")
     parts += ["### Cooperation and competition", "",
-              "Labels from the five-way classifier" + (" (rule baseline: the stance each action was generated with)"
+              "Labels from the five-way classifier" + (" (rule baseline judge: read from the action's simulated "
+                                                        "effect on the others, never from the SVO)"
                                                         if runtime.judges and runtime.judges[0][0] == "rules" else "")
               + "; quasi labels count 0.5.", "", "Per SVO type:", "", _markdown(by_svo), "",
               "Per agent:", "", _markdown(cooperation_table(actions, "agent")), ""]
@@ -177,7 +182,7 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
     embedding = settings.embedding_model or "offline character n-gram TF-IDF + SVD (no download)"
     parts += ["### Cluster separability of actions by SVO", "",
               f"{len(sep.labels)} actions, embeddings: {embedding}; t-SNE to 2-D; silhouette and separation ratio on "
-              f"the t-SNE points. {sep.note}", "", table_2(setting_of(model.scenario_spec.name), settings.use_svo, sep), ""]
+              f"the t-SNE points; the chance row shuffles the SVO labels over the same points. {sep.note}", "", table_2(setting_of(model.scenario_spec.name), settings.use_svo, sep), ""]
     if plot_tsne(sep, figures / "asvo_tsne.png"):
         parts += ["![t-SNE of actions](figures/asvo_tsne.png)", ""]
 

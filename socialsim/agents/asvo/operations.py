@@ -10,7 +10,6 @@ desires follow others' outcomes, a competitive agent's follow its rank, and so o
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -18,16 +17,16 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from socialsim.agents.desires import ANCHORS, DESIRES, LinearDecay, gap_closure
 from socialsim.agents.asvo.svo import (
     PERSONALITY,
     STANCES,
-    favourite_stance,
+    channels_from_effects,
+    label_from_effects,
     predicted_channels,
     rule_update,
     svo_from_stance,
-    weights_for,
 )
+from socialsim.agents.desires import ANCHORS, DESIRES, LinearDecay, gap_closure
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import (
     Choice,
@@ -216,7 +215,8 @@ class PlanContext:
     expected: dict[str, float]
     observed: list[str]  # "Bob: helped Amy with ..." lines
     n: int
-    catalogue: dict[str, list[str]]  # stance -> possible actions here (rules only)
+    catalogue: list[tuple[str, float, float]]  # (text, own gain, others' gain): possible actions (rules only)
+    context: str = ""  # the scenario's full context text (the paper's Figures 3-5), first in the prompt
 
 
 class ProposeActions(Operation):
@@ -226,7 +226,7 @@ class ProposeActions(Operation):
     module = "plan"
     system = SYSTEM
     max_tokens = 400
-    fallback_doc = "one ordinary action of each stance from the scenario's catalogue, neutral first"
+    fallback_doc = "the first N actions of the scenario's catalogue"
 
     def question(self, ctx: PlanContext) -> RecordQuestion:
         return RecordQuestion(candidates_model(ctx.n))
@@ -237,9 +237,10 @@ class ProposeActions(Operation):
         consistent = " and remain consistent with your social value orientation" if ctx.svo else ""
         observed = "\n".join(f"- {o}" for o in ctx.observed) or "- (no one in view)"
         return (
-            f"{who}Your current desire states are: {_desire_list(ctx.desires)}.\n"
+            f"{who}Environment: {ctx.context or ctx.setting}\n"
+            f"Your current desire states are: {_desire_list(ctx.desires)}.\n"
             f"The values you hope to reach are: {_desire_list(ctx.expected)}.\n"
-            f"Current environment: {ctx.setting}\nWhat you see others doing:\n{observed}\n"
+            f"What you see others doing:\n{observed}\n"
             f"Your recent memory:\n{_memory(ctx.memory)}\n\n"
             f"Generate {ctx.n} possible activity sequences that can best fulfil your desires{consistent}. "
             f"Be specific, make the activities varied, and include only actions possible in the present "
@@ -248,30 +249,40 @@ class ProposeActions(Operation):
         )
 
     def rule(self, ctx: PlanContext, rng: random.Random) -> BaseModel:
-        """Draw N catalogue actions, stances weighted toward what the SVO favours (uniform w/o SVO)."""
-        weights = weights_for(ctx.svo)
-        pool = [(s, t) for s in STANCES for t in ctx.catalogue.get(s, [])]
-        chosen: list[tuple[str, str]] = []
-        while pool and len(chosen) < ctx.n:
-            if ctx.svo is None:
-                w = [1.0] * len(pool)
-            else:
-                w = [math.exp(2.0 * sum(weights[c] * v for c, v in predicted_channels(s).items())) for s, _ in pool]
-            pick = rng.choices(range(len(pool)), weights=w)[0]
-            chosen.append(pool.pop(pick))
-        return candidates_model(ctx.n)(activities=[Activity(text=t, stance=s) for s, t in _pad(chosen, ctx)])
+        """N catalogue actions drawn uniformly, the same way whatever the SVO: the SVO acts later,
+        only by weighting the simulated outcomes. The stance recorded with each is read from its
+        effect on the others (``label_from_effects``), never from the SVO."""
+        chosen = rng.sample(ctx.catalogue, min(ctx.n, len(ctx.catalogue)))
+        return _candidates(chosen, ctx)
 
     def fallback(self, ctx: PlanContext) -> BaseModel:
-        order = ("Neutral", "QuasiCooperation", "QuasiCompetition", "Cooperation", "Competition")
-        chosen = [(s, ctx.catalogue[s][0]) for s in order if ctx.catalogue.get(s)][: ctx.n]
-        return candidates_model(ctx.n)(activities=[Activity(text=t, stance=s) for s, t in _pad(chosen, ctx)])
+        return _candidates(ctx.catalogue[: ctx.n], ctx)
 
 
-def _pad(chosen: list[tuple[str, str]], ctx: PlanContext) -> list[tuple[str, str]]:
+SCHEMA_MARKERS = ("$defs", "\"properties\"", "\"type\":", "activities", "\"stance\"")
+
+
+def repair_action(text: str, prompt: str = "", allowed: tuple[str, ...] = ()) -> str | None:
+    """A usable action text, or None: trimmed of quotes, bullets and an "Action:" prefix; refused
+    when empty, when it is schema text (``$defs``, ``"properties"``...) or a copy of the prompt's
+    own words (an action the prompt lists as seen, remembered or possible is fine)."""
+    cleaned = text.strip().strip("\"'`*-• ").strip()
+    for prefix in ("Action:", "action:", "Activity:", "activity:"):
+        cleaned = cleaned.removeprefix(prefix).strip()
+    if len(cleaned) < 3 or any(m in cleaned for m in SCHEMA_MARKERS):
+        return None
+    quoted = any(cleaned in t for t in allowed)  # actions the prompt lists (seen, remembered, catalogue)
+    if prompt and len(cleaned) > 40 and cleaned in prompt and not quoted:
+        return None
+    return cleaned
+
+
+def _candidates(chosen: list[tuple[str, float, float]], ctx: PlanContext) -> BaseModel:
     """Repeat candidates when the catalogue has fewer actions than N."""
     if not chosen:
-        chosen = [("Neutral", "carry on with my own work")]
-    return [chosen[i % len(chosen)] for i in range(ctx.n)]
+        chosen = [("carry on with my own work", 0.5, 0.0)]
+    padded = [chosen[i % len(chosen)] for i in range(ctx.n)]
+    return candidates_model(ctx.n)(activities=[Activity(text=t, stance=label_from_effects(o)) for t, _, o in padded])
 
 
 @dataclass
@@ -280,7 +291,14 @@ class OutcomeContext:
     svo: str | None
     desires: dict[str, float]
     action: str
-    stance: str  # as proposed with the candidate
+    own: float  # the action's simulated gain for the actor (catalogue, or the proposed stance's payoff)
+    others: float  # ... and for each person it observes
+    # theory of mind (zero when it is off): what the others' predicted actions bring oneself,
+    # what they bring the others themselves, and how far their predicted desires are below neutral
+    received: float = 0.0
+    others_own: float = 0.0
+    others_need: float = 0.0
+    others_view: list[str] = field(default_factory=list)  # "Bob: likely does X; desires ..." lines
 
 
 class SimulateOutcome(Operation):
@@ -299,16 +317,20 @@ class SimulateOutcome(Operation):
         return (
             f"You are {ctx.name}. {_personality(ctx.svo)}"
             f"Given your original desire states: {_desire_list(ctx.desires)}\n"
+            f"What you expect of the others:\n{_memory(ctx.others_view)}\n"
             f"If you perform the following action: {ctx.action}\n"
             f"Predict the resulting value (0-10) of each desire after taking this action, and briefly "
             f"explain why."
         )
 
     def rule(self, ctx: OutcomeContext, rng: random.Random) -> BaseModel:
-        """Each desire moves by what the stance's expected channels mean to this SVO type."""
-        channels = predicted_channels(ctx.stance)
+        """Each desire moves by what the action's simulated effects mean to this SVO type. With
+        theory of mind, the others' predicted actions add to both sides, and help counts more
+        (harm hurts more) for others predicted to be badly off: ``others * (1 + need)``."""
+        channels = channels_from_effects(ctx.own + ctx.received,
+                                         ctx.others * (1 + ctx.others_need) + ctx.others_own)
         values = {d: rule_update(d, ctx.desires[d], channels, ctx.svo) for d in DESIRES}
-        return make_record(values, f"expected result of a {ctx.stance} action")
+        return make_record(values, f"expected result: {ctx.own:+.2f} for me, {ctx.others:+.2f} for the others")
 
     def fallback(self, ctx: OutcomeContext) -> BaseModel:
         return make_record(ctx.desires, "fallback: no change predicted")
@@ -349,9 +371,9 @@ class SelectAction(Operation):
         )
 
     def rule(self, ctx: SelectContext, rng: random.Random) -> Choice:
-        """Most of the gap to the expected values closed; ties go to the earlier candidate."""
-        scores = [gap_closure(ctx.desires, o, ctx.expected) for o in ctx.outcomes]
-        best = max(range(len(scores)), key=lambda i: (round(scores[i], 9), -i))
+        """Most of the gap to the expected values closed; ties broken by the model's RNG."""
+        scores = [round(gap_closure(ctx.desires, o, ctx.expected), 9) for o in ctx.outcomes]
+        best = rng.choice([i for i, s in enumerate(scores) if s == max(scores)])
         return Choice(index=best, text=ctx.candidates[best])
 
     def fallback(self, ctx: SelectContext) -> Choice:
@@ -372,6 +394,7 @@ class UpdateContext:
     channels: dict[str, float]  # the step's structured outcome (rules only)
     unreasonable: list[str] = field(default_factory=list)  # earlier reflections of this agent
     proposed: int | None = None  # for the check and the reflection: the updated value
+    noise: float = 0.0  # rules only: chance the rule proposes a careless value (ASVOSettings.update_noise)
 
 
 def _level(value: float) -> int:
@@ -407,8 +430,14 @@ class UpdateDesire(Operation):
         )
 
     def rule(self, ctx: UpdateContext, rng: random.Random) -> Letter:
-        """Move by the felt outcome (SVO weights x the desire's sensitivity to each channel)."""
+        """Move by the felt outcome (SVO weights x the desire's sensitivity to each channel).
+        With probability ``noise`` the proposal is careless (a level at least 3 away from that),
+        a stand-in for a language model's slips so the check and reflection have work to do; a
+        retry that has a reflection on this very update in front of it is careful."""
         level = _level(rule_update(ctx.desire, ctx.value, ctx.channels, ctx.svo))
+        reflected = any(u.startswith(f"After '{ctx.action}', {ctx.desire} updated") for u in ctx.unreasonable)
+        if ctx.noise and not reflected and rng.random() < ctx.noise:
+            level = rng.choice([v for v in range(11) if abs(v - level) >= 3])
         return Letter(letter="abcdefghijk"[level], level=level)
 
     def fallback(self, ctx: UpdateContext) -> Letter:
@@ -503,10 +532,13 @@ class ReflectUpdate(Operation):
 
 @dataclass
 class JudgeContext:
+    """What a judge sees: the action and its situation, never the actor's SVO or a label we wrote."""
+
     agent: str
-    svo: str  # the type the action is judged for (the assigned type, also in the ablation)
+    situation: str
     action: str
-    stance: str | None  # known to the rule baseline only
+    own: float  # the observable simulated effects: gain for the actor ...
+    others: float  # ... and for the people it acts towards
     previous_action: str = ""
 
 
@@ -525,29 +557,26 @@ class JudgeAction(Operation):
 
     def prompt(self, ctx: JudgeContext) -> str:
         return (
-            f"Evaluate the following action from the perspective of a person with the {ctx.svo} "
-            f"personality type (agent: {ctx.agent}). Consider what is natural and human-like for someone "
-            f"with this personality.\nGive two scores from 1 to 5 (5 = most natural / most human-like): "
+            f"Situation: {ctx.situation}\nEvaluate the following action of {ctx.agent} in this situation. "
+            f"Consider what is natural and human-like for a real person.\nGive two scores from 1 to 5 (5 = most natural / most human-like): "
             f"naturalness and human_likeness, with a brief reason.\n\nExamples:\n"
             f"- Action: The student helps a classmate understand a problem. naturalness 5, human_likeness 5: "
-            f"common for an altruistic person.\n"
+            f"common for a helpful person.\n"
             f"- Action: The student answers every question instantly, never thinking or making mistakes. "
             f"naturalness 2, human_likeness 2: unrealistic for any real person.\n"
             f"- Action: The student ignores all classmates and only talks to the teacher, repeating the same "
             f"answer over and over. naturalness 3, human_likeness 2: unusual for most personalities.\n\n"
-            f"Some actions are not natural or human-like even for this personality type; rate truthfully "
-            f"and critically.\nAction by {ctx.agent} ({ctx.svo}): {ctx.action}"
+            f"Rate truthfully and critically.\nAction by {ctx.agent}: {ctx.action}"
         )
 
     def rule(self, ctx: JudgeContext, rng: random.Random) -> JudgeScores:
-        """Baseline judge: natural when the stance fits the type; repeating oneself is less human."""
-        stance = ctx.stance or "Neutral"
-        distance = abs(STANCES.index(stance) - STANCES.index(favourite_stance(ctx.svo)))
-        natural = max(1, 5 - distance)
-        human = max(1, natural - (1 if ctx.action == ctx.previous_action else 0))
-        return JudgeScores(naturalness=natural, human_likeness=human,
-                           reason=f"rule baseline: a {stance} action is {distance} categories from the "
-                                  f"{ctx.svo} type's typical behaviour")
+        """Baseline judge over observable facts only: 4, one less for an action that leaves
+        everyone worse off, one less human-like for repeating the previous action word for word."""
+        harmful = ctx.own < 0 and ctx.others < 0
+        repeated = bool(ctx.previous_action) and ctx.action == ctx.previous_action
+        natural = 4 - harmful
+        return JudgeScores(naturalness=natural, human_likeness=max(1, natural - repeated),
+                           reason=f"rule baseline: harms everyone={harmful}, repeats itself={repeated}")
 
     def fallback(self, ctx: JudgeContext) -> JudgeScores:
         return JudgeScores(naturalness=3, human_likeness=3, reason="fallback: no usable judgement")
@@ -583,13 +612,13 @@ class ClassifyBehaviour(Operation):
             "- A student works quietly alone. -> Neutral\n"
             "- A student shows their score and quietly compares it with others'. -> QuasiCompetition\n"
             "- A student challenges the others to see who finishes first. -> Competition\n\n"
-            f"Action: {ctx.action}"
+            f"Situation: {ctx.situation}\nAction: {ctx.action}"
         )
 
     def rule(self, ctx: JudgeContext, rng: random.Random) -> Choice:
-        """Baseline: the stance the action was generated with."""
-        stance = ctx.stance or "Neutral"
-        return Choice(index=STANCES.index(stance), text=stance)
+        """Baseline: read from who gains and who loses (``label_from_effects``)."""
+        label = label_from_effects(ctx.others)
+        return Choice(index=STANCES.index(label), text=label)
 
     def fallback(self, ctx: JudgeContext) -> Choice:
         return Choice(index=STANCES.index("Neutral"), text="Neutral")

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from socialsim.agents.asvo.svo import SVO_TYPES
 from socialsim.agents.desires import DEGREE_STEP, DESIRES
-from socialsim.agents.asvo.svo import STANCES, SVO_TYPES
 
 # Table 1 of the ASVO appendix, as architecture parameters (steps is the run length).
 PAPER_PRESET: dict[str, Any] = {
@@ -26,8 +26,6 @@ PAPER_PRESET: dict[str, Any] = {
     "satisfaction_cap": 8.0,
     "memory_steps": 5,
 }
-
-Stance = Literal["Cooperation", "QuasiCooperation", "Neutral", "QuasiCompetition", "Competition"]
 
 
 class _Strict(BaseModel):
@@ -55,6 +53,17 @@ class ASVOSettings(_Strict):
     judges: list[str] = Field(default_factory=lambda: ["rules"])  # judge models ("rules" = baseline)
     reflection_examples: int = Field(default=5, ge=0)  # unreasonable examples shown in a prompt
     embedding_model: str | None = None  # None: the offline embedding; else a litellm model
+    # mechanism switches (each has a test showing a recorded observable changes when it is off)
+    simulate_outcomes: bool = Field(default=True, description="imagine each candidate's outcome before "
+                                    "choosing; off: no simulation, the choice among candidates is random")
+    update_desires: bool = Field(default=True, description="update desires from the step's consequence; "
+                                 "off: desires change only by decay")
+    check_updates: bool = Field(default=True, description="check every desire update for reasonableness; "
+                                "off: every proposed update is kept")
+    reflection: bool = Field(default=True, description="reflect on an unreasonable update and retry (at most "
+                             "max_retries); off: an unreasonable update is dropped at once")
+    update_noise: float = Field(default=0.1, ge=0, le=1, description="rules engine only: chance a rule "
+                                "desire update is careless (3+ levels off), so check and reflection are exercised")
 
     @field_validator("svo_mix")
     @classmethod
@@ -93,6 +102,17 @@ class ASVOSettings(_Strict):
                 f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
 
 
+class CatalogueAction(_Strict):
+    """One possible action of the rule baseline and its simulated effects. The same catalogue is
+    offered to every agent whatever its SVO: the SVO acts only by weighting these effects."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    text: str = Field(min_length=3, description="what the agent does; '{other}' = someone it observes")
+    own: float = Field(alias="self", ge=-1, le=1, description="simulated gain for the actor")
+    others: float = Field(ge=-1, le=1, description="simulated gain for each person the actor observes")
+
+
 class ASVOScenario(_Strict):
     """The scenario file's ``asvo:`` section."""
 
@@ -104,7 +124,7 @@ class ASVOScenario(_Strict):
     initial: float | dict[str, float] = 5.0
     summary: str = ""  # a short context summary for the many small prompts
     someone: str = "someone"  # who "{other}" is when an agent observes no one
-    actions: dict[Stance, list[str]]  # the rule baseline's catalogue of possible actions
+    actions: list[CatalogueAction] = Field(min_length=1)  # the rule baseline's catalogue of possible actions
 
     @field_validator("degrees")
     @classmethod
@@ -116,18 +136,11 @@ class ASVOScenario(_Strict):
                 raise ValueError(f"{desire}: unknown degree {degree!r} (degrees: {', '.join(DEGREE_STEP)})")
         return v
 
-    @field_validator("actions")
-    @classmethod
-    def _actions(cls, v):
-        if not any(v.values()):
-            raise ValueError(f"list at least one action under one of {', '.join(STANCES)}")
-        return v
-
     @classmethod
     def from_scenario(cls, scenario) -> ASVOScenario:
         if scenario.asvo is None:
             raise ValueError(f"scenario {scenario.name!r} has no 'asvo:' section (needed by the asvo "
-                             f"architecture: at least 'actions:' per stance)")
+                             f"architecture: at least 'actions:', a list of {{text, self, others}})")
         try:
             return cls.model_validate(scenario.asvo)
         except ValidationError as exc:

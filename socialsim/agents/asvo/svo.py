@@ -142,3 +142,30 @@ def svo_from_stance(stance: str | None) -> str | None:
     if stance == "QuasiCompetition":
         return "competitive"
     return None
+
+
+def channels_from_effects(own: float, others: float) -> dict[str, float]:
+    """The channels an action's simulated effects give: own gain, others' gain, the move in
+    standing (own minus others, clipped to ±1) and equity."""
+    return {"own": own, "others": others, "rank": max(-1.0, min(1.0, own - others)), "equity": equity(own, others)}
+
+
+# The rule judge's thresholds on the gain an action gives the others (who gains, who loses).
+STRONG_EFFECT = 0.75  # at least this much for (or against) the others: Cooperation (Competition)
+NO_EFFECT = 0.1  # less than this either way: Neutral
+
+
+def label_from_effects(others: float) -> str:
+    """The rule judge's five-way label, read only from the action's observable effect on the
+    others (never from the actor's SVO or from any label our code wrote): helping the others a
+    lot is Cooperation, a little QuasiCooperation, not touching them Neutral, setting them back a
+    little QuasiCompetition, a lot Competition."""
+    if others >= STRONG_EFFECT:
+        return "Cooperation"
+    if others >= NO_EFFECT:
+        return "QuasiCooperation"
+    if others > -NO_EFFECT:
+        return "Neutral"
+    if others > -STRONG_EFFECT:
+        return "QuasiCompetition"
+    return "Competition"

@@ -1,0 +1,26 @@
+"""`socialsim reproduce asvo`: the protocol's runs, Table 2 beside the measurements."""
+
+import math
+
+from socialsim.agents.asvo import reproduce as asvo_reproduce
+from socialsim.model.reproduce import reproduce
+
+
+def test_the_protocol_covers_eight_scenarios_in_both_arms_with_table_2_beside_them():
+    protocol = asvo_reproduce.protocol(judge="openai/gpt-4o-mini")
+    assert len(protocol.runs) == 16
+    assert {r.arch_params["use_svo"] for r in protocol.runs} == {True, False}
+    assert all(r.arch_params["judges"] == ["openai/gpt-4o-mini"] for r in protocol.runs)
+    paper = protocol.paper.set_index(["label", "metric"])["paper"]
+    assert paper[("workplace-meso / ASVO", "silhouette")] == 0.21
+    assert paper[("family-micro / w/o ASVO", "separation_ratio")] == 1.01
+
+
+def test_a_short_rules_reproduction_measures_every_metric(tmp_path, monkeypatch):
+    monkeypatch.setattr(asvo_reproduce, "SCENARIOS", ("school-meso",))
+    summary = reproduce("asvo", "rules", seeds=1, yes=True, steps=2, out=tmp_path, echo=lambda _: None)
+    metrics = set(summary["metric"])
+    assert {"silhouette", "separation_ratio", "silhouette_shuffled", "cooperation_rate_altruistic"} <= metrics
+    row = summary[(summary["label"] == "school-meso / ASVO") & (summary["metric"] == "silhouette")].iloc[0]
+    assert row["paper"] == 0.12 and not math.isnan(row["mean"])
+    assert (tmp_path / "report.md").exists()
