@@ -73,14 +73,27 @@ class CRSECSettings(_Strict):
     actions_per_call: int = Field(default=6, ge=1, le=48)  # a plan item is decomposed this many actions at a time
     compliance_window_steps: int = Field(default=6, ge=1)
     exposures_needed: dict[str, int] = Field(
-        default_factory=lambda: {"for": 1, "neutral": 1, "against_injunctive": 2, "against_descriptive": 3})
+        default_factory=lambda: {"for": 1, "neutral": 1, "against_injunctive": 2, "against_descriptive": 3},
+        description="(LLM runs: shown as context only) exposures after which a stance usually yields")
+    # --- the rules baseline's named parameters (the LLM decides these from the persona itself) ---------
+    accept_for: float = Field(default=0.9, ge=0, le=1, description=(
+        "rules: chance that one conversation or observation persuades an agent whose stance is 'for'"))
+    accept_neutral: float = Field(default=0.5, ge=0, le=1, description=(
+        "rules: chance that one exposure persuades a neutral agent (repeated exposures compound)"))
+    accept_against: float = Field(default=0.1, ge=0, le=1, description=(
+        "rules: chance that one exposure persuades an agent whose stance is 'against'"))
+    contrary_rate: float = Field(default=0.5, ge=0, le=1, description=(
+        "rules: chance that an 'against' agent who rejects a message forms the contrary norm instead "
+        "(when the catalogue has one); 0 switches contrary norms off"))
+    temptation: float = Field(default=0.25, ge=0, le=1, description=(
+        "rules: chance that an agent does one of its habits as it likes although a held norm forbids it "
+        "there (a held norm broken); 0 switches temptation off"))
     filler_behaviour: str = "drink a coffee"
     enable_chat: bool = True  # ablation: spreading by conversation
     enable_thoughts: bool = True  # ablation: spreading by observation
     enable_synthesis: bool = True  # ablation: long-term synthesis
     tracked_norms: list[TrackedNorm] = Field(min_length=1)
     norm_catalogue: list[CatalogueNorm] = Field(default_factory=list)
-    themes: dict[str, str] = Field(default_factory=dict)  # theme -> abstract norm the rules synthesize
 
     @field_validator("day_start", "day_end")
     @classmethod
