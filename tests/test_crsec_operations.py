@@ -309,7 +309,8 @@ def plan_ctx(norms=(), habits=("smoke a cigarette",), stance=None):
     inside = {"the street outside": False, "Hobbs Cafe dining room": True}
     return ops.PlanContext("Carlos Gomez", "d", "write poems", 1, 8 * 60, 22 * 60, 60, list(norms),
                            tuple(sorted(tags)), tuple(inside), "Hobbs Cafe dining room", "the street outside",
-                           list(habits), "drink a coffee", TRACKED, tags, inside, dict(stance or {}))
+                           list(habits), "drink a coffee", TRACKED, tags, inside, dict(stance or {}),
+                           schedule={12 * 60: ("eat a meal", "Hobbs Cafe dining room")})
 
 
 def judge(ctx, items, name):

@@ -320,7 +320,8 @@ class CRSECAgent(GenerativeAgent):
             s.plan_item_minutes, self.views(self.norms.qualified()), tuple(sorted(self.shared.tags)),
             tuple(self.shared.inside), home, self.shared.outside, list(self.crsec_traits.habits),
             s.filler_behaviour, list(s.tracked_norms), self.shared.tags, self.shared.inside,
-            dict(self.crsec_traits.stance), temptation=s.temptation)
+            dict(self.crsec_traits.stance), temptation=s.temptation,
+            schedule={minutes(i.time): (i.behaviour, i.place) for i in s.schedule})
 
     def _item_index(self, now: int) -> int | None:
         if not self.plan:

@@ -157,9 +157,10 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
                                   tuple(violates), tuple(complies)))
     for b in model.society.breaches:
         if b.step == step and b.agent != agent.name and b.area == area and "follow-up" in b.behaviour:
-            facts.append(ObservedFact(b.agent, b.behaviour, ("meal",), b.area, world.is_inside(b.area),
-                                      f"{b.agent} finished a meal in {b.area} and left without a tip",
-                                      f"leaving a meal in {b.area} without a tip", (b.norm,), ()))
+            spec = settings.tracked(b.norm).violated_by
+            facts.append(ObservedFact(b.agent, b.behaviour, tuple(spec.tags), b.area, world.is_inside(b.area),
+                                      f"{b.agent} did {b.behaviour} in {b.area}",
+                                      f"doing {b.behaviour} in {b.area}", (b.norm,), ()))
     return facts
 
 

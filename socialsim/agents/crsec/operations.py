@@ -759,7 +759,7 @@ class PlanContext:
     tags: dict[str, tuple[str, ...]]  # behaviour text -> tags
     inside: dict[str, bool]  # area -> inside?
     stance: dict[str, str] = field(default_factory=dict)
-    meal_hours: tuple[int, ...] = (12, 18)
+    schedule: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # minute -> (behaviour, place)
     temptation: float = 0.0  # rules: chance a habit is done as the agent likes, a held norm notwithstanding
 
     @property
@@ -793,12 +793,20 @@ def breaches(tags: tuple[str, ...], inside: bool, t: TrackedNorm) -> bool:
     return spec.where == "anywhere" or (spec.where == "inside") == inside
 
 
-def tips_after_meals(ctx: PlanContext) -> str | None:
-    """The follow-up a meal gets: what a held follow-up norm asks for, or the agent's own preference."""
+def needs_follow_up(activity: str, ctx: PlanContext) -> bool:
+    """Whether a follow-up-style tracked norm (scenario data) speaks about this activity's tags."""
+    tags = set(ctx.tags.get(activity, ()))
+    return any(t.violated_by.unless_followed_by and tags & set(t.violated_by.tags) for t in ctx.tracked)
+
+
+def follow_up_for(activity: str, ctx: PlanContext) -> str | None:
+    """The follow-up an activity gets: what a held (or personally backed) follow-up norm about its tags
+    asks for, e.g. a tip after a meal in the cafe scenario; None if the agent keeps no such norm."""
+    tags = set(ctx.tags.get(activity, ()))
     for t in ctx.tracked:
         follow = t.violated_by.unless_followed_by
-        if follow and (t.name in ctx.covered or ctx.stance.get(t.name) == "for"):
-            return next((a for a, tags in ctx.tags.items() if follow in tags), None)
+        if follow and tags & set(t.violated_by.tags) and (t.name in ctx.covered or ctx.stance.get(t.name) == "for"):
+            return next((a for a, a_tags in sorted(ctx.tags.items()) if follow in a_tags), None)
     return None
 
 
@@ -837,16 +845,17 @@ class GenerateNormativePlans(Operation):
         )
 
     def rule(self, ctx: PlanContext, rng: random.Random) -> PlanRecord:
-        """Meals at meal hours (followed by a tip if the agent tips), habits and quiet hours in turn,
-        each made to respect the held tracked norms."""
+        """The scenario's scheduled activities at their times (with the follow-up a held norm asks
+        for), habits and quiet hours in turn, each made to respect the held tracked norms."""
         items = []
         habits = ctx.habits or [ctx.filler]
         for k in range(ctx.items):
             start = ctx.start + k * ctx.item_minutes
             place = ctx.home
             then = None
-            if start // 60 in ctx.meal_hours and "eat a meal" in ctx.activities:
-                activity, place, then = "eat a meal", _meal_place(ctx), tips_after_meals(ctx)
+            if start in ctx.schedule and ctx.schedule[start][0] in ctx.activities:
+                activity, where = ctx.schedule[start]
+                place, then = where or ctx.home, follow_up_for(activity, ctx)
             elif k % 2 == 0:
                 activity = habits[(k // 2) % len(habits)]
             else:
@@ -858,10 +867,6 @@ class GenerateNormativePlans(Operation):
     def fallback(self, ctx: PlanContext) -> PlanRecord:
         return PlanRecord(items=[{"time": clock_text(ctx.start + k * ctx.item_minutes), "activity": ctx.filler,
                                   "place": ctx.home, "then": None} for k in range(ctx.items)])
-
-
-def _meal_place(ctx: PlanContext) -> str:
-    return next((p for p in ctx.places if "dining" in p), ctx.home)
 
 
 @dataclass
@@ -911,8 +916,8 @@ class GenerateNormativeActions(Operation):
         doing = max(1, (ctx.count - len(actions)) // 2)
         actions += [activity] * doing
         follow = ctx.item.get("then") or None
-        if ctx.item["activity"] == "eat a meal":
-            follow = tips_after_meals(ctx.plan)
+        if needs_follow_up(ctx.item["activity"], ctx.plan):  # norms held since the plan was made count
+            follow = follow_up_for(ctx.item["activity"], ctx.plan)
         if follow:
             actions.append(follow)
         actions += [ctx.plan.filler] * (ctx.count - len(actions))

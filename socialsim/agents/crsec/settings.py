@@ -61,6 +61,21 @@ class CatalogueNorm(_Strict):
     opposes: bool = False  # True: it contradicts ``about``
 
 
+class ScheduledActivity(_Strict):
+    """A behaviour everyone's rule-made plan puts at a time of day (e.g. lunch at 12:00 in a cafe)."""
+
+    time: str = Field(description="time of day, HH:MM, on the plan's hour grid")
+    behaviour: str = Field(min_length=1, description="a behaviour text of the map")
+    place: str | None = Field(default=None, description="an area of the map; default: the agent's home area")
+
+    @field_validator("time")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        if not _TIME.match(value):
+            raise ValueError(f"expected a time of day like '12:00', got {value!r}")
+        return value
+
+
 class CRSECSettings(_Strict):
     initial_norms: int = Field(default=5, ge=1, le=20)
     synthesis_threshold: int = Field(default=350, ge=1)
@@ -92,6 +107,8 @@ class CRSECSettings(_Strict):
     enable_chat: bool = True  # ablation: spreading by conversation
     enable_thoughts: bool = True  # ablation: spreading by observation
     enable_synthesis: bool = True  # ablation: long-term synthesis
+    schedule: list[ScheduledActivity] = Field(default_factory=list, description=(
+        "rules: behaviours the plans put at fixed times of day (scenario data, e.g. meals); none by default"))
     tracked_norms: list[TrackedNorm] = Field(min_length=1)
     norm_catalogue: list[CatalogueNorm] = Field(default_factory=list)
 
@@ -181,6 +198,12 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
             for text in (a, b):
                 if behaviours and text not in behaviours:
                     problems.append(f"  crsec.tracked_norms ({t.name}).alternatives: unknown behaviour {text!r}")
+    for i, item in enumerate(settings.schedule):
+        if behaviours and item.behaviour not in behaviours:
+            problems.append(f"  crsec.schedule[{i}].behaviour: unknown behaviour {item.behaviour!r} "
+                            f"(expected one of the map's behaviours)")
+        if item.place is not None and areas and item.place not in areas:
+            problems.append(f"  crsec.schedule[{i}].place: unknown area {item.place!r} (expected one of {sorted(areas)})")
     if behaviours and settings.filler_behaviour not in behaviours:
         problems.append(f"  crsec.filler_behaviour: unknown behaviour {settings.filler_behaviour!r}")
     for i, agent in enumerate(scenario.agents):
