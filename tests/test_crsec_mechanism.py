@@ -1,10 +1,11 @@
 """CRSEC's mechanism on the rule-based engine, through the real pipeline (world facts, conversations,
-thoughts, the four checks, synthesis, plans and actions): the paper's qualitative dynamics."""
+thoughts, the four checks, synthesis, plans and actions). These tests assert mechanisms, never the
+paper's outcome: the rules engine is a null model whose results are reported, not asserted."""
 
 import pandas as pd
 import pytest
 
-from socialsim.agents.crsec.metrics import emergent_norms, first_reaching, series
+from socialsim.agents.crsec.metrics import adoption_vs_compliance, emergent_norms, series
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import load_scenario
 
@@ -37,65 +38,50 @@ def holders(agents, step, norm):
     return set(at.loc[at["holds"].str.contains(norm, regex=False), "name"])
 
 
-def test_no_smoking_spreads_from_the_entrepreneurs_to_everyone(paper_run, frames):
+def test_no_smoking_is_seeded_by_the_entrepreneurs_and_spreads_by_talk_or_observation(paper_run, frames):
     frame, agents = frames
     first = int(frame["step"].iloc[0])
     assert holders(agents, first, SMOKING) == ENTREPRENEURS  # seeded by the entrepreneurs only
-    assert frame[f"adoption[{SMOKING}]"].iloc[0] < 1.0
-    assert frame[f"adoption[{SMOKING}]"].iloc[-1] == 1.0
-    assert frame[f"compliance[{SMOKING}]"].iloc[-1] == 1.0
-    # ordinary agents got it by spreading (chats or thoughts), not by creating it
+    assert frame[f"adoption[{SMOKING}]"].max() > frame[f"adoption[{SMOKING}]"].iloc[0]
     changes = paper_run.datacollector.get_table_dataframe("norm_changes")
     ordinary = changes[~changes["agent"].isin(ENTREPRENEURS) & (changes["event"] == "qualified")
                        & (changes["canonical"] == SMOKING)]
-    assert set(ordinary["origin"]) <= {"conversation", "thought"}
-    assert {"conversation"} <= set(ordinary["origin"]) and set(ordinary["agent"]) >= SMOKERS
+    # conversations and thoughts bring it; a synthesis may restate it later, creation never
+    assert set(ordinary["origin"]) & {"conversation", "thought"}
+    assert set(ordinary["origin"]) <= {"conversation", "thought", "synthesis"}
 
 
-def test_injunctive_norms_reach_full_adoption_and_compliance_within_two_days(frames):
+def test_adoption_never_exceeds_the_share_of_agents_exposed(paper_run, frames):
+    """An ordinary agent holds a tracked norm only after a conversation or thought about it."""
+    _, agents = frames
+    changes = paper_run.datacollector.get_table_dataframe("norm_changes")
+    for norm in (t.name for t in paper_run.society.settings.tracked_norms):
+        for name, rows in agents[~agents["name"].isin(ENTREPRENEURS)].groupby("name"):
+            held = rows[rows["holds"].str.contains(norm, regex=False)]["Step"]
+            if held.empty:
+                continue
+            mine = changes[(changes["agent"] == name) & changes["origin"].isin(["conversation", "thought"])]
+            assert not mine.empty and mine["step"].min() <= held.min(), (name, norm)
+
+
+def test_compliance_is_read_from_actions_and_adoption_vs_compliance_is_counted_per_agent(paper_run, frames):
     frame, _ = frames
-    for norm in (SMOKING, "be quiet in public"):
-        assert frame[f"adoption[{norm}]"].iloc[-1] == 1.0 and frame[f"compliance[{norm}]"].iloc[-1] == 1.0
-
-
-def test_smokers_stop_smoking_indoors_once_they_comply(paper_run, frames):
-    frame, agents = frames
     breaches = paper_run.datacollector.get_table_dataframe("breaches")
     smoking = breaches[breaches["norm"] == SMOKING]
-    assert set(smoking["agent"]) <= SMOKERS and not smoking.empty  # the habit shows at first
-    events = paper_run.datacollector.get_table_dataframe("events")
-    for smoker in SMOKERS:
-        adopted = agents[(agents["name"] == smoker) & agents["holds"].str.contains(SMOKING)]["Step"].min()
-        assert smoking[smoking["agent"] == smoker]["step"].max() <= adopted + 1
-        later = events[(events["agent"] == smoker) & (events["step"] > adopted + 1) & events["tags"].str.contains("smoke")]
-        assert not later.empty and set(later["area"]) == {"the street outside"}  # still smokes, outside
+    assert not smoking.empty and set(smoking["agent"]) <= SMOKERS
+    for step, group in smoking.groupby("step"):  # a breach at a step makes that agent non-compliant then
+        at = frame[frame["step"] == step]
+        assert at[f"action_compliance[{SMOKING}]"].iloc[0] <= 1 - group["agent"].nunique() / len(paper_run.agents)
+    counts = adoption_vs_compliance(paper_run).set_index("norm")
+    row = counts.loc[SMOKING]
+    assert row.sum() <= len(paper_run.agents) and row.sum() > 0
 
 
-def test_conflicts_rise_then_fall(frames):
-    frame, _ = frames
-    conflicts = frame["conflicts"].tolist()
-    quarter = len(conflicts) // 4
-    assert conflicts[0] == 0 and max(conflicts[:quarter]) > 0
-    assert sum(conflicts[-2 * quarter:]) < sum(conflicts[:quarter])
-    peak = conflicts.index(max(conflicts))
-    assert peak < quarter
-
-
-def test_adoption_precedes_compliance(frames):
-    frame, agents = frames
-    for norm in (SMOKING, "be quiet in public"):
-        adopted, complied = first_reaching(frame, f"adoption[{norm}]"), first_reaching(frame, f"compliance[{norm}]")
-        assert adopted is not None and complied is not None and adopted < complied
-    for name, rows in agents.groupby("name"):
-        holds = rows[rows["holds"].str.contains(SMOKING)]["Step"]
-        complies = rows[rows["complies"].str.contains(SMOKING)]["Step"]
-        assert not complies.empty and holds.min() <= complies.min(), name
-
-
-def test_descriptive_norm_emerges_later_than_the_injunctive_ones(frames):
-    frame, _ = frames
-    tip = first_reaching(frame, "adoption[tip after meals]")
-    assert tip is not None and tip > first_reaching(frame, f"adoption[{SMOKING}]")
+def test_no_rule_hides_contrary_norms(paper_run):
+    """With opposing agents (stance 'against') contrary norms can be formed and held."""
+    contrary = [(a.name, n.content) for a in paper_run.agents for n in a.norms.qualified() if n.opposes]
+    assert contrary and {name for name, _ in contrary} <= {
+        a.name for a in paper_run.agents if "against" in a.crsec_traits.stance.values()}
 
 
 def test_conversations_are_bounded_multi_turn_and_recorded(paper_run):
@@ -107,12 +93,12 @@ def test_conversations_are_bounded_multi_turn_and_recorded(paper_run):
     assert (interactions["kind"] == "norm chat").sum() == len(turns)
 
 
-def test_an_unseeded_norm_emerges(paper_run):
+def test_every_emergent_norm_was_written_by_a_synthesis_in_this_run(paper_run):
     emergent = emergent_norms(paper_run)
-    assert not emergent.empty
-    seeded = {n.content for a in paper_run.agents for n in a.norms.norms if n.origin == "created"}
-    assert not set(emergent["norm"]) & seeded
-    assert emergent["holders"].iloc[0] >= 2
+    catalogue = {c.content for c in paper_run.society.settings.norm_catalogue}
+    assert not set(emergent["norm"]) & catalogue
+    for text in emergent["norm"]:
+        assert any(n.content == text and n.origin == "synthesis" for a in paper_run.agents for n in a.norms.norms)
 
 
 def test_same_seed_same_society():
@@ -129,7 +115,7 @@ def test_same_seed_same_society():
 
 
 def test_synthesis_fires_above_the_threshold_and_deactivates_members():
-    model = society(1)
+    model = society(1, initial_norms=7)  # enough created norms for two to share a theme
     bob = model.agent_named("Bob Johnson")
     created = [n for n in bob.norms.norms if n.origin == "created"]
     assert sum(n.utility for n in created) > 350  # above the paper's threshold from the start
@@ -173,3 +159,28 @@ def test_a_norm_failing_a_check_stays_unqualified(scripted, check, reply):
         assert all(n.type == "descriptive" for a in model.agents for n in a.norms.norms if n.failed_check == "type")
     else:
         assert all(not a.norms.qualified() for a in ordinary)
+
+
+# --- switches of the rules baseline: each changes a recorded observable ------------------------------------
+
+
+def _held_breaches(model):
+    """Breaches of a tracked norm by an agent who held it at that step (a held norm broken)."""
+    agents = model.datacollector.get_agent_vars_dataframe().reset_index()
+    breaches = model.datacollector.get_table_dataframe("breaches")
+    count = 0
+    for b in breaches.itertuples():
+        at = agents[(agents["Step"] == b.step) & (agents["name"] == b.agent)]
+        count += int(not at.empty and b.norm in at["holds"].iloc[0].split(";"))
+    return count
+
+
+def test_temptation_switch_changes_breaches_of_held_norms():
+    tempted, resisting = society(60, rng=5, temptation=1.0), society(60, rng=5, temptation=0.0)
+    assert _held_breaches(tempted) > _held_breaches(resisting)
+
+
+def test_contrary_rate_switch_changes_contrary_norms_held():
+    def contrary(model):
+        return sum(1 for a in model.agents for n in a.norms.qualified() if n.opposes and n.origin != "created")
+    assert contrary(society(40, rng=5, contrary_rate=1.0)) > contrary(society(40, rng=5, contrary_rate=0.0)) == 0

@@ -4,8 +4,8 @@ import copy
 
 import pytest
 
-from socialsim.agents.norms import NormDatabase, norm_key
 from socialsim.agents.crsec.settings import CRSECSettings, load_settings
+from socialsim.agents.norms import NormDatabase, norm_key
 from socialsim.scenarios.loader import ScenarioError, load_scenario
 
 

@@ -24,7 +24,7 @@ def test_rules_run_writes_norm_tables_figure_and_paper_comparison(tmp_path, caps
         assert (out / "tables" / f"{table}.parquet").is_file()
     report = (out / "report.md").read_text()
     assert "## CRSEC: norm emergence" in report and "| finding | paper | this run |" in report
-    assert "100% of agents adopt" in report and (out / "figures" / "crsec_figure2.png").stat().st_size > 0
+    assert "Engine: `rules`" in report and (out / "figures" / "crsec_figure2.png").stat().st_size > 0
 
 
 def test_broken_crsec_section_is_a_clear_cli_error(tmp_path, capsys):

@@ -26,12 +26,9 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from socialsim.agents.generic import GenerativeAgent
-from socialsim.agents.norms import Norm, NormDatabase, norm_key
-from socialsim.agents.phases import Phase
+from socialsim.agents.crsec import metrics
 from socialsim.agents.crsec import operations as ops
 from socialsim.agents.crsec.operations import NormView, ObservedFact
-from socialsim.agents.crsec import metrics
 from socialsim.agents.crsec.settings import (
     CatalogueNorm,
     CRSECSettings,
@@ -39,6 +36,9 @@ from socialsim.agents.crsec.settings import (
     load_settings,
     minutes,
 )
+from socialsim.agents.generic import GenerativeAgent
+from socialsim.agents.norms import Norm, NormDatabase, norm_key
+from socialsim.agents.phases import Phase
 from socialsim.scenarios.loader import ScenarioError
 from socialsim.scenarios.schema import AgentSpec
 from socialsim.spaces.actions import Action
@@ -179,6 +179,8 @@ class CRSECAgent(GenerativeAgent):
         self.pending: Conversation | None = None
         self.inbox: list[Conversation] = []
         self.last_breach: dict[str, int] = {}
+        self.first_adopted: dict[str, int] = {}  # tracked norm -> first step it was held (from the time series)
+        self.first_compliant_act: dict[str, int] = {}  # tracked norm -> first step an act of mine visibly kept it
         self._rows: list[tuple[str, dict]] = []
         self._synthesis_tried: tuple[int, ...] = ()
 
@@ -191,6 +193,20 @@ class CRSECAgent(GenerativeAgent):
         key = stance if stance != "against" else f"against_{self.settings.tracked(topic).type}"
         return self.settings.exposures_needed.get(key, 1)
 
+    def accept(self, topic: str | None) -> float:
+        """The rules' chance that one exposure persuades me (named settings, by my stance)."""
+        s = self.settings
+        return {"for": s.accept_for, "against": s.accept_against}.get(self.stance(topic), s.accept_neutral)
+
+    def _contrary_for(self, topic: str | None) -> CatalogueNorm | None:
+        """The catalogue's contrary norm on a topic that I do not already hold (ties by the RNG)."""
+        entries = [c for c in self.settings.norm_catalogue if c.about == topic and c.opposes
+                   and not self.norms.holds_content(c.content)]
+        if not entries:
+            return None
+        best = max(c.utility for c in entries)
+        return self.phase_rng.choice([c for c in entries if c.utility == best])
+
     def clock(self) -> tuple[int, int]:
         """(day, minute of the day) at the start of this step."""
         elapsed = (self.model.steps - 1) * self.model.scenario_spec.step_minutes
@@ -202,13 +218,14 @@ class CRSECAgent(GenerativeAgent):
                 for n in norms]
 
     def actions_ok(self, topic: str) -> bool:
-        """Compliance in actions: the current actions were made with the norm held, and the world
-        facts show no breach of it within the compliance window."""
+        """Compliance in actions, judged from world facts only: none of my executed 5-minute actions
+        breached the norm within the compliance window (held or not: behaviour, not belief)."""
         window = self.settings.compliance_window_steps
-        return topic in self.actions_cover and self.model.steps - self.last_breach.get(topic, -10**9) >= window
+        return self.model.steps - self.last_breach.get(topic, -10**9) >= window
 
     def complies(self, topic: str) -> bool:
-        return self.plan_ok.get(topic, False) and self.actions_ok(topic)
+        """Compliance: my actions keep the norm (world facts); plans are reported separately."""
+        return self.actions_ok(topic)
 
     def _row(self, table: str, row: dict) -> None:
         """Buffer a table row: rows are only written in sync phases."""
@@ -219,7 +236,8 @@ class CRSECAgent(GenerativeAgent):
         if exclude_held:
             entries = [c for c in entries if not self.norms.holds_content(c.content)]
         if entries:
-            return max(entries, key=lambda c: c.utility)
+            best = max(c.utility for c in entries)
+            return self.phase_rng.choice([c for c in entries if c.utility == best])  # ties by the RNG
         if exclude_held and self.norms.holds(topic):
             return None
         t = self.settings.tracked(topic)
@@ -302,7 +320,8 @@ class CRSECAgent(GenerativeAgent):
             s.plan_item_minutes, self.views(self.norms.qualified()), tuple(sorted(self.shared.tags)),
             tuple(self.shared.inside), home, self.shared.outside, list(self.crsec_traits.habits),
             s.filler_behaviour, list(s.tracked_norms), self.shared.tags, self.shared.inside,
-            dict(self.crsec_traits.stance))
+            dict(self.crsec_traits.stance), temptation=s.temptation,
+            schedule={minutes(i.time): (i.behaviour, i.place) for i in s.schedule})
 
     def _item_index(self, now: int) -> int | None:
         if not self.plan:
@@ -367,7 +386,9 @@ class CRSECAgent(GenerativeAgent):
         if topic in fact.complies:
             self.exposures[topic] += 1
         ctx = ops.IdentifyContext(self.name, f'"{thought}"', topic, self._catalogue_for(topic, exclude_held=True),
-                                  stance, self.exposures[topic], self.needed(topic), breach_seen=topic in fact.violates)
+                                  stance, self.exposures[topic], self.needed(topic), breach_seen=topic in fact.violates,
+                                  accept=self.accept(topic), contrary=self._contrary_for(topic),
+                                  contrary_rate=self.settings.contrary_rate)
         info = (await self.ask(ops.IDENTIFY_FROM_THOUGHT, ctx)).value
         self._row("thoughts", {"step": self.model.steps, "agent": self.name, "observation": fact.text,
                                "thought": thought, "normative_info": info.content if info.found else ""})
@@ -441,7 +462,9 @@ class CRSECAgent(GenerativeAgent):
                 self.exposures[topic] += 1
             suggestion = self._catalogue_for(topic, exclude_held=False) if topic else None
             ctx = ops.IdentifyContext(self.name, conversation.text, topic, suggestion, self.stance(topic),
-                                      self.exposures[topic] if topic else 0, self.needed(topic) if topic else 1)
+                                      self.exposures[topic] if topic else 0, self.needed(topic) if topic else 1,
+                                      accept=self.accept(topic), contrary=self._contrary_for(topic),
+                                      contrary_rate=self.settings.contrary_rate)
             info = (await self.ask(ops.IDENTIFY_FROM_CHAT, ctx)).value
             if info.found:
                 await self._take_in(info, "conversation", conversation.text, topic)
@@ -467,8 +490,7 @@ class CRSECAgent(GenerativeAgent):
             if len(members) < 2:
                 continue
             views = self.views(members)
-            abstract = (await self.ask(ops.GENERATE_ABSTRACT_NORM, ops.AbstractContext(
-                category.theme, views, self.settings.themes.get(category.theme)))).value
+            abstract = (await self.ask(ops.GENERATE_ABSTRACT_NORM, ops.AbstractContext(category.theme, views))).value
             if not abstract.content.strip():
                 continue
             ids = tuple(m.id for m in members)
@@ -504,6 +526,11 @@ class CRSECAgent(GenerativeAgent):
         """Read this step's breaches from the world facts; they drive compliance in actions."""
         state = model.society
         state.breaches = metrics.breaches(model.world, state.settings, model.steps)
+        for name, norm in metrics.compliant_acts(model.world, state.settings, model.steps):
+            model.agent_named(name).first_compliant_act.setdefault(norm, model.steps)
+        for agent in model.agents:
+            for norm in agent.norms.covered():
+                agent.first_adopted.setdefault(norm, model.steps)
         for b in state.breaches:
             agent = model.agent_named(b.agent)
             agent.last_breach[b.norm] = b.step

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from socialsim.agents.norms import norm_key
 from socialsim.agents.crsec.operations import ObservedFact
 from socialsim.agents.crsec.operations import breaches as act_breaches
 from socialsim.agents.crsec.settings import CRSECSettings
+from socialsim.agents.norms import norm_key
 from socialsim.spaces.world import World, WorldEvent, gerund
 
 if TYPE_CHECKING:
@@ -92,6 +92,52 @@ def breaches(world: World, settings: CRSECSettings, step: int) -> list[Breach]:
     return found
 
 
+def judge_act(tags, action: str, inside: bool, settings: CRSECSettings) -> tuple[list[str], list[str]]:
+    """(tracked norms one executed act breaches, tracked norms it visibly follows), from its tags and
+    place only: the same behaviour where it is fine (smoking outside), a compliant alternative, a tip."""
+    violates, complies = [], []
+    for t in settings.tracked_norms:
+        spec = t.violated_by
+        if act_breaches(tags, inside, t):
+            violates.append(t.name)
+        elif spec.unless_followed_by in tags or action in t.alternatives.values():
+            complies.append(t.name)
+        elif not spec.unless_followed_by and set(tags) & set(spec.tags):
+            complies.append(t.name)
+    return violates, complies
+
+
+def compliant_acts(world: World, settings: CRSECSettings, step: int) -> list[tuple[str, str]]:
+    """(agent, tracked norm) for every act at ``step`` that visibly follows a tracked norm."""
+    found = []
+    for e in _events(world, step, step):
+        if e.tags:
+            found += [(e.agent, n) for n in judge_act(e.tags, e.action, world.is_inside(e.area), settings)[1]]
+    return found
+
+
+def adoption_vs_compliance(model: SocietyModel) -> pd.DataFrame:
+    """Per tracked norm, from the time series: agents whose first adoption came before their first
+    visibly compliant act, after it, at the same step, adopted but never acted on it, acted without adopting."""
+    rows = []
+    for t in model.society.settings.tracked_norms:
+        counts = {"norm": t.name, "adopt_first": 0, "comply_first": 0, "same_step": 0, "adopt_only": 0,
+                  "comply_only": 0}
+        for a in model.agents:
+            adopted, acted = a.first_adopted.get(t.name), a.first_compliant_act.get(t.name)
+            if adopted is not None and acted is not None:
+                key = "adopt_first" if adopted < acted else "comply_first" if acted < adopted else "same_step"
+            elif adopted is not None:
+                key = "adopt_only"
+            elif acted is not None:
+                key = "comply_only"
+            else:
+                continue
+            counts[key] += 1
+        rows.append(counts)
+    return pd.DataFrame(rows)
+
+
 def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedFact]:
     """What ``agent`` saw others do in its area at ``step``, with the tracked norms each fact breaches
     or visibly follows (smoking outside, a compliant alternative, a tip)."""
@@ -105,23 +151,16 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
             continue
         seen.add((e.agent, e.action))
         inside = world.is_inside(e.area)
-        violates, complies = [], []
-        for t in settings.tracked_norms:
-            spec = t.violated_by
-            if act_breaches(e.tags, inside, t):
-                violates.append(t.name)
-            elif spec.unless_followed_by in e.tags or e.action in t.alternatives.values():
-                complies.append(t.name)
-            elif not spec.unless_followed_by and set(e.tags) & set(spec.tags):
-                complies.append(t.name)  # the same behaviour where it is fine (e.g. smoking outside)
+        violates, complies = judge_act(e.tags, e.action, inside, settings)
         facts.append(ObservedFact(e.agent, e.action, tuple(e.tags), e.area, inside,
                                   f"{e.agent} is {gerund(e.action)} in {e.area}", f"{gerund(e.action)} in {e.area}",
                                   tuple(violates), tuple(complies)))
     for b in model.society.breaches:
         if b.step == step and b.agent != agent.name and b.area == area and "follow-up" in b.behaviour:
-            facts.append(ObservedFact(b.agent, b.behaviour, ("meal",), b.area, world.is_inside(b.area),
-                                      f"{b.agent} finished a meal in {b.area} and left without a tip",
-                                      f"leaving a meal in {b.area} without a tip", (b.norm,), ()))
+            spec = settings.tracked(b.norm).violated_by
+            facts.append(ObservedFact(b.agent, b.behaviour, tuple(spec.tags), b.area, world.is_inside(b.area),
+                                      f"{b.agent} did {b.behaviour} in {b.area}",
+                                      f"doing {b.behaviour} in {b.area}", (b.norm,), ()))
     return facts
 
 
@@ -148,13 +187,16 @@ def first_reaching(frame: pd.DataFrame, column: str, target: float = ADOPTION_TA
 
 
 def emergent_norms(model: SocietyModel) -> pd.DataFrame:
-    """Qualified norms that no entrepreneur created and that express no tracked norm, by holders."""
+    """Emergence by provenance: qualified norms written by a synthesis during the run whose text matches
+    no seed (no entrepreneur's created norm, no scenario catalogue text), by holders."""
     seeded = {norm_key(n.content) for a in model.agents for n in a.norms.norms if n.origin == "created"}
+    seeded |= {norm_key(c.content) for c in model.society.settings.norm_catalogue}
+    seeded |= {norm_key(t.name) for t in model.society.settings.tracked_norms}
     rows: dict[str, dict] = {}
     for a in model.agents:
         for n in a.norms.qualified():
             key = norm_key(n.content)
-            if key in seeded or n.canonical or n.opposes:
+            if n.origin != "synthesis" or key in seeded:
                 continue
             row = rows.setdefault(key, {"norm": n.content, "holders": set(), "origins": set(), "covers": set()})
             row["holders"].add(a.name)
@@ -235,7 +277,11 @@ def findings(model: SocietyModel) -> list[tuple[str, str, str]]:
     lag = "; ".join(
         f"{t.name}: adopt {_days(first_reaching(frame, f'adoption[{t.name}]'))}, comply "
         f"{_days(first_reaching(frame, f'compliance[{t.name}]'))}" for t in injunctive + descriptive)
-    rows.append(("adoption precedes compliance", PAPER_FINDINGS["lag"], lag))
+    counts = adoption_vs_compliance(model)
+    per_agent = "; ".join(
+        f"{r.norm}: adopted before first compliant act {r.adopt_first}, after {r.comply_first}, same step "
+        f"{r.same_step}, adopted only {r.adopt_only}, complied only {r.comply_only}" for r in counts.itertuples())
+    rows.append(("adoption precedes compliance", PAPER_FINDINGS["lag"], f"{lag}. Per agent: {per_agent}"))
     emergent = emergent_norms(model)
     shown = "; ".join(f"'{r.norm}' ({r.holders} agents)" for r in emergent.head(3).itertuples()) or "none"
     rows.append(("emergent norms", PAPER_FINDINGS["emergent"], shown))
@@ -243,13 +289,22 @@ def findings(model: SocietyModel) -> list[tuple[str, str, str]]:
     return rows
 
 
+def engine_note(model: SocietyModel) -> str:
+    """Which engine produced this run's numbers (per route, as the gateway resolved them)."""
+    engines = sorted(model.llm.routes.models())
+    if engines == ["rules"]:
+        return ("Engine: `rules` - the society is the rule-based null model (named parameters, the model's "
+                "RNG), not an LLM society.")
+    return "Engine(s): " + ", ".join(f"`{e}`" for e in engines) + "."
+
+
 def report_sections(model: SocietyModel, run_dir: str | Path) -> list[str]:
     figures = Path(run_dir) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     plot_figure2(model, figures / "crsec_figure2.png")
     lines = ["## CRSEC: norm emergence", "",
-             "The paper's findings (Ren et al., CRSEC, Sec. 3.2 and Appendix D) beside this run's. With the "
-             "`rules` engine the society is the rule-based baseline, not an LLM society.", "",
+             "The paper's findings (Ren et al., CRSEC, Sec. 3.2 and Appendix D) beside this run's. "
+             + engine_note(model), "",
              "| finding | paper | this run |", "|---|---|---|"]
     for finding, paper, run in findings(model):
         lines.append(f"| {finding} | {paper} | {run} |")

@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
+from socialsim.agents.crsec.settings import CatalogueNorm, TrackedNorm, clock_text, minutes
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import (
     Choice,
@@ -30,7 +31,6 @@ from socialsim.llm.questions import (
     YesNo,
     YesNoQuestion,
 )
-from socialsim.agents.crsec.settings import CatalogueNorm, TrackedNorm, clock_text, minutes
 
 NORM_DEFINITION = "Social norms are standards of acceptable behaviour shared by a group."
 PRINCIPLES = (
@@ -140,9 +140,18 @@ class CreateNorm(Operation):
         )
 
     def rule(self, ctx: CreateContext, rng: random.Random) -> NormDrafts:
-        """The catalogue norms the agent's stances support (most important first), then general ones."""
-        backed = [c for c in ctx.catalogue if c.about and not c.opposes and ctx.stance.get(c.about) == "for"]
+        """The catalogue norms the agent's stances back: a supporting norm for a 'for' stance, the
+        contrary one for an 'against' stance (most important first, equal utilities in RNG order),
+        then general ones."""
+
+        def backs(c: CatalogueNorm) -> bool:
+            stance = ctx.stance.get(c.about or "")
+            return (stance == "for" and not c.opposes) or (stance == "against" and c.opposes)
+
+        backed = [c for c in ctx.catalogue if c.about and backs(c)]
         general = [c for c in ctx.catalogue if c.about is None]
+        rng.shuffle(backed)  # ties in utility break by the model's RNG, not by file order
+        rng.shuffle(general)
         chosen: list[CatalogueNorm] = []
         seen_topics: set[str] = set()
         for c in sorted(backed, key=lambda c: -c.utility):
@@ -306,8 +315,11 @@ class IdentifyContext:
     suggestion: CatalogueNorm | None  # the norm that would settle that conflict (from the catalogue)
     stance: str  # the agent's own stance on the topic
     exposures: int  # conversations and visible compliance the agent has met on the topic
-    needed: int  # how many it takes this agent to see the topic as a shared standard
+    needed: int  # how many it takes this agent to see the topic as a shared standard (LLM context)
     breach_seen: bool = False  # (thoughts) the source is a breach the agent witnessed
+    accept: float = 1.0  # rules: chance one exposure persuades this agent (from its stance)
+    contrary: CatalogueNorm | None = None  # rules: the contrary norm an unpersuaded agent may form instead
+    contrary_rate: float = 0.0  # rules: chance an unpersuaded 'against' agent forms it
 
 
 class IdentifyNormativeInformation(Operation):
@@ -335,16 +347,21 @@ class IdentifyNormativeInformation(Operation):
         )
 
     def rule(self, ctx: IdentifyContext, rng: random.Random) -> NormativeInfo:
-        """The norm that settles the topic's conflict, once the agent has met it often enough for its
-        stance (a breach seen by someone who already agrees is enough)."""
+        """Persuasion by chance: each exposure persuades with the agent's stance-given ``accept``
+        (exposures compound: 1 - (1 - accept)^exposures). An unpersuaded 'against' agent may answer with
+        the contrary norm (``contrary_rate``); otherwise the message is rejected. No rule knows which
+        norm should win."""
         if ctx.topic is None or ctx.suggestion is None:
             return NormativeInfo(found=False)
-        agrees_and_saw_breach = ctx.breach_seen and ctx.stance == "for"
-        if not agrees_and_saw_breach and ctx.exposures < ctx.needed:
-            return NormativeInfo(found=False)
-        utility = ctx.suggestion.utility - (15 if ctx.stance == "against" else 0)
-        return NormativeInfo(found=True, content=ctx.suggestion.content, type=ctx.suggestion.type,
-                             utility=max(1, utility))
+        persuaded = 1 - (1 - ctx.accept) ** max(1, ctx.exposures)
+        if rng.random() < persuaded:
+            utility = ctx.suggestion.utility - (15 if ctx.stance == "against" else 0)
+            return NormativeInfo(found=True, content=ctx.suggestion.content, type=ctx.suggestion.type,
+                                 utility=max(1, utility))
+        if ctx.contrary is not None and ctx.stance == "against" and rng.random() < ctx.contrary_rate:
+            return NormativeInfo(found=True, content=ctx.contrary.content, type=ctx.contrary.type,
+                                 utility=ctx.contrary.utility)
+        return NormativeInfo(found=False)
 
     def fallback(self, ctx: IdentifyContext) -> NormativeInfo:
         return NormativeInfo(found=False)
@@ -649,7 +666,6 @@ class AbstractNorm(BaseModel):
 class AbstractContext:
     theme: str
     members: list[NormView]
-    suggestion: str | None = None  # the scenario's abstract norm for this theme (rules)
 
 
 class GenerateAbstractNorm(Operation):
@@ -676,8 +692,11 @@ class GenerateAbstractNorm(Operation):
         )
 
     def rule(self, ctx: AbstractContext, rng: random.Random) -> AbstractNorm:
-        """The scenario's abstract norm for the theme; majority type; weights proportional to utility."""
-        content = ctx.suggestion or f"Follow the shared standards about {ctx.theme}."
+        """Composed from the members' own text (no scenario text); majority type; weights by utility."""
+        parts = [m.content.strip().rstrip(".") for m in ctx.members]
+        content = f"On {ctx.theme}: " + "; ".join(p[:1].lower() + p[1:] for p in parts) + "."
+        if len(content) > 200:
+            content = content[:197].rstrip() + "..."
         injunctive = sum(m.type == "injunctive" for m in ctx.members)
         kind = "injunctive" if injunctive * 2 >= len(ctx.members) else "descriptive"
         total = sum(m.utility for m in ctx.members) or 1
@@ -740,7 +759,8 @@ class PlanContext:
     tags: dict[str, tuple[str, ...]]  # behaviour text -> tags
     inside: dict[str, bool]  # area -> inside?
     stance: dict[str, str] = field(default_factory=dict)
-    meal_hours: tuple[int, ...] = (12, 18)
+    schedule: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # minute -> (behaviour, place)
+    temptation: float = 0.0  # rules: chance a habit is done as the agent likes, a held norm notwithstanding
 
     @property
     def covered(self) -> set[str]:
@@ -773,12 +793,20 @@ def breaches(tags: tuple[str, ...], inside: bool, t: TrackedNorm) -> bool:
     return spec.where == "anywhere" or (spec.where == "inside") == inside
 
 
-def tips_after_meals(ctx: PlanContext) -> str | None:
-    """The follow-up a meal gets: what a held follow-up norm asks for, or the agent's own preference."""
+def needs_follow_up(activity: str, ctx: PlanContext) -> bool:
+    """Whether a follow-up-style tracked norm (scenario data) speaks about this activity's tags."""
+    tags = set(ctx.tags.get(activity, ()))
+    return any(t.violated_by.unless_followed_by and tags & set(t.violated_by.tags) for t in ctx.tracked)
+
+
+def follow_up_for(activity: str, ctx: PlanContext) -> str | None:
+    """The follow-up an activity gets: what a held (or personally backed) follow-up norm about its tags
+    asks for, e.g. a tip after a meal in the cafe scenario; None if the agent keeps no such norm."""
+    tags = set(ctx.tags.get(activity, ()))
     for t in ctx.tracked:
         follow = t.violated_by.unless_followed_by
-        if follow and (t.name in ctx.covered or ctx.stance.get(t.name) == "for"):
-            return next((a for a, tags in ctx.tags.items() if follow in tags), None)
+        if follow and tags & set(t.violated_by.tags) and (t.name in ctx.covered or ctx.stance.get(t.name) == "for"):
+            return next((a for a, a_tags in sorted(ctx.tags.items()) if follow in a_tags), None)
     return None
 
 
@@ -817,16 +845,17 @@ class GenerateNormativePlans(Operation):
         )
 
     def rule(self, ctx: PlanContext, rng: random.Random) -> PlanRecord:
-        """Meals at meal hours (followed by a tip if the agent tips), habits and quiet hours in turn,
-        each made to respect the held tracked norms."""
+        """The scenario's scheduled activities at their times (with the follow-up a held norm asks
+        for), habits and quiet hours in turn, each made to respect the held tracked norms."""
         items = []
         habits = ctx.habits or [ctx.filler]
         for k in range(ctx.items):
             start = ctx.start + k * ctx.item_minutes
             place = ctx.home
             then = None
-            if start // 60 in ctx.meal_hours and "eat a meal" in ctx.activities:
-                activity, place, then = "eat a meal", _meal_place(ctx), tips_after_meals(ctx)
+            if start in ctx.schedule and ctx.schedule[start][0] in ctx.activities:
+                activity, where = ctx.schedule[start]
+                place, then = where or ctx.home, follow_up_for(activity, ctx)
             elif k % 2 == 0:
                 activity = habits[(k // 2) % len(habits)]
             else:
@@ -838,10 +867,6 @@ class GenerateNormativePlans(Operation):
     def fallback(self, ctx: PlanContext) -> PlanRecord:
         return PlanRecord(items=[{"time": clock_text(ctx.start + k * ctx.item_minutes), "activity": ctx.filler,
                                   "place": ctx.home, "then": None} for k in range(ctx.items)])
-
-
-def _meal_place(ctx: PlanContext) -> str:
-    return next((p for p in ctx.places if "dining" in p), ctx.home)
 
 
 @dataclass
@@ -879,14 +904,20 @@ class GenerateNormativeActions(Operation):
         )
 
     def rule(self, ctx: ActionsContext, rng: random.Random) -> ActionRecord:
-        """Walk there; do the (norm-respecting) activity for half the time, its follow-up, then the filler."""
+        """Walk there; do the (norm-respecting) activity for half the time, its follow-up, then the filler.
+        With chance ``temptation`` a habit is done as the agent likes it, breaking a held norm."""
         activity, place = normative_choice(ctx.item["activity"], ctx.item["place"], ctx.plan)
+        home = ctx.plan.home
+        tempting = [h for h in ctx.plan.habits
+                    if (h, home) != (activity, place) and normative_choice(h, home, ctx.plan) == (activity, place)]
+        if tempting and rng.random() < ctx.plan.temptation:
+            activity, place = rng.choice(tempting), home  # the habit as the agent likes it: a held norm broken
         actions = [f"go to {a}" for a in ctx.paths.get(place, [])]
         doing = max(1, (ctx.count - len(actions)) // 2)
         actions += [activity] * doing
         follow = ctx.item.get("then") or None
-        if ctx.item["activity"] == "eat a meal":
-            follow = tips_after_meals(ctx.plan)
+        if needs_follow_up(ctx.item["activity"], ctx.plan):  # norms held since the plan was made count
+            follow = follow_up_for(ctx.item["activity"], ctx.plan)
         if follow:
             actions.append(follow)
         actions += [ctx.plan.filler] * (ctx.count - len(actions))

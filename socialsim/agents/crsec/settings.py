@@ -61,6 +61,21 @@ class CatalogueNorm(_Strict):
     opposes: bool = False  # True: it contradicts ``about``
 
 
+class ScheduledActivity(_Strict):
+    """A behaviour everyone's rule-made plan puts at a time of day (e.g. lunch at 12:00 in a cafe)."""
+
+    time: str = Field(description="time of day, HH:MM, on the plan's hour grid")
+    behaviour: str = Field(min_length=1, description="a behaviour text of the map")
+    place: str | None = Field(default=None, description="an area of the map; default: the agent's home area")
+
+    @field_validator("time")
+    @classmethod
+    def _clock(cls, value: str) -> str:
+        if not _TIME.match(value):
+            raise ValueError(f"expected a time of day like '12:00', got {value!r}")
+        return value
+
+
 class CRSECSettings(_Strict):
     initial_norms: int = Field(default=5, ge=1, le=20)
     synthesis_threshold: int = Field(default=350, ge=1)
@@ -73,14 +88,29 @@ class CRSECSettings(_Strict):
     actions_per_call: int = Field(default=6, ge=1, le=48)  # a plan item is decomposed this many actions at a time
     compliance_window_steps: int = Field(default=6, ge=1)
     exposures_needed: dict[str, int] = Field(
-        default_factory=lambda: {"for": 1, "neutral": 1, "against_injunctive": 2, "against_descriptive": 3})
+        default_factory=lambda: {"for": 1, "neutral": 1, "against_injunctive": 2, "against_descriptive": 3},
+        description="(LLM runs: shown as context only) exposures after which a stance usually yields")
+    # --- the rules baseline's named parameters (the LLM decides these from the persona itself) ---------
+    accept_for: float = Field(default=0.9, ge=0, le=1, description=(
+        "rules: chance that one conversation or observation persuades an agent whose stance is 'for'"))
+    accept_neutral: float = Field(default=0.5, ge=0, le=1, description=(
+        "rules: chance that one exposure persuades a neutral agent (repeated exposures compound)"))
+    accept_against: float = Field(default=0.1, ge=0, le=1, description=(
+        "rules: chance that one exposure persuades an agent whose stance is 'against'"))
+    contrary_rate: float = Field(default=0.5, ge=0, le=1, description=(
+        "rules: chance that an 'against' agent who rejects a message forms the contrary norm instead "
+        "(when the catalogue has one); 0 switches contrary norms off"))
+    temptation: float = Field(default=0.25, ge=0, le=1, description=(
+        "rules: chance that an agent does one of its habits as it likes although a held norm forbids it "
+        "there (a held norm broken); 0 switches temptation off"))
     filler_behaviour: str = "drink a coffee"
     enable_chat: bool = True  # ablation: spreading by conversation
     enable_thoughts: bool = True  # ablation: spreading by observation
     enable_synthesis: bool = True  # ablation: long-term synthesis
+    schedule: list[ScheduledActivity] = Field(default_factory=list, description=(
+        "rules: behaviours the plans put at fixed times of day (scenario data, e.g. meals); none by default"))
     tracked_norms: list[TrackedNorm] = Field(min_length=1)
     norm_catalogue: list[CatalogueNorm] = Field(default_factory=list)
-    themes: dict[str, str] = Field(default_factory=dict)  # theme -> abstract norm the rules synthesize
 
     @field_validator("day_start", "day_end")
     @classmethod
@@ -168,6 +198,12 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
             for text in (a, b):
                 if behaviours and text not in behaviours:
                     problems.append(f"  crsec.tracked_norms ({t.name}).alternatives: unknown behaviour {text!r}")
+    for i, item in enumerate(settings.schedule):
+        if behaviours and item.behaviour not in behaviours:
+            problems.append(f"  crsec.schedule[{i}].behaviour: unknown behaviour {item.behaviour!r} "
+                            f"(expected one of the map's behaviours)")
+        if item.place is not None and areas and item.place not in areas:
+            problems.append(f"  crsec.schedule[{i}].place: unknown area {item.place!r} (expected one of {sorted(areas)})")
     if behaviours and settings.filler_behaviour not in behaviours:
         problems.append(f"  crsec.filler_behaviour: unknown behaviour {settings.filler_behaviour!r}")
     for i, agent in enumerate(scenario.agents):
