@@ -36,6 +36,7 @@ from socialsim.llm.questions import (
 SYSTEM = ("You are an agent living in IrollanValley, a small world of homes, a public canteen and a public "
           "reading room. Nobody has a preset identity or role. Answer exactly in the requested format.")
 FILTERED_NOTE = " (LTRHA filtered this action of yours lately)"
+SOCIAL_WORDS = ("meet", "talk", "friend", "others", "together", "social")
 REST_FURNITURE = ("bed", "chair", "nightstand")
 # what a goal's verbs are about, for Elim's rule: "eat" makes food relevant, "read" books
 GOAL_OBJECTS = {"eat": ("food", "beverage", "beefsteak"), "drink": ("beverage",), "read": ("book",),
@@ -78,17 +79,19 @@ class Elim(Operation):
                 f"Will '{ctx.action}' be relevant? Rate it from 1 (irrelevant) to 5 (highly relevant).")
 
     def rule(self, ctx: ElimContext, rng: random.Random) -> Integer:
-        """Social and exploring moves rate high, resting rates high only when the drive is low;
-        handling things rates by whether the goal mentions them; putting and leaving rate low."""
+        """From the goal's words: chatting rates 4 if the goal is social (5 to someone who spoke to
+        me), exploring a new place 4 if the goal says explore, resting 4 when the drive is low,
+        taking a thing 4 if the goal mentions it; putting and leaving rate low."""
         goal = ctx.goal.lower()
+        social = any(word in goal for word in SOCIAL_WORDS)
         if ctx.verb == "chat with":
-            value = 5 if ctx.spoke_to_me else 4
+            value = (3 + social) + (1 if ctx.spoke_to_me else 0) - (0 if social or ctx.spoke_to_me else 1)
         elif ctx.verb == "go to":
-            value = 4 if ctx.new_place else 3
+            value = (3 + ("explore" in goal)) if ctx.new_place else 3
         elif ctx.verb == "use":
             value = (4 if ctx.driver < 1.0 else 3) if ctx.noun in REST_FURNITURE else 2
         elif ctx.verb == "take":
-            value = 3 if relevant_to(goal, ctx.noun) else 2
+            value = 4 if relevant_to(goal, ctx.noun) else 2
         else:  # put, leave, behaviours
             value = 2
         return Integer(value=value)
@@ -271,9 +274,18 @@ class ITCMAChat(Operation):
                 f"Recently between you:\n{heard}\nYou talk to {ctx.partner}. What do you say? Your words only.")
 
     def rule(self, ctx: ITCMAChatContext, rng: random.Random) -> Text:
+        """A reply or an opener drawn by the RNG, coloured by the atmosphere (the topic)."""
+        mood = "" if ctx.topic is None or math.isnan(ctx.topic) else (
+            " It feels good here." if ctx.topic > 0.2 else " It is a bit tense here." if ctx.topic < -0.2 else "")
         if ctx.heard:
-            return Text(text=f"Yes {ctx.partner}, let's do that together here in {ctx.place}.")
-        return Text(text=f"Hi {ctx.partner}! What are you up to in {ctx.place}? Shall we do something together?")
+            lines = (f"Yes {ctx.partner}, let's do that together here in {ctx.place}.",
+                     f"I hear you, {ctx.partner}. What should we do next?",
+                     f"Good idea, {ctx.partner}. I'll join you.")
+        else:
+            lines = (f"Hi {ctx.partner}! What are you up to in {ctx.place}?",
+                     f"Hello {ctx.partner}, shall we do something together?",
+                     f"{ctx.partner}, have you been to the reading room or the canteen today?")
+        return Text(text=rng.choice(lines) + mood)
 
     def fallback(self, ctx: ITCMAChatContext) -> Text:
         return Text(text=f"Hello {ctx.partner}.")

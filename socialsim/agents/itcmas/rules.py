@@ -21,13 +21,13 @@ class ChoiceWeights:
     ``temperature`` turns the utilities into a softmax choice (ties broken by the RNG)."""
 
     mu: float = 0.5  # per point of Elim's relevance μ
-    social: float = 1.0  # chatting, scaled by how good the atmosphere (topic) and one's mood are
+    social: float = 0.6  # chatting, scaled by how good the atmosphere (topic) and one's mood are
     reply: float = 1.0  # answering someone who spoke to me
-    repeat: float = 1.0  # penalty: chatting again with someone I chatted with lately
+    repeat: float = 2.0  # penalty: chatting again with someone I chatted with lately
     explore: float = 1.0  # going to a place not visited lately, scaled by the driver
     useful: float = 0.8  # taking a thing the goal mentions (μ ≥ 3)
     rest: float = 1.5  # resting furniture when the drive is low
-    habit: float = 1.0  # per unit of habitus preference for this verb here
+    habit: float = 0.5  # per unit of habitus preference for this verb here
     change: float = 0.5  # expected change of the protention, signed by the driver
     filtered: float = 3.0  # penalty: this action was filtered by LTRHA before
     temperature: float = 0.5
