@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from socialsim.agents.itcmas.agent import FILTERED_PREFIX, ITCMASAgent, action_type
-from socialsim.agents.itcmas.settings import PAPER_ROUTES
 from socialsim.agents.itcmas.ltrha import rank_deltas
-from socialsim.llm import operations as ops_registry
 from socialsim.agents.itcmas.operations import ELIM, ranking_model
+from socialsim.agents.itcmas.settings import PAPER_ROUTES
+from socialsim.llm import operations as ops_registry
 from socialsim.llm.questions import AnswerError, IntegerQuestion, RecordQuestion
 from socialsim.model.society import SocietyModel
 from socialsim.spaces.actions import Action
