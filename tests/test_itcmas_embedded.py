@@ -5,9 +5,9 @@ import random
 
 import pytest
 
+from socialsim.agents.itcmas.operations import ELIM, ElimContext
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.loop import run_sync
-from socialsim.agents.itcmas.operations import ELIM, ElimContext
 from socialsim.llm.routing import RouteTable
 from socialsim.model.society import SocietyModel
 

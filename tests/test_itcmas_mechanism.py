@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from socialsim.agents.itcmas.agent import FILTERED_PREFIX, ITCMASAgent, action_type
-from socialsim.agents.itcmas.settings import PAPER_ROUTES
 from socialsim.agents.itcmas.ltrha import rank_deltas
-from socialsim.llm import operations as ops_registry
 from socialsim.agents.itcmas.operations import ELIM, ranking_model
+from socialsim.agents.itcmas.settings import PAPER_ROUTES
+from socialsim.llm import operations as ops_registry
 from socialsim.llm.questions import AnswerError, IntegerQuestion, RecordQuestion
 from socialsim.model.society import SocietyModel
 from socialsim.spaces.actions import Action
@@ -255,3 +255,14 @@ def test_itcmas_is_registered_with_its_report():
     from socialsim.agents import agent_class
 
     assert agent_class("itcmas") is ITCMASAgent
+
+
+def test_pleasure_and_topic_keep_moving_over_the_whole_run(paper_run):
+    """Desire and pain are scaled so tanh neither pins nor flattens P: over the last 20 of 75
+    steps most agents' P still moves, and so does the topic of the places they share."""
+    actions = actions_of(paper_run)
+    late = actions[actions["step"] > 55]
+    assert (late.groupby("agent")["P"].std() > 0.02).mean() >= 0.5
+    assert late["P"].abs().max() < 0.999
+    topics = paper_run.datacollector.get_table_dataframe("topics")
+    assert topics[topics["step"] > 55]["topic"].std() > 0.02

@@ -5,8 +5,8 @@ import networkx as nx
 import pandas as pd
 import pytest
 
-from socialsim.agents.itcmas.operations import JUDGE
 from socialsim.agents.itcmas.metrics import PAPER_TABLE, judge_contexts, judge_run, judge_table, social_structure
+from socialsim.agents.itcmas.operations import JUDGE
 from socialsim.model.runner import RunConfig, run
 
 

@@ -84,12 +84,13 @@ class EmotionState:
     decay: float = 0.9
     use_driver_module: bool = True  # False: base ITCMA's driver
     weights: EmotionWeights = EmotionWeights()
+    scale: float = 1.0  # desire/pain per unit event: keeps tanh (eq. 10) between flat and pinned
 
     def gain(self, amount: float) -> None:
-        self.desire += max(0.0, amount)
+        self.desire += self.scale * max(0.0, amount)
 
     def hurt(self, amount: float) -> None:
-        self.pain += max(0.0, amount)
+        self.pain += self.scale * max(0.0, amount)
 
     def decay_step(self) -> None:
         self.desire *= self.decay

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import random
 import re
@@ -33,23 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from socialsim.agents.emotion import EmotionState
 from socialsim.agents.generic import GenerativeAgent
-from socialsim.agents.itcmas.settings import ITCMASConfig, load_config
 from socialsim.agents.itcmas.ltrha import Habitus, home_owner, place_kind, reallocate, success_rate, topic
-from socialsim.agents.phases import Phase
-from socialsim.agents.itcmas.phenomenal import (
-    Consciousness,
-    PhenomenalField,
-    blend,
-    diff,
-    field_from_text,
-    juxtapose,
-    observation_phrases,
-)
 from socialsim.agents.itcmas.operations import (
     CHAT,
     CHOOSE,
     ELIM,
-    PROTENTION,
     RANK_AGENTS,
     SOCIAL_FILTER,
     Candidate,
@@ -59,13 +48,26 @@ from socialsim.agents.itcmas.operations import (
     ITCMAChatContext,
     MatrixContext,
     MatrixEntry,
+    Protention,
     ProtentionContext,
 )
+from socialsim.agents.itcmas.phenomenal import (
+    Consciousness,
+    PhenomenalField,
+    blend,
+    diff,
+    field_from_text,
+    juxtapose,
+    observation_phrases,
+)
+from socialsim.agents.itcmas.settings import ITCMASConfig, load_config
+from socialsim.agents.phases import Phase
 from socialsim.spaces.actions import Action, Outcome
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
 
+log = logging.getLogger("socialsim")
 FILTERED_PREFIX = "(This action has been filtered by LTRHA) "
 ACTION_COLUMNS = ["step", "agent", "area", "action", "status", "reason", "thought", "driver", "P", "A", "D",
                   "resources", "actions_available", "candidates"]
@@ -102,6 +104,9 @@ class ITCMASociety:
         self.pending_ranking: list[str] | None = None
         self.matrix_runs = 0
         self.filtered_total = 0
+        self.truncated_protentions = 0
+        self.protention_op = Protention()  # its max_tokens is a parameter (protention_tokens)
+        self.protention_op.max_tokens = self.config.protention_tokens
 
 
 class ITCMASAgent(GenerativeAgent):
@@ -125,6 +130,7 @@ class ITCMASAgent(GenerativeAgent):
         return {
             "topics": lambda m: {k: round(v, 6) for k, v in m.society.topics.items()},
             "filtered_actions": lambda m: m.society.filtered_total,
+            "truncated_protentions": lambda m: m.society.truncated_protentions,
             "matrix_runs": lambda m: m.society.matrix_runs,
             "memory_total": lambda m: sum(len(a.consciousness.long_term) for a in m.agents),
             "resources_total": lambda m: (sum(a.resources for a in m.agents)
@@ -168,7 +174,8 @@ class ITCMASAgent(GenerativeAgent):
         self.goal = str(spec.traits.get("goal", cfg.goal))
         self.consciousness = Consciousness(retention_size=cfg.retention)
         self.emotion = EmotionState(driver=cfg.initial_driver, decay=cfg.emotion_decay,
-                                    use_driver_module=cfg.modules["driver"], weights=cfg.emotion_weights)
+                                    use_driver_module=cfg.modules["driver"], weights=cfg.emotion_weights,
+                                    scale=cfg.signal_scale)
         self.habitus = Habitus()
         self.resources = cfg.initial_resources
         self.pi: PhenomenalField | None = None
@@ -182,6 +189,7 @@ class ITCMASAgent(GenerativeAgent):
         self.candidates_n = 0
         self.elim_ratings: dict[str, int] = {}
         self.last_status = ""
+        self.filtered_lately: deque[str] = deque(maxlen=5)  # my actions LTRHA filtered lately
 
     # --- 1. perceive -----------------------------------------------------------------------
     def perceive(self) -> None:
@@ -200,14 +208,18 @@ class ITCMASAgent(GenerativeAgent):
                 if not [e for e in self.world.heard_by(self.name, step - 2) if e.agent == event.target]:
                     self.emotion.hurt(0.5)
         pi = self.perceive_field()
-        diffs = [diff(pi, frame, self.cfg.sim_weights) for frame in self.consciousness.retention]
-        pro_diff = diff(pi, self.protention_field, self.cfg.sim_weights) if self.protention_field is not None else None
+        cfg = self.cfg
+        diffs = ([diff(pi, frame, cfg.sim_weights) for frame in self.consciousness.retention]
+                 if cfg.arousal_retention else [])
+        pro_diff = (diff(pi, self.protention_field, cfg.sim_weights)
+                    if self.protention_field is not None and cfg.dominance_from_protention else None)
         self.emotion.update(diffs, pro_diff)
         pi.pad = self.emotion.pad
-        self.activated = self.consciousness.activate(pi, self.cfg.activation_k, self.cfg.sim_weights)
+        self.activated = (self.consciousness.activate(pi, cfg.activation_k, cfg.sim_weights)
+                          if cfg.memory_activation else [])
         imagine = pi
         for _, memory in self.activated:
-            if self.cfg.modules["memory"]:
+            if cfg.modules["blending"]:
                 imagine = blend(imagine, memory, self.cfg.blend_threshold, self.cfg.blend_rate, self.random,
                                 self.cfg.sim_weights)
             else:
@@ -278,7 +290,8 @@ class ITCMASAgent(GenerativeAgent):
                      for t, acts in types.items()]
         mus = {t: a.value.value for t, a in zip(names, await self._ask_all(ELIM, elim_ctxs), strict=True)}
         self.elim_ratings = mus
-        kept = [t for t in names if mus[t] >= cfg.elim_threshold] or [t for t in names if mus[t] == max(mus.values())]
+        kept = names if not cfg.elimination else (
+            [t for t in names if mus[t] >= cfg.elim_threshold] or [t for t in names if mus[t] == max(mus.values())])
         pool = [(mus[t], a) for t in kept for a in types[t]]
         self.phase_rng.shuffle(pool)
         pool.sort(key=lambda pair: -pair[0])
@@ -292,23 +305,31 @@ class ITCMASAgent(GenerativeAgent):
             driver_text=self.emotion.describe(), action=a.text, verb=a.verb, current_phrases=current,
             target=a.target, item=a.item, remembered_phrases=self._remembered(a.target) if a.verb == "go to" else [])
             for _, a in pool]
-        pro_answers = await self._ask_all(PROTENTION, pro_ctxs)
-        pro_fields = [field_from_text(ans.value.text, known, step=self.model.steps + 1) for ans in pro_answers]
+        if cfg.protention:
+            pro_texts = [ans.value.text for ans in await self._ask_all(self.society.protention_op, pro_ctxs)]
+            for ctx, text in zip(pro_ctxs, pro_texts, strict=True):
+                self._check_truncated(ctx.action, text)
+            pro_fields = [field_from_text(t, known, step=self.model.steps + 1) for t in pro_texts]
+        else:
+            pro_texts, pro_fields = [""] * len(pool), [None] * len(pool)
         kind = self._place_kind()
         recent = set(self.recent_partners(2))
         candidates = [Candidate(
-            action=a.text, verb=a.verb, mu=mu, protention=ans.value.text, change=diff(self.pi, pro, cfg.sim_weights),
+            action=a.text, verb=a.verb, mu=mu, protention=text,
+            change=diff(self.pi, pro, cfg.sim_weights) if pro is not None else 0.0,
             target=a.target, noun=kind_of(a.item or a.target) if a.verb in ("use", "take", "put") else "",
             new_place=a.verb == "go to" and a.target not in self.visited,
             spoke_to_me=a.verb == "chat with" and self._spoke_to_me(a.target),
             chatted_lately=a.verb == "chat with" and a.target in recent,
-            habit=self.habitus.preference(kind, a.verb) if cfg.modules["ltrha"] else 0.0)
-            for (mu, a), ans, pro in zip(pool, pro_answers, pro_fields, strict=True)]
+            habit=self.habitus.preference(kind, a.verb) if cfg.modules["habitus"] else 0.0,
+            filtered_before=a.text in self.filtered_lately)
+            for (mu, a), text, pro in zip(pool, pro_texts, pro_fields, strict=True)]
         ctx = ChoiceContext(
             name=self.name, goal=self.goal, observation=self.observation, retention=self._retention_text(),
             memory=self._memory_text(), driver_text=self.emotion.describe(), driver=self.emotion.driver,
             social_text=self._social_text(kind) if cfg.modules["ltrha"] else "",
-            resources=self.resources if cfg.modules["ltrha"] else None, candidates=candidates)
+            resources=self.resources if cfg.modules["ltrha"] else None, candidates=candidates,
+            topic=self.society.topics.get(self.area) if cfg.modules["ltrha"] else None, pleasure=self.emotion.P)
         choice = (await self.ask(CHOOSE, ctx)).value
         index = choice.action - 1
         action = pool[index][1]
@@ -325,13 +346,20 @@ class ITCMASAgent(GenerativeAgent):
         """LTRHA's social filter on the chosen action (only the verdict is stored here)."""
         self.filter_verdict = False
         action = self.intent
-        if action is None or not self.cfg.modules["ltrha"]:
+        if action is None or not self.cfg.modules["filter"]:
             return
         item = self._item(action.item) if action.item else None
         ctx = FilterContext(self.name, self.area, action.text, action.verb, home_owner(self.area, self.cfg.homes),
                             item.owner if item else None, list(self.addressed_by),
                             [p.name for p in self.world.people_in(self.area, besides=self)])
         self.filter_verdict = (await self.ask(SOCIAL_FILTER, ctx)).value.yes
+
+    def _check_truncated(self, action: str, text: str) -> None:
+        """A protention that does not end a sentence was cut by max_tokens: counted and logged."""
+        if text and not text.rstrip().endswith((".", "!", "?", '"')):
+            self.society.truncated_protentions += 1
+            log.warning("itcmas: %s's protention for %r looks cut off (%d chars; protention_tokens=%d)",
+                        self.name, action, len(text), self.cfg.protention_tokens)
 
     def _item(self, label: str):
         """The world item an action names (the world's own lookup by name or label)."""
@@ -380,11 +408,12 @@ class ITCMASAgent(GenerativeAgent):
             self.last_action = FILTERED_PREFIX + action.text
             self.last_outcome = Outcome(ok=False, reason="filtered by LTRHA")
             self.society.filtered_total += 1
+            self.filtered_lately.append(action.text)
             self.emotion.hurt(1.0)
             self.remember(f"I wanted to {action.text}, but it was filtered as harmful to others")
             self.model.datacollector.add_table_row("filtered_actions", {"step": step, "agent": self.name,
                                                                         "area": area, "action": action.text})
-        elif self.cfg.modules["ltrha"] and self.random.random() >= success_rate(self.resources):
+        elif self.cfg.modules["success_rate"] and self.random.random() >= success_rate(self.resources):
             status, reason = "failed", "not enough resources: the attempt failed"
             self.last_action = action.text
             self.last_outcome = Outcome(ok=False, reason=reason)
@@ -397,7 +426,7 @@ class ITCMASAgent(GenerativeAgent):
                 status = "done"
                 self.emotion.gain(1.0)
                 self.remember(f"I did: {action.text}")
-                if self.cfg.modules["ltrha"]:
+                if self.cfg.modules["habitus"]:
                     self.habitus.record(self._place_kind_of(area), action.verb)
                 if action.verb == "chat with":
                     self.model.record_interaction(self.name, action.target, "chat", action.content)

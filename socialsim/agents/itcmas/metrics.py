@@ -45,7 +45,8 @@ RULES_LABEL = "rules baseline (measured shares, not an LLM judgement)"
 # --- the society that formed ------------------------------------------------------------------------
 def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
     """Cliques (≥ 3 agents, ties of at least ``min_weight`` interactions either way), the
-    leader (the most central: most partners, then most interactions) and the isolated agents."""
+    leader (the most central: most partners, then most interactions; None if tied — never by
+    name) and the isolated agents."""
     undirected = nx.Graph()
     undirected.add_nodes_from(graph.nodes)
     for a, b, data in graph.edges(data=True):
@@ -61,8 +62,11 @@ def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
     strength = dict(undirected.degree(weight="weight"))
     centrality = nx.degree_centrality(undirected)
     leader = None
-    if any(strength.values()):  # most partners, then most interactions, then by name
-        leader = min(undirected.nodes, key=lambda n: (-centrality[n], -strength[n], n))
+    if any(strength.values()):  # most partners, then most interactions; a tie at the top: no leader
+        ranked = sorted(undirected.nodes, key=lambda n: (-centrality[n], -strength[n]))
+        top = (centrality[ranked[0]], strength[ranked[0]])
+        if len(ranked) == 1 or (centrality[ranked[1]], strength[ranked[1]]) != top:
+            leader = ranked[0]
     isolated = sorted(n for n in undirected.nodes if undirected.degree(n) == 0)
     return {"cliques": cliques, "leader": leader, "isolated": isolated,
             "centrality": {n: round(v, 4) for n, v in sorted(centrality.items())},

@@ -19,6 +19,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, create_model, field_validator
 
+from socialsim.agents.itcmas.rules import CHOICE as CHOICE_WEIGHTS
+from socialsim.agents.itcmas.rules import MATRIX as MATRIX_WEIGHTS
+from socialsim.agents.itcmas.rules import choice_utility, matrix_score, noisy_order
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import (
     Integer,
@@ -32,6 +35,8 @@ from socialsim.llm.questions import (
 
 SYSTEM = ("You are an agent living in IrollanValley, a small world of homes, a public canteen and a public "
           "reading room. Nobody has a preset identity or role. Answer exactly in the requested format.")
+FILTERED_NOTE = " (LTRHA filtered this action of yours lately)"
+SOCIAL_WORDS = ("meet", "talk", "friend", "others", "together", "social")
 REST_FURNITURE = ("bed", "chair", "nightstand")
 # what a goal's verbs are about, for Elim's rule: "eat" makes food relevant, "read" books
 GOAL_OBJECTS = {"eat": ("food", "beverage", "beefsteak"), "drink": ("beverage",), "read": ("book",),
@@ -74,17 +79,19 @@ class Elim(Operation):
                 f"Will '{ctx.action}' be relevant? Rate it from 1 (irrelevant) to 5 (highly relevant).")
 
     def rule(self, ctx: ElimContext, rng: random.Random) -> Integer:
-        """Social and exploring moves rate high, resting rates high only when the drive is low;
-        handling things rates by whether the goal mentions them; putting and leaving rate low."""
+        """From the goal's words: chatting rates 4 if the goal is social (5 to someone who spoke to
+        me), exploring a new place 4 if the goal says explore, resting 4 when the drive is low,
+        taking a thing 4 if the goal mentions it; putting and leaving rate low."""
         goal = ctx.goal.lower()
+        social = any(word in goal for word in SOCIAL_WORDS)
         if ctx.verb == "chat with":
-            value = 5 if ctx.spoke_to_me else 4
+            value = (3 + social) + (1 if ctx.spoke_to_me else 0) - (0 if social or ctx.spoke_to_me else 1)
         elif ctx.verb == "go to":
-            value = 4 if ctx.new_place else 3
+            value = (3 + ("explore" in goal)) if ctx.new_place else 3
         elif ctx.verb == "use":
             value = (4 if ctx.driver < 1.0 else 3) if ctx.noun in REST_FURNITURE else 2
         elif ctx.verb == "take":
-            value = 3 if relevant_to(goal, ctx.noun) else 2
+            value = 4 if relevant_to(goal, ctx.noun) else 2
         else:  # put, leave, behaviours
             value = 2
         return Integer(value=value)
@@ -115,11 +122,11 @@ class Protention(Operation):
     module = "protention"
     system = SYSTEM
     temperature = 0.0
-    max_tokens = 40
+    max_tokens = 72  # overridden per run by ITCMASConfig.protention_tokens
     fallback_doc = "the present observation unchanged (predict no change)"
 
     def question(self, ctx: ProtentionContext) -> ShortTextQuestion:
-        return ShortTextQuestion(max_chars=240)
+        return ShortTextQuestion(max_chars=4 * self.max_tokens + 40)
 
     def prompt(self, ctx: ProtentionContext) -> str:
         imagined = ", ".join(ctx.imagination[:12]) or "nothing in particular"
@@ -169,6 +176,7 @@ class Candidate:
     spoke_to_me: bool = False
     chatted_lately: bool = False
     habit: float = 0.0  # habitus preference for this verb here (0 without LTRHA)
+    filtered_before: bool = False  # LTRHA filtered this action of mine lately (shown in the prompt)
 
 
 @dataclass
@@ -183,6 +191,8 @@ class ChoiceContext:
     social_text: str  # resources, topic and habitus (empty without LTRHA)
     resources: float | None
     candidates: list[Candidate]
+    topic: float | None = None  # of the agent's locale (in social_text)
+    pleasure: float = 0.0  # P (in driver_text)
 
 
 @lru_cache(maxsize=64)
@@ -211,7 +221,8 @@ class ChooseITCMAAction(Operation):
     def prompt(self, ctx: ChoiceContext) -> str:
         retention = "\n".join(f"- {r}" for r in ctx.retention[-5:]) or "- (nothing yet)"
         memory = "\n".join(f"- {m}" for m in ctx.memory[:3]) or "- (nothing comes to mind)"
-        options = "\n".join(f"{i}. {c.action} -> you expect: {c.protention[:160]}"
+        options = "\n".join(f"{i}. {c.action}{FILTERED_NOTE if c.filtered_before else ''}"
+                            + (f" -> you expect: {c.protention[:160]}" if c.protention else "")
                             for i, c in enumerate(ctx.candidates, 1))
         social = f"\n{ctx.social_text}" if ctx.social_text else ""
         return (f"You are {ctx.name}. Your task is to: {ctx.goal}\n\nJust before (retention):\n{retention}\n\n"
@@ -220,30 +231,14 @@ class ChooseITCMAAction(Operation):
                 f"perceive after each:\n{options}\n\nThink briefly, then choose one action by its number.")
 
     def rule(self, ctx: ChoiceContext, rng: random.Random) -> BaseModel:
-        """Score = μ + social pull + novelty + useful things + rest when tired + habit + expected
-        change, plus a tiny random tie-break; the thought states the reason."""
-        wealth = 1.0 / (1.0 + math.exp(-ctx.resources)) if ctx.resources is not None else 0.5
-        tired = 1.0 - math.tanh(max(ctx.driver, 0.0))
-        best, best_score, best_why = 0, -math.inf, ""
-        for i, c in enumerate(ctx.candidates):
-            score, why = float(c.mu), "it seems relevant"
-            if c.verb == "chat with":
-                score += 2.0 * wealth + (1.5 if c.spoke_to_me else 0.0) - (1.5 if c.chatted_lately else 0.0)
-                why = f"{c.target} spoke to me" if c.spoke_to_me else f"I want to get to know {c.target}"
-            elif c.verb == "go to":
-                score += (1.0 if c.new_place else 0.0) + 0.5 * (1.0 - tired)
-                why = "I want to explore" if c.new_place else "I want a change of place"
-            elif c.verb == "take" and c.mu >= 3:
-                score += 1.0
-                why = f"I could use the {c.noun}"
-            elif c.verb == "use" and c.noun in REST_FURNITURE:
-                score += 2.0 * tired + (1.0 - wealth)
-                why = "I need some rest"
-            score += c.habit + 0.5 * c.change + 0.1 * rng.random()
-            if score > best_score:
-                best, best_score, best_why = i, score, why
+        """A softmax over the utilities of ``rules.choice_utility`` (μ, social pull scaled by the
+        topic and mood, novelty by the driver, rest when tired, habit, expected change, and a
+        penalty for what LTRHA filtered before); the thought states the reason."""
+        utils = {i: choice_utility(c, driver=ctx.driver, resources=ctx.resources, topic=ctx.topic,
+                                   pleasure=ctx.pleasure) for i, c in enumerate(ctx.candidates)}
+        best = noisy_order(list(utils), lambda i: utils[i][0], rng, CHOICE_WEIGHTS.temperature)[0]
         chosen = ctx.candidates[best].action
-        thought = f"I feel a drive of {ctx.driver:.2f}. I will {chosen}, because {best_why}."
+        thought = f"I feel a drive of {ctx.driver:.2f}. I will {chosen}, because {utils[best][1]}."
         return choice_model(len(ctx.candidates))(action=best + 1, thought=thought)
 
     def fallback(self, ctx: ChoiceContext) -> BaseModel:
@@ -279,9 +274,18 @@ class ITCMAChat(Operation):
                 f"Recently between you:\n{heard}\nYou talk to {ctx.partner}. What do you say? Your words only.")
 
     def rule(self, ctx: ITCMAChatContext, rng: random.Random) -> Text:
+        """A reply or an opener drawn by the RNG, coloured by the atmosphere (the topic)."""
+        mood = "" if ctx.topic is None or math.isnan(ctx.topic) else (
+            " It feels good here." if ctx.topic > 0.2 else " It is a bit tense here." if ctx.topic < -0.2 else "")
         if ctx.heard:
-            return Text(text=f"Yes {ctx.partner}, let's do that together here in {ctx.place}.")
-        return Text(text=f"Hi {ctx.partner}! What are you up to in {ctx.place}? Shall we do something together?")
+            lines = (f"Yes {ctx.partner}, let's do that together here in {ctx.place}.",
+                     f"I hear you, {ctx.partner}. What should we do next?",
+                     f"Good idea, {ctx.partner}. I'll join you.")
+        else:
+            lines = (f"Hi {ctx.partner}! What are you up to in {ctx.place}?",
+                     f"Hello {ctx.partner}, shall we do something together?",
+                     f"{ctx.partner}, have you been to the reading room or the canteen today?")
+        return Text(text=rng.choice(lines) + mood)
 
     def fallback(self, ctx: ITCMAChatContext) -> Text:
         return Text(text=f"Hello {ctx.partner}.")
@@ -342,14 +346,9 @@ class RankAgents(Operation):
                 f"and the atmosphere to the one who least did.")
 
     def rule(self, ctx: MatrixContext, rng: random.Random) -> BaseModel:
-        """Chatting counts most, then any action carried out, then the locale's topic, then
-        (slightly) the resources already held; ties by name."""
-        def score(e: MatrixEntry) -> float:
-            topic = 0.0 if math.isnan(e.topic) else e.topic
-            return (2.0 * (e.status == "done" and e.action.startswith("chat with"))
-                    + 1.0 * (e.status == "done") - 1.0 * (e.status == "filtered") + topic + 0.01 * e.resources)
-
-        order = sorted(ctx.entries, key=lambda e: (-score(e), e.name))
+        """By ``rules.matrix_score`` (a chat or any action carried out, failures and filtered
+        actions, the locale's topic) plus small Gumbel noise; ties by the RNG, never by name."""
+        order = noisy_order(ctx.entries, matrix_score, rng, MATRIX_WEIGHTS.temperature)
         return ranking_model(tuple(e.name for e in ctx.entries))(ranking=[e.name for e in order])
 
     def fallback(self, ctx: MatrixContext) -> BaseModel:
@@ -426,7 +425,7 @@ class JudgeContext:
 
 class JudgeTrajectory(Operation):
     name = "JudgeTrajectory"
-    module = "judge"
+    module = "itcmas_judge"
     system = "You are a careful evaluator of simulated agents' behaviour."
     temperature = 0.0
     max_tokens = 60

@@ -79,12 +79,32 @@ class ITCMASConfig(_Strict):
     segment_length: int = Field(5, ge=2, description="frames per compressed memory segment [ours]")
     elim_threshold: int = Field(3, ge=1, le=5, description="actions with μ below it are removed (eq. 16)")
     max_candidates: int = Field(6, ge=1, description="actions whose protention is computed [ours]")
-    initial_driver: float = 1.0
-    emotion_decay: float = Field(0.9, ge=0, le=1, description="decay of the desire/pain accumulators [ours]")
-    initial_resources: float = 1.0
+    initial_driver: float = Field(1.0, ge=-100, le=100, description="d^0, the driver at start")
+    emotion_decay: float = Field(0.8, ge=0, le=1, description="decay of the desire/pain accumulators [ours]")
+    initial_resources: float = Field(1.0, ge=-100, le=100, description="S_i^0, every agent's resources at start")
     s_min: float = Field(0.0, ge=0, description="eq. 19")
     s_max: float = Field(1.0, gt=0, description="eq. 19")
     matrix_every: int = Field(5, ge=1, description="steps between two matrix reallocations [ours]")
+    signal_scale: float = Field(0.3, gt=0, le=5, description="desire/pain added per unit event (a success, a "
+                                "chat heard, a failure) [ours: 0.3 with decay 0.8 keeps tanh in its slope]")
+    protention_tokens: int = Field(72, ge=8, le=400, description="max_tokens of a protention answer [ours: "
+                                   "measured answers of the embedded model, plus headroom]")
+    # --- individual switches (None: as the ablation says; True/False overrides it) ----------------
+    ltrha: bool | None = Field(None, description="LTRHA as a whole: topic, resources, matrix, filter, habitus")
+    compression: bool | None = Field(None, description="compressed long-term memory (eq. 8-9) and blending")
+    driver_module: bool | None = Field(None, description="the driver of eqs. 13-15 (False: base ITCMA's PAD sum)")
+    blending: bool | None = Field(None, description="blend activated memory into imagination (eq. 5, Alg. 1); "
+                                  "False: juxtapose")
+    habitus: bool | None = Field(None, description="habitus H_i learned per kind of place biases the choice")
+    social_filter: bool | None = Field(None, description="LTRHA's filter blocks actions harmful to others")
+    success_rate: bool | None = Field(None, description="actions fail with probability 1 - rate_i (eq. 18)")
+    elimination: bool = Field(True, description="Elim drops actions with μ below elim_threshold (eq. 16)")
+    protention: bool = Field(True, description="predict each candidate's next observation (eq. 7); False: "
+                             "candidates carry no expectation and D is computed against nothing (0)")
+    dominance_from_protention: bool = Field(True, description="D = tanh(diff(PI^t, Pro^{t-1})) (eq. 12); "
+                                            "False: D = 0")
+    arousal_retention: bool = Field(True, description="A from the retained frames (eq. 11); False: A = 0")
+    memory_activation: bool = Field(True, description="activate mood-congruent long-term memory (eq. 5-6)")
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -95,7 +115,19 @@ class ITCMASConfig(_Strict):
     # --- derived -----------------------------------------------------------------------------
     @property
     def modules(self) -> dict[str, bool]:
-        return ABLATIONS[self.ablation]
+        """What runs: the ablation's modules, each overridable by its own switch."""
+        base = ABLATIONS[self.ablation]
+        ltrha = base["ltrha"] if self.ltrha is None else self.ltrha
+        memory = base["memory"] if self.compression is None else self.compression
+        return {
+            "ltrha": ltrha,
+            "memory": memory,
+            "driver": base["driver"] if self.driver_module is None else self.driver_module,
+            "blending": memory if self.blending is None else self.blending,
+            "habitus": ltrha if self.habitus is None else self.habitus,
+            "filter": ltrha if self.social_filter is None else self.social_filter,
+            "success_rate": ltrha if self.success_rate is None else self.success_rate,
+        }
 
     @property
     def sim_weights(self) -> SimWeights:
