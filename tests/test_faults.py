@@ -45,9 +45,9 @@ def key(monkeypatch):
 
 def test_a_hundred_bad_answers_crash_nothing_lose_nothing_and_replay(tmp_path):
     with FakeOpenAIServer(policy=varied, faults=faulty, hang_s=0.6) as server:
-        result = run(config(server, steps=12), tmp_path / "run", progress=False, preflight=False)
+        result = run(config(server, steps=16), tmp_path / "run", progress=False, preflight=False)
         injected = dict(server.injected)
-    assert result.status == "completed" and result.steps_done == 12
+    assert result.status == "completed" and result.steps_done == 16
     assert sum(injected.values()) >= 100 and all(injected[f] > 0 for f in FAULTS), injected
 
     ledger = result.model.llm.ledger

@@ -99,6 +99,7 @@ def test_budget_stop_keeps_everything_and_resume_continues_for_free(tmp_path, se
     assert resumed.status == "completed" and resumed.steps_done == 3
     assert resumed.model.llm.ledger.live_calls == len(server.requests) - 2 - 25  # recorded calls were free
     fresh = run(provider_config(server), tmp_path / "fresh", progress=False)
+    assert fresh.status == "completed"
     resumed_model, fresh_model = (pd.read_parquet(p / "model.parquet").drop(columns="llm_latency_s")
                                   for p in (tmp_path / "run", tmp_path / "fresh"))
     assert resumed_model.equals(fresh_model)  # same decisions, tokens and counts (latency is live)
