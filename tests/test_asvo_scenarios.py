@@ -140,3 +140,17 @@ def test_a_scenario_with_both_a_map_and_a_network_runs(tmp_path):
     model.step()
     assert len(model.datacollector.get_table_dataframe("asvo_predictions")) > 0
     assert {a.name for a in model.agents} == set(model.social.agents)
+
+
+def test_judge_gateways_inherit_the_runs_route_options():
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.ledger import Ledger
+    from socialsim.llm.routing import RouteTable
+
+    run_gateway = Gateway(RouteTable("rules"), ledger=Ledger(), api_base="http://127.0.0.1:9/v1", rpm=30,
+                          timeout_s=7.0, num_retries=0)
+    model = SocietyModel("school-micro", gateway=run_gateway, rng=1, judges=["openai/judge-model"])
+    (name, judge), = model.society.judges
+    assert name == "openai/judge-model"
+    assert (judge.api_base, judge.rpm, judge.timeout_s, judge.num_retries) == ("http://127.0.0.1:9/v1", 30, 7.0, 0)
+    assert judge.tape is run_gateway.tape and judge.ledger is run_gateway.ledger

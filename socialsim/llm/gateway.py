@@ -355,6 +355,7 @@ class Gateway:
             messages=messages,
             timeout=self.timeout_s,
             num_retries=self.num_retries,
+            drop_params=True,  # per call, not a global switch: a provider without e.g. `seed` still answers
             **({"api_base": self.api_base} if self.api_base and not is_embedded(model) else {}),
             **params,
             **fmt,

@@ -10,5 +10,4 @@ os.environ.setdefault("LITELLM_LOG", "ERROR")
 import litellm  # noqa: E402
 
 litellm.suppress_debug_info = True
-litellm.drop_params = True  # a provider that lacks e.g. `seed` gets the call without it
 litellm.telemetry = False

@@ -75,7 +75,6 @@ class ASVORuntime:
         from the actors' model (the paper's rule); the rule-based judge is the labelled baseline."""
         if not self.settings.evaluate:
             return []
-        from socialsim.llm.gateway import Gateway
 
         actors = model.llm.routes.models()
         gateways = []
@@ -84,8 +83,8 @@ class ASVORuntime:
                 raise ValueError(f"judge model {judge!r} is also an actor model ({', '.join(sorted(actors))}); "
                                  f"the judge must differ from the actors' model: pass judges=[...] with another model")
             _check_judge_name(judge)
-            gateways.append((judge, Gateway(RouteTable(judge), tape=model.llm.tape, ledger=model.llm.ledger,
-                                            replay=model.llm.replay, max_concurrency=model.llm.max_concurrency)))
+            # shares the run's tape, ledger, endpoint, limits, timeout, retries and prices
+            gateways.append((judge, model.llm.derive(RouteTable(judge))))
         return gateways
 
     def catalogue(self, others: list[str], step: int) -> list[tuple[str, float, float]]:

@@ -169,8 +169,9 @@ def _verb(action: str) -> str:
 
 
 def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules",
-              actor_models: set[str] | None = None, rng_seed: int = 0) -> pd.DataFrame:
-    """Scores per agent on the five dimensions (1-7). An LLM judge must not be an actor's model."""
+              actor_models: set[str] | None = None, rng_seed: int = 0, run_gateway=None) -> pd.DataFrame:
+    """Scores per agent on the five dimensions (1-7). An LLM judge must not be an actor's model.
+    With ``run_gateway`` (a run's gateway), the judge shares its tape, ledger, endpoint and limits."""
     import random
 
     from socialsim.llm.gateway import Gateway
@@ -180,7 +181,8 @@ def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules
     if judge_model != RULES and judge_model in (actor_models or set()):
         raise ValueError(f"the judge model {judge_model!r} also played the agents; use a different model "
                          f"(or 'rules' for the baseline)")
-    gateway = Gateway(RouteTable(judge_model))
+    routes = RouteTable(judge_model)
+    gateway = run_gateway.derive(routes) if run_gateway is not None else Gateway(routes)
     rng = random.Random(rng_seed)
 
     async def score_all():
@@ -234,7 +236,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         *(f"![{name}](figures/{name})" for name in written),
     ]
     if not actions.empty:
-        scores = judge_run(actions, len(model.world.areas) if model.world else 1)
+        scores = judge_run(actions, len(model.world.areas) if model.world else 1, run_gateway=model.llm)
         parts += ["", "### Five dimensions (7-point)", "",
                   "The `rules` judge below is a transparent baseline, not an LLM judgement; judge with an LLM "
                   "different from the actors' via `python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL`.", "",
