@@ -184,3 +184,72 @@ def test_contrary_rate_switch_changes_contrary_norms_held():
     def contrary(model):
         return sum(1 for a in model.agents for n in a.norms.qualified() if n.opposes and n.origin != "created")
     assert contrary(society(40, rng=5, contrary_rate=1.0)) > contrary(society(40, rng=5, contrary_rate=0.0)) == 0
+
+
+# --- every mechanism has a switch that a recorded observable notices ----------------------------------------
+SWITCH_STEPS = 40
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """One 40-step society per switch setting (cached within this module)."""
+    cache = {}
+
+    def get(**params):
+        key = tuple(sorted((k, str(v)) for k, v in params.items()))
+        if key not in cache:
+            cache[key] = society(SWITCH_STEPS, **params)
+        return cache[key]
+
+    return get
+
+
+def _total(model, column):
+    return int(model.datacollector.get_model_vars_dataframe()[column].sum())
+
+
+def _events(model, event):
+    return int((model.datacollector.get_table_dataframe("norm_changes")["event"] == event).sum())
+
+
+def test_creation_switch(runs):
+    assert _events(runs(), "created") >= 15  # three entrepreneurs, five norms each
+    assert _events(runs(enable_creation=False), "created") == 0
+
+
+def test_talk_spreading_switch(runs):
+    assert _total(runs(), "norm_chats") > 0
+    off = runs(enable_chat=False)
+    assert _total(off, "norm_chats") == 0 and off.datacollector.get_table_dataframe("conversations").empty
+
+
+def test_observation_spreading_switch(runs):
+    assert _total(runs(), "norm_thoughts") > 0
+    off = runs(enable_thoughts=False)
+    assert _total(off, "norm_thoughts") == 0 and off.datacollector.get_table_dataframe("thoughts").empty
+
+
+def test_synthesis_switch(runs):
+    assert _total(runs(), "syntheses") > 0
+    assert _total(runs(enable_synthesis=False), "syntheses") == 0
+
+
+@pytest.mark.parametrize("check", ["duplication", "conflict"])
+def test_check_switches_the_rules_exercise(runs, check):
+    others = [c for c in ("consistency", "duplication", "type", "conflict") if c != check]
+    assert _events(runs(), f"failed {check}") > 0
+    assert _events(runs(checks=others), f"failed {check}") == 0
+
+
+@pytest.mark.parametrize("check, op, reply", [("consistency", "CheckConsistency", "No"), ("type", "CheckType", "2")])
+def test_check_switches_with_a_judge_that_fails_every_norm(scripted, check, op, reply):
+    """The rules never write an off-topic norm or a wrong type, so a scripted judge shows these two."""
+    scripted(default=reply)
+    others = [c for c in ("consistency", "duplication", "type", "conflict") if c != check]
+    assert _events(society(16, routes={op: "openai/scripted-judge"}), f"failed {check}") > 0
+    assert _events(society(16, routes={op: "openai/scripted-judge"}, checks=others), f"failed {check}") == 0
+
+
+def test_compliance_switch(runs):
+    """Plans that ignore held norms breach them more often (breaches are read from world facts)."""
+    assert _total(runs(enable_compliance=False), "breaches") > _total(runs(), "breaches")

@@ -269,6 +269,9 @@ class CRSECAgent(GenerativeAgent):
             await self._observe(facts)
 
     async def _create_norms(self) -> None:
+        if not self.settings.enable_creation:
+            self.created = True
+            return
         ctx = ops.CreateContext(self.name, self.description, self.settings.initial_norms,
                                 dict(self.crsec_traits.stance), list(self.settings.norm_catalogue))
         drafts = (await self.ask(ops.CREATE_NORM, ctx)).value.norms
@@ -317,7 +320,8 @@ class CRSECAgent(GenerativeAgent):
         home = self.crsec_traits.home_area or self.start_area or next(iter(self.shared.inside))
         return ops.PlanContext(
             self.name, self.description, self.crsec_traits.goal, day, minutes(s.day_start), minutes(s.day_end),
-            s.plan_item_minutes, self.views(self.norms.qualified()), tuple(sorted(self.shared.tags)),
+            s.plan_item_minutes, self.views(self.norms.qualified()) if s.enable_compliance else [],
+            tuple(sorted(self.shared.tags)),
             tuple(self.shared.inside), home, self.shared.outside, list(self.crsec_traits.habits),
             s.filler_behaviour, list(s.tracked_norms), self.shared.tags, self.shared.inside,
             dict(self.crsec_traits.stance), temptation=s.temptation,
@@ -418,19 +422,20 @@ class CRSECAgent(GenerativeAgent):
         expected = self.settings.tracked(norm.canonical).type if norm.canonical else None
         theme = self.settings.tracked(topic).theme if topic else None
         ctx = ops.CheckContext(self.views([norm])[0], source, topic, theme, qualified, expected)
-        if not (await self.ask(ops.CHECK_CONSISTENCY, ctx)).value.yes:
+        checks = set(self.settings.checks)  # an ablation may leave some out
+        if "consistency" in checks and not (await self.ask(ops.CHECK_CONSISTENCY, ctx)).value.yes:
             self.norms.reject(norm, "consistency", step)
             return False
-        if (await self.ask(ops.CHECK_DUPLICATION, ctx)).value.yes:
+        if "duplication" in checks and (await self.ask(ops.CHECK_DUPLICATION, ctx)).value.yes:
             self.norms.reject(norm, "duplication", step)
             return False
-        verdict = (await self.ask(ops.CHECK_TYPE, ctx)).value.index
+        verdict = (await self.ask(ops.CHECK_TYPE, ctx)).value.index if "type" in checks else 0
         corrected = {1: "descriptive", 2: "injunctive"}.get(verdict)
         if corrected and corrected != norm.type:
             self.norms.retype(norm, corrected, step)
             self.norms.reject(norm, "type", step)
             return False
-        if (await self.ask(ops.CHECK_CONFLICT, ctx)).value.yes:
+        if "conflict" in checks and (await self.ask(ops.CHECK_CONFLICT, ctx)).value.yes:
             self.norms.reject(norm, "conflict", step)
             return False
         self.norms.qualify(norm, step)

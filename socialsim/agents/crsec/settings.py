@@ -104,9 +104,14 @@ class CRSECSettings(_Strict):
         "rules: chance that an agent does one of its habits as it likes although a held norm forbids it "
         "there (a held norm broken); 0 switches temptation off"))
     filler_behaviour: str = "drink a coffee"
-    enable_chat: bool = True  # ablation: spreading by conversation
-    enable_thoughts: bool = True  # ablation: spreading by observation
-    enable_synthesis: bool = True  # ablation: long-term synthesis
+    enable_creation: bool = Field(True, description="ablation: entrepreneurs create their personal norms")
+    enable_chat: bool = Field(True, description="ablation: spreading by conversation")
+    enable_thoughts: bool = Field(True, description="ablation: spreading by observation (thoughts)")
+    enable_synthesis: bool = Field(True, description="ablation: long-term synthesis of abstract norms")
+    enable_compliance: bool = Field(True, description="ablation: plans and actions take the held norms into account")
+    checks: list[Literal["consistency", "duplication", "type", "conflict"]] = Field(
+        default_factory=lambda: ["consistency", "duplication", "type", "conflict"],
+        description="ablation: which of the four immediate-evaluation checks run")
     schedule: list[ScheduledActivity] = Field(default_factory=list, description=(
         "rules: behaviours the plans put at fixed times of day (scenario data, e.g. meals); none by default"))
     tracked_norms: list[TrackedNorm] = Field(min_length=1)
