@@ -28,9 +28,11 @@ def faulty(count, messages):
     return None if digest % 4 == 0 else FAULTS[(digest // 4) % len(FAULTS)]
 
 
-def config(server, steps, **kw):
+def config(server, steps, timeout_s=0.3, **kw):
+    """Short timeouts where hangs are injected; a test without hangs passes a generous one, so a
+    loaded machine's slow answers are not mistaken for faults."""
     return RunConfig(arch="generic", model="openai/fake-model", steps=steps, rng=4, api_base=server.api_base,
-                     timeout_s=0.3, num_retries=0, **kw)
+                     timeout_s=timeout_s, num_retries=0, **kw)
 
 
 def frames(run_dir):
@@ -72,7 +74,7 @@ def test_a_hundred_bad_answers_crash_nothing_lose_nothing_and_replay(tmp_path):
 
 def test_an_outage_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
     with FakeOpenAIServer(policy=varied) as server:
-        clean = run(config(server, steps=3), tmp_path / "clean", progress=False, preflight=False)
+        clean = run(config(server, steps=3, timeout_s=10.0), tmp_path / "clean", progress=False, preflight=False)
         clean_fallbacks = clean.model.llm.ledger.totals()["fallbacks"]  # answers the policy cannot give
 
     def outage_after(n):
@@ -84,10 +86,10 @@ def test_an_outage_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
 
     with FakeOpenAIServer(policy=varied) as server2:
         server2.faults = outage_after(15)
-        hit = run(config(server2, steps=3), tmp_path / "run", progress=False, preflight=False)
+        hit = run(config(server2, steps=3, timeout_s=10.0), tmp_path / "run", progress=False, preflight=False)
         assert hit.status == "completed" and hit.model.llm.ledger.totals()["fallbacks"] > clean_fallbacks
         server2.down, server2.faults = False, None
-        resumed = run(config(server2, steps=3), tmp_path / "run", progress=False, preflight=False)
+        resumed = run(config(server2, steps=3, timeout_s=10.0), tmp_path / "run", progress=False, preflight=False)
     assert resumed.model.llm.ledger.totals()["fallbacks"] == clean_fallbacks
     assert resumed.model.llm.ledger.live_calls > 0  # the failed calls were made again ...
     assert resumed.model.llm.ledger.live_calls < clean.model.llm.ledger.live_calls  # ... the answered ones were not
