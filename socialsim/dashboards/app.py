@@ -62,7 +62,7 @@ def initial_session() -> LiveSession | ReplaySession:
 def Png(data: bytes, alt: str, classes: list[str]) -> Any:
     """An <img> with the PNG inline (a data: URL is no network request)."""
     src = "data:image/png;base64," + base64.b64encode(data).decode()
-    return solara.HTML(tag="img", attributes={"src": src, "alt": alt, "style": "max-width:100%"})
+    return solara.HTML(tag="img", attributes={"src": src, "alt": alt, "style": "max-width:100%"}, classes=classes)
 
 
 def Table(rows: list[dict], columns: list[str], classes: list[str], limit: int = 200) -> Any:
@@ -233,12 +233,14 @@ def ParameterControls(arch: str, values: dict[str, Any], on_change: Any) -> None
 
 @solara.component
 def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy: bool, playing: bool,
-             on_command: Any) -> None:
+             on_command: Any, current: Any) -> None:
     """Scenario, architecture, engine, seed, budget, parameters; Reset / Step / Play / Pause; replay.
 
     Laid out as Mesa's SolaraViz lays out its ``ModelController`` and ``UserInputs``. The
     parameters the user changed are kept per architecture, so switching architecture neither
-    carries them over nor loses them; Reset builds only the chosen architecture's."""
+    carries them over nor loses them; Reset builds only the chosen architecture's. Step, Play and
+    Pause act on ``current.current``, the session of the latest Reset even before the page has
+    re-rendered, so a click right after Reset is not sent to the society it replaced."""
     config = session.config
     scenario, set_scenario = solara.use_state(config.scenario)
     arch, set_arch = solara.use_state(config.arch or DEFAULT_ARCH)
@@ -290,11 +292,12 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
             solara.Button("Reset", on_click=reset, color="primary", classes=["btn-reset"])
             if not session.replay:
                 # never disabled: a Step given while the society is built or stepping is queued
-                solara.Button("Step", on_click=command(lambda: session.step(1)), classes=["btn-step"])
+                solara.Button("Step", on_click=command(lambda: current.current.step(1)), classes=["btn-step"])
                 if playing:
-                    solara.Button("Pause", on_click=command(session.pause), classes=["btn-pause"], color="warning")
+                    solara.Button("Pause", on_click=command(lambda: current.current.pause()), classes=["btn-pause"],
+                                  color="warning")
                 else:
-                    solara.Button("Play", on_click=command(session.play), classes=["btn-play"])
+                    solara.Button("Play", on_click=command(lambda: current.current.play()), classes=["btn-play"])
         if reset_error:
             solara.Error(reset_error, dense=True, classes=["reset-error"])
         solara.Select("scenario", values=scenarios if scenario in scenarios else [scenario, *scenarios],
@@ -325,7 +328,12 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
 @solara.component
 def Page() -> None:
     first = solara.use_memo(initial_session, [])
-    session, set_session = solara.use_state(first)
+    session, set_state = solara.use_state(first)
+    current = solara.use_ref(first)  # the latest session, readable before the next render
+
+    def set_session(new: Any) -> None:
+        current.current = new
+        set_state(new)
     cursor, set_cursor = solara.use_state(session.frames.steps_done if session.replay else 0)
     tab, set_tab = solara.use_state(0)
     _, set_tick = solara.use_state(0.0)
@@ -351,9 +359,11 @@ def Page() -> None:
     with solara.AppBar():
         solara.AppBarTitle(children=["socialsim"])
     with solara.Sidebar():
-        # keyed by the session: opening a run or resetting shows that session's own settings
+        # a replay's controls are rebuilt from its recorded settings; a live Reset keeps the same
+        # controls (and buttons), so the user's choices stay and a click during the swap is not lost
+        key = f"controls-{id(session)}" if session.replay else "controls-live"
         Controls(session, set_session, cursor, set_cursor, busy=session.busy, playing=session.playing,
-                 on_command=lambda: set_tick(time.monotonic())).key(f"controls-{id(session)}")
+                 on_command=lambda: set_tick(time.monotonic()), current=current).key(key)
     with solara.Column(style="padding:4px 8px"):
         mode = f"replay of {session.run_dir}" if session.replay else "live"
         label = f"Step {step} of {done}" if session.replay else f"Step {step}"

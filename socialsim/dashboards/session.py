@@ -240,6 +240,7 @@ class LiveSession:
                 self._step_no = (self.frames.steps_done if self.frames else 0) + 1
                 self.model.step()
                 self._snapshot(f"step {self._step_no} done")
+                time.sleep(0.01)  # a fast (rules) step holds the GIL: let the page render between steps
         except BudgetExhausted as exc:  # a clean stop: everything recorded stays
             self._playing = False
             self._pending = 0
