@@ -293,11 +293,11 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
             if not session.replay:
                 # never disabled: a Step given while the society is built or stepping is queued
                 solara.Button("Step", on_click=command(lambda: current.current.step(1)), classes=["btn-step"])
-                if playing:
-                    solara.Button("Pause", on_click=command(lambda: current.current.pause()), classes=["btn-pause"],
-                                  color="warning")
-                else:
-                    solara.Button("Play", on_click=command(lambda: current.current.play()), classes=["btn-play"])
+                # both always present (a button swapped for another between renders can lose a click)
+                solara.Button("Play", on_click=command(lambda: current.current.play()), classes=["btn-play"],
+                              disabled=playing)
+                solara.Button("Pause", on_click=command(lambda: current.current.pause()), classes=["btn-pause"],
+                              color="warning", disabled=not playing)
         if reset_error:
             solara.Error(reset_error, dense=True, classes=["reset-error"])
         solara.Select("scenario", values=scenarios if scenario in scenarios else [scenario, *scenarios],
