@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from socialsim.dashboards import figures, panels
-from socialsim.dashboards.session import LiveConfig, LiveSession, ReplaySession, arch_parameters, effective_settings
+from socialsim.dashboards.session import LiveConfig, LiveSession, ReplaySession, parameter_controls
 from socialsim.metrics.report import interaction_matrix
 from socialsim.model.runner import RunConfig, run
 
@@ -121,17 +121,7 @@ def test_generic_agents_have_no_architecture_panels(generic):
     assert not {"desires", "emotions", "norms", "svo"} & set(info)
     assert info["memory"] and info["last_action"]
     assert set(panels.time_series(frames)) == {"LLM decisions per step"}
-    assert arch_parameters("generic") == {}
-
-
-def test_parameters_come_from_the_architecture_settings_and_the_built_model(crsec):
-    settings = effective_settings(crsec.model)
-    params = arch_parameters("crsec", settings)
-    assert params["synthesis_threshold"]["type"] == "SliderInt"
-    assert params["synthesis_threshold"]["value"] == settings["synthesis_threshold"]
-    assert params["enable_chat"] == {"type": "Checkbox", "value": True, "label": "enable_chat"}
-    assert params["initial_norms"]["min"] == 1 and params["initial_norms"]["max"] == 20
-    assert "tracked_norms" not in params and "day_start" not in params
+    assert parameter_controls("generic") == []
 
 
 def test_live_session_steps_off_the_calling_thread_and_snapshots_each_step():
@@ -230,7 +220,7 @@ def test_progress_is_reported_while_a_step_waits_on_its_calls():
 
 
 def test_run_keeps_stepping_until_paused():
-    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=2))
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=2, steps=50))
     session.start()
     assert session.wait(120)
     session.play()

@@ -2,7 +2,8 @@
 
 Run it with ``socialsim dashboard [SCENARIO | RUN_DIR]`` (which starts Solara on 127.0.0.1), or
 ``solara run socialsim.dashboards.app``. The parameter controls are Mesa's ``UserInputs`` (the
-sliders SolaraViz draws) built from the architecture's settings; Mesa's own ``ModelController``
+controls SolaraViz draws, in its place: Reset / Step / Play / Pause above the model parameters)
+built from the architecture's declared settings (``agents.params``). Mesa's own ``ModelController``
 is not used because it steps the model on the page's thread, and one LLM step may take minutes:
 here the model is stepped on a worker thread (``session.LiveSession``) and the page polls it.
 """
@@ -16,16 +17,25 @@ import time
 from typing import Any
 
 import solara
-from mesa.visualization.solara_viz import UserInputs
+import solara.lab
 
 from socialsim.agents import ARCHITECTURES
 from socialsim.dashboards import figures, panels
-from socialsim.dashboards.session import LiveConfig, LiveSession, ReplaySession, arch_parameters, is_run_dir
+from socialsim.dashboards.session import (
+    LiveConfig,
+    LiveSession,
+    ReplaySession,
+    check_parameter,
+    check_parameters,
+    is_run_dir,
+    parameter_controls,
+    scenario_default_arch,
+)
 from socialsim.llm.redact import redact
 from socialsim.scenarios.loader import available_scenarios
 
 DEFAULT_ARCH = "(scenario default)"
-POLL_SECONDS = 0.4
+POLL_SECONDS = 0.05  # the page notices a finished step or a Pause within this
 
 
 def initial_session() -> LiveSession | ReplaySession:
@@ -38,6 +48,9 @@ def initial_session() -> LiveSession | ReplaySession:
         arch=os.environ.get("SOCIALSIM_DASHBOARD_ARCH") or None,
         model=os.environ.get("SOCIALSIM_DASHBOARD_MODEL") or None,
         seed=int(os.environ.get("SOCIALSIM_DASHBOARD_SEED", "42")),
+        max_calls=int(os.environ.get("SOCIALSIM_DASHBOARD_MAX_CALLS") or 0) or None,
+        steps=int(os.environ.get("SOCIALSIM_DASHBOARD_STEPS") or 0) or None,
+        api_base=os.environ.get("SOCIALSIM_DASHBOARD_API_BASE") or None,
     ))
     session.start()
     return session
@@ -171,24 +184,90 @@ def UsagePanel(frames: panels.Frames, step: int) -> None:
 
 
 @solara.component
-def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy: bool, playing: bool) -> None:
-    """Scenario, architecture, engine, seed, parameters, step/run/pause/reset, replay.
+def ParameterControls(arch: str, values: dict[str, Any], on_change: Any) -> None:
+    """One control per parameter of ``arch`` (``session.parameter_controls``), valued at the
+    user's change or the declared default. A number typed out of range is refused with the
+    message ``--set`` would give, and the last valid value is kept."""
+    problem, set_problem = solara.use_state("")
+    specs = solara.use_memo(lambda: parameter_controls(arch), [arch])
+    if not specs:
+        solara.Text(f"{arch} has no parameters", style="font-size:12px;color:#777")
+        return
 
-    ``busy`` and ``playing`` are passed (not read from ``session``) so that a change of the
-    worker's state re-renders the buttons: a component re-renders when its arguments change."""
+    def change(name: str, value: Any) -> None:
+        typed, why = check_parameter(arch, name, value)
+        set_problem(why)
+        if not why:
+            on_change(name, typed)
+
+    solara.Text(f"{arch} parameters", style="font-weight:bold;font-size:13px")
+    with solara.Column(style="max-height:320px;overflow-y:auto;padding-right:6px", classes=["param-list"]):
+        for spec in specs:
+            name = spec["name"]
+            value = values.get(name, spec["default"])
+            classes = ["param", f"param-{name}"]
+
+            def on_value(v: Any, name: str = name) -> None:
+                change(name, v)
+
+            with solara.Tooltip(spec["help"] or name), solara.Div(classes=classes):
+                if spec["widget"] == "checkbox":
+                    solara.Checkbox(label=name, value=bool(value), on_value=on_value)
+                elif spec["widget"] == "select":
+                    solara.Select(name, values=spec["choices"], value=value, on_value=on_value, dense=True)
+                elif spec["widget"] == "slider" and spec["kind"] == "int":
+                    solara.SliderInt(name, value=int(value), min=int(spec["low"]), max=int(spec["high"]),
+                                     step=1, on_value=on_value, thumb_label=True)
+                elif spec["widget"] == "slider":
+                    solara.SliderFloat(name, value=float(value), min=float(spec["low"]), max=float(spec["high"]),
+                                       step=spec["step"], on_value=on_value, thumb_label=True)
+                elif spec["kind"] == "int":
+                    solara.InputInt(name, value=int(value), on_value=on_value)
+                elif spec["kind"] == "float":
+                    solara.InputFloat(name, value=float(value), on_value=on_value)
+                else:
+                    solara.InputText(name, value=str(value), on_value=on_value)
+    if problem:
+        solara.Error(problem, dense=True, classes=["param-error"])
+
+
+@solara.component
+def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy: bool, playing: bool,
+             on_command: Any, current: Any) -> None:
+    """Scenario, architecture, engine, seed, budget, parameters; Reset / Step / Play / Pause; replay.
+
+    Laid out as Mesa's SolaraViz lays out its ``ModelController`` and ``UserInputs``. The
+    parameters the user changed are kept per architecture, so switching architecture neither
+    carries them over nor loses them; Reset builds only the chosen architecture's. Step, Play and
+    Pause act on ``current.current``, the session of the latest Reset even before the page has
+    re-rendered, so a click right after Reset is not sent to the society it replaced."""
     config = session.config
     scenario, set_scenario = solara.use_state(config.scenario)
     arch, set_arch = solara.use_state(config.arch or DEFAULT_ARCH)
     engine, set_engine = solara.use_state(config.model or "")
     seed, set_seed = solara.use_state(config.seed)
-    changed, set_changed = solara.use_state(dict(config.params))
+    max_calls, set_max_calls = solara.use_state(config.max_calls or 0)
+    steps, set_steps = solara.use_state(config.steps or 0)
+    default_arch = solara.use_memo(lambda: scenario_default_arch(scenario), [scenario])
+    chosen = default_arch if arch == DEFAULT_ARCH else arch
+    built_arch = config.arch or scenario_default_arch(config.scenario)
+    changed, set_changed = solara.use_state({built_arch: dict(config.params)})
     run_dir, set_run_dir = solara.use_state(str(getattr(session, "run_dir", "")))
     open_error, set_open_error = solara.use_state("")
+    reset_error, set_reset_error = solara.use_state("")
     scenarios = available_scenarios()
+    mine = changed.get(chosen, {})
 
     def reset() -> None:
+        why = check_parameters(chosen, mine)
+        if why:  # never reached through the controls, which only keep valid values
+            set_reset_error(why)
+            return
+        set_reset_error("")
         new = LiveSession(LiveConfig(scenario=scenario, arch=None if arch == DEFAULT_ARCH else arch,
-                                     model=engine or None, seed=int(seed or 0), params=dict(changed)))
+                                     model=engine or None, seed=int(seed or 0), params=dict(mine),
+                                     max_calls=int(max_calls) if max_calls else None,
+                                     api_base=config.api_base, steps=int(steps) if steps and steps > 0 else None))
         new.start()
         set_session(new)
 
@@ -202,36 +281,45 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         set_cursor(replay.frames.steps_done)  # before the session, so the new slider starts at the end
         set_session(replay)
 
+    def command(action: Any) -> Any:
+        def run() -> None:
+            action()
+            on_command()  # re-render now, not at the next poll
+        return run
+
     with solara.Card("Society", classes=["panel-controls"]):
-        solara.Select("scenario", values=scenarios if scenario in scenarios else [scenario, *scenarios],
-                      value=scenario, on_value=set_scenario, dense=True)
-        solara.Select("architecture", values=[DEFAULT_ARCH, *ARCHITECTURES], value=arch, on_value=set_arch, dense=True)
-        solara.InputText("model / engine (litellm string, rules, local/smollm2)", value=engine, on_value=set_engine)
-        solara.InputInt("seed", value=seed, on_value=set_seed)
-        chosen_arch = config.arch if arch == DEFAULT_ARCH else arch
-        params = arch_parameters(chosen_arch or "", session.settings if chosen_arch == session.config.arch else None)
-        if params:
-            solara.Text("parameters", style="font-weight:bold;font-size:13px")
-            for name, value in changed.items():
-                if name in params:
-                    params[name]["value"] = value
-            UserInputs(params, on_change=lambda name, value: set_changed({**changed, name: value}))
         with solara.Row():
-            solara.Button("Reset", on_click=reset, color="primary", classes=["btn-reset"],
-                          disabled=busy)
+            solara.Button("Reset", on_click=reset, color="primary", classes=["btn-reset"])
             if not session.replay:
-                solara.Button("Step", on_click=lambda: session.step(1), classes=["btn-step"], disabled=busy)
-                if playing:
-                    solara.Button("Pause", on_click=session.pause, classes=["btn-pause"])
-                else:
-                    solara.Button("Run", on_click=session.play, classes=["btn-run"], disabled=busy)
+                # never disabled: a Step given while the society is built or stepping is queued
+                solara.Button("Step", on_click=command(lambda: current.current.step(1)), classes=["btn-step"])
+                # both always present (a button swapped for another between renders can lose a click)
+                solara.Button("Play", on_click=command(lambda: current.current.play()), classes=["btn-play"],
+                              disabled=playing)
+                solara.Button("Pause", on_click=command(lambda: current.current.pause()), classes=["btn-pause"],
+                              color="warning", disabled=not playing)
+        if reset_error:
+            solara.Error(reset_error, dense=True, classes=["reset-error"])
+        solara.Select("scenario", values=scenarios if scenario in scenarios else [scenario, *scenarios],
+                      value=scenario, on_value=set_scenario, dense=True, classes=["ctl-scenario"])
+        solara.Select("architecture", values=[DEFAULT_ARCH, *ARCHITECTURES], value=arch, on_value=set_arch,
+                      dense=True, classes=["ctl-arch"])
+        if arch == DEFAULT_ARCH:
+            solara.Text(f"scenario default: {default_arch}", style="font-size:12px;color:#777")
+        solara.InputText("model / engine (litellm string, rules, local/smollm2)", value=engine, on_value=set_engine,
+                         classes=["ctl-engine"])
+        with solara.Row():
+            solara.InputInt("seed", value=seed, on_value=set_seed, classes=["ctl-seed"])
+            solara.InputInt("Play stops at step (0: scenario's)", value=steps, on_value=set_steps,
+                            classes=["ctl-steps"])
+        solara.InputInt("max LLM calls (0: no limit)", value=max_calls, on_value=set_max_calls,
+                        classes=["ctl-max-calls"])
+        ParameterControls(chosen, mine, lambda name, value: set_changed({**changed, chosen: {**mine, name: value}}))
     with solara.Card("Replay a run", classes=["panel-replay"]):
         solara.InputText("run directory", value=run_dir, on_value=set_run_dir, classes=["run-dir"])
         solara.Button("Open", on_click=open_run, classes=["btn-open"])
         if open_error:
             solara.Error(open_error)
-        if session.replay and session.frames.steps_done > 0:
-            solara.SliderInt("replay step", value=cursor, min=1, max=session.frames.steps_done, on_value=set_cursor)
 
 
 # --- the page --------------------------------------------------------------------------------------------
@@ -240,15 +328,21 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
 @solara.component
 def Page() -> None:
     first = solara.use_memo(initial_session, [])
-    session, set_session = solara.use_state(first)
+    session, set_state = solara.use_state(first)
+    current = solara.use_ref(first)  # the latest session, readable before the next render
+
+    def set_session(new: Any) -> None:
+        current.current = new
+        set_state(new)
     cursor, set_cursor = solara.use_state(session.frames.steps_done if session.replay else 0)
-    _, set_tick = solara.use_state(0)
+    tab, set_tab = solara.use_state(0)
+    _, set_tick = solara.use_state(0.0)
 
     def poll(cancel) -> None:
-        """Re-render while the worker runs and when a new snapshot arrives (off the page's thread)."""
-        seen = (-1, None)
+        """Re-render when the worker's state changes (read off the page's thread, never waiting)."""
+        seen = None
         while not cancel.is_set():
-            now = (session.version, session.busy, session.progress())
+            now = (session.version, session.busy, session.playing, session.progress(), session.stop_reason)
             if now != seen:
                 seen = now
                 set_tick(time.monotonic())
@@ -261,34 +355,58 @@ def Page() -> None:
     step = min(max(cursor, 1), done) if session.replay else done
 
     solara.Title("socialsim dashboard")
+    solara.Style(CSS)
     with solara.AppBar():
         solara.AppBarTitle(children=["socialsim"])
     with solara.Sidebar():
-        # keyed by the session: opening a run or resetting shows that session's own settings
-        Controls(session, set_session, cursor, set_cursor, busy=session.busy,
-                 playing=session.playing).key(f"controls-{id(session)}")
-    with solara.Column(style="padding:8px"):
+        # a replay's controls are rebuilt from its recorded settings; a live Reset keeps the same
+        # controls (and buttons), so the user's choices stay and a click during the swap is not lost
+        key = f"controls-{id(session)}" if session.replay else "controls-live"
+        Controls(session, set_session, cursor, set_cursor, busy=session.busy, playing=session.playing,
+                 on_command=lambda: set_tick(time.monotonic()), current=current).key(key)
+    with solara.Column(style="padding:4px 8px"):
         mode = f"replay of {session.run_dir}" if session.replay else "live"
         label = f"Step {step} of {done}" if session.replay else f"Step {step}"
         arch = frames.arch if frames is not None else (session.config.arch or "")
         solara.Text(f"{label} · {session.config.scenario} · {arch} · {mode}", classes=["step-counter"],
                     style="font-size:18px;font-weight:bold")
+        if session.replay and done > 0:
+            # at the top, so the scrubber is in view with any tab at 1280x800
+            with solara.Div(classes=["replay-scrubber"]):
+                solara.SliderInt("replay step", value=step, min=1, max=done, on_value=set_cursor, thumb_label=True)
+        if not session.replay:
+            state = "playing" if session.playing else ("stepping" if session.busy else "idle")
+            solara.Text(f"{state} · Play stops at step {session.length}", classes=["run-state"],
+                        style="font-size:12px;color:#555")
         if session.busy:
             solara.ProgressLinear(True)
             solara.Text(session.progress(), classes=["progress-text"])
+        if getattr(session, "stop_reason", ""):
+            solara.Info(session.stop_reason, dense=True, classes=["stop-reason"])
         if session.error:
             solara.Error(f"The society stopped: {session.error}")
         if frames is None:
             solara.Text("Building the society…")
             return
-        if frames.status and not session.replay:
-            solara.Text(f"status: {frames.status}", style="font-size:12px;color:#666")
-        with solara.Columns([3, 2]):
-            MapPanel(frames, step)
-            with solara.Column():
+        totals = panels.usage_totals(frames, step)
+        solara.Text(" · ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()), classes=["usage-live"],
+                    style="font-size:12px")
+        with solara.lab.Tabs(value=tab, on_value=set_tab, lazy=True):
+            with solara.lab.Tab("Map", classes=["tab-map"]):
+                MapPanel(frames, step)
+            with solara.lab.Tab("Time series", classes=["tab-series"]):
+                SeriesPanel(frames, step)
+            with solara.lab.Tab("Interactions", classes=["tab-interactions"]):
                 HeatmapPanel(frames, step)
+            with solara.lab.Tab("Agents", classes=["tab-agents"]):
+                InspectorPanel(frames, step)
+            with solara.lab.Tab("Events", classes=["tab-events"]):
+                EventLogPanel(frames, step)
+            with solara.lab.Tab("LLM usage", classes=["tab-usage"]):
                 UsagePanel(frames, step)
-        SeriesPanel(frames, step)
-        with solara.Columns([1, 1]):
-            InspectorPanel(frames, step)
-            EventLogPanel(frames, step)
+
+
+CSS = """
+.plot { max-width: 100%; height: auto; }
+.usage-table, .event-table, .inspector-norms, .inspector-memory { overflow: auto; }
+"""

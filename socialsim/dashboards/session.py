@@ -8,7 +8,6 @@ a run directory's recorded frames and tape: no model is stepped and no LLM is ca
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import threading
@@ -22,54 +21,99 @@ from socialsim.dashboards.panels import Frames, frames_from_model, frames_from_r
 
 log = logging.getLogger("socialsim.dashboard")
 
-# Each architecture's settings model; its bool/int/float fields become the parameter controls.
-SETTINGS = {
-    "crsec": "socialsim.agents.crsec.settings:CRSECSettings",
-    "asvo": "socialsim.agents.asvo.settings:ASVOSettings",
-    "itcmas": "socialsim.agents.itcmas.settings:ITCMASConfig",
-}
+def parameter_controls(arch: str) -> list[dict]:
+    """One control spec per parameter a page can set, from the architecture's declared settings
+    (``agents.params.parameters``: the same source as ``--set`` and sweeps).
 
+    Valid by construction: a slider only where the field declares both bounds and its default
+    lies on the slider's grid (a slider snaps its value to the grid, which would silently change
+    the default); otherwise a number field whose entries are checked like ``--set``. JSON-valued
+    parameters (lists, dicts) have no control here; they are set with ``--set``.
+    """
+    from socialsim.agents.params import parameters
 
-def _settings_class(arch: str) -> Any:
-    try:
-        module, _, name = SETTINGS[arch].partition(":")
-        return getattr(importlib.import_module(module), name)
-    except (KeyError, ImportError, AttributeError):
-        return None
-
-
-def arch_parameters(arch: str, current: dict[str, Any] | None = None) -> dict[str, dict]:
-    """Mesa user-parameter specs (``SliderInt``, ``SliderFloat``, ``Checkbox``) built from the
-    numeric and boolean fields of an architecture's settings model, valued at ``current`` (the
-    built model's effective settings) or the field defaults. Empty for ``generic``."""
-    cls = _settings_class(arch)
-    if cls is None:
-        return {}
-    current = current or {}
-    params: dict[str, dict] = {}
-    for name, info in cls.model_fields.items():
-        ann = info.annotation
-        default = current.get(name, info.default)
-        if ann is bool and isinstance(default, bool):
-            params[name] = {"type": "Checkbox", "value": default, "label": name}
-            continue
-        if ann not in (int, float) or not isinstance(default, int | float) or isinstance(default, bool):
-            continue
-        low = high = None
-        for m in info.metadata:
-            low = getattr(m, "ge", None) if getattr(m, "ge", None) is not None else low
-            low = getattr(m, "gt", None) if low is None and getattr(m, "gt", None) is not None else low
-            high = getattr(m, "le", None) if getattr(m, "le", None) is not None else high
-        low = 0 if low is None else low
-        if high is None:
-            high = max(default * 4, low + (10 if ann is int else 1.0))
-        if ann is int:
-            params[name] = {"type": "SliderInt", "value": int(default), "min": int(low), "max": int(high),
-                            "step": max(1, int(high - low) // 100), "label": name}
+    specs: list[dict] = []
+    for p in parameters(arch):
+        spec = {"name": p.name, "kind": p.kind, "default": p.default, "help": p.help, "low": p.low, "high": p.high}
+        if p.kind == "bool":
+            spec["widget"] = "checkbox"
+        elif p.kind == "choice":
+            spec.update(widget="select", choices=list(p.choices))
+        elif p.kind == "int" and p.low is not None and p.high is not None and p.high - p.low <= 200:
+            low = p.low if check_parameter(arch, p.name, p.low)[1] == "" else p.low + 1
+            high = p.high if check_parameter(arch, p.name, p.high)[1] == "" else p.high - 1
+            spec.update(widget="slider", step=1, low=low, high=high)
+        elif p.kind == "float" and p.low is not None and p.high is not None and _on_grid(p.default, p.low, p.high):
+            step = (p.high - p.low) / 100
+            # an exclusive bound (gt/lt) is not a value: the slider stops one step inside it
+            low = p.low if check_parameter(arch, p.name, p.low)[1] == "" else p.low + step
+            high = p.high if check_parameter(arch, p.name, p.high)[1] == "" else p.high - step
+            spec.update(widget="slider", step=step, low=low, high=high)
+        elif p.kind in ("int", "float", "text"):
+            spec["widget"] = "input"
         else:
-            params[name] = {"type": "SliderFloat", "value": float(default), "min": float(low), "max": float(high),
-                            "step": round((high - low) / 100, 6) or 0.01, "label": name}
-    return params
+            continue
+        specs.append(spec)
+    return specs
+
+
+def _on_grid(value: Any, low: float, high: float) -> bool:
+    if not isinstance(value, int | float) or high <= low:
+        return False
+    k = (value - low) / ((high - low) / 100)
+    return abs(k - round(k)) < 1e-9
+
+
+def check_parameter(arch: str, name: str, value: Any) -> tuple[Any, str]:
+    """(typed value, "") or (None, message): the check ``--set arch.name=value`` makes."""
+    from socialsim.agents.params import ParamError, parse_assignments
+
+    raw = value if isinstance(value, str) and not isinstance(value, bool) else json.dumps(value)
+    try:
+        return parse_assignments(arch, [f"{name}={raw}"])[name], ""
+    except ParamError as exc:
+        return None, str(exc).replace("--set ", "")
+
+
+def check_parameters(arch: str, values: dict[str, Any]) -> str:
+    """"" when the architecture's settings model accepts ``values`` together, else why not."""
+    from pydantic import ValidationError
+
+    from socialsim.agents.params import settings_model
+
+    model = settings_model(arch)
+    if not values:
+        return ""
+    if model is None:
+        return f"architecture {arch!r} has no parameters"
+    unknown = sorted(set(values) - set(model.model_fields))
+    if unknown:
+        return f"unknown {arch} parameters: {', '.join(unknown)}"
+    try:
+        model(**values)
+    except ValidationError as exc:
+        # fields the scenario supplies (e.g. CRSEC's tracked norms) are not the page's to give
+        errors = [e for e in exc.errors() if e["type"] != "missing"]
+        return "; ".join(f"{arch}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+    return ""
+
+
+def scenario_default_arch(scenario: str) -> str:
+    from socialsim.scenarios.loader import load_scenario
+
+    try:
+        return load_scenario(scenario).default_arch
+    except Exception:  # a scenario that does not load shows its error on Reset
+        return "generic"
+
+
+def scenario_length(scenario: str) -> int:
+    from socialsim.scenarios.loader import load_scenario
+
+    try:
+        return int(load_scenario(scenario).default_steps)
+    except Exception:
+        return 10
 
 
 def effective_settings(model: Any) -> dict[str, Any]:
@@ -91,6 +135,10 @@ class LiveConfig:
     model: str | None = None
     seed: int = 42
     params: dict[str, Any] = field(default_factory=dict)
+    max_calls: int | None = None  # the run's budget: Play stops, with the reason shown, when spent
+    max_cost: float | None = None
+    api_base: str | None = None  # a provider endpoint (vLLM, Ollama, the test server)
+    steps: int | None = None  # where Play stops; None: the scenario's default length
 
 
 class LiveSession:
@@ -114,6 +162,8 @@ class LiveSession:
         self._started = 0.0
         self._rows_before = 0
         self._step_no = 0
+        self.length = config.steps or scenario_length(config.scenario)  # Play stops here; Step goes further
+        self.stop_reason = ""
 
     # --- commands (return at once) -------------------------------------------------------------
     def start(self) -> None:
@@ -124,13 +174,21 @@ class LiveSession:
         self._launch(n)
 
     def play(self) -> None:
+        """Step until Pause, the scenario's length or the budget stops it."""
+        done = self.frames.steps_done if self.frames else 0
+        if done >= self.length:
+            self.stop_reason = f"reached the scenario's length ({self.length} steps); Step goes further"
+            return
+        self.stop_reason = ""
         self._playing = True
-        self._launch(1)
+        self._launch(0)
 
     def pause(self) -> None:
-        """Stop after the step now running (a step is never cut in half)."""
+        """Stop after the step now running (a step is never cut in half); returns at once."""
         self._playing = False
         self._pending = 0
+        if self._running:
+            self.stop_reason = "paused: the step now running completes, then the society waits"
 
     @property
     def busy(self) -> bool:
@@ -170,6 +228,8 @@ class LiveSession:
             self._thread.start()
 
     def _work(self) -> None:
+        from socialsim.llm.ledger import BudgetExhausted
+
         try:
             if self.model is None:
                 self._started = time.monotonic()
@@ -180,6 +240,14 @@ class LiveSession:
                 self._step_no = (self.frames.steps_done if self.frames else 0) + 1
                 self.model.step()
                 self._snapshot(f"step {self._step_no} done")
+                time.sleep(0.01)  # a fast (rules) step holds the GIL: let the page render between steps
+        except BudgetExhausted as exc:  # a clean stop: everything recorded stays
+            self._playing = False
+            self._pending = 0
+            self.stop_reason = f"stopped by budget: {exc}"
+            self._snapshot(self.stop_reason)
+            with self._lock:
+                self._running = False
         except Exception as exc:  # shown on the page; the model keeps what it recorded
             from socialsim.llm.redact import redact
 
@@ -195,6 +263,10 @@ class LiveSession:
         """Take the next step to run, or release the model (under the lock, so a command given
         while the worker finishes is never lost)."""
         with self._lock:
+            done = self.frames.steps_done if self.frames else 0
+            if self._playing and self._pending == 0 and done >= self.length:
+                self._playing = False
+                self.stop_reason = f"reached the scenario's length ({self.length} steps)"
             if self._pending > 0 or self._playing:
                 self._pending = max(0, self._pending - 1)
                 return True
@@ -208,9 +280,18 @@ class LiveSession:
 
         c = self.config
         model_name = default_model(c.model)
-        check_models({model_name})
+        check_models({model_name}, api_base=c.api_base)
         self.notes = [n for n in [engine_note(model_name)] if n]
-        self.model = SocietyModel(c.scenario, arch=c.arch, model=model_name, rng=c.seed, **c.params)
+        gateway = None
+        if c.api_base:
+            from socialsim.llm.gateway import Gateway
+            from socialsim.llm.ledger import Budget, Ledger
+            from socialsim.llm.routing import RouteTable
+
+            gateway = Gateway(RouteTable(model_name, {}), ledger=Ledger(Budget(c.max_cost, c.max_calls)),
+                              api_base=c.api_base)
+        self.model = SocietyModel(c.scenario, arch=c.arch, model=model_name, rng=c.seed, gateway=gateway,
+                                  max_cost=c.max_cost, max_calls=c.max_calls, **c.params)
         self.settings = effective_settings(self.model)
         self._snapshot("built: press Step or Run")
 

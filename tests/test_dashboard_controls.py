@@ -1,0 +1,130 @@
+"""The dashboard's controls: parameters valid by construction from the declared settings, kept
+per architecture; Step queued while the society is built; Play stopping at the run's length and
+on a budget stop with the reason; Pause and the page's reads answering at once while a step waits
+on a slow provider (the project's fake OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from socialsim.agents import ARCHITECTURES
+from socialsim.agents.params import parameters
+from socialsim.dashboards import panels
+from socialsim.dashboards.session import (
+    LiveConfig,
+    LiveSession,
+    check_parameter,
+    check_parameters,
+    parameter_controls,
+    scenario_default_arch,
+)
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.scenarios.loader import available_scenarios
+
+
+@pytest.mark.parametrize("arch", [a for a in ARCHITECTURES if a != "generic"])
+def test_every_control_shows_its_declared_default_and_that_default_is_valid(arch):
+    specs = parameter_controls(arch)
+    declared = {p.name: p for p in parameters(arch)}
+    assert specs and {s["name"] for s in specs} <= set(declared)
+    for spec in specs:
+        assert spec["default"] == declared[spec["name"]].default
+        assert check_parameter(arch, spec["name"], spec["default"]) == (spec["default"], "")
+        if spec["widget"] == "slider":  # a slider snaps to min + k*step: the default must be on that grid
+            k = (spec["default"] - spec["low"]) / spec["step"]
+            assert spec["low"] <= spec["default"] <= spec["high"] and abs(k - round(k)) < 1e-9
+            assert check_parameter(arch, spec["name"], spec["low"])[1] == ""
+            assert check_parameter(arch, spec["name"], spec["high"])[1] == ""
+    # all defaults together build the settings model (what Reset does)
+    assert check_parameters(arch, {s["name"]: s["default"] for s in specs}) == ""
+
+
+def test_unbounded_integer_is_a_number_field_not_a_slider_that_moves_its_default():
+    specs = {s["name"]: s for s in parameter_controls("crsec")}
+    assert specs["synthesis_threshold"]["widget"] == "input"  # no upper bound: a slider would snap 350
+    assert specs["initial_norms"]["widget"] == "slider" and specs["initial_norms"]["step"] == 1
+    assert specs["enable_chat"]["widget"] == "checkbox"
+    assert "tracked_norms" not in specs  # JSON values are set with --set, not a widget
+
+
+def test_a_value_out_of_range_is_refused_with_the_set_message():
+    value, why = check_parameter("crsec", "initial_norms", 50)
+    assert value is None and "crsec.initial_norms" in why and "[1" in why and "20" in why
+    assert check_parameter("asvo", "tom_scope", "observed") == ("observed", "")
+    assert "one of" in check_parameter("asvo", "tom_scope", "psychic")[1]
+    assert "blend_rate" in check_parameters("itcmas", {"blend_rate": 3.0})
+    assert "no_such" in check_parameters("itcmas", {"no_such": 1})
+
+
+def test_every_scenarios_default_architecture_has_its_controls():
+    for scenario in available_scenarios():
+        arch = scenario_default_arch(scenario)
+        assert arch in ARCHITECTURES
+        assert (parameter_controls(arch) != []) == (arch != "generic"), scenario
+
+
+def test_a_step_given_while_the_society_is_built_is_not_lost():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3))
+    session.start()
+    session.step(1)  # what a click right after Reset does
+    assert session.wait(120) and session.error == ""
+    assert session.frames.steps_done == 1
+
+
+def test_play_stops_at_the_runs_length_and_says_so():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=2))
+    session.start()
+    session.play()
+    assert session.wait(120) and session.error == ""
+    assert session.frames.steps_done == 2 and not session.playing
+    assert "length (2 steps)" in session.stop_reason
+    session.play()  # at the end Play refuses, Step still goes further
+    assert not session.busy and session.frames.steps_done == 2
+    session.step(1)
+    assert session.wait(120) and session.frames.steps_done == 3
+
+
+@pytest.fixture
+def slow_provider(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(delay_s=0.6) as server:
+        yield server
+
+
+def test_play_stops_on_a_budget_stop_with_the_reason_and_keeps_the_record(slow_provider):
+    slow_provider.delay_s = 0.0
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=20, max_calls=15,
+                                     api_base=slow_provider.api_base))
+    session.start()
+    session.play()
+    assert session.wait(120)
+    assert session.stop_reason.startswith("stopped by budget") and "max_calls=15" in session.stop_reason
+    assert session.error == "" and not session.playing
+    frames = session.frames
+    assert 1 <= frames.steps_done < 20 and frames.status == session.stop_reason  # steps before the stop are kept
+    assert 0 < panels.usage_totals(frames, frames.steps_done)["llm_calls"] <= 15
+
+
+def test_pause_and_the_pages_reads_answer_at_once_while_a_step_waits_on_a_slow_provider(slow_provider):
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=20,
+                                     api_base=slow_provider.api_base))
+    session.start()
+    assert session.wait(120) and session.error == ""
+    session.play()
+    deadline = time.monotonic() + 60
+    while slow_provider.in_flight == 0:  # step 1 is waiting on the provider
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    started = time.monotonic()
+    text = session.progress()
+    version = session.version
+    session.pause()
+    answered = time.monotonic() - started
+    assert answered < 0.2, f"the page waited {answered:.3f}s on a step"
+    assert text.startswith("step 1 running") and not session.playing and session.busy
+    assert session.frames.steps_done == 0 and version == session.version  # the last complete snapshot
+    assert "paused" in session.stop_reason
+    assert session.wait(120)
+    assert session.frames.steps_done == 1  # the running step completed, no further one began
