@@ -474,6 +474,7 @@ class ITCMASAgent(GenerativeAgent):
         if (not state.config.modules["ltrha"] or len(agents) <= 2
                 or model.steps % state.config.matrix_every != 0):
             return
+        model.phase_rng.shuffle(agents)  # listed in a drawn order: no name is favoured by position or ties
         ctx = MatrixContext([MatrixEntry(a.name, a.last_action, a.last_status, a.resources, a.goal, a.area,
                                          state.topics[a.area]) for a in agents])
         answer = await model.llm.ask(RANK_AGENTS, ctx, agent_id=None, rng=model.phase_rng)

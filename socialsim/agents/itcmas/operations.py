@@ -332,7 +332,7 @@ class RankAgents(Operation):
     system = "You are the matrix of a small society: you judge fairly who contributes to social life."
     temperature = 0.0
     max_tokens = 80
-    fallback_doc = "the current resource order (richest first, then by name): the status quo"
+    fallback_doc = "the current resource order (richest first; ties in the order the RNG listed them): the status quo"
 
     def question(self, ctx: MatrixContext) -> RecordQuestion:
         return RecordQuestion(ranking_model(tuple(e.name for e in ctx.entries)))
@@ -352,7 +352,7 @@ class RankAgents(Operation):
         return ranking_model(tuple(e.name for e in ctx.entries))(ranking=[e.name for e in order])
 
     def fallback(self, ctx: MatrixContext) -> BaseModel:
-        order = sorted(ctx.entries, key=lambda e: (-e.resources, e.name))
+        order = sorted(ctx.entries, key=lambda e: -e.resources)  # stable: ties keep the drawn listing order
         return ranking_model(tuple(e.name for e in ctx.entries))(ranking=[e.name for e in order])
 
 
