@@ -66,7 +66,7 @@ def sdk_phase(api_base: str, n: int) -> tuple[float, float]:
 
     global _sdk_client
     if _sdk_client is None:
-        _sdk_client = AsyncOpenAI(base_url=api_base, api_key="fake"  # the local test server checks no key, max_retries=0)
+        _sdk_client = AsyncOpenAI(base_url=api_base, api_key="fake", max_retries=0)  # the local test server checks no key
 
     async def one(i: int):
         return await _sdk_client.chat.completions.create(
