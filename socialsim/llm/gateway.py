@@ -53,6 +53,32 @@ def _provider_exceptions() -> tuple[type[BaseException], ...]:
     return (openai.OpenAIError, httpx.HTTPError, OSError, TimeoutError)
 
 
+def token_cost(model: str, prompt_tokens: int, completion_tokens: int,
+               price: tuple[float, float] | None = None) -> float | None:
+    """USD for these tokens: 0 for the embedded engine, else litellm's local cost map, else
+    ``price`` (USD per 1M prompt, completion tokens); None when neither knows the model. The one
+    pricing rule for charging a call, reserving budget before it and projecting a protocol."""
+    if is_embedded(model):
+        return 0.0
+    import litellm
+
+    try:
+        prompt_usd, completion_usd = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens,
+                                                            completion_tokens=completion_tokens)
+        usd: float | None = float(prompt_usd + completion_usd)
+    except Exception:
+        usd = None
+    if not usd and price:  # unknown to litellm (or listed at $0): the user's --price
+        usd = (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
+    return usd
+
+
+def json_schema_format(question: RecordQuestion) -> dict[str, Any]:
+    """The ``response_format`` that asks a provider for a record of this question's schema."""
+    return {"response_format": {"type": "json_schema",
+                                "json_schema": {"name": question.model.__name__, "schema": question.json_schema()}}}
+
+
 @dataclass
 class Completion:
     raw: str
@@ -102,6 +128,7 @@ class Gateway:
         self.capped_replies = 0  # replies longer than max_tokens allows, cut to size
         self.capped_chars = 0  # characters cut from them
         self.step = 0
+        self._formats: dict[tuple[str, QuestionKind], dict[str, Any]] = {}  # per (model, question)
         # rules engine only: also render each prompt and count its tokens (cost projections)
         self.estimate_prompts = estimate_prompts
         self._semaphore: asyncio.Semaphore | None = None
@@ -214,7 +241,7 @@ class Gateway:
     def _format_params(self, model: str, question: QuestionKind) -> dict[str, Any]:
         """Constrained decoding: a grammar for the embedded engine, a JSON schema where a
         provider supports one; plain kinds rely on the instruction and the strict parser."""
-        cache = self.__dict__.setdefault("_formats", {})  # built once per (model, operation's question)
+        cache: dict | None = self._formats  # built once per (model, operation's question)
         try:
             found = cache.get((model, question))
         except TypeError:  # a question with unhashable fields: built every time
@@ -232,12 +259,7 @@ class Gateway:
             except Exception:
                 supported = False
             if supported:
-                fmt = {
-                    "response_format": {
-                        "type": "json_schema",
-                        "json_schema": {"name": question.model.__name__, "schema": question.json_schema()},
-                    }
-                }
+                fmt = json_schema_format(question)
         if cache is not None:
             cache[(model, question)] = fmt
         return fmt
@@ -248,8 +270,7 @@ class Gateway:
             return {}
         fmt = self._format_params(model, question)
         if self.json_schema and not fmt and isinstance(question, RecordQuestion):
-            fmt = {"response_format": {"type": "json_schema", "json_schema": {
-                "name": question.model.__name__, "schema": question.json_schema()}}}
+            fmt = json_schema_format(question)
         return fmt
 
     def _failed(self, key, op, agent_id, model, messages, params, error: str) -> ProviderError:
@@ -314,9 +335,7 @@ class Gateway:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = self._cost(response, model)
-        if not cost and self.price and not is_embedded(model):  # a model priced by --price
-            cost = (prompt_tokens * self.price[0] + completion_tokens * self.price[1]) / 1e6
+        cost = self._cost(model, prompt_tokens, completion_tokens)
         self.ledger.add_live(cost, reserve)
         self.tape.add(
             TapeRecord(key, model, op.name, agent_id, self.step, messages, {**params, **fmt}, raw,
@@ -325,26 +344,11 @@ class Gateway:
         log.debug("step %s agent %s %s on %s: %r", self.step, agent_id, op.name, model, raw[:120])
         return Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True)
 
-    def unit_prices(self, model: str) -> tuple[float, float] | None:
-        """USD per 1M (prompt, completion) tokens: litellm's cost map, else ``price``; None if
-        neither knows (the embedded engine is free)."""
-        if is_embedded(model):
-            return (0.0, 0.0)
-        import litellm
-
-        info = litellm.model_cost.get(model) or litellm.model_cost.get(model.split("/", 1)[-1]) or {}
-        if info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None:
-            return (info["input_cost_per_token"] * 1e6, info["output_cost_per_token"] * 1e6)
-        return self.price
-
     def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
         """What a call can cost at most: its prompt (about 4 characters a token, rounded up
         generously) and a full ``max_tokens`` reply; reserved before the call is made."""
-        prices = self.unit_prices(model)
-        if prices is None:
-            return 0.0
         prompt_tokens = sum(len(m["content"]) for m in messages) // 3 + 8 * len(messages) + 16
-        return (prompt_tokens * prices[0] + max_tokens * prices[1]) / 1e6
+        return token_cost(model, prompt_tokens, max_tokens, self.price) or 0.0
 
     async def _acompletion(self, model, messages, params, fmt):
         """The one place that calls litellm (retries and timeouts are litellm's)."""
@@ -361,22 +365,12 @@ class Gateway:
             **fmt,
         )
 
-    @staticmethod
-    def _cost(response: Any, model: str) -> float:
-        if is_embedded(model):
-            return 0.0
-        import litellm
-
-        usage = getattr(response, "usage", None)  # priced from the reply's own token counts, once
-        try:
-            prompt_usd, completion_usd = litellm.cost_per_token(
-                model=model,
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            )
-            return float(prompt_usd + completion_usd)
-        except Exception:
+    def _cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        """A live call's cost, from the reply's own token counts (read once in ``_complete``)."""
+        usd = token_cost(model, prompt_tokens, completion_tokens, self.price)
+        if usd is None:
             if model not in _UNPRICED:  # missing from litellm's cost map: recorded as free, said once
                 _UNPRICED.add(model)
                 log.warning("%s has no price in litellm's cost map; its calls are recorded at $0", model)
             return 0.0
+        return usd

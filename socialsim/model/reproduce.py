@@ -72,18 +72,12 @@ def load_protocol(arch: str, judge: str | None = None) -> Protocol:
 
 
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """USD for these tokens from litellm's local cost map; 0 for our offline engines; None if unknown."""
-    if model == "rules" or model.startswith("local/"):
+    """USD for these tokens as the gateway would charge them (0 for our offline engines, None if unknown)."""
+    if model == "rules":
         return 0.0
-    import litellm
+    from socialsim.llm.gateway import token_cost
 
-    from socialsim.llm import litellm_setup  # noqa: F401
-
-    try:
-        p, c = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-    except Exception:
-        return None
-    return float(p + c)
+    return token_cost(model, prompt_tokens, completion_tokens)
 
 
 def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) -> Projection:

@@ -22,7 +22,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from socialsim.llm.engines import check_models, engine_note
-from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Gateway
+from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Gateway, token_cost
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
@@ -149,9 +149,8 @@ def run(
 def check_priced(config: RunConfig) -> None:
     """A budget needs prices: refuse --max-cost when a routed model has none (before anything
     is written)."""
-    pricing = Gateway(RouteTable("rules"), price=config.price)
     models = RouteTable(config.model, dict(config.routes)).models()
-    unpriced = sorted(m for m in models if m != "rules" and pricing.unit_prices(m) is None)
+    unpriced = sorted(m for m in models if m != "rules" and token_cost(m, 1, 1, config.price) is None)
     if unpriced:
         raise ValueError(f"--max-cost {config.max_cost:g} cannot be kept: {', '.join(unpriced)} "
                          f"has no price in litellm's cost map; give --price IN,OUT (USD per 1M prompt "
