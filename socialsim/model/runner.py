@@ -245,11 +245,16 @@ def _agent_frame(dc) -> pd.DataFrame:
     return _tidy(dc.get_agent_vars_dataframe())
 
 
-def _write_parquet(df: pd.DataFrame, path: Path) -> None:
-    """Write whole or not at all (a run killed mid-write keeps the previous complete file)."""
+def _write_whole(path: Path, write) -> None:
+    """Write ``path`` whole or not at all (a run killed mid-write keeps the previous complete
+    file): ``write(tmp)`` fills a temporary file that then replaces it."""
     tmp = path.with_name(path.name + ".tmp")
-    df.to_parquet(tmp, index=False)
+    write(tmp)
     os.replace(tmp, path)
+
+
+def _write_parquet(df: pd.DataFrame, path: Path) -> None:
+    _write_whole(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
 def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> None:
@@ -276,9 +281,8 @@ def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, not
         "failures_by_operation": dict(ledger.failures),
         "capped_replies": {"replies": model.llm.capped_replies, "characters_cut": model.llm.capped_chars},
     }
-    tmp = run_dir / "config.json.tmp"
-    tmp.write_text(redact(json.dumps(meta, indent=2, default=str)))
-    os.replace(tmp, run_dir / "config.json")
+    text = redact(json.dumps(meta, indent=2, default=str))
+    _write_whole(run_dir / "config.json", lambda tmp: tmp.write_text(text))
 
 
 def _steps_done(model: SocietyModel) -> int:
