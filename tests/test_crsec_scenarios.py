@@ -22,11 +22,12 @@ def test_the_makerspace_measures_its_own_norms_and_they_spread():
     model = run("makerspace", 60)
     frame = series(model)
     adoption = sorted(c for c in frame.columns if c.startswith("adoption["))
-    assert adoption == ["adoption[no phone calls indoors]", "adoption[sweep after sawing]"]
+    assert adoption == ["adoption[no phone calls indoors]", "adoption[no sawing after 17:00]",
+                        "adoption[sweep after sawing]"]
     for column in adoption:
-        assert frame[column].max() > frame[column].iloc[0]  # beyond the two entrepreneurs
+        assert frame[column].max() > frame[column].iloc[0]  # beyond the entrepreneurs
     breaches = model.datacollector.get_table_dataframe("breaches")
-    assert set(breaches["norm"]) == {"no phone calls indoors", "sweep after sawing"}
+    assert set(breaches["norm"]) == {"no phone calls indoors", "sweep after sawing", "no sawing after 17:00"}
     plans = model.datacollector.get_table_dataframe("plans")
     assert set(plans.loc[plans["time"] == "10:00", "activity"]) == {"saw a plank"}  # its own schedule
 
@@ -42,6 +43,52 @@ def test_the_makerspace_schedule_drives_the_follow_up_norm():
     assert "sweep after sawing" not in set(breaches["norm"])
 
 
+def _hour_of(model, step):
+    return model.society.settings.clock_of_step(step, model.scenario_spec.step_minutes)[1] // 60
+
+
+def test_a_norm_with_hours_is_breached_only_within_them():
+    """'no sawing after 17:00': the 10:00 and 15:00 sawing breaks nothing, the 17:00 sawing does."""
+    model = run("makerspace", 60)
+    breaches = model.datacollector.get_table_dataframe("breaches")
+    late = breaches[breaches["norm"] == "no sawing after 17:00"]
+    assert len(late) > 0 and {_hour_of(model, s) for s in late["step"]} == {17}
+    sawing_hours = {_hour_of(model, e.step) for e in model.world.events if "saw" in e.tags}
+    assert {10, 15} <= sawing_hours  # the same act earlier in the day was done, and not counted
+
+
+def test_without_its_hours_the_same_norm_is_breached_all_day():
+    """The time-of-day window is what spares the morning sawing: drop it and the morning breaches."""
+    spec = copy.deepcopy(load_scenario("makerspace"))
+    for norm in spec.crsec["tracked_norms"]:
+        norm["violated_by"].pop("from_time", None)
+    model = SocietyModel(spec, arch="crsec", model="rules", rng=1)
+    for _ in range(60):
+        model.step()
+    breaches = model.datacollector.get_table_dataframe("breaches")
+    late = breaches[breaches["norm"] == "no sawing after 17:00"]
+    assert 10 in {_hour_of(model, s) for s in late["step"]}
+
+
+def test_plans_keep_a_held_norm_only_within_its_hours():
+    """Day 2: agents who hold the quiet-hours norm sketch at 17:00 instead of sawing, yet still saw at 10:00."""
+    model = run("makerspace", 56)  # day 2 starts at step 55
+    plans = model.datacollector.get_table_dataframe("plans")
+    day2 = plans[plans["day"] == 2]
+    holders = {a.name for a in model.agents if a.norms.holds("no sawing after 17:00")}
+    assert holders
+    late = day2[(day2["time"] == "17:00") & day2["agent"].isin(holders)]
+    morning = day2[(day2["time"] == "10:00") & day2["agent"].isin(holders)]
+    assert set(late["activity"]) == {"sketch a design"} and set(morning["activity"]) == {"saw a plank"}
+
+
+@pytest.mark.parametrize("clock, holds", [("21:59", False), ("22:00", True), ("03:00", True), ("07:00", False)])
+def test_a_window_may_wrap_past_midnight(clock, holds):
+    from socialsim.agents.crsec.settings import ViolationSpec, minutes
+    spec = ViolationSpec(tags=["loud"], from_time="22:00", until_time="07:00")
+    assert spec.holds_at(minutes(clock)) is holds
+
+
 @pytest.mark.parametrize("entry, expected", [
     ({"time": "10:00", "behaviour": "fly"}, "crsec.schedule[0].behaviour: unknown behaviour 'fly'"),
     ({"time": "10:00", "behaviour": "saw a plank", "place": "the moon"}, "crsec.schedule[0].place: unknown area"),
@@ -51,4 +98,11 @@ def test_a_bad_schedule_entry_is_named(entry, expected):
     spec = copy.deepcopy(load_scenario("makerspace"))
     spec.crsec = {**spec.crsec, "schedule": [entry]}
     with pytest.raises(ScenarioError, match=expected.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
+        load_settings(spec)
+
+
+def test_a_bad_norm_hour_is_named():
+    spec = copy.deepcopy(load_scenario("makerspace"))
+    spec.crsec["tracked_norms"][2]["violated_by"]["from_time"] = "5pm"
+    with pytest.raises(ScenarioError, match=r"(?s)makerspace.yaml.*crsec.tracked_norms.2.violated_by.from_time: expected a time of day like '22:00', got '5pm'$"):
         load_settings(spec)

@@ -209,9 +209,7 @@ class CRSECAgent(GenerativeAgent):
 
     def clock(self) -> tuple[int, int]:
         """(day, minute of the day) at the start of this step."""
-        elapsed = (self.model.steps - 1) * self.model.scenario_spec.step_minutes
-        day_len = self.settings.day_minutes
-        return int(elapsed // day_len) + 1, minutes(self.settings.day_start) + int(elapsed % day_len)
+        return self.settings.clock_of_step(self.model.steps, self.model.scenario_spec.step_minutes)
 
     def views(self, norms: list[Norm]) -> list[NormView]:
         return [NormView(n.content, n.type, n.utility, n.canonical, n.opposes, tuple(sorted(n.covers)), n.theme)
@@ -310,7 +308,7 @@ class CRSECAgent(GenerativeAgent):
         count = max(1, min(self.settings.actions_per_call, (end - now) // self.settings.action_minutes))
         paths = {a: self.shared.path(self.area, a) for a in self.shared.inside}
         actx = ops.ActionsContext(self.name, self.description, item, ops.plan_text([item]), ctx.norms, self.area,
-                                  paths, count, self.shared.options, ctx)
+                                  paths, count, self.shared.options, ctx, now)
         texts = ops.action_list((await self.ask(ops.GENERATE_NORMATIVE_ACTIONS, actx)).value)
         self.actions = [(now + k * self.settings.action_minutes, t) for k, t in enumerate(texts)]
         self.actions_item, self.actions_cover = index, covered
@@ -530,8 +528,9 @@ class CRSECAgent(GenerativeAgent):
     def account(cls, model: SocietyModel) -> None:
         """Read this step's breaches from the world facts; they drive compliance in actions."""
         state = model.society
-        state.breaches = metrics.breaches(model.world, state.settings, model.steps)
-        for name, norm in metrics.compliant_acts(model.world, state.settings, model.steps):
+        state.breaches = metrics.breaches(model.world, state.settings, model.steps, model.scenario_spec.step_minutes)
+        for name, norm in metrics.compliant_acts(model.world, state.settings, model.steps,
+                                                     model.scenario_spec.step_minutes):
             model.agent_named(name).first_compliant_act.setdefault(norm, model.steps)
         for agent in model.agents:
             for norm in agent.norms.covered():

@@ -66,19 +66,20 @@ def _events(world: World, first: int, last: int) -> list[WorldEvent]:
     return found[::-1]
 
 
-def breaches(world: World, settings: CRSECSettings, step: int) -> list[Breach]:
-    """The tracked-norm breaches that the world facts show at ``step``."""
+def breaches(world: World, settings: CRSECSettings, step: int, step_minutes: float) -> list[Breach]:
+    """The tracked-norm breaches that the world facts show at ``step`` (within each norm's hours)."""
     found: list[Breach] = []
     now = _events(world, step, step)
+    minute = settings.clock_of_step(step, step_minutes)[1]
     for t in settings.tracked_norms:
         spec = t.violated_by
         if spec.unless_followed_by is None:
             for e in now:
-                if act_breaches(e.tags, world.is_inside(e.area), t):
+                if act_breaches(e.tags, world.is_inside(e.area), t, minute):
                     found.append(Breach(step, e.agent, t.name, e.area, e.action))
             continue
         ended = step - spec.within_steps  # meals that ended then, not followed by the follow-up since
-        if ended < 1:
+        if ended < 1 or not spec.holds_at(settings.clock_of_step(ended, step_minutes)[1]):
             continue
         window = _events(world, ended, step)
         for agent in sorted({e.agent for e in window if e.step == ended and set(e.tags) & set(spec.tags)}):
@@ -92,13 +93,17 @@ def breaches(world: World, settings: CRSECSettings, step: int) -> list[Breach]:
     return found
 
 
-def judge_act(tags, action: str, inside: bool, settings: CRSECSettings) -> tuple[list[str], list[str]]:
-    """(tracked norms one executed act breaches, tracked norms it visibly follows), from its tags and
-    place only: the same behaviour where it is fine (smoking outside), a compliant alternative, a tip."""
+def judge_act(tags, action: str, inside: bool, settings: CRSECSettings,
+              minute: int | None = None) -> tuple[list[str], list[str]]:
+    """(tracked norms one executed act breaches, tracked norms it visibly follows), from its tags, place
+    and time of day only: the same behaviour where it is fine (smoking outside), a compliant
+    alternative, a tip. Outside a norm's hours an act neither breaches nor follows it."""
     violates, complies = [], []
     for t in settings.tracked_norms:
         spec = t.violated_by
-        if act_breaches(tags, inside, t):
+        if not spec.holds_at(minute):
+            continue
+        if act_breaches(tags, inside, t, minute):
             violates.append(t.name)
         elif spec.unless_followed_by in tags or action in t.alternatives.values():
             complies.append(t.name)
@@ -107,12 +112,13 @@ def judge_act(tags, action: str, inside: bool, settings: CRSECSettings) -> tuple
     return violates, complies
 
 
-def compliant_acts(world: World, settings: CRSECSettings, step: int) -> list[tuple[str, str]]:
+def compliant_acts(world: World, settings: CRSECSettings, step: int, step_minutes: float) -> list[tuple[str, str]]:
     """(agent, tracked norm) for every act at ``step`` that visibly follows a tracked norm."""
     found = []
+    minute = settings.clock_of_step(step, step_minutes)[1]
     for e in _events(world, step, step):
         if e.tags:
-            found += [(e.agent, n) for n in judge_act(e.tags, e.action, world.is_inside(e.area), settings)[1]]
+            found += [(e.agent, n) for n in judge_act(e.tags, e.action, world.is_inside(e.area), settings, minute)[1]]
     return found
 
 
@@ -144,6 +150,7 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
     if step < 1:
         return []
     world, settings, area = model.world, model.society.settings, agent.area
+    minute = settings.clock_of_step(step, model.scenario_spec.step_minutes)[1]
     facts: list[ObservedFact] = []
     seen: set[tuple[str, str]] = set()
     for e in _events(world, step, step):
@@ -151,7 +158,7 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
             continue
         seen.add((e.agent, e.action))
         inside = world.is_inside(e.area)
-        violates, complies = judge_act(e.tags, e.action, inside, settings)
+        violates, complies = judge_act(e.tags, e.action, inside, settings, minute)
         facts.append(ObservedFact(e.agent, e.action, tuple(e.tags), e.area, inside,
                                   f"{e.agent} is {gerund(e.action)} in {e.area}", f"{gerund(e.action)} in {e.area}",
                                   tuple(violates), tuple(complies)))

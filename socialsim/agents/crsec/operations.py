@@ -771,13 +771,13 @@ class PlanContext:
         return (self.end - self.start) // self.item_minutes
 
 
-def normative_choice(activity: str, place: str, ctx: PlanContext) -> tuple[str, str]:
-    """Make (activity, place) respect the agent's qualified tracked norms: a compliant alternative
-    behaviour if the norm names one, else the same behaviour outside."""
+def normative_choice(activity: str, place: str, ctx: PlanContext, minute: int | None = None) -> tuple[str, str]:
+    """Make (activity, place) at ``minute`` of the day respect the agent's qualified tracked norms: a
+    compliant alternative behaviour if the norm names one, else the same behaviour outside."""
     for t in ctx.tracked:
         if t.name not in ctx.covered or t.violated_by.unless_followed_by:
             continue
-        if breaches(ctx.tags.get(activity, ()), ctx.inside.get(place, True), t):
+        if breaches(ctx.tags.get(activity, ()), ctx.inside.get(place, True), t, minute):
             if activity in t.alternatives:
                 activity = t.alternatives[activity]
             elif t.violated_by.where == "inside":
@@ -785,10 +785,11 @@ def normative_choice(activity: str, place: str, ctx: PlanContext) -> tuple[str, 
     return activity, place
 
 
-def breaches(tags: tuple[str, ...], inside: bool, t: TrackedNorm) -> bool:
-    """Whether one act (its tags, inside or not) breaches a prohibition-style tracked norm."""
+def breaches(tags: tuple[str, ...], inside: bool, t: TrackedNorm, minute: int | None = None) -> bool:
+    """Whether one act (its tags, inside or not, at ``minute`` of the day) breaches a prohibition-style
+    tracked norm; outside the norm's time-of-day window nothing does."""
     spec = t.violated_by
-    if spec.unless_followed_by or not set(tags) & set(spec.tags):
+    if spec.unless_followed_by or not set(tags) & set(spec.tags) or not spec.holds_at(minute):
         return False
     return spec.where == "anywhere" or (spec.where == "inside") == inside
 
@@ -860,7 +861,7 @@ class GenerateNormativePlans(Operation):
                 activity = habits[(k // 2) % len(habits)]
             else:
                 activity = ctx.filler
-            activity, place = normative_choice(activity, place, ctx)
+            activity, place = normative_choice(activity, place, ctx, start)
             items.append({"time": clock_text(start), "activity": activity, "place": place, "then": then})
         return PlanRecord(items=items)
 
@@ -881,6 +882,7 @@ class ActionsContext:
     count: int  # how many 5-minute actions
     options: tuple[str, ...]  # every action text the world offers anywhere
     plan: PlanContext  # for the normative choice (tracked norms, tags, areas)
+    now: int | None = None  # minute of the day the first of these actions starts at
 
 
 class GenerateNormativeActions(Operation):
@@ -899,17 +901,18 @@ class GenerateNormativeActions(Operation):
             "TASK: given the CURRENT PLAN, the AGENT DESCRIPTION and the QUALIFIED PERSONAL NORMS, list the "
             f"actions in 5-minute steps ({ctx.count} steps).\n\n"
             f"QUALIFIED PERSONAL NORMS:\n{_norm_list(ctx.norms)}\n\nCURRENT PLAN: {ctx.item_text}\n"
-            f"AGENT DESCRIPTION: {ctx.description}\n\n{ctx.name} is now in {ctx.area}. Keeping to the qualified "
+            f"AGENT DESCRIPTION: {ctx.description}\n\n{ctx.name} is now in {ctx.area}{_at(ctx.now)}. Keeping to the qualified "
             f"personal norms, list what {ctx.name} does, one action per 5 minutes."
         )
 
     def rule(self, ctx: ActionsContext, rng: random.Random) -> ActionRecord:
         """Walk there; do the (norm-respecting) activity for half the time, its follow-up, then the filler.
         With chance ``temptation`` a habit is done as the agent likes it, breaking a held norm."""
-        activity, place = normative_choice(ctx.item["activity"], ctx.item["place"], ctx.plan)
+        minute = ctx.now if ctx.now is not None else item_minute(ctx.item)
+        activity, place = normative_choice(ctx.item["activity"], ctx.item["place"], ctx.plan, minute)
         home = ctx.plan.home
-        tempting = [h for h in ctx.plan.habits
-                    if (h, home) != (activity, place) and normative_choice(h, home, ctx.plan) == (activity, place)]
+        tempting = [h for h in ctx.plan.habits if (h, home) != (activity, place)
+                    and normative_choice(h, home, ctx.plan, minute) == (activity, place)]
         if tempting and rng.random() < ctx.plan.temptation:
             activity, place = rng.choice(tempting), home  # the habit as the agent likes it: a held norm broken
         actions = [f"go to {a}" for a in ctx.paths.get(place, [])]
@@ -963,14 +966,25 @@ class JudgePlanCompliance(Operation):
             tags = ctx.tags.get(item["activity"], ())
             if spec.unless_followed_by:
                 then_tags = ctx.tags.get(item.get("then") or "", ())
-                if set(tags) & set(spec.tags) and spec.unless_followed_by not in then_tags:
+                if (set(tags) & set(spec.tags) and spec.unless_followed_by not in then_tags
+                        and spec.holds_at(item_minute(item))):
                     return Choice(index=1, text=PLAN_VERDICTS[1])
-            elif breaches(tags, ctx.inside.get(item["place"], True), ctx.norm):
+            elif breaches(tags, ctx.inside.get(item["place"], True), ctx.norm, item_minute(item)):
                 return Choice(index=1, text=PLAN_VERDICTS[1])
         return Choice(index=0, text=PLAN_VERDICTS[0])
 
     def fallback(self, ctx: JudgePlanContext) -> Choice:
         return Choice(index=1, text=PLAN_VERDICTS[1])
+
+
+def _at(minute: int | None) -> str:
+    return "" if minute is None else f" at {clock_text(minute)}"
+
+
+def item_minute(item: dict) -> int | None:
+    """The minute of the day a plan item starts at (None when an LLM wrote no readable time)."""
+    match = re.match(r"^\s*(\d{1,2}):(\d{2})", str(item.get("time") or ""))
+    return int(match[1]) * 60 + int(match[2]) if match else None
 
 
 def plan_items(value: BaseModel) -> list[dict]:

@@ -36,6 +36,27 @@ class ViolationSpec(_Strict):
     where: Literal["inside", "outside", "anywhere"] = "anywhere"
     unless_followed_by: str | None = None
     within_steps: int = Field(default=1, ge=0, le=12)
+    from_time: str | None = Field(default=None, description=(
+        "time of day (HH:MM) from which the norm holds, e.g. quiet hours from '22:00'; default: all day"))
+    until_time: str | None = Field(default=None, description=(
+        "time of day (HH:MM) until which the norm holds; a window may wrap past midnight ('22:00'-'07:00')"))
+
+    @field_validator("from_time", "until_time")
+    @classmethod
+    def _clock(cls, value: str | None) -> str | None:
+        if value is not None and not _TIME.match(value):
+            raise ValueError(f"expected a time of day like '22:00', got {value!r}")
+        return value
+
+    def holds_at(self, minute: int | None) -> bool:
+        """Whether the norm speaks at this minute of the day (None: time unknown, it does).
+        The window is [from_time, until_time); it wraps past midnight when from_time > until_time."""
+        if minute is None or (self.from_time is None and self.until_time is None):
+            return True
+        minute %= 24 * 60
+        start = minutes(self.from_time) if self.from_time else 0
+        end = minutes(self.until_time) if self.until_time else 24 * 60
+        return start <= minute < end if start <= end else minute >= start or minute < end
 
 
 class TrackedNorm(_Strict):
@@ -142,6 +163,11 @@ class CRSECSettings(_Strict):
     def day_minutes(self) -> int:
         return minutes(self.day_end) - minutes(self.day_start)
 
+    def clock_of_step(self, step: int, step_minutes: float) -> tuple[int, int]:
+        """(day, minute of the day) at the start of ``step`` (steps count from 1; days wrap at day_end)."""
+        elapsed = (step - 1) * step_minutes
+        return int(elapsed // self.day_minutes) + 1, minutes(self.day_start) + int(elapsed % self.day_minutes)
+
     def tracked(self, name: str) -> TrackedNorm:
         return next(t for t in self.tracked_norms if t.name == name)
 
@@ -180,8 +206,9 @@ def _problems(exc: ValidationError, prefix: str) -> str:
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
         got = err.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
-        lines.append(f"  {prefix}{'.' + loc if loc else ''}: {err['msg']}{shown}")
+        message = err["msg"].removeprefix("Value error, ")
+        shown = "" if isinstance(got, (dict, list)) or got is None or repr(got) in message else f" (got {got!r})"
+        lines.append(f"  {prefix}{'.' + loc if loc else ''}: {message}{shown}")
     return "\n".join(lines)
 
 
