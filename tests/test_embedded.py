@@ -5,6 +5,7 @@ import random
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from pydantic import BaseModel, Field
 
@@ -21,7 +22,7 @@ from socialsim.llm.questions import (
     YesNoQuestion,
 )
 from socialsim.llm.routing import RouteTable
-from socialsim.model.runner import RunConfig, replay, run
+from socialsim.model.runner import replay
 
 pytestmark = pytest.mark.embedded
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,21 +74,17 @@ def test_every_question_kind_parses_under_its_grammar(kind):
     assert row.prompt_tokens > 0 and row.completion_tokens > 0
 
 
-def test_embedded_run_end_to_end_and_replay(tmp_path):
-    config = RunConfig(scenario="hobbs-cafe", arch="generic", model="local/smollm2", steps=2, rng=5)
-    result = run(config, tmp_path / "run", progress=False)
-    assert result.status == "completed" and result.steps_done == 2
-    totals = result.model.llm.ledger.totals()
-    assert totals["llm_calls"] >= 20 and totals["fallbacks"] == 0
-    assert "far too small" in (tmp_path / "run" / "report.md").read_text()
-    replayed, same = replay(tmp_path / "run", progress=False)
-    assert same and replayed.model.llm.ledger.live_calls == 0
-
-
-def test_make_run_prints_the_run_directory(tmp_path):
+def test_make_run_works_end_to_end_and_its_run_replays_without_a_call(tmp_path):
+    """The README's `make run` on the embedded model (generic agents, 2 steps): it prints its run
+    directory, every answer parses, and the run replays identically from its tape with zero calls."""
     out = tmp_path / "make-run"
-    done = subprocess.run(["make", "-s", "run", f"ARGS=--arch generic --steps 1 --no-progress --out {out}"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(["make", "-s", "run", f"ARGS=--arch generic --steps 2 --rng 5 --no-progress --out {out}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"run directory: {out}" in done.stdout
-    assert (out / "model.parquet").is_file()
+    calls = pd.read_parquet(out / "llm_calls.parquet")
+    assert calls["live_calls"].sum() >= 20 and calls["model"].eq("local/smollm2").all()
+    assert not calls["status"].eq("fallback").any()
+    assert "far too small" in (out / "report.md").read_text()
+    replayed, same = replay(out, progress=False)
+    assert same and replayed.model.llm.ledger.live_calls == 0
