@@ -34,8 +34,9 @@ class FakeOpenAIServer:
     """``with FakeOpenAIServer(delay_s=0.5) as server: ... server.api_base ...``"""
 
     def __init__(self, delay_s: float = 0.0, policy: Policy | None = None, fail_first: int = 0,
-                 faults: FaultPlan | None = None, hang_s: float = 3.0) -> None:
+                 faults: FaultPlan | None = None, hang_s: float = 3.0, honour_max_tokens: bool = False) -> None:
         self.delay_s = delay_s
+        self.honour_max_tokens = honour_max_tokens  # cut replies at max_tokens words, finish_reason "length"
         self.faults = faults
         self.hang_s = hang_s
         self.down = False
@@ -99,10 +100,14 @@ class FakeOpenAIServer:
                                          "model": body.get("model", "fake"), "choices": []})
                         return
                     prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+                    finish = "stop"
+                    limit = body.get("max_tokens")
+                    if server.honour_max_tokens and fault is None and limit and len(text.split()) > limit:
+                        text, finish = " ".join(text.split()[:limit]), "length"
                     self._send(200, {
                         "id": f"fake-{count}", "object": "chat.completion", "created": 0,
                         "model": body.get("model", "fake"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
+                        "choices": [{"index": 0, "finish_reason": finish,
                                      "message": {"role": "assistant",
                                                  "content": 12345 if fault == "wrong_type" else text}}],
                         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),

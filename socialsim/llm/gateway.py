@@ -87,6 +87,7 @@ class Completion:
     latency_s: float
     cost_usd: float
     live: bool
+    truncated: bool = False  # cut at max_tokens: finish_reason "length", or our reply cap
 
 
 def is_embedded(model: str) -> bool:
@@ -215,7 +216,8 @@ class Gateway:
 
     def _done(self, op, agent_id, model, status, completions, value, raw, error=None) -> Answer:
         self._record(op, agent_id, model, "llm", status, completions, error)
-        return Answer(value=value, status=status, raw=raw, error=error, model=model)
+        truncated = bool(completions) and completions[-1].truncated
+        return Answer(value=value, status=status, raw=raw, error=error, model=model, truncated=truncated)
 
     def _record(self, op, agent_id, model, engine, status, completions, error=None) -> None:
         self.ledger.record(
@@ -234,6 +236,7 @@ class Gateway:
                 latency_s=round(sum(c.latency_s for c in completions), 6),
                 cost_usd=sum(c.cost_usd for c in completions),
                 error=error,
+                truncated=sum(c.truncated for c in completions),
             )
         )
 
@@ -299,9 +302,8 @@ class Gateway:
         if record is not None and record.error is not None and self.replay:
             raise ProviderError(record.error)  # the recorded run met this error: same fallback
         if record is not None and record.error is None:
-            return Completion(
-                record.raw, record.prompt_tokens, record.completion_tokens, record.latency_s, record.cost_usd, False
-            )
+            return Completion(record.raw, record.prompt_tokens, record.completion_tokens, record.latency_s,
+                              record.cost_usd, False, record.finish_reason == "length")
         if self.replay:
             raise TapeMiss(
                 f"the tape has no record of {op.name} for agent {agent_id} at step {self.step} "
@@ -326,12 +328,18 @@ class Gateway:
             latency = time.perf_counter() - start
         try:
             content = response.choices[0].message.content
+            finish_reason = getattr(response.choices[0], "finish_reason", None)
         except (AttributeError, IndexError, TypeError):  # a reply without a message: the provider's fault
             self.ledger.release(reserve)
             raise self._failed(key, op, agent_id, model, messages, {**params, **fmt},
                                f"malformed response: no message in {str(response)[:200]!r}") from None
-        raw = self._cap(content if isinstance(content, str) else ("" if content is None else str(content)),
-                        params["max_tokens"], op, agent_id)
+        text = content if isinstance(content, str) else ("" if content is None else str(content))
+        raw = self._cap(text, params["max_tokens"], op, agent_id)
+        if raw != text:
+            finish_reason = "length"
+        elif finish_reason == "length":
+            log.warning("step %s agent %s %s: the reply was cut at max_tokens=%d (finish_reason 'length')",
+                        self.step, agent_id, op.name, params["max_tokens"])
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -339,10 +347,12 @@ class Gateway:
         self.ledger.add_live(cost, reserve)
         self.tape.add(
             TapeRecord(key, model, op.name, agent_id, self.step, messages, {**params, **fmt}, raw,
-                       prompt_tokens, completion_tokens, round(latency, 6), cost)
+                       prompt_tokens, completion_tokens, round(latency, 6), cost,
+                       finish_reason=finish_reason if isinstance(finish_reason, str) else None)
         )
         log.debug("step %s agent %s %s on %s: %r", self.step, agent_id, op.name, model, raw[:120])
-        return Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True)
+        return Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True,
+                          finish_reason == "length")
 
     def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
         """What a call can cost at most: its prompt (about 4 characters a token, rounded up

@@ -43,6 +43,7 @@ class LedgerRow:
     latency_s: float
     cost_usd: float
     error: str | None = None
+    truncated: int = 0  # of the round-trips, how many replies were cut at max_tokens
     call: int = 0  # this row's index among the rows of its (step, agent): the fixed record order
 
 
@@ -148,5 +149,6 @@ class Ledger:
             cost_usd=("cost_usd", "sum"),
             fallbacks=("status", lambda s: int((s == "fallback").sum())),
             repaired=("status", lambda s: int((s == "repaired").sum())),
+            truncated=("truncated", "sum"),
         )
         return table

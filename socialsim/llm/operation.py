@@ -29,6 +29,7 @@ class Answer[T: BaseModel]:
     raw: str | None = None
     error: str | None = None
     model: str = ""
+    truncated: bool = False  # the reply was cut at max_tokens (the provider said so, or the cap cut it)
 
 
 class Operation:

@@ -72,6 +72,7 @@ class TapeRecord:
     latency_s: float
     cost_usd: float
     error: str | None = None  # the provider error this call met (then ``raw`` is empty)
+    finish_reason: str | None = None  # the provider's ("length": cut at max_tokens); None on old tapes
 
 
 class Tape:

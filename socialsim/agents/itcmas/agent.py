@@ -306,9 +306,10 @@ class ITCMASAgent(GenerativeAgent):
             target=a.target, item=a.item, remembered_phrases=self._remembered(a.target) if a.verb == "go to" else [])
             for _, a in pool]
         if cfg.protention:
-            pro_texts = [ans.value.text for ans in await self._ask_all(self.society.protention_op, pro_ctxs)]
-            for ctx, text in zip(pro_ctxs, pro_texts, strict=True):
-                self._check_truncated(ctx.action, text)
+            pro_answers = await self._ask_all(self.society.protention_op, pro_ctxs)
+            pro_texts = [ans.value.text for ans in pro_answers]
+            for ctx, answer in zip(pro_ctxs, pro_answers, strict=True):
+                self._check_truncated(ctx.action, answer)
             pro_fields = [field_from_text(t, known, step=self.model.steps + 1) for t in pro_texts]
         else:
             pro_texts, pro_fields = [""] * len(pool), [None] * len(pool)
@@ -354,12 +355,13 @@ class ITCMASAgent(GenerativeAgent):
                             [p.name for p in self.world.people_in(self.area, besides=self)])
         self.filter_verdict = (await self.ask(SOCIAL_FILTER, ctx)).value.yes
 
-    def _check_truncated(self, action: str, text: str) -> None:
-        """A protention that does not end a sentence was cut by max_tokens: counted and logged."""
-        if text and not text.rstrip().endswith((".", "!", "?", '"')):
+    def _check_truncated(self, action: str, answer) -> None:
+        """A protention the model stopped at max_tokens (finish_reason "length") is counted and logged:
+        ``protention_tokens`` is then too small for this model's answers."""
+        if answer.truncated:
             self.society.truncated_protentions += 1
-            log.warning("itcmas: %s's protention for %r looks cut off (%d chars; protention_tokens=%d)",
-                        self.name, action, len(text), self.cfg.protention_tokens)
+            log.warning("itcmas: %s's protention for %r was cut at protention_tokens=%d (%d chars kept)",
+                        self.name, action, self.cfg.protention_tokens, len(answer.value.text))
 
     def _item(self, label: str):
         """The world item an action names (the world's own lookup by name or label)."""
