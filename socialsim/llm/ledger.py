@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -132,14 +132,18 @@ class Ledger:
         return sorted(self.rows, key=lambda r: (r.step, -1 if r.agent is None else r.agent, r.call))
 
     def frame(self) -> pd.DataFrame:
+        """The rows in record order (a row's fields are plain values: a shallow copy is enough,
+        and much cheaper than ``dataclasses.asdict`` when a long run saves after every step)."""
         columns = list(LedgerRow.__dataclass_fields__)
-        return pd.DataFrame([asdict(r) for r in self.ordered_rows()], columns=columns)
+        return pd.DataFrame.from_records([vars(r) for r in self.ordered_rows()], columns=columns)
 
-    def by_operation(self) -> pd.DataFrame:
-        """Calls, tokens, cost and failures per operation: the usage table of a report."""
-        df = self.frame()
+    def by_operation(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+        """Calls, tokens, cost and failures per operation: the usage table of a report (from
+        ``frame`` when the caller has just built it)."""
+        df = self.frame() if frame is None else frame
         if df.empty:
             return df
+        df = df.assign(fallback=df["status"].eq("fallback").astype(int), repaired=df["status"].eq("repaired").astype(int))
         table = df.groupby(["module", "op", "model"], as_index=False).agg(
             decisions=("op", "size"),
             calls=("calls", "sum"),
@@ -147,8 +151,8 @@ class Ledger:
             completion_tokens=("completion_tokens", "sum"),
             latency_s=("latency_s", "sum"),
             cost_usd=("cost_usd", "sum"),
-            fallbacks=("status", lambda s: int((s == "fallback").sum())),
-            repaired=("status", lambda s: int((s == "repaired").sum())),
+            fallbacks=("fallback", "sum"),
+            repaired=("repaired", "sum"),
             truncated=("truncated", "sum"),
         )
         return table

@@ -269,8 +269,9 @@ def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, not
     for name in dc.tables:
         _write_parquet(_tidy(dc.get_table_dataframe(name)), tables / f"{name}.parquet")
     ledger = model.llm.ledger
-    _write_parquet(_tidy(ledger.frame()), run_dir / "llm_calls.parquet")
-    ledger.by_operation().to_csv(run_dir / "usage.csv", index=False)
+    calls = ledger.frame()
+    _write_parquet(_tidy(calls), run_dir / "llm_calls.parquet")
+    ledger.by_operation(calls).to_csv(run_dir / "usage.csv", index=False)
     meta = {
         "config": config.model_dump(),
         "status": status,
