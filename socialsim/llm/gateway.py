@@ -10,6 +10,7 @@ depends on which call finished first.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -88,6 +89,14 @@ class Completion:
     cost_usd: float
     live: bool
     truncated: bool = False  # cut at max_tokens: finish_reason "length", or our reply cap
+
+
+@dataclass
+class _EmbedOp:
+    """What the ledger needs to know of an embedding request (it is not a typed question)."""
+
+    name: str
+    module: str = "embedding"
 
 
 def is_embedded(model: str) -> bool:
@@ -353,6 +362,61 @@ class Gateway:
         log.debug("step %s agent %s %s on %s: %r", self.step, agent_id, op.name, model, raw[:120])
         return Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True,
                           finish_reason == "length")
+
+    # --- embeddings -------------------------------------------------------------------------
+    def embed(self, model: str, texts: list[str], purpose: str = "Embed") -> list[list[float]]:
+        """Embedding vectors of ``texts`` from a litellm embedding model, on the same terms as a
+        chat call: taped (a replay makes no call), priced and counted in the ledger under
+        ``purpose``, budgeted, with the run's endpoint, timeout and retries. Raises ProviderError
+        (the caller decides its fallback) or TapeMiss."""
+        return run_sync(self.aembed(model, texts, purpose))
+
+    async def aembed(self, model: str, texts: list[str], purpose: str = "Embed") -> list[list[float]]:
+        messages = [{"role": "input", "content": t} for t in texts]
+        key = call_key(model, messages, {"embedding": True})
+        op = _EmbedOp(purpose)
+        record = self.tape.get(key)
+        if record is not None and record.error is None:
+            self._record(op, None, model, "llm", "ok", [Completion(record.raw, record.prompt_tokens, 0,
+                                                                    record.latency_s, record.cost_usd, False)])
+            return json.loads(record.raw)
+        if self.replay:
+            if record is not None:
+                raise ProviderError(record.error or "")
+            raise TapeMiss(f"the tape has no embeddings of {len(texts)} texts on {model} (key {key})")
+        reserve = token_cost(model, sum(len(t) for t in texts) // 3 + len(texts), 0, self.price) or 0.0
+        self.ledger.check_budget(reserve)
+        start = time.perf_counter()
+        try:
+            response = await self._aembedding(model, texts)
+            vectors = [list(map(float, item["embedding"])) for item in response.data]
+            if len(vectors) != len(texts):
+                raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
+        except BaseException as exc:
+            self.ledger.release(reserve)
+            if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
+                raise
+            error = redact(f"{type(exc).__name__}: {str(exc)[:300]}")
+            self._record(op, None, model, "llm", "fallback", [], error)
+            raise self._failed(key, op, None, model, messages, {"embedding": True}, error) from None
+        latency = round(time.perf_counter() - start, 6)
+        tokens = int(getattr(getattr(response, "usage", None), "prompt_tokens", 0) or 0)
+        cost = self._cost(model, tokens, 0)
+        self.ledger.add_live(cost, reserve)
+        raw = json.dumps(vectors)
+        self.tape.add(TapeRecord(key, model, op.name, None, self.step, messages, {"embedding": True}, raw,
+                                 tokens, 0, latency, cost))
+        self._record(op, None, model, "llm", "ok", [Completion(raw, tokens, 0, latency, cost, True)])
+        return vectors
+
+    async def _aembedding(self, model: str, texts: list[str]):
+        """The one place that calls litellm's embeddings (retries and timeouts are litellm's)."""
+        import litellm
+
+        return await litellm.aembedding(
+            model=model, input=texts, timeout=self.timeout_s, num_retries=self.num_retries,
+            **({"api_base": self.api_base} if self.api_base else {}),
+        )
 
     def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
         """What a call can cost at most: its prompt (about 4 characters a token, rounded up

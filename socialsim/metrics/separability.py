@@ -11,9 +11,11 @@ model (``openai/text-embedding-3-small``, ``ollama/nomic-embed-text``...) can be
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -21,6 +23,8 @@ from sklearn.manifold import TSNE
 from sklearn.metrics import pairwise_distances, silhouette_score
 from sklearn.preprocessing import normalize
 
+log = logging.getLogger("socialsim")
+OFFLINE_EMBEDDING = "offline character n-gram TF-IDF + SVD (no download)"
 MIN_POINTS = 5  # t-SNE and a silhouette need a handful of points
 
 # The paper's Table 2 (appendix D.3): (silhouette, separation ratio).
@@ -48,18 +52,19 @@ def offline_embeddings(texts: list[str], dims: int = 16, seed: int = 0) -> np.nd
     return normalize(reduced)
 
 
-def provider_embeddings(texts: list[str], model: str) -> np.ndarray:
-    """Embeddings from any litellm embedding model (keys from the environment only)."""
-    import litellm
+def provider_embeddings(texts: list[str], model: str, gateway: Any = None) -> np.ndarray:
+    """Embeddings from any litellm embedding model, through the run's gateway (taped, priced,
+    counted, the run's endpoint; keys from the environment only). Raises ProviderError."""
+    if gateway is None:
+        from socialsim.llm.gateway import Gateway
+        from socialsim.llm.routing import RouteTable
 
-    from socialsim.llm.loop import run_sync
-
-    response = run_sync(litellm.aembedding(model=model, input=texts))
-    return np.array([item["embedding"] for item in response.data], dtype=float)
+        gateway = Gateway(RouteTable(model))
+    return np.array(gateway.embed(model, texts, purpose="EmbedActions"), dtype=float)
 
 
-def embed(texts: list[str], model: str | None = None) -> np.ndarray:
-    return offline_embeddings(texts) if model is None else provider_embeddings(texts, model)
+def embed(texts: list[str], model: str | None = None, gateway: Any = None) -> np.ndarray:
+    return offline_embeddings(texts) if model is None else provider_embeddings(texts, model, gateway)
 
 
 def tsne_2d(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -101,6 +106,7 @@ class Separability:
     ratio: float
     note: str = ""
     shuffled_silhouette: float = math.nan  # chance level: mean silhouette over label permutations
+    embedding: str = ""  # the embedding the points come from
 
     @property
     def measurable(self) -> bool:
@@ -120,8 +126,9 @@ def permutation_silhouette(points: np.ndarray, labels: list[str], seed: int = 0,
 
 
 def separability(texts: list[str], labels: list[str], embedding_model: str | None = None,
-                 seed: int = 0) -> Separability:
-    """Embed, project with t-SNE, then silhouette and separation ratio on the 2-D points."""
+                 seed: int = 0, gateway: Any = None) -> Separability:
+    """Embed, project with t-SNE, then silhouette and separation ratio on the 2-D points. With an
+    embedding model that fails, the offline embedding is used and the note says why."""
     if len(texts) != len(labels):
         raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
     if len(texts) < MIN_POINTS:
@@ -131,9 +138,20 @@ def separability(texts: list[str], labels: list[str], embedding_model: str | Non
     if len(set(texts)) < 2:
         return Separability(None, labels, math.nan, math.nan, "not measurable: every action text is the same")
     # the labels are used only after the points exist: embedding and t-SNE see the texts alone
-    points = tsne_2d(embed(texts, embedding_model), seed)
-    return Separability(points, labels, silhouette(points, labels), separation_ratio(points, labels), "",
-                        permutation_silhouette(points, labels, seed))
+    note = ""
+    try:
+        vectors = embed(texts, embedding_model, gateway)
+    except Exception as exc:
+        from socialsim.llm.gateway import ProviderError
+
+        if not isinstance(exc, ProviderError):
+            raise
+        log.warning("embeddings from %s failed (%s); the offline embedding is used", embedding_model, exc)
+        note = f"{embedding_model} failed ({exc}); offline TF-IDF + SVD embedding used instead."
+        embedding_model, vectors = None, offline_embeddings(texts)
+    points = tsne_2d(vectors, seed)
+    return Separability(points, labels, silhouette(points, labels), separation_ratio(points, labels), note,
+                        permutation_silhouette(points, labels, seed), embedding_model or OFFLINE_EMBEDDING)
 
 
 def plot_tsne(result: Separability, path: Path, title: str = "Actions by SVO (t-SNE)") -> bool:

@@ -139,7 +139,10 @@ def run(
         finally:
             save(model, run_dir, config, status, notes)
         result = RunResult(run_dir, status, _steps_done(model), model)
+        recorded = len(gateway.ledger.rows)
         write_report(result, notes)
+        if len(gateway.ledger.rows) != recorded:  # the report asked a model (e.g. embeddings): keep its rows
+            save(model, run_dir, config, status, notes)
         return result
     finally:
         logging.getLogger("socialsim").removeHandler(handler)

@@ -12,6 +12,7 @@ same functions work on a live model and on a run directory's Parquet files.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,9 +73,22 @@ def judges_averaged(judgements: pd.DataFrame) -> pd.DataFrame:
     return per_action.groupby("svo", as_index=False)[["naturalness", "human_likeness"]].mean()
 
 
-def action_separability(actions: pd.DataFrame, embedding_model: str | None = None, seed: int = 0):
+def action_separability(actions: pd.DataFrame, embedding_model: str | None = None, seed: int = 0,
+                        gateway=None):
     df = actions[actions["action"].astype(str).str.len() > 0]
-    return separability(df["action"].astype(str).tolist(), df["svo"].astype(str).tolist(), embedding_model, seed)
+    return separability(df["action"].astype(str).tolist(), df["svo"].astype(str).tolist(), embedding_model, seed,
+                        gateway)
+
+
+SEPARABILITY_FILE = "asvo_separability.json"
+
+
+def save_separability(sep, run_dir: Path) -> None:
+    """The run's separability figures (computed once, with the run's embedding) for `reproduce`."""
+    figures = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio,
+               "silhouette_shuffled": sep.shuffled_silhouette, "embedding": sep.embedding, "note": sep.note,
+               "actions": len(sep.labels)}
+    (run_dir / SEPARABILITY_FILE).write_text(json.dumps(figures, indent=1, allow_nan=True))
 
 
 # --- figures --------------------------------------------------------------------------------------
@@ -178,10 +192,10 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
                   _markdown(judge_table(judgements)), "", "All judges averaged per action, then per SVO type:", "",
                   _markdown(judges_averaged(judgements)), ""]
 
-    sep = action_separability(actions, settings.embedding_model)
-    embedding = settings.embedding_model or "offline character n-gram TF-IDF + SVD (no download)"
+    sep = action_separability(actions, settings.embedding_model, gateway=model.llm)
+    save_separability(sep, Path(run_dir))
     parts += ["### Cluster separability of actions by SVO", "",
-              f"{len(sep.labels)} actions, embeddings: {embedding}; t-SNE to 2-D; silhouette and separation ratio on "
+              f"{len(sep.labels)} actions, embeddings: {sep.embedding or settings.embedding_model or 'none'}; t-SNE to 2-D; silhouette and separation ratio on "
               f"the t-SNE points; the chance row shuffles the SVO labels over the same points. {sep.note}", "", table_2(setting_of(model.scenario_spec.name), settings.use_svo, sep), ""]
     if plot_tsne(sep, figures / "asvo_tsne.png"):
         parts += ["![t-SNE of actions](figures/asvo_tsne.png)", ""]

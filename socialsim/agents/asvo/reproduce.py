@@ -12,11 +12,12 @@ scenario of a context is set beside that context's figure.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 
-from socialsim.agents.asvo.metrics import action_separability, cooperation_table, setting_of
+from socialsim.agents.asvo.metrics import SEPARABILITY_FILE, action_separability, cooperation_table, setting_of
 from socialsim.agents.asvo.svo import SVO_TYPES
 from socialsim.metrics.separability import PAPER_TABLE_2
 from socialsim.model.reproduce import Protocol, ProtocolRun
@@ -33,8 +34,14 @@ def label(scenario: str, arm: str) -> str:
 def measure(run_dir: Path) -> dict[str, float]:
     """Separability, its chance level and the cooperation rate per SVO type; NaN = not measurable."""
     actions = pd.read_parquet(Path(run_dir) / "tables" / "asvo_actions.parquet")
-    sep = action_separability(actions)
-    out = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio, "silhouette_shuffled": sep.shuffled_silhouette}
+    written = Path(run_dir) / SEPARABILITY_FILE  # the run's own figures, with the run's embedding
+    if written.is_file():
+        figures = json.loads(written.read_text())
+        out = {k: float(figures[k]) for k in ("silhouette", "separation_ratio", "silhouette_shuffled")}
+    else:
+        sep = action_separability(actions)
+        out = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio,
+               "silhouette_shuffled": sep.shuffled_silhouette}
     rates = cooperation_table(actions, "svo").set_index("svo")["cooperation_rate"] if not actions.empty else {}
     for svo in SVO_TYPES:
         out[f"cooperation_rate_{svo}"] = float(rates[svo]) if svo in rates else float("nan")
