@@ -364,21 +364,23 @@ class Gateway:
                           finish_reason == "length")
 
     # --- embeddings -------------------------------------------------------------------------
-    def embed(self, model: str, texts: list[str], purpose: str = "Embed") -> list[list[float]]:
+    def embed(self, model: str, texts: list[str], purpose: str = "Embed",
+              agent_id: int | None = None) -> list[list[float]]:
         """Embedding vectors of ``texts`` from a litellm embedding model, on the same terms as a
         chat call: taped (a replay makes no call), priced and counted in the ledger under
         ``purpose``, budgeted, with the run's endpoint, timeout and retries. Raises ProviderError
         (the caller decides its fallback) or TapeMiss."""
-        return run_sync(self.aembed(model, texts, purpose))
+        return run_sync(self.aembed(model, texts, purpose, agent_id))
 
-    async def aembed(self, model: str, texts: list[str], purpose: str = "Embed") -> list[list[float]]:
+    async def aembed(self, model: str, texts: list[str], purpose: str = "Embed",
+                     agent_id: int | None = None) -> list[list[float]]:
         messages = [{"role": "input", "content": t} for t in texts]
         key = call_key(model, messages, {"embedding": True})
         op = _EmbedOp(purpose)
         record = self.tape.get(key)
         if record is not None and record.error is None:
-            self._record(op, None, model, "llm", "ok", [Completion(record.raw, record.prompt_tokens, 0,
-                                                                    record.latency_s, record.cost_usd, False)])
+            self._record(op, agent_id, model, "llm", "ok", [Completion(record.raw, record.prompt_tokens, 0,
+                                                                        record.latency_s, record.cost_usd, False)])
             return json.loads(record.raw)
         if self.replay:
             if record is not None:
@@ -397,16 +399,16 @@ class Gateway:
             if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
                 raise
             error = redact(f"{type(exc).__name__}: {str(exc)[:300]}")
-            self._record(op, None, model, "llm", "fallback", [], error)
-            raise self._failed(key, op, None, model, messages, {"embedding": True}, error) from None
+            self._record(op, agent_id, model, "llm", "fallback", [], error)
+            raise self._failed(key, op, agent_id, model, messages, {"embedding": True}, error) from None
         latency = round(time.perf_counter() - start, 6)
         tokens = int(getattr(getattr(response, "usage", None), "prompt_tokens", 0) or 0)
         cost = self._cost(model, tokens, 0)
         self.ledger.add_live(cost, reserve)
         raw = json.dumps(vectors)
-        self.tape.add(TapeRecord(key, model, op.name, None, self.step, messages, {"embedding": True}, raw,
+        self.tape.add(TapeRecord(key, model, op.name, agent_id, self.step, messages, {"embedding": True}, raw,
                                  tokens, 0, latency, cost))
-        self._record(op, None, model, "llm", "ok", [Completion(raw, tokens, 0, latency, cost, True)])
+        self._record(op, agent_id, model, "llm", "ok", [Completion(raw, tokens, 0, latency, cost, True)])
         return vectors
 
     async def _aembedding(self, model: str, texts: list[str]):

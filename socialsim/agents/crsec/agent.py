@@ -37,6 +37,7 @@ from socialsim.agents.crsec.settings import (
     minutes,
 )
 from socialsim.agents.generic import GenerativeAgent
+from socialsim.agents.memory import MemoryStream, RetrievalWeights
 from socialsim.agents.norms import Norm, NormDatabase, norm_key
 from socialsim.agents.phases import Phase
 from socialsim.scenarios.loader import ScenarioError
@@ -137,6 +138,7 @@ class CRSECAgent(GenerativeAgent):
         return {
             **super().agent_reporters(),
             "qualified_norms": lambda a: len(a.norms.qualified()),
+            "memories": lambda a: len(a.stream),
             "utility_sum": lambda a: a.norms.utility_sum(),
             "holds": lambda a: ";".join(sorted(a.norms.covered())),
             "complies": lambda a: ";".join(t.name for t in a.settings.tracked_norms if a.complies(t.name)),
@@ -183,6 +185,30 @@ class CRSECAgent(GenerativeAgent):
         self.first_compliant_act: dict[str, int] = {}  # tracked norm -> first step an act of mine visibly kept it
         self._rows: list[tuple[str, dict]] = []
         self._synthesis_tried: tuple[int, ...] = ()
+        s = self.settings
+        self.stream = MemoryStream(RetrievalWeights(s.memory_recency, s.memory_importance, s.memory_relevance,
+                                                    s.memory_decay))
+        self._vectors: dict[str, list[float]] = {}  # embeddings this agent asked for (memory relevance)
+
+    # --- memory ---------------------------------------------------------------------------------
+    def memorize(self, kind: str, text: str, importance: float) -> None:
+        """Record a memory (importance 1-10 by a documented rule of the caller)."""
+        if self.settings.enable_memory:
+            self.stream.add(self.model.steps, kind, text, importance)
+
+    async def recall(self, query: str, whose: CRSECAgent | None = None) -> list[str]:
+        """``whose`` memories (mine by default) most worth recalling for ``query``; only earlier
+        steps' records, so reading another agent's stream during a concurrent phase is safe."""
+        if not self.settings.enable_memory:
+            return []
+        model = self.settings.memory_embedding_model
+        embed = None
+        if model:
+            async def embed(texts: list[str]) -> list[list[float]]:
+                return await self.model.llm.aembed(model, texts, "EmbedMemories", self.unique_id)
+        found = await (whose or self).stream.retrieve(query, self.model.steps, self.settings.memory_k, embed,
+                                                      self._vectors)
+        return [f"(step {m.step}, {m.kind}) {m.text}" for m in found]
 
     # --- small helpers --------------------------------------------------------------------------
     def stance(self, topic: str | None) -> str:
@@ -251,6 +277,10 @@ class CRSECAgent(GenerativeAgent):
         super().perceive()
         self.counts = Counter()
         self.facts = metrics.observed_facts(self.model, self, self.model.steps - 1)
+        held = self.norms.covered()
+        for fact in self.facts:  # importance: 2, +4 when it bears on a norm I hold, +2 for a breach [ours]
+            self.memorize("observation", fact.text,
+                          2 + 4 * bool(set(fact.concerns) & held) + 2 * bool(fact.violates))
 
     # --- phase 2: deliberate (async; writes only to self) -----------------------------------------
     async def deliberate(self) -> None:
@@ -283,8 +313,11 @@ class CRSECAgent(GenerativeAgent):
         day, now = self.clock()
         ctx = self._plan_context(day)
         if self.plan_day != day:
+            ctx.memories = await self.recall(self.crsec_traits.goal)
             self.plan = sorted(ops.plan_items((await self.ask(ops.GENERATE_NORMATIVE_PLANS, ctx)).value),
                                key=ops.time_of)
+            self.memorize("plan", f"My plan for day {day}: " + "; ".join(
+                f"{i['time']} {i['activity']} at {i['place']}" for i in self.plan), 4)
             self.plan_day = day
             self.actions_item = -1
             text = ops.plan_text(self.plan)
@@ -370,7 +403,8 @@ class CRSECAgent(GenerativeAgent):
             ctx = ops.TurnContext(speaker.name, speaker.description, partner.name,
                                   "sender" if speaker is self else "receiver", target.act,
                                   said if speaker is self else None, speaker.stance(topic),
-                                  list(conversation.lines), turn // 2, self.settings.conversation_turns)
+                                  list(conversation.lines), turn // 2, self.settings.conversation_turns,
+                                  await self.recall(target.act, whose=speaker))
             # the receiver's lines are asked on its behalf, drawing from the sender's phase RNG
             answer = await self.model.llm.ask(ops.CONVERSE_TURN, ctx, agent_id=speaker.unique_id, rng=self.phase_rng)
             conversation.lines.append((speaker.name, answer.value.text))
@@ -383,8 +417,9 @@ class CRSECAgent(GenerativeAgent):
             return
         topic = fact.concerns[0]
         stance = self.stance(topic)
+        memories = await self.recall(fact.text)
         thought = (await self.ask(ops.GENERATE_THOUGHT,
-                                  ops.ThoughtContext(self.name, self.description, fact, stance))).value.text
+                                  ops.ThoughtContext(self.name, self.description, fact, stance, memories))).value.text
         if topic in fact.complies:
             self.exposures[topic] += 1
         ctx = ops.IdentifyContext(self.name, f'"{thought}"', topic, self._catalogue_for(topic, exclude_held=True),
@@ -394,6 +429,7 @@ class CRSECAgent(GenerativeAgent):
         info = (await self.ask(ops.IDENTIFY_FROM_THOUGHT, ctx)).value
         self._row("thoughts", {"step": self.model.steps, "agent": self.name, "observation": fact.text,
                                "thought": thought, "normative_info": info.content if info.found else ""})
+        self.memorize("thought", thought, 7 if info.found else 4)  # a thought that names a norm matters more
         if info.found:
             self.counts["norm_thoughts"] += 1
             await self._take_in(info, "thought", f'"{thought}"', topic)
@@ -453,6 +489,9 @@ class CRSECAgent(GenerativeAgent):
             self.world.execute(self.model.agent_named(speaker), Action("chat with", partner, content=text),
                                self.model.steps)
         self.model.record_interaction(self.name, receiver.name, "norm chat", conversation.lines[0][1])
+        said = " / ".join(f"{s}: {t}" for s, t in conversation.lines[:2])
+        self.memorize("conversation", f"I talked to {receiver.name} about {conversation.conflict}: {said}", 5)
+        receiver.memorize("conversation", f"{self.name} talked to me about {conversation.conflict}: {said}", 6)
         receiver.inbox.append(conversation)
         self.counts["norm_chats"] += 1
 

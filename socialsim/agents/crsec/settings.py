@@ -130,6 +130,16 @@ class CRSECSettings(_Strict):
     enable_thoughts: bool = Field(True, description="ablation: spreading by observation (thoughts)")
     enable_synthesis: bool = Field(True, description="ablation: long-term synthesis of abstract norms")
     enable_compliance: bool = Field(True, description="ablation: plans and actions take the held norms into account")
+    enable_memory: bool = Field(True, description=(
+        "ablation: a memory stream (observations, conversations, thoughts, plans) whose retrieved records "
+        "feed the prompts of thoughts, conversations and plans"))
+    memory_k: int = Field(default=4, ge=1, le=20, description="memories retrieved into a prompt [ours]")
+    memory_recency: float = Field(default=1.0, ge=0, description="retrieval weight of recency [Park et al.: 1]")
+    memory_importance: float = Field(default=1.0, ge=0, description="retrieval weight of importance [Park et al.: 1]")
+    memory_relevance: float = Field(default=1.0, ge=0, description="retrieval weight of relevance [Park et al.: 1]")
+    memory_decay: float = Field(default=0.99, gt=0, le=1, description="recency kept per step [ours]")
+    memory_embedding_model: str | None = Field(default=None, description=(
+        "a litellm embedding model for relevance (through the run's gateway); none: lexical word overlap"))
     checks: list[Literal["consistency", "duplication", "type", "conflict"]] = Field(
         default_factory=lambda: ["consistency", "duplication", "type", "conflict"],
         description="ablation: which of the four immediate-evaluation checks run")

@@ -1,0 +1,121 @@
+"""The memory stream: retrieval by recency, importance and relevance (each weight matters), by
+embeddings when given, never the current step's records; CRSEC's thoughts, conversations and
+plans get retrieved memories, and the switch turns it all off."""
+
+import asyncio
+from collections import defaultdict
+
+import pytest
+
+from socialsim.agents.crsec import operations as ops
+from socialsim.agents.memory import MemoryStream, RetrievalWeights, lexical_similarity
+from socialsim.model.society import SocietyModel
+
+
+def stream(**weights):
+    s = MemoryStream(RetrievalWeights(**weights))
+    s.add(1, "observation", "Isabella is smoking in the dining room", 8)  # old, important, relevant
+    s.add(5, "observation", "Tom is drinking a coffee at the counter", 2)  # recent, unimportant
+    s.add(3, "thought", "the weather is lovely today", 5)
+    return s
+
+
+def texts(found):
+    return [m.text.split()[0] for m in found]
+
+
+def top(s, query="someone smoking in the dining room", now=6, **kw):
+    return texts(asyncio.run(s.retrieve(query, now, 3, **kw)))
+
+
+def test_each_weight_alone_orders_by_its_own_criterion():
+    assert top(stream(recency=1, importance=0, relevance=0, decay=0.5)) == ["Tom", "the", "Isabella"]
+    assert top(stream(recency=0, importance=1, relevance=0)) == ["Isabella", "the", "Tom"]
+    assert top(stream(recency=0, importance=0, relevance=1), query="a coffee at the counter")[0] == "Tom"
+
+
+def test_switching_a_weight_off_changes_the_ranking():
+    both = stream(recency=1, importance=1, relevance=0, decay=0.5)
+    no_importance = stream(recency=1, importance=0, relevance=0, decay=0.5)
+    assert top(both)[0] == "Isabella" and top(no_importance)[0] == "Tom"
+
+
+def test_the_current_steps_records_are_not_retrieved():
+    s = stream()
+    s.add(6, "thought", "someone smoking in the dining room again", 10)
+    assert "someone" not in top(s, now=6) and top(s, now=7)[0] == "someone"
+
+
+def test_relevance_by_embeddings_uses_the_vectors_and_caches_them():
+    calls = []
+    space = {"fire": [1.0, 0.0], "Isabella is smoking in the dining room": [0.9, 0.1],
+             "Tom is drinking a coffee at the counter": [0.0, 1.0], "the weather is lovely today": [0.1, 0.9]}
+
+    async def embed(batch):
+        calls.append(list(batch))
+        return [space[t] for t in batch]
+
+    cache = {}
+    s = stream(recency=0, importance=0, relevance=1)
+    assert top(s, query="fire", embed=embed, vectors=cache)[0] == "Isabella"  # no shared word: vectors decide
+    assert lexical_similarity("fire", "Isabella is smoking in the dining room") == 0
+    top(s, query="fire", embed=embed, vectors=cache)
+    assert len(calls) == 1 and sorted(calls[0]) == sorted(space)  # one batched call, then the cache
+
+
+def run_seeing_memories(monkeypatch, steps, **params):
+    """A makerspace run under rules that records the memories each prompt context carried."""
+    seen = defaultdict(list)
+    for cls in (ops.GenerateThought, ops.ConverseTurn, ops.GenerateNormativePlans):
+        def rule(self, ctx, rng, original=cls.rule, name=cls.name):
+            seen[name].append(ctx)
+            return original(self, ctx, rng)
+        monkeypatch.setattr(cls, "rule", rule)
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, **params)
+    for _ in range(steps):
+        model.step()
+    return model, seen
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_thoughts_conversations_and_plans_get_retrieved_memories(monkeypatch, enabled):
+    model, seen = run_seeing_memories(monkeypatch, 56, enable_memory=enabled)  # day 2 starts at step 55
+    op_names = ("GenerateThought", "ConverseTurn", "GenerateNormativePlans")
+    assert all(seen[name] for name in op_names)  # each operation ran
+    with_memories = {name: [c for c in seen[name] if c.memories] for name in op_names}
+    sizes = model.datacollector.get_agent_vars_dataframe()["memories"]
+    if not enabled:
+        assert not any(with_memories.values()) and sizes.max() == 0
+        return
+    assert all(with_memories.values()) and sizes.max() > 20
+    for name, op in (("GenerateThought", ops.GENERATE_THOUGHT), ("ConverseTurn", ops.CONVERSE_TURN),
+                     ("GenerateNormativePlans", ops.GENERATE_NORMATIVE_PLANS)):
+        ctx = with_memories[name][-1]
+        assert "RELEVANT MEMORIES" in op.prompt(ctx) and ctx.memories[0] in op.prompt(ctx)
+    assert len(with_memories["GenerateThought"][-1].memories) <= model.society.settings.memory_k
+
+
+def test_crsec_relevance_by_an_embedding_model_goes_through_the_gateway_in_a_fixed_order(monkeypatch):
+    import hashlib
+    from types import SimpleNamespace
+
+    from socialsim.llm.gateway import Gateway
+
+    async def fake(self, model, batch):
+        await asyncio.sleep(0.001 * (hash(batch[0]) % 5))  # finishing order varies
+        vectors = [[b / 255 for b in hashlib.sha256(t.encode()).digest()[:8]] for t in batch]
+        return SimpleNamespace(data=[{"embedding": v} for v in vectors], usage=SimpleNamespace(prompt_tokens=len(batch)))
+
+    monkeypatch.setattr(Gateway, "_aembedding", fake)
+
+    def ledger():
+        model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1,
+                             memory_embedding_model="openai/text-embedding-3-small")
+        for _ in range(6):
+            model.step()
+        return model.llm.ledger.frame()
+
+    first, second = ledger(), ledger()
+    embeds = first[first["op"] == "EmbedMemories"]
+    assert len(embeds) > 0 and embeds["agent"].notna().all() and (embeds["status"] == "ok").all()
+    assert first.drop(columns=["latency_s"]).equals(second.drop(columns=["latency_s"]))
