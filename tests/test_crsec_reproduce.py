@@ -7,10 +7,10 @@ import pandas as pd
 from socialsim.agents.crsec.reproduce import measure, protocol
 
 
-def test_protocol_is_the_papers_preset_and_routes_the_judge_only_when_given():
+def test_protocol_is_the_papers_preset_and_sets_the_judge_only_when_given():
     p = protocol(judge=None)
-    assert [(r.scenario, r.preset) for r in p.runs] == [("hobbs-cafe", "paper")] and p.routes == {}
-    assert protocol(judge="openai/gpt-4o").routes == {"crsec_judge": "openai/gpt-4o"}
+    assert [(r.scenario, r.preset, r.arch_params) for r in p.runs] == [("hobbs-cafe", "paper", {})]
+    assert protocol(judge="openai/gpt-4o").runs[0].arch_params == {"judge": "openai/gpt-4o"}
 
 
 def test_measure_reads_end_values_and_the_conflict_trend(tmp_path):

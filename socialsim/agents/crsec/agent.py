@@ -40,11 +40,13 @@ from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.memory import MemoryStream, RetrievalWeights
 from socialsim.agents.norms import Norm, NormDatabase, norm_key
 from socialsim.agents.phases import Phase
+from socialsim.llm.routing import RULES, RouteTable
 from socialsim.scenarios.loader import ScenarioError
 from socialsim.scenarios.schema import AgentSpec
 from socialsim.spaces.actions import Action
 
 if TYPE_CHECKING:
+    from socialsim.llm.gateway import Gateway
     from socialsim.model.society import SocietyModel
 
 MAX_CONVERSATIONS_HEARD = 2  # conversations a receiver reflects on per step
@@ -88,6 +90,17 @@ class CRSECState:
         self.tags = {text: tuple(b.tags) for text, b in world.behaviours.items()}
         self.options = tuple(sorted(f"go to {a}" for a in world.areas)) + tuple(sorted(world.behaviours))
         self.breaches: list[metrics.Breach] = []
+        self.judge = self._judge_gateway(model, settings.judge)
+
+    @staticmethod
+    def _judge_gateway(model: SocietyModel, judge: str) -> Gateway:
+        """Measurement on its own route: the judge shares the run's tape, ledger and limits, and
+        must not be one of the actors' models (they would grade themselves)."""
+        actors = model.llm.routes.models() - {RULES}
+        if judge != RULES and judge in actors:
+            raise ValueError(f"crsec judge {judge!r} is also an actors' model ({', '.join(sorted(actors))}); "
+                             f"pass --set crsec.judge=<another model>, or rules for the lexical matcher")
+        return model.llm.derive(RouteTable(judge))
 
     def path(self, start: str, goal: str) -> list[str]:
         try:
@@ -153,6 +166,7 @@ class CRSECAgent(GenerativeAgent):
             "thoughts": ["step", "agent", "observation", "thought", "normative_info"],
             "plans": ["step", "agent", "day", "time", "activity", "place", "then"],
             "breaches": ["step", "agent", "norm", "area", "behaviour"],
+            "norm_matches": ["step", "agent", "norm_id", "content", "judge", "judged", "lexical"],
         }
 
     @classmethod
@@ -189,6 +203,10 @@ class CRSECAgent(GenerativeAgent):
         self.stream = MemoryStream(RetrievalWeights(s.memory_recency, s.memory_importance, s.memory_relevance,
                                                     s.memory_decay))
         self._vectors: dict[str, list[float]] = {}  # embeddings this agent asked for (memory relevance)
+
+    async def judged(self, op, ctx):
+        """Ask a measurement question on the judge's route (never the actors' model)."""
+        return await self.shared.judge.ask(op, ctx, agent_id=self.unique_id, rng=self.phase_rng)
 
     # --- memory ---------------------------------------------------------------------------------
     def memorize(self, kind: str, text: str, importance: float) -> None:
@@ -326,7 +344,7 @@ class CRSECAgent(GenerativeAgent):
                 self.plan_ok[t.name] = False
                 if self.norms.holds(t.name):
                     judge = ops.JudgePlanContext(self.name, text, t, self.plan, self.shared.tags, self.shared.inside)
-                    self.plan_ok[t.name] = (await self.ask(ops.JUDGE_PLAN_COMPLIANCE, judge)).value.index == 0
+                    self.plan_ok[t.name] = (await self.judged(ops.JUDGE_PLAN_COMPLIANCE, judge)).value.index == 0
             for item in self.plan:
                 self._row("plans", {"step": self.model.steps, "agent": self.name, "day": day, **item,
                                     "then": item.get("then") or ""})
@@ -444,7 +462,12 @@ class CRSECAgent(GenerativeAgent):
 
     async def _match(self, norm: Norm) -> None:
         ctx = ops.MatchContext(norm.content, list(self.settings.tracked_norms))
-        canonical, opposes = ops.match_result(ctx, (await self.ask(ops.MATCH_NORM, ctx)).value)
+        choice = (await self.judged(ops.MATCH_NORM, ctx)).value
+        canonical, opposes = ops.match_result(ctx, choice)
+        lexical = ops.MATCH_NORM.rule(ctx, self.phase_rng)  # the offline matcher, beside any LLM judge
+        self._row("norm_matches", {"step": self.model.steps, "agent": self.name, "norm_id": norm.id,
+                                   "content": norm.content, "judge": self.settings.judge,
+                                   "judged": ctx.options[choice.index], "lexical": lexical.text})
         self.norms.set_match(norm, canonical, opposes, self.model.steps)
         if norm.theme is None and canonical:
             norm.theme = self.settings.tracked(canonical).theme

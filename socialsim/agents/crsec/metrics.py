@@ -305,6 +305,31 @@ def engine_note(model: SocietyModel) -> str:
     return "Engine(s): " + ", ".join(f"`{e}`" for e in engines) + "."
 
 
+def judge_agreement(matches: pd.DataFrame) -> tuple[int, float, float]:
+    """(norms matched, share where the judge and the lexical matcher agree, Cohen's kappa)."""
+    if matches.empty:
+        return 0, float("nan"), float("nan")
+    from sklearn.metrics import cohen_kappa_score
+
+    agree = float((matches["judged"] == matches["lexical"]).mean())
+    labels = set(matches["judged"]) | set(matches["lexical"])
+    kappa = float(cohen_kappa_score(matches["judged"], matches["lexical"])) if len(labels) > 1 else float("nan")
+    return len(matches), agree, kappa
+
+
+def measurement_lines(model: SocietyModel) -> list[str]:
+    """Who measured: the judge route, and its agreement with the lexical matcher when it is an LLM."""
+    judge = model.society.settings.judge
+    if judge == "rules":
+        return ["Held norms were matched to the tracked norms, and plans judged, by the lexical matcher "
+                "(each tracked norm's keywords and contrary phrases in the scenario file), not by the actors."]
+    matches = model.datacollector.get_table_dataframe("norm_matches")
+    n, agree, kappa = judge_agreement(matches)
+    return [f"Held norms were matched to the tracked norms, and plans judged, by the judge `{judge}` (not an "
+            f"actors' model). Agreement with the lexical matcher over {n} norms: {agree:.0%}, Cohen's kappa "
+            f"{kappa:.2f}." if n else f"Judge `{judge}`: no norm was matched in this run."]
+
+
 def report_sections(model: SocietyModel, run_dir: str | Path) -> list[str]:
     figures = Path(run_dir) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
@@ -315,7 +340,8 @@ def report_sections(model: SocietyModel, run_dir: str | Path) -> list[str]:
              "| finding | paper | this run |", "|---|---|---|"]
     for finding, paper, run in findings(model):
         lines.append(f"| {finding} | {paper} | {run} |")
-    lines += ["", "![Figure 2](figures/crsec_figure2.png)", "", "### Emergent norms (never created by an entrepreneur)", ""]
+    lines += ["", "![Figure 2](figures/crsec_figure2.png)", "", "### Measurement", "", *measurement_lines(model),
+              "", "### Emergent norms (never created by an entrepreneur)", ""]
     emergent = emergent_norms(model)
     if emergent.empty:
         lines.append("(none)")

@@ -49,9 +49,9 @@ def measure(run_dir: Path) -> dict[str, float]:
 def protocol(judge: str | None) -> Protocol:
     return Protocol(
         arch="crsec",
-        runs=[ProtocolRun("hobbs-cafe / paper", "hobbs-cafe", preset="paper")],
+        runs=[ProtocolRun("hobbs-cafe / paper", "hobbs-cafe", preset="paper",
+                          arch_params={"judge": judge} if judge else {})],
         measure=measure,
         paper=PAPER,
         description="Hobbs Cafe, the paper's preset (2 days of 10-minute steps, 10 agents, 3 entrepreneurs).",
-        routes={"crsec_judge": judge} if judge else {},
     )

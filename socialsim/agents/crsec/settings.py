@@ -140,6 +140,10 @@ class CRSECSettings(_Strict):
     memory_decay: float = Field(default=0.99, gt=0, le=1, description="recency kept per step [ours]")
     memory_embedding_model: str | None = Field(default=None, description=(
         "a litellm embedding model for relevance (through the run's gateway); none: lexical word overlap"))
+    judge: str = Field("rules", description=(
+        "measurement: the model that matches held norms to the tracked ones and judges plans' compliance; "
+        "it must differ from the actors' model; 'rules' = the documented lexical matcher (keywords and "
+        "contrary phrases of each tracked norm)"))
     checks: list[Literal["consistency", "duplication", "type", "conflict"]] = Field(
         default_factory=lambda: ["consistency", "duplication", "type", "conflict"],
         description="ablation: which of the four immediate-evaluation checks run")

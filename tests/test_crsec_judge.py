@@ -1,0 +1,54 @@
+"""CRSEC's measurement runs on a judge route, not on the actors: by default the lexical matcher;
+with an LLM judge its answers decide adoption, and its agreement with the matcher is reported."""
+
+import pytest
+
+from socialsim.agents.crsec.metrics import judge_agreement, measurement_lines, series
+from socialsim.model.society import SocietyModel
+
+
+def run(steps=8, **params):
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, **params)
+    for _ in range(steps):
+        model.step()
+    return model
+
+
+def adoption(model):
+    frame = series(model)
+    return frame[[c for c in frame.columns if c.startswith("adoption[")]].iloc[-1]
+
+
+def test_by_default_the_lexical_matcher_measures_and_the_report_says_so():
+    model = run()
+    matches = model.datacollector.get_table_dataframe("norm_matches")
+    assert len(matches) > 0 and (matches["judged"] == matches["lexical"]).all() and set(matches["judge"]) == {"rules"}
+    assert adoption(model).max() > 0
+    assert "lexical matcher" in measurement_lines(model)[0]
+
+
+def test_an_llm_judge_decides_the_measurement_on_its_own_route(scripted):
+    fake = scripted(default="1")  # the judge answers "none of these" to every match
+    model = run(judge="openai/judge-model")
+    calls = model.llm.ledger.frame()
+    judged = calls[calls["op"] == "MatchNorm"]
+    assert len(judged) > 0 and set(judged["model"]) == {"openai/judge-model"}
+    assert {c["model"] for c in fake.calls} == {"openai/judge-model"}  # the actors stayed on rules
+    assert adoption(model).max() == 0  # the judge's "none" is what counts, not the matcher's keywords
+    line = measurement_lines(model)[0]
+    assert "`openai/judge-model`" in line and "Agreement with the lexical matcher" in line
+    n, agree, _ = judge_agreement(model.datacollector.get_table_dataframe("norm_matches"))
+    assert n > 0 and agree < 1
+
+
+def test_the_judge_must_not_be_an_actors_model():
+    with pytest.raises(ValueError, match="also an actors' model"):
+        SocietyModel("makerspace", arch="crsec", model="openai/actor", judge="openai/actor")
+
+
+def test_agreement_figures():
+    import pandas as pd
+
+    frame = pd.DataFrame({"judged": ["a", "a", "b", "none"], "lexical": ["a", "b", "b", "none"]})
+    n, agree, kappa = judge_agreement(frame)
+    assert (n, agree) == (4, 0.75) and 0 < kappa < 1
