@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="run directory (default runs/SCENARIO-ARCH-TIME)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
                      help="continue a stopped or killed run: its config and tape are reused, recorded calls are "
-                          "free; only --steps, --max-cost, --max-calls, --price, --timeout, --retries and --json-schema may change")
+                          "free; only --steps, --max-cost, --max-calls, --price, --timeout, --retries, --json-schema and --breaker may change")
     run.add_argument("--max-cost", type=float, help="stop cleanly once this many USD are spent")
     run.add_argument("--price", type=_price, metavar="IN,OUT",
                      help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json-schema", choices=["auto", "on", "off"],
                      help="JSON-schema answers: auto (where litellm knows the model supports it, default), "
                           "on (declare the models capable, e.g. an openai/NAME behind vLLM), off")
+    run.add_argument("--breaker", type=int, metavar="N",
+                     help="stop (saved, resumable) after N live calls in a row fail: a provider outage "
+                          "(default 5; 0: never, every failure falls back)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     rep = sub.add_parser("replay", help="re-run a run from its tape with zero LLM calls")
@@ -127,8 +130,9 @@ def _check_run_arguments(args: argparse.Namespace) -> str | None:
     for flag, value, low, expected in checks:
         if value is not None and value < low:
             return f"{flag} expects {expected}, got {value}"
-    if args.retries is not None and args.retries < 0:
-        return f"--retries expects a whole number >= 0, got {args.retries}"
+    for flag, value in (("--retries", args.retries), ("--breaker", args.breaker)):
+        if value is not None and value < 0:
+            return f"{flag} expects a whole number >= 0, got {value}"
     for flag, value in (("--rpm", args.rpm), ("--tpm", args.tpm), ("--timeout", args.timeout)):
         if value is not None and value <= 0:
             return f"{flag} expects a number > 0, got {value}"
@@ -144,6 +148,8 @@ def _call_options(args: argparse.Namespace) -> dict:
         options["num_retries"] = args.retries
     if args.json_schema:
         options["json_schema"] = {"on": True, "off": False, "auto": None}[args.json_schema]
+    if args.breaker is not None:
+        options["breaker"] = args.breaker
     return options
 
 
@@ -232,6 +238,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(f"{type(exc).__name__}: {exc}")
     print(f"run directory: {result.run_dir}")
     print(f"status: {result.status} ({result.steps_done} steps)")
+    if result.status.startswith("stopped"):
+        print(f"resume with: socialsim run --resume {result.run_dir}")
     return 0 if result.status == "completed" else 3
 
 

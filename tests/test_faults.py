@@ -28,11 +28,12 @@ def faulty(count, messages):
     return None if digest % 4 == 0 else FAULTS[(digest // 4) % len(FAULTS)]
 
 
-def config(server, steps, timeout_s=0.3, **kw):
+def config(server, steps, timeout_s=0.3, breaker=0, **kw):
     """Short timeouts where hangs are injected; a test without hangs passes a generous one, so a
-    loaded machine's slow answers are not mistaken for faults."""
+    loaded machine's slow answers are not mistaken for faults. The circuit breaker is off unless a
+    test is about it: these runs are meant to fall back through every fault."""
     return RunConfig(arch="generic", model="openai/fake-model", steps=steps, rng=4, api_base=server.api_base,
-                     timeout_s=timeout_s, num_retries=0, **kw)
+                     timeout_s=timeout_s, num_retries=0, breaker=breaker, **kw)
 
 
 def frames(run_dir):
@@ -97,3 +98,33 @@ def test_an_outage_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert list(got) == list(want)
     for name in want:
         pd.testing.assert_frame_equal(got[name], want[name], obj=name)
+
+
+def test_an_outage_trips_the_breaker_the_run_stops_saved_and_resumes_to_the_uninterrupted_frames(tmp_path):
+    with FakeOpenAIServer(policy=varied) as server:
+        clean = run(config(server, steps=3, timeout_s=10.0), tmp_path / "clean", progress=False, preflight=False)
+
+    with FakeOpenAIServer(policy=varied) as server2:
+        def outage_after(count, messages):
+            if count >= 15:
+                server2.down = True
+            return None
+
+        server2.faults = outage_after
+        hit = run(config(server2, steps=3, timeout_s=10.0, breaker=5), tmp_path / "run", progress=False,
+                  preflight=False)
+        asked_in_outage = len(server2.requests) - 14
+        assert re.match(r"stopped by provider outage: (\d+) calls in a row", hit.status) and hit.steps_done < 3
+        assert int(re.findall(r"\d+", hit.status)[0]) >= 5
+        assert asked_in_outage < 5 + 16  # the breaker, plus at most the calls already in flight
+        saved = json.loads((tmp_path / "run" / "config.json").read_text())
+        assert saved["status"] == hit.status and saved["config"]["breaker"] == 5
+        server2.down, server2.faults = False, None
+        resumed = run(config(server2, steps=3, timeout_s=10.0, breaker=5), tmp_path / "run", progress=False,
+                      preflight=False)
+    assert resumed.status == "completed"
+    got, want = frames(tmp_path / "run"), frames(tmp_path / "clean")
+    assert list(got) == list(want)
+    for name in want:
+        pd.testing.assert_frame_equal(got[name], want[name], obj=name)
+    assert clean.status == "completed"

@@ -128,7 +128,8 @@ def test_unreachable_model_is_named(tmp_path, monkeypatch):
 def test_provider_outage_mid_run_falls_back_and_is_counted(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     with FakeOpenAIServer(policy=varied, fail_first=1000) as failing:
-        config = RunConfig(arch="generic", model="openai/fake-model", steps=1, api_base=failing.api_base)
+        config = RunConfig(arch="generic", model="openai/fake-model", steps=1, api_base=failing.api_base,
+                           breaker=0)  # the breaker off: every failure falls back
         result = run(config, tmp_path / "run", progress=False, preflight=False)
     assert result.status == "completed"
     totals = result.model.llm.ledger.totals()

@@ -37,7 +37,15 @@ _UNPRICED: set[str] = set()
 # per run (--timeout, --retries) and a slow local model may need a longer timeout.
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRIES = 1
+# The circuit breaker: this many live calls failing in a row (after their retries) is an outage,
+# not bad luck; the run stops, saves and tells how to resume instead of falling back for hours.
+DEFAULT_BREAKER = 5
 CHARS_PER_TOKEN_CAP = 8  # a reply longer than 8 characters per allowed token is cut to that size
+
+
+class ProviderOutage(RuntimeError):
+    """The circuit breaker tripped: ``breaker`` live calls in a row failed. The run stops cleanly
+    (everything recorded is saved) and can be resumed when the provider is back."""
 
 
 class ProviderError(RuntimeError):
@@ -122,6 +130,7 @@ class Gateway:
         estimate_prompts: bool = False,
         price: tuple[float, float] | None = None,
         json_schema: bool | None = None,
+        breaker: int | None = DEFAULT_BREAKER,
     ) -> None:
         self.routes = routes or RouteTable()
         self.tape = tape if tape is not None else Tape()
@@ -135,6 +144,8 @@ class Gateway:
         # JSON-schema mode: None = where litellm knows the model supports it; True = the user
         # declares the models capable (e.g. an openai/<name> behind a vLLM endpoint); False = never
         self.json_schema = json_schema
+        self.breaker = breaker or None  # 0/None: off
+        self.failures_in_a_row = 0
         self.capped_replies = 0  # replies longer than max_tokens allows, cut to size
         self.capped_chars = 0  # characters cut from them
         self.step = 0
@@ -153,7 +164,7 @@ class Gateway:
         return Gateway(routes, self.tape, self.ledger, replay=self.replay, max_concurrency=self.max_concurrency,
                        rpm=self.rpm, tpm=self.tpm, timeout_s=self.timeout_s, num_retries=self.num_retries,
                        api_base=self.api_base, estimate_prompts=self.estimate_prompts, price=self.price,
-                       json_schema=self.json_schema)
+                       json_schema=self.json_schema, breaker=self.breaker)
 
     # --- phases -----------------------------------------------------------------------------
     def run_phase(
@@ -332,8 +343,14 @@ class Gateway:
                 self.ledger.release(reserve)
                 if not isinstance(exc, _provider_exceptions()):
                     raise
-                raise self._failed(key, op, agent_id, model, messages, {**params, **fmt},
-                                   f"{type(exc).__name__}: {str(exc)[:300]}") from None
+                failure = self._failed(key, op, agent_id, model, messages, {**params, **fmt},
+                                       f"{type(exc).__name__}: {str(exc)[:300]}")
+                self.failures_in_a_row += 1
+                if self.breaker and self.failures_in_a_row >= self.breaker:
+                    raise ProviderOutage(f"{self.failures_in_a_row} calls in a row to {model} failed "
+                                         f"(last: {failure})") from None
+                raise failure from None
+            self.failures_in_a_row = 0
             latency = time.perf_counter() - start
         try:
             content = response.choices[0].message.content

@@ -22,7 +22,14 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from socialsim.llm.engines import check_models, engine_note
-from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, Gateway, token_cost
+from socialsim.llm.gateway import (
+    DEFAULT_BREAKER,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    Gateway,
+    ProviderOutage,
+    token_cost,
+)
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
@@ -53,6 +60,7 @@ class RunConfig(BaseModel):
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)  # per call attempt
     num_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
     json_schema: bool | None = None  # None: where litellm knows support; True: declared capable
+    breaker: int = Field(default=DEFAULT_BREAKER, ge=0)  # live calls failing in a row that stop the run; 0: off
     arch_params: dict[str, Any] = Field(default_factory=dict)
 
     def resolved(self) -> RunConfig:
@@ -108,7 +116,8 @@ def run(
         gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
                           max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
                           api_base=config.api_base, price=config.price, timeout_s=config.timeout_s,
-                          num_retries=config.num_retries, json_schema=config.json_schema)
+                          num_retries=config.num_retries, json_schema=config.json_schema,
+                          breaker=config.breaker)
         notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         for note in notes:
             log.warning(note)
@@ -129,6 +138,11 @@ def run(
                 except BudgetExhausted as exc:
                     status = f"stopped by budget: {exc}"
                     log.warning("%s; everything recorded so far is saved; resume with --resume", status)
+                    break
+                except ProviderOutage as exc:
+                    status = f"stopped by provider outage: {exc}"
+                    log.warning("%s; everything recorded so far is saved; resume with --resume "
+                                "when the provider is back", status)
                     break
                 save(model, run_dir, config, "running", notes)  # every complete step is on disk
         except KeyboardInterrupt:
