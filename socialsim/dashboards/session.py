@@ -228,6 +228,7 @@ class LiveSession:
             self._thread.start()
 
     def _work(self) -> None:
+        from socialsim.llm.gateway import ProviderOutage
         from socialsim.llm.ledger import BudgetExhausted
 
         try:
@@ -241,10 +242,11 @@ class LiveSession:
                 self.model.step()
                 self._snapshot(f"step {self._step_no} done")
                 time.sleep(0.01)  # a fast (rules) step holds the GIL: let the page render between steps
-        except BudgetExhausted as exc:  # a clean stop: everything recorded stays
+        except (BudgetExhausted, ProviderOutage) as exc:  # a clean stop: everything recorded stays
             self._playing = False
             self._pending = 0
-            self.stop_reason = f"stopped by budget: {exc}"
+            kind = "budget" if isinstance(exc, BudgetExhausted) else "provider outage"
+            self.stop_reason = f"stopped by {kind}: {exc}"
             self._snapshot(self.stop_reason)
             with self._lock:
                 self._running = False
