@@ -35,10 +35,38 @@ def _forget_loop_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_loop_in_child)
 
 
+CANCEL_WAIT_S = 10.0  # how long an interrupted caller waits for the cancelled calls to unwind
+WAKE_S = 0.2  # the waiting thread runs Python (and so its signal handlers) at least this often
+
+
 def run_sync[T](coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine on the background loop and wait for its result."""
+    """Run a coroutine on the background loop and wait for its result.
+
+    If the waiting thread is interrupted (Ctrl-C, SIGTERM turned into KeyboardInterrupt), the
+    coroutine is cancelled: calls in flight are abandoned, and none of them completes later to
+    write to the tape or the ledger behind the caller's back."""
     loop = _background_loop()
     if threading.current_thread().name == "socialsim-llm":
         coro.close()
         raise RuntimeError("run_sync called from inside the LLM loop; await the coroutine instead")
-    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+    finished = threading.Event()
+
+    async def tracked() -> T:
+        try:
+            return await coro
+        finally:
+            finished.set()
+
+    future = asyncio.run_coroutine_threadsafe(tracked(), loop)
+    try:
+        while True:  # wake up now and then: a signal caught by another thread is handled here promptly
+            try:
+                return future.result(timeout=WAKE_S)
+            except TimeoutError:
+                if future.done():  # the coroutine's own TimeoutError, not the wait's
+                    raise
+                continue
+    except BaseException:
+        if future.cancel():  # the task is cancelled on the loop; wait for it to unwind
+            finished.wait(CANCEL_WAIT_S)
+        raise

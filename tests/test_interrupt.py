@@ -1,0 +1,68 @@
+"""Ctrl-C during a step: the calls in flight are cancelled (none of them answers later behind the
+run's back), the run is saved as interrupted, and --resume gives the uninterrupted run's frames."""
+
+import os
+import signal
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.model.runner import RunConfig, run
+
+
+def answer(messages):
+    return "1"
+
+
+def config(server):
+    return RunConfig(arch="generic", model="openai/fake-model", steps=2, rng=4, api_base=server.api_base,
+                     timeout_s=30.0, num_retries=0)
+
+
+def tape_lines(run_dir):
+    return len((run_dir / "tape.jsonl").read_text().splitlines()) if (run_dir / "tape.jsonl").exists() else 0
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+
+
+def test_ctrl_c_cancels_the_calls_in_flight_and_the_run_resumes_to_the_uninterrupted_frames(tmp_path):
+    with FakeOpenAIServer(policy=answer) as fast:
+        run(config(fast), tmp_path / "clean", progress=False, preflight=False)
+
+    with FakeOpenAIServer(policy=answer, delay_s=1.5) as slow:
+        def ctrl_c_once_calls_are_in_flight():
+            while slow.in_flight == 0:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=ctrl_c_once_calls_are_in_flight, daemon=True).start()
+        result = run(config(slow), tmp_path / "run", progress=False, preflight=False)
+        assert result.status == "interrupted" and result.steps_done == 0
+        recorded = tape_lines(tmp_path / "run")
+        time.sleep(2.5)  # longer than the server takes: a call left running would have answered by now
+        assert tape_lines(tmp_path / "run") == recorded
+        assert result.model.llm.ledger.live_calls == 0  # the step's calls were abandoned, not completed
+
+        slow.delay_s = 0.0
+        resumed = run(config(slow), tmp_path / "run", progress=False, preflight=False)
+    assert resumed.status == "completed"
+    for name in ("model.parquet", "agents.parquet"):
+        got = pd.read_parquet(tmp_path / "run" / name).drop(columns=["llm_latency_s"], errors="ignore")
+        want = pd.read_parquet(tmp_path / "clean" / name).drop(columns=["llm_latency_s"], errors="ignore")
+        pd.testing.assert_frame_equal(got, want, obj=name)
+
+
+def test_a_timeout_raised_by_the_coroutine_itself_is_not_mistaken_for_waiting():
+    from socialsim.llm.loop import run_sync
+
+    async def times_out():
+        raise TimeoutError("the provider took too long")
+
+    with pytest.raises(TimeoutError, match="the provider took too long"):
+        run_sync(times_out())
