@@ -1,12 +1,17 @@
-"""socialsim.batch: sweeps over ``mesa.batch_run`` (local or Dask), exports and sweep figures.
+"""socialsim.batch: ``batch_run`` (Mesa's, over SocietyModel, as a DataFrame), resumable sweeps
+over ``mesa.batch_run`` (local or Dask), exports and sweep figures.
 
 ``sweep`` and ``export`` are imported on first use, so ``import socialsim.batch`` stays light.
 """
 
-__all__ = ["export", "load_sweep", "plot_outcome", "sweep"]
+__all__ = ["batch_run", "export", "load_sweep", "plot_outcome", "sweep"]
 
 
 def __getattr__(name: str):
+    if name == "batch_run":
+        from socialsim.batch.direct import batch_run
+
+        return batch_run
     if name == "sweep":
         from socialsim.batch.sweeps import sweep
 
