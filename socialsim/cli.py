@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -179,7 +180,9 @@ def _resumed_config(args: argparse.Namespace):
 
 
 def _writable_dir(path: Path) -> None:
-    """Create ``path`` or say clearly why it cannot be a run directory."""
+    """Say clearly why ``path`` cannot be a run directory; leaves nothing behind (the run creates it
+    once its arguments and models are known to be good)."""
+    created = next((p for p in reversed([path, *path.parents]) if not p.exists()), None)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".socialsim-write-check"
@@ -187,6 +190,9 @@ def _writable_dir(path: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise ValueError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
+    finally:
+        if created is not None and created.exists():
+            shutil.rmtree(created, ignore_errors=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -173,16 +173,22 @@ ARG_CASES = [
      ["openai/unknown-model-xyz has no price", "--price IN,OUT"]),
     ("resume-not-a-run", ["--resume", "/nonexistent/run"], ["--resume /nonexistent/run: not a run directory"]),
     ("out-unwritable", ["--out", "/proc/forbidden/run"], ["--out /proc/forbidden/run: cannot write there"]),
+    ("unknown-model", ["--model", "nosuch/model"], ["unknown model 'nosuch/model'", "PROVIDER/MODEL"]),
+    ("breaker-negative", ["--breaker", "-1"], ["--breaker expects a whole number >= 0, got -1"]),
+    ("crsec-judge-is-the-actor", ["--arch", "crsec", "--model", "openai/gpt-4o-mini", "--set",
+                                  "crsec.judge=openai/gpt-4o-mini"], ["also an actors' model"]),
 ]
 
 
 @pytest.mark.parametrize("argv,fragments", [c[1:] for c in ARG_CASES], ids=[c[0] for c in ARG_CASES])
 def test_broken_argument(argv, fragments, out, capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")  # a provider model gets past the key check
     extra = [] if "--out" in argv else ["--out", str(out)]
     model = [] if "--model" in argv else ["--model", "rules"]
+    arch = [] if "--arch" in argv else ["--arch", "generic"]
     scenario = [] if argv[0] in ("no-such-scenario", "missing.yaml") else ["hobbs-cafe"]
-    code, err = run_cli(capsys, *scenario, "--arch", "generic", *model, *argv, *extra)
+    code, err = run_cli(capsys, *scenario, *arch, *model, *argv, *extra)
     check(code, err, out, fragments)
     assert not (tmp_path / "runs").exists()
 

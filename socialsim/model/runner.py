@@ -106,24 +106,23 @@ def run(
     config = config.resolved()
     if config.max_cost is not None and replay_from is None:
         check_priced(config)
+    routes = RouteTable(config.model, dict(config.routes))
+    replay = replay_from is not None
     run_dir = Path(out) if out else Path("runs") / f"{Path(config.scenario).stem}-{config.arch}-{time.strftime('%Y%m%d-%H%M%S')}"
+    tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
+    gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
+                      max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
+                      api_base=config.api_base, price=config.price, timeout_s=config.timeout_s,
+                      num_retries=config.num_retries, json_schema=config.json_schema, breaker=config.breaker)
+    model = build_model(config, gateway)  # bad parameters fail here, before anything is written ...
+    if preflight and not replay:
+        check_models(routes.models(), api_base=config.api_base)  # ... and an unknown or unreachable model
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = _log_to(run_dir / "run.log")
     try:
-        routes = RouteTable(config.model, dict(config.routes))
-        replay = replay_from is not None
-        tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
-        gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
-                          max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
-                          api_base=config.api_base, price=config.price, timeout_s=config.timeout_s,
-                          num_retries=config.num_retries, json_schema=config.json_schema,
-                          breaker=config.breaker)
         notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         for note in notes:
             log.warning(note)
-        if preflight and not replay:
-            check_models(routes.models(), api_base=config.api_base)
-        model = build_model(config, gateway)
         save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
         status = "completed"
         steps = range(config.steps)
