@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="re-run a run from its tape with zero LLM calls")
     rep.add_argument("run_dir", type=Path)
     rep.add_argument("--out", type=Path, help="where to write the replay (default RUN_DIR/replay)")
+    rep.add_argument("--check-order", action="store_true",
+                     help="also replay twice with the concurrent calls finishing in other orders; fails "
+                          "loudly if any frame changes (a phase that touches shared state)")
     rep.add_argument("--no-progress", action="store_true")
 
     models = sub.add_parser("models", help="list engines, routes and operations")
@@ -251,12 +254,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from socialsim.llm.tape import TapeMiss
-    from socialsim.model.runner import first_difference, replay
+    from socialsim.model.runner import check_order, first_difference, replay
 
     if not (args.run_dir / "config.json").is_file():
         return _fail(f"{args.run_dir} is not a run directory (no config.json)")
     try:
         result, same = replay(args.run_dir, args.out, progress=not args.no_progress)
+        order = check_order(args.run_dir) if args.check_order and same else None
     except (TapeMiss, ValueError) as exc:
         return _fail(f"replay failed: {exc}")
     print(f"replay directory: {result.run_dir}")
@@ -264,6 +268,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"frames identical to the recording: {'yes' if same else 'NO'} (every frame and table compared)")
     if not same:
         print(f"first difference: {first_difference(args.run_dir, result.run_dir)}")
+    if order:
+        print(f"ORDER-DEPENDENT: the results change with the order in which concurrent calls finish; "
+              f"a phase reads or writes state shared between agents while it runs. First difference: {order}",
+              file=sys.stderr)
+        return 1
+    if args.check_order and same:
+        print("check-order: the same frames with the concurrent calls finishing in two other orders")
     return 0 if same else 1
 
 

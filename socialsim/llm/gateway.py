@@ -15,6 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ DEFAULT_RETRIES = 1
 # The circuit breaker: this many live calls failing in a row (after their retries) is an outage,
 # not bad luck; the run stops, saves and tells how to resume instead of falling back for hours.
 DEFAULT_BREAKER = 5
+ORDER_PROBE_S = 0.003  # the longest pause --check-order puts before an answer
 CHARS_PER_TOKEN_CAP = 8  # a reply longer than 8 characters per allowed token is cut to that size
 
 
@@ -100,6 +102,24 @@ class Completion:
 
 
 @dataclass
+class Branch:
+    """Where calls are being asked: a path prefix and how many calls it has asked so far. Each
+    agent's coroutine in a phase, and each coroutine of ``Gateway.gather``, gets its own, so a
+    call's path depends on the code's structure, never on which concurrent call finished first."""
+
+    prefix: tuple[int, ...]
+    calls: int = 0
+
+    def next(self) -> tuple[int, ...]:
+        self.calls += 1
+        return (*self.prefix, self.calls - 1)
+
+
+_BRANCH: ContextVar[Branch | None] = ContextVar("socialsim_branch", default=None)
+OUTSIDE_PHASES = 2**31  # the path prefix of calls made outside any phase (e.g. a report's embeddings)
+
+
+@dataclass
 class _EmbedOp:
     """What the ledger needs to know of an embedding request (it is not a typed question)."""
 
@@ -145,6 +165,11 @@ class Gateway:
         # declares the models capable (e.g. an openai/<name> behind a vLLM endpoint); False = never
         self.json_schema = json_schema
         self.breaker = breaker or None  # 0/None: off
+        # --check-order: a random pause (own RNG, never the model's) before every answer, so a
+        # phase's coroutines finish in another order; results that change reveal shared writes
+        self.order_probe: random.Random | None = None
+        self._phases = 0  # phases run so far: the first element of a call's path
+        self._outside = Branch((OUTSIDE_PHASES,))
         self.failures_in_a_row = 0
         self.capped_replies = 0  # replies longer than max_tokens allows, cut to size
         self.capped_chars = 0  # characters cut from them
@@ -180,9 +205,15 @@ class Gateway:
         """
         for agent in agents:
             agent.phase_rng = random.Random(rng.getrandbits(64))
+        self._phases += 1
+        phase = self._phases
+
+        async def branch(agent: Any) -> Any:
+            _BRANCH.set(Branch((phase,)))  # this agent's task only: its calls are numbered in its own order
+            return await coroutine(agent)
 
         async def gather() -> list[Any]:
-            results = await asyncio.gather(*(coroutine(a) for a in agents), return_exceptions=True)
+            results = await asyncio.gather(*(branch(a) for a in agents), return_exceptions=True)
             for result in results:  # re-raise the first failure in agent order
                 if isinstance(result, BaseException):
                     raise result
@@ -190,10 +221,27 @@ class Gateway:
 
         return run_sync(gather())
 
+    async def gather(self, *coroutines: Awaitable[Any]) -> list[Any]:
+        """``asyncio.gather`` for concurrent calls within one agent's step: each coroutine gets its
+        own branch of the caller's path, so the ledger's order stays fixed whatever finishes first."""
+        prefix = self._path()
+
+        async def branch(index: int, coroutine: Awaitable[Any]) -> Any:
+            _BRANCH.set(Branch((*prefix, index)))
+            return await coroutine
+
+        return list(await asyncio.gather(*(branch(i, c) for i, c in enumerate(coroutines))))
+
+    def _path(self) -> tuple[int, ...]:
+        return (_BRANCH.get() or self._outside).next()
+
     # --- one operation ----------------------------------------------------------------------
     async def ask(self, op: Operation, ctx: Any, *, agent_id: int | None, rng: random.Random) -> Answer:
         """Answer ``op`` for one agent: rules, or LLM with repair and fallback. Never raises for
-        a bad reply or a provider error; raises only BudgetExhausted and TapeMiss."""
+        a bad reply or a provider error; raises only BudgetExhausted, ProviderOutage and TapeMiss."""
+        path = self._path()  # taken before any await: fixed by where the call is asked
+        if self.order_probe is not None:
+            await asyncio.sleep(self.order_probe.random() * ORDER_PROBE_S)
         model = self.routes.model_for(op.name, op.module)
         if model == RULES:
             value = op.rule(ctx, rng)
@@ -201,7 +249,7 @@ class Gateway:
             if self.estimate_prompts:  # what this decision would cost as an LLM call (about 4 chars a token)
                 chars = sum(len(m["content"]) for m in op.messages(ctx))
                 estimate = [Completion("", chars // 4 + 1, op.max_tokens, 0.0, 0.0, False)]
-            self._record(op, agent_id, model, "rules", "rules", estimate)
+            self._record(op, agent_id, model, "rules", "rules", estimate, path=path)
             return Answer(value=value, status="rules", model=RULES)
 
         question = op.question(ctx)
@@ -213,7 +261,7 @@ class Gateway:
             completions.append(first)
             try:
                 value = question.parse(first.raw)
-                return self._done(op, agent_id, model, "ok", completions, value, first.raw)
+                return self._done(op, agent_id, model, "ok", completions, value, first.raw, path=path)
             except AnswerError as exc:
                 self.ledger.failure(op.name, redact(f"unusable answer ({exc}); asking once more"), agent_id, self.step)
                 repair = messages + [
@@ -224,7 +272,7 @@ class Gateway:
                 completions.append(second)
                 try:
                     value = question.parse(second.raw)
-                    return self._done(op, agent_id, model, "repaired", completions, value, second.raw)
+                    return self._done(op, agent_id, model, "repaired", completions, value, second.raw, path=path)
                 except AnswerError as exc2:
                     reason = redact(f"unusable answer after repair ({exc2})")
         except ProviderError as exc:
@@ -232,14 +280,14 @@ class Gateway:
         self.ledger.failure(op.name, f"{reason}; using fallback: {op.fallback_doc}", agent_id, self.step)
         value = op.fallback(ctx)
         raw = completions[-1].raw if completions else None
-        return self._done(op, agent_id, model, "fallback", completions, value, raw, error=reason)
+        return self._done(op, agent_id, model, "fallback", completions, value, raw, error=reason, path=path)
 
-    def _done(self, op, agent_id, model, status, completions, value, raw, error=None) -> Answer:
-        self._record(op, agent_id, model, "llm", status, completions, error)
+    def _done(self, op, agent_id, model, status, completions, value, raw, error=None, path=()) -> Answer:
+        self._record(op, agent_id, model, "llm", status, completions, error, path)
         truncated = bool(completions) and completions[-1].truncated
         return Answer(value=value, status=status, raw=raw, error=error, model=model, truncated=truncated)
 
-    def _record(self, op, agent_id, model, engine, status, completions, error=None) -> None:
+    def _record(self, op, agent_id, model, engine, status, completions, error=None, path=()) -> None:
         self.ledger.record(
             LedgerRow(
                 step=self.step,
@@ -257,6 +305,7 @@ class Gateway:
                 cost_usd=sum(c.cost_usd for c in completions),
                 error=error,
                 truncated=sum(c.truncated for c in completions),
+                path=path,
             )
         )
 
@@ -391,13 +440,15 @@ class Gateway:
 
     async def aembed(self, model: str, texts: list[str], purpose: str = "Embed",
                      agent_id: int | None = None) -> list[list[float]]:
+        path = self._path()
         messages = [{"role": "input", "content": t} for t in texts]
         key = call_key(model, messages, {"embedding": True})
         op = _EmbedOp(purpose)
         record = self.tape.get(key)
         if record is not None and record.error is None:
             self._record(op, agent_id, model, "llm", "ok", [Completion(record.raw, record.prompt_tokens, 0,
-                                                                        record.latency_s, record.cost_usd, False)])
+                                                                        record.latency_s, record.cost_usd, False)],
+                         path=path)
             return json.loads(record.raw)
         if self.replay:
             if record is not None:
@@ -416,7 +467,7 @@ class Gateway:
             if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
                 raise
             error = redact(f"{type(exc).__name__}: {str(exc)[:300]}")
-            self._record(op, agent_id, model, "llm", "fallback", [], error)
+            self._record(op, agent_id, model, "llm", "fallback", [], error, path)
             raise self._failed(key, op, agent_id, model, messages, {"embedding": True}, error) from None
         latency = round(time.perf_counter() - start, 6)
         tokens = int(getattr(getattr(response, "usage", None), "prompt_tokens", 0) or 0)
@@ -425,7 +476,7 @@ class Gateway:
         raw = json.dumps(vectors)
         self.tape.add(TapeRecord(key, model, op.name, agent_id, self.step, messages, {"embedding": True}, raw,
                                  tokens, 0, latency, cost))
-        self._record(op, agent_id, model, "llm", "ok", [Completion(raw, tokens, 0, latency, cost, True)])
+        self._record(op, agent_id, model, "llm", "ok", [Completion(raw, tokens, 0, latency, cost, True)], path=path)
         return vectors
 
     async def _aembedding(self, model: str, texts: list[str]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -44,7 +44,10 @@ class LedgerRow:
     cost_usd: float
     error: str | None = None
     truncated: int = 0  # of the round-trips, how many replies were cut at max_tokens
-    call: int = 0  # this row's index among the rows of its (step, agent): the fixed record order
+    call: int = 0
+    # where the decision was asked in its agent's step (phase, then the branches of any concurrent
+    # calls within the agent); not a column: it orders the rows, ``call`` numbers them
+    path: tuple[int, ...] = field(default=(), repr=False)  # this row's index among the rows of its (step, agent): the fixed record order
 
 
 @dataclass
@@ -66,7 +69,6 @@ class Ledger:
         self._lock = threading.Lock()
         self._in_flight = 0  # reserved by check_budget, not yet completed
         self._reserved_usd = 0.0  # worst-case cost of the calls in flight
-        self._calls_of: Counter[tuple[int, int | None]] = Counter()  # (step, agent) -> rows so far
 
     def check_budget(self, reserve_usd: float = 0.0) -> None:
         """Reserve one live call and its worst-case cost (prompt tokens + max_tokens at the model's
@@ -98,8 +100,6 @@ class Ledger:
 
     def record(self, row: LedgerRow) -> None:
         with self._lock:
-            row.call = self._calls_of[(row.step, row.agent)]
-            self._calls_of[(row.step, row.agent)] += 1
             self.rows.append(row)
             t = self._totals
             if row.engine == "rules":
@@ -127,14 +127,21 @@ class Ledger:
         return t
 
     def ordered_rows(self) -> list[LedgerRow]:
-        """Rows by (step, agent, call index), model-level rows first: an agent's calls within a
-        step are sequential, so this order never depends on which concurrent call finished first."""
-        return sorted(self.rows, key=lambda r: (r.step, -1 if r.agent is None else r.agent, r.call))
+        """Rows by (step, agent, where it was asked), model-level rows first, numbered by ``call``
+        within their step and agent: the path of a call is fixed by the code's structure (phase,
+        then the index of each concurrent branch), so this order never depends on which
+        concurrent call finished first."""
+        rows = sorted(self.rows, key=lambda r: (r.step, -1 if r.agent is None else r.agent, r.path))
+        previous, n = None, 0
+        for row in rows:
+            n = n + 1 if (row.step, row.agent) == previous else 0
+            row.call, previous = n, (row.step, row.agent)
+        return rows
 
     def frame(self) -> pd.DataFrame:
         """The rows in record order (a row's fields are plain values: a shallow copy is enough,
         and much cheaper than ``dataclasses.asdict`` when a long run saves after every step)."""
-        columns = list(LedgerRow.__dataclass_fields__)
+        columns = [c for c in LedgerRow.__dataclass_fields__ if c != "path"]
         return pd.DataFrame.from_records([vars(r) for r in self.ordered_rows()], columns=columns)
 
     def by_operation(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,7 @@ def run(
     replay_from: str | Path | None = None,
     progress: bool = True,
     preflight: bool = True,
+    order_probe: int | None = None,
 ) -> RunResult:
     """Run (or, with ``replay_from``, replay) a scenario and write its run directory.
 
@@ -114,6 +116,8 @@ def run(
                       max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
                       api_base=config.api_base, price=config.price, timeout_s=config.timeout_s,
                       num_retries=config.num_retries, json_schema=config.json_schema, breaker=config.breaker)
+    if order_probe is not None:
+        gateway.order_probe = random.Random(order_probe)
     model = build_model(config, gateway)  # bad parameters fail here, before anything is written ...
     if preflight and not replay:
         check_models(routes.models(), api_base=config.api_base)  # ... and an unknown or unreachable model
@@ -173,7 +177,21 @@ def check_priced(config: RunConfig) -> None:
                          f"and completion tokens)")
 
 
-def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = True) -> tuple[RunResult, bool]:
+def check_order(run_dir: str | Path, progress: bool = False, probes: tuple[int, ...] = (1, 2)) -> str | None:
+    """Replay a run twice more with its concurrent calls finishing in other orders (a random
+    pause before each answer); None if every frame and table is the same, else the first
+    difference: some phase reads or writes state shared between agents while it runs."""
+    run_dir = Path(run_dir)
+    for probe in probes:
+        result, _ = replay(run_dir, run_dir / f"check-order-{probe}", progress=progress, order_probe=probe)
+        difference = first_difference(run_dir, result.run_dir)
+        if difference:
+            return difference
+    return None
+
+
+def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = True,
+           order_probe: int | None = None) -> tuple[RunResult, bool]:
     """Re-run a run from its tape with zero LLM calls; returns the result and whether the
     replayed DataCollector frames equal the recorded ones."""
     run_dir = Path(run_dir)
@@ -181,7 +199,7 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     config = RunConfig.model_validate(saved["config"])
     steps_done = saved.get("steps_done", config.steps)
     config = config.model_copy(update={"steps": max(steps_done, 1), "max_cost": None, "max_calls": None})
-    result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress)
+    result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress, order_probe=order_probe)
     difference = first_difference(run_dir, result.run_dir)
     if difference:
         log.warning("replay differs from the recording: %s", difference)

@@ -19,7 +19,6 @@ before anything is awaited, so nothing depends on which LLM call finishes first.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections import deque
 from statistics import mean
@@ -225,7 +224,7 @@ class ASVOAgent(GenerativeAgent):
         targets = self._tom_targets()
         # planning's RNGs first, so switching ToM off changes no draw of the planning itself
         (propose, select), rngs = self._rngs(2), self._rngs(len(targets))
-        self.predictions = list(await asyncio.gather(*(self._theory_of_mind(t, r)
+        self.predictions = list(await self.model.llm.gather(*(self._theory_of_mind(t, r)
                                                        for t, r in zip(targets, rngs, strict=True))))
         await self._plan(propose, select)
 
@@ -279,7 +278,7 @@ class ASVOAgent(GenerativeAgent):
         if not settings.simulate_outcomes:  # the switch: choose without imagining any outcome
             self.intent = self.candidates[rng_select.randrange(len(self.candidates))]
             return
-        outcomes = await asyncio.gather(*(
+        outcomes = await self.model.llm.gather(*(
             self._ask(ops.SIMULATE_OUTCOME, ops.OutcomeContext(self.name, self.active_svo, values, text,
                                                                *self.effects[text], **tom), r)
             for (text, _), r in zip(self.candidates, rngs, strict=True)))
@@ -364,7 +363,7 @@ class ASVOAgent(GenerativeAgent):
         desires = list(self.state.values)
         rngs, evaluate_rng = self._rngs(len(desires)), self._rngs(1)[0]
         history = self.unreasonable[-self.runtime.settings.reflection_examples:] if self.runtime.settings.reflection_examples else []
-        results = await asyncio.gather(*(self._update_desire(d, list(history), r) for d, r in zip(desires, rngs, strict=True)))
+        results = await self.model.llm.gather(*(self._update_desire(d, list(history), r) for d, r in zip(desires, rngs, strict=True)))
         self.pending = {d: value for d, (value, _, _) in zip(desires, results, strict=True)}
         self.update_rows = [row for _, row, _ in results]
         self.new_reflections = [(d, text) for d, (_, _, texts) in zip(desires, results, strict=True) for text in texts]
@@ -407,7 +406,7 @@ class ASVOAgent(GenerativeAgent):
             return
         ctx = ops.JudgeContext(self.name, self.setting, self.action, *self.effect, self.previous_action)
         rngs = [random.Random(rng.getrandbits(64)) for _ in judges]
-        answers = await asyncio.gather(*(gw.ask(ops.JUDGE_ACTION, ctx, agent_id=self.unique_id, rng=r)
+        answers = await self.model.llm.gather(*(gw.ask(ops.JUDGE_ACTION, ctx, agent_id=self.unique_id, rng=r)
                                          for (_, gw), r in zip(judges, rngs, strict=True)))
         for (judge, _), answer in zip(judges, answers, strict=True):
             self.judgements.append({"judge": judge, "naturalness": answer.value.naturalness,

@@ -423,8 +423,10 @@ class CRSECAgent(GenerativeAgent):
                                   said if speaker is self else None, speaker.stance(topic),
                                   list(conversation.lines), turn // 2, self.settings.conversation_turns,
                                   await self.recall(target.act, whose=speaker))
-            # the receiver's lines are asked on its behalf, drawing from the sender's phase RNG
-            answer = await self.model.llm.ask(ops.CONVERSE_TURN, ctx, agent_id=speaker.unique_id, rng=self.phase_rng)
+            # the receiver's lines are asked on its behalf, from the sender's coroutine: recorded under the
+            # sender (whose calls are sequential) and drawing from the sender's phase RNG, so the ledger's
+            # order never depends on which agent's calls finished first (replay --check-order caught it)
+            answer = await self.ask(ops.CONVERSE_TURN, ctx)
             conversation.lines.append((speaker.name, answer.value.text))
         self.pending = conversation
 

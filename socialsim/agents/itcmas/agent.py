@@ -23,7 +23,6 @@ no LTRHA (no topic, resources, matrix, filter or habitus).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
@@ -270,7 +269,7 @@ class ITCMASAgent(GenerativeAgent):
 
     async def _ask_all(self, op, ctxs: list) -> list:
         rngs = self._rngs(len(ctxs))
-        return await asyncio.gather(*(self.model.llm.ask(op, c, agent_id=self.unique_id, rng=r)
+        return await self.model.llm.gather(*(self.model.llm.ask(op, c, agent_id=self.unique_id, rng=r)
                                       for c, r in zip(ctxs, rngs, strict=True)))
 
     def _spoke_to_me(self, name: str) -> bool:
