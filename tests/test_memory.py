@@ -119,3 +119,33 @@ def test_crsec_relevance_by_an_embedding_model_goes_through_the_gateway_in_a_fix
     embeds = first[first["op"] == "EmbedMemories"]
     assert len(embeds) > 0 and embeds["agent"].notna().all() and (embeds["status"] == "ok").all()
     assert first.drop(columns=["latency_s"]).equals(second.drop(columns=["latency_s"]))
+
+
+def test_the_similarities_are_cosines():
+    from socialsim.agents.memory import cosine
+
+    assert lexical_similarity("red apple pie", "the red apple") == pytest.approx(2 / 3)  # "the" is a word too
+    assert lexical_similarity("", "red apple") == 0.0
+    assert cosine([3.0, 4.0], [4.0, 3.0]) == pytest.approx(24 / 25)
+    assert cosine([0.0, 0.0], [1.0, 0.0]) == 0.0
+
+
+def test_importance_is_clamped_and_kinds_kept():
+    s = MemoryStream()
+    low, high = s.add(1, "thought", "a", 0), s.add(1, "plan", "b", 15)
+    assert (low.importance, high.importance, low.kind, high.kind) == (1.0, 10.0, "thought", "plan")
+    assert asyncio.run(s.retrieve("a", 5, 0)) == [] and asyncio.run(MemoryStream().retrieve("a", 5, 3)) == []
+
+
+def test_recency_and_importance_trade_off_on_the_papers_scales():
+    s = MemoryStream(RetrievalWeights(recency=1, importance=1, relevance=0, decay=0.5))
+    s.add(1, "observation", "older but more important", 3)  # 0.25 + 0.3
+    s.add(2, "observation", "newer", 1)  # 0.5 + 0.1
+    assert texts(asyncio.run(s.retrieve("x", 3, 2))) == ["newer", "older"]
+
+
+def test_ties_go_to_the_newest_memory():
+    s = MemoryStream(RetrievalWeights(recency=0, importance=1, relevance=0))
+    s.add(1, "observation", "first", 5)
+    s.add(2, "observation", "second", 5)
+    assert texts(asyncio.run(s.retrieve("x", 3, 2))) == ["second", "first"]
