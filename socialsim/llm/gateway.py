@@ -10,6 +10,7 @@ depends on which call finished first.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import random
@@ -71,17 +72,26 @@ def token_cost(model: str, prompt_tokens: int, completion_tokens: int,
     pricing rule for charging a call, reserving budget before it and projecting a protocol."""
     if is_embedded(model):
         return 0.0
-    import litellm
-
-    try:
-        prompt_usd, completion_usd = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens,
-                                                            completion_tokens=completion_tokens)
-        usd: float | None = float(prompt_usd + completion_usd)
-    except Exception:
-        usd = None
+    units = unit_prices(model)
+    usd = (prompt_tokens * units[0] + completion_tokens * units[1]) / 1e6 if units else None
     if not usd and price:  # unknown to litellm (or listed at $0): the user's --price
         usd = (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
     return usd
+
+
+@functools.cache
+def unit_prices(model: str) -> tuple[float, float] | None:
+    """USD per 1M (prompt, completion) tokens from litellm's local cost map, looked up once per
+    model (a lookup costs milliseconds, a miss more: per call it was most of our client CPU).
+    Priced at an ordinary prompt size: a provider's surcharge above 128k tokens is not applied."""
+    import litellm
+
+    try:
+        prompt_usd, _ = litellm.cost_per_token(model=model, prompt_tokens=1000, completion_tokens=0)
+        _, completion_usd = litellm.cost_per_token(model=model, prompt_tokens=0, completion_tokens=1000)
+    except Exception:
+        return None
+    return float(prompt_usd) * 1000, float(completion_usd) * 1000
 
 
 def json_schema_format(question: RecordQuestion) -> dict[str, Any]:
