@@ -256,7 +256,7 @@ def plot_figure2(model: SocietyModel, path: Path) -> None:
 
 
 def _days(value: float | None) -> str:
-    return "not reached" if value is None else f"day {value:.2f}"
+    return "not within this run" if value is None else f"at day {value:.2f}"
 
 
 def findings(model: SocietyModel) -> list[tuple[str, str, str]]:
@@ -276,13 +276,14 @@ def findings(model: SocietyModel) -> list[tuple[str, str, str]]:
     early, late = frame["conflicts"].iloc[:quarter].sum(), frame["conflicts"].iloc[-quarter:].sum()
     peak = frame.loc[frame["conflicts"].idxmax(), "day"] if frame["conflicts"].max() > 0 else None
     rows.append(("conflicts over time", PAPER_FINDINGS["conflicts"],
-                 f"{early} conflicts in the first quarter of the run, {late} in the last; peak at {_days(peak)}"))
+                 f"{early} conflicts in the first quarter of the run, {late} in the last; "
+                 + (f"the most at day {peak:.2f}" if peak is not None else "no conflict in this run")))
     timing = "; ".join(
-        f"{t.name} ({t.type}): 70% adopt {_days(first_reaching(frame, f'adoption[{t.name}]'))}"
+        f"{t.name} ({t.type}): 70% adoption {_days(first_reaching(frame, f'adoption[{t.name}]'))}"
         for t in settings.tracked_norms)
     rows.append(("descriptive norm later", PAPER_FINDINGS["descriptive"], timing))
     lag = "; ".join(
-        f"{t.name}: adopt {_days(first_reaching(frame, f'adoption[{t.name}]'))}, comply "
+        f"{t.name}: 70% adoption {_days(first_reaching(frame, f'adoption[{t.name}]'))}, 70% compliance "
         f"{_days(first_reaching(frame, f'compliance[{t.name}]'))}" for t in injunctive + descriptive)
     counts = adoption_vs_compliance(model)
     per_agent = "; ".join(
