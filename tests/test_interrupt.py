@@ -31,6 +31,14 @@ def key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    """Ctrl-C as a user's terminal delivers it (a pytest-xdist worker ignores SIGINT otherwise)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_cancels_the_calls_in_flight_and_the_run_resumes_to_the_uninterrupted_frames(tmp_path):
     with FakeOpenAIServer(policy=answer) as fast:
         run(config(fast), tmp_path / "clean", progress=False, preflight=False)
