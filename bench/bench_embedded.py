@@ -5,6 +5,7 @@ order a phase issues them. Prints wall time per call and prompt/generation token
 llama.cpp counts them (a prompt prefix reused from the KV cache is not re-evaluated).
 
     .venv/bin/python bench/bench_embedded.py [--agents 8] [--rounds 2]
+    SOCIALSIM_EMBEDDED_CACHE_MB=0 .venv/bin/python bench/bench_embedded.py   # without the prefix cache
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def main() -> None:
             prompt_s += timings.t_p_eval_ms / 1000
             gen_s += timings.t_eval_ms / 1000
             llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
-    print(f"embedded local/smollm2: {calls} calls, {wall / calls:.2f} s per call, "
+    cache = "prefix cache on" if llama.cache is not None else "prefix cache off"
+    print(f"embedded local/smollm2 ({cache}): {calls} calls, {wall / calls:.2f} s per call, "
           f"{prompt_tokens / calls:.0f} prompt + {gen_tokens / calls:.0f} generated tokens per call")
     print(f"  llama.cpp: prompt eval {prompt_s:.2f} s, generation {gen_s:.2f} s; "
           f"{prompt_tokens / max(prompt_s, 1e-9):.0f} prompt tok/s, {gen_tokens / max(gen_s, 1e-9):.1f} generated tok/s")

