@@ -128,7 +128,7 @@ class NormDatabase:
             "step": step, "agent": self.owner, "norm_id": norm.id, "content": norm.content, "event": event,
             "state": norm.state, "activated": norm.activated, "valid": norm.valid, "utility": norm.utility,
             "type": norm.type, "origin": norm.origin, "canonical": norm.canonical or "",
-            "opposes": norm.opposes or "", "members": ",".join(map(str, norm.members)),
+            "opposes": norm.opposes or "", "members": ",".join(map(str, norm.members)), "source": norm.source,
         })
 
     def as_rows(self) -> list[dict]:

@@ -161,12 +161,13 @@ class CRSECAgent(GenerativeAgent):
     def tables(cls) -> dict[str, list[str]]:
         return {
             "norm_changes": ["step", "agent", "norm_id", "content", "event", "state", "activated", "valid",
-                             "utility", "type", "origin", "canonical", "opposes", "members"],
+                             "utility", "type", "origin", "canonical", "opposes", "members", "source"],
             "conversations": ["step", "sender", "receiver", "topic", "turn", "speaker", "text"],
             "thoughts": ["step", "agent", "observation", "thought", "normative_info"],
             "plans": ["step", "agent", "day", "time", "activity", "place", "then"],
             "breaches": ["step", "agent", "norm", "area", "behaviour"],
             "norm_matches": ["step", "agent", "norm_id", "content", "judge", "judged", "lexical"],
+            "sender_decisions": ["step", "agent", "observation", "conflict", "identity", "talk"],
         }
 
     @classmethod
@@ -396,16 +397,24 @@ class CRSECAgent(GenerativeAgent):
         qualified = self.views(self.norms.qualified())
         if not qualified or not facts:
             return
-        target = None
+        target, decided = None, None
+        identity = "norm entrepreneur" if self.entrepreneur else "ordinary citizen"
         for fact in facts:
-            if (await self.ask(ops.DETECT_CONFLICT, ops.ConflictContext(self.name, fact, qualified))).value.yes:
+            conflict = (await self.ask(ops.DETECT_CONFLICT, ops.ConflictContext(self.name, fact, qualified))).value.yes
+            # what the sender saw and decided (the questionnaire's Sender task rates it); talk: None = not asked
+            row = {"step": self.model.steps, "agent": self.name, "observation": fact.text, "conflict": conflict,
+                   "identity": identity, "talk": None}
+            self._row("sender_decisions", row)
+            if conflict:
                 self.counts["conflicts"] += 1
-                target = target or fact
+                if target is None:
+                    target, decided = fact, row
         if target is None:
             return
         talk = ops.TalkContext(self.name, self.description, self.entrepreneur, self.crsec_traits.talk_propensity,
                                target.text)
-        if not (await self.ask(ops.DECIDE_TO_TALK, talk)).value.yes:
+        decided["talk"] = (await self.ask(ops.DECIDE_TO_TALK, talk)).value.yes
+        if not decided["talk"]:
             return
         receiver = self.model.agent_named(target.actor)
         topic = next((v for v in target.violates if self.norms.holds(v)), None)

@@ -8,6 +8,7 @@ by a ``tip``), so compliance in actions is measured, not asked.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -259,8 +260,8 @@ def _days(value: float | None) -> str:
     return "not within this run" if value is None else f"at day {value:.2f}"
 
 
-def findings(model: SocietyModel) -> list[tuple[str, str, str]]:
-    """(finding, paper, this run) rows."""
+def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[tuple[str, str, str]]:
+    """(finding, paper, this run) rows; ``ratings``: the questionnaire's summary, if it was asked."""
     frame = series(model)
     if frame.empty:
         return []
@@ -293,7 +294,7 @@ def findings(model: SocietyModel) -> list[tuple[str, str, str]]:
     emergent = emergent_norms(model)
     shown = "; ".join(f"'{r.norm}' ({r.holders} agents)" for r in emergent.head(3).itertuples()) or "none"
     rows.append(("emergent norms", PAPER_FINDINGS["emergent"], shown))
-    rows.append(("human ratings", PAPER_FINDINGS["ratings"], "not measured in this run (no judge configured)"))
+    rows.append(("human ratings", PAPER_FINDINGS["ratings"], ratings_text(model, ratings)))
     return rows
 
 
@@ -331,17 +332,57 @@ def measurement_lines(model: SocietyModel) -> list[str]:
             f"{kappa:.2f}." if n else f"Judge `{judge}`: no norm was matched in this run."]
 
 
+def ratings_text(model: SocietyModel, ratings: pd.DataFrame | None) -> str:
+    settings = model.society.settings
+    if settings.judge == "rules":
+        return "not measured: the Appendix-E questionnaire needs an LLM judge (--set crsec.judge=MODEL)"
+    if ratings is None or not ratings["pairs"].sum():
+        return f"not measured: no pair to rate (questionnaire_items={settings.questionnaire_items})"
+    rated = ratings[ratings["pairs"] > 0]
+    return (f"judge `{settings.judge}` (an LLM, not human raters): "
+            + ", ".join(f"{r.task} {r.mean:.2f}" for r in rated.itertuples()))
+
+
+QUESTIONNAIRE_FILE = "crsec_questionnaire.parquet"
+
+
+def run_questionnaire(model: SocietyModel, run_dir: str | Path) -> pd.DataFrame | None:
+    """Ask the Appendix-E questionnaire of the judge over pairs sampled from this run's tables; the
+    ratings are saved beside the tables (``reproduce`` reads them). None when it is not asked."""
+    from socialsim.agents.crsec import questionnaire as q
+
+    settings = model.society.settings
+    if settings.judge == "rules" or settings.questionnaire_items == 0:
+        return None
+    dc = model.datacollector
+    tables = {name: dc.get_table_dataframe(name) for name in dc.tables}
+    rng = random.Random(model.random.getrandbits(64))  # drawn after the last step: the run is unchanged
+    items = q.sample_items(tables, rng, settings.questionnaire_items)
+    ratings = q.ask_questionnaire(model.society.judge, items, {a.name: a.description for a in model.agents}, rng)
+    (Path(run_dir) / "tables").mkdir(parents=True, exist_ok=True)
+    ratings.to_parquet(Path(run_dir) / "tables" / QUESTIONNAIRE_FILE, index=False)
+    return q.summary(ratings)
+
+
 def report_sections(model: SocietyModel, run_dir: str | Path) -> list[str]:
     figures = Path(run_dir) / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     plot_figure2(model, figures / "crsec_figure2.png")
+    ratings = run_questionnaire(model, run_dir)
     lines = ["## CRSEC: norm emergence", "",
              "The paper's findings (Ren et al., CRSEC, Sec. 3.2 and Appendix D) beside this run's. "
              + engine_note(model), "",
              "| finding | paper | this run |", "|---|---|---|"]
-    for finding, paper, run in findings(model):
+    for finding, paper, run in findings(model, ratings):
         lines.append(f"| {finding} | {paper} | {run} |")
-    lines += ["", "![Figure 2](figures/crsec_figure2.png)", "", "### Measurement", "", *measurement_lines(model),
+    lines += ["", "![Figure 2](figures/crsec_figure2.png)", "", "### Measurement", "", *measurement_lines(model)]
+    if ratings is not None:
+        lines += ["", "Appendix-E questionnaire (7-point Likert; an item's score is the mean of its task's "
+                  "questions; the judge is an LLM, not the paper's human raters):", "",
+                  "| task | pairs | mean | sd | fallbacks | paper (humans) |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r.task} | {r.pairs} | {r.mean} | {r.sd} | {r.fallbacks} | {r.paper} |"
+                  for r in ratings.itertuples()]
+    lines += [
               "", "### Emergent norms (never created by an entrepreneur)", ""]
     emergent = emergent_norms(model)
     if emergent.empty:

@@ -2,7 +2,8 @@
 
 Measured per run from its files (``model.parquet``, ``agents.parquet``): adoption and compliance of
 each tracked norm at the end, the conflict peak and the conflicts of the first and last quarter, and
-per agent whether its first adoption preceded its first visibly compliant act is in the run report.
+per agent whether its first adoption preceded its first visibly compliant act is in the run report;
+with an LLM judge, the Appendix-E questionnaire's mean rating per task (``tables/crsec_questionnaire.parquet``).
 The paper's figures are the ones its text states (Sec. 3.2); qualitative findings are NaN here.
 """
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE
+from socialsim.agents.crsec.questionnaire import TASKS, summary
 from socialsim.model.reproduce import Protocol, ProtocolRun
 
 TRACKED = ("no smoking indoors", "be quiet in public", "tip after meals")
@@ -27,6 +30,8 @@ PAPER = pd.DataFrame([
     {"label": "*", "metric": "compliance[tip after meals] at end", "paper": float("nan")},
     {"label": "*", "metric": "conflicts peak", "paper": float("nan")},
     {"label": "*", "metric": "conflicts last quarter / first quarter", "paper": float("nan")},
+    # Sec. 3.3, Figure 4: human raters' mean 7-point Likert score per module; here an LLM judge's
+    *({"label": "*", "metric": f"rating[{t.name}]", "paper": t.paper} for t in TASKS),
 ])
 
 
@@ -43,6 +48,10 @@ def measure(run_dir: Path) -> dict[str, float]:
     first = float(conflicts.iloc[:quarter].sum()) if len(conflicts) else float("nan")
     last = float(conflicts.iloc[-quarter:].sum()) if len(conflicts) else float("nan")
     out["conflicts last quarter / first quarter"] = last / first if first else float("nan")
+    ratings = Path(run_dir) / "tables" / QUESTIONNAIRE_FILE  # only with an LLM judge (--judge)
+    means = summary(pd.read_parquet(ratings)).set_index("task")["mean"] if ratings.is_file() else {}
+    for t in TASKS:
+        out[f"rating[{t.name}]"] = float(means.get(t.name, float("nan")))
     return out
 
 

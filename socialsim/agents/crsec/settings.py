@@ -144,6 +144,9 @@ class CRSECSettings(_Strict):
         "measurement: the model that matches held norms to the tracked ones and judges plans' compliance; "
         "it must differ from the actors' model; 'rules' = the documented lexical matcher (keywords and "
         "contrary phrases of each tracked norm)"))
+    questionnaire_items: int = Field(20, ge=0, le=500, description=(
+        "the paper's Appendix-E questionnaire, asked of the judge (an LLM) at the end of a run: pairs sampled "
+        "per task [paper: 20]; 0 = not asked. Under the rules judge it is never asked"))
     checks: list[Literal["consistency", "duplication", "type", "conflict"]] = Field(
         default_factory=lambda: ["consistency", "duplication", "type", "conflict"],
         description="ablation: which of the four immediate-evaluation checks run")
