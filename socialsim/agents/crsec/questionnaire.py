@@ -180,7 +180,7 @@ def _receiver(t: dict[str, pd.DataFrame]) -> list[Item]:
         return []
     taken = _identified_from(_table(t, "norm_changes"), "conversation")
     items = []
-    for (step, sender, receiver), lines in talks.groupby(["step", "sender", "receiver"], sort=True):
+    for (step, _sender, receiver), lines in talks.groupby(["step", "sender", "receiver"], sort=True):
         text = "\n".join(f"{s}: {x}" for s, x in zip(lines["speaker"], lines["text"], strict=True))
         # the listener takes it in while reflecting, in the step after the conversation was delivered
         related = taken[(taken["agent"] == receiver) & taken["step"].between(step, step + 1)
