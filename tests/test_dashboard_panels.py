@@ -8,7 +8,7 @@ import threading
 import pandas as pd
 import pytest
 
-from socialsim.dashboards import figures, panels
+from socialsim.dashboards import charts, figures, panels
 from socialsim.dashboards.session import LiveConfig, LiveSession, ReplaySession, parameter_controls
 from socialsim.metrics.report import interaction_matrix
 from socialsim.model.runner import RunConfig, run
@@ -231,3 +231,104 @@ def test_run_keeps_stepping_until_paused():
     session.pause()
     assert session.wait(60)
     assert session.frames.steps_done >= 2 and not session.playing and not session.busy
+
+
+# --- the architectures' own views and the interactive charts ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def itcmas_matrix(tmp_path_factory):
+    return _run(tmp_path_factory, "itcmas11", scenario="irollan-valley", arch="itcmas", steps=11, rng=4)
+
+
+def test_matrix_view_reads_every_ranking_and_the_resources_it_left(itcmas_matrix):
+    for frames in (panels.frames_from_model(itcmas_matrix.model), panels.frames_from_run(itcmas_matrix.run_dir)):
+        assert panels.architecture_view(frames) == "itcmas"
+        ranks = panels.matrix_ranks(frames, frames.steps_done)
+        runs = sorted(set(ranks["step"]))
+        assert runs == [5, 10]  # matrix_every = 5
+        for step in runs:
+            at = ranks[ranks["step"] == step]
+            assert sorted(at["rank"]) == list(range(1, len(frames.names) + 1))
+            assert set(at["agent"]) == set(frames.names)
+            recorded = panels.agents_at(frames, step)["resources"]  # the agents' own column, after the matrix
+            for row in at.itertuples():
+                assert row.resources == pytest.approx(float(recorded[row.agent]), abs=1e-6)
+        assert set(panels.matrix_ranks(frames, 7)["step"]) == {5}  # scrubbing back hides later runs
+        chart = charts.rank_chart(ranks, frames.steps_done).to_dict()
+        assert len(chart["datasets"][next(iter(chart["datasets"]))]) == len(ranks)
+
+
+def test_society_structure_agrees_with_the_heat_map(itcmas_matrix):
+    frames = panels.frames_from_run(itcmas_matrix.run_dir)
+    counts = panels.interaction_counts(frames, frames.steps_done)
+    structure = panels.society_structure(frames, frames.steps_done)
+    for name in structure["isolated"]:
+        assert counts.loc[name].sum() == 0 and counts[name].sum() == 0
+    for clique in structure["cliques"]:
+        for a in clique:
+            for b in clique:
+                if a != b:
+                    assert counts.loc[a, b] + counts.loc[b, a] > 0
+    assert structure["leader"] is None or structure["leader"] in frames.names
+
+
+def test_theory_of_mind_view_puts_each_prediction_beside_the_truth(asvo):
+    frames = panels.frames_from_run(asvo.run_dir)
+    assert panels.architecture_view(frames) == "asvo"
+    tom = panels.tom_predictions(frames, 2)
+    recorded = asvo.model.datacollector.get_table_dataframe("asvo_predictions")
+    assert len(tom) == len(recorded) > 0
+    assert (tom["error"] - (tom["predicted"] - tom["true"]).abs()).abs().max() < 1e-6
+    assert len(panels.tom_predictions(frames, 1)) < len(tom)
+    spec = charts.tom_chart(tom).to_dict()
+    assert any(len(rows) == len(tom) for rows in spec["datasets"].values())
+
+
+def test_norm_view_gives_each_norm_its_provenance(crsec):
+    frames = panels.frames_from_run(crsec.run_dir)
+    assert panels.architecture_view(frames) == "crsec"
+    norms = panels.norm_provenance(frames, frames.steps_done)
+    assert len(norms) > 0 and (norms["since"] <= frames.steps_done).all()
+    held = norms[norms["state"] == "qualified"].groupby("agent").size()
+    qualified = panels.agents_at(frames, frames.steps_done)["qualified_norms"]
+    for name in frames.names:
+        assert int(held.get(name, 0)) == int(qualified[name])
+    heard = norms[norms["origin"].isin(["conversation", "thought"])]
+    assert (heard["source"].str.len() > 0).all()
+    assert set(panels.norm_provenance(frames, frames.steps_done, frames.names[0])["agent"]) <= {frames.names[0]}
+
+
+def test_one_agents_series_are_its_own_recorded_values(itcmas):
+    frames = panels.frames_from_run(itcmas.run_dir)
+    name = frames.names[1]
+    series = panels.agent_series(frames, 3, name)
+    own = series[f"Emotion and resources of {name}"]
+    rows = frames.agents[frames.agents["name"] == name].set_index("step")
+    assert list(own.index) == [1, 2, 3]
+    assert own["P"].tolist() == pytest.approx(rows["P"].astype(float).tolist())
+
+
+def test_series_and_heat_map_charts_carry_the_data_and_the_interactions(generic):
+    frames = panels.frames_from_run(generic.run_dir)
+    title, frame = next(iter(panels.time_series(frames, 4).items()))
+    spec = charts.series_chart(title, frame, 4).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) == frame.notna().sum().sum()
+    assert {p["name"] for p in spec["params"]} == {"pick", "zoom"}  # legend pick and zoom along the steps
+    assert spec["params"][0]["bind"] == "legend" and spec["encoding"]["tooltip"]
+    counts = panels.interaction_counts(frames, 4)
+    heat = charts.heatmap_chart(counts, 4).to_dict()
+    cells = next(iter(heat["datasets"].values()))
+    assert len(cells) == counts.size and sum(c["interactions"] for c in cells) == counts.values.sum() > 0
+
+
+def test_offline_assets_answer_the_versions_the_charts_ask_for(tmp_path):
+    from socialsim.dashboards.server import VEGA_ALIASES, offline_assets
+
+    cache = offline_assets(tmp_path / "cdn")
+    for alias in VEGA_ALIASES:
+        script = cache / alias / "build" / f"{alias.split('@')[0]}.min.js"
+        assert script.is_file(), alias
+    assert (cache / "requirejs@2.3.6").exists()
+    assert offline_assets(tmp_path / "cdn") == cache  # idempotent

@@ -20,7 +20,7 @@ import solara
 import solara.lab
 
 from socialsim.agents import ARCHITECTURES
-from socialsim.dashboards import figures, panels
+from socialsim.dashboards import charts, figures, panels
 from socialsim.dashboards.session import (
     LiveConfig,
     LiveSession,
@@ -95,24 +95,97 @@ def MapPanel(frames: panels.Frames, step: int) -> None:
             Png(graph, f"interaction graph at step {step}", ["plot", "plot-network"])
 
 
+ALL_AGENTS = "all agents"
+
+
 @solara.component
 def SeriesPanel(frames: panels.Frames, step: int) -> None:
+    """Interactive time series: hover for values, click a legend entry to pick a series, drag to
+    zoom along the steps; one agent's own desires and emotions on request."""
+    who, set_who = solara.use_state(ALL_AGENTS)
+    who = who if who in frames.names else ALL_AGENTS
     drawn = solara.use_memo(
-        lambda: [(title, figures.series_png(title, frame, step)) for title, frame in panels.time_series(frames, step).items()],
-        [frames, step])
+        lambda: [charts.series_chart(title, frame, step) for title, frame in (
+            panels.time_series(frames, step) if who == ALL_AGENTS else panels.agent_series(frames, step, who)
+        ).items()],
+        [frames, step, who])
     with solara.Card("Time series", classes=["panel-series"]):
+        solara.Select("agent", values=[ALL_AGENTS, *frames.names], value=who, on_value=set_who, dense=True,
+                      classes=["series-agent"])
         if not drawn:
             solara.Text("Nothing recorded yet: run a step.")
-        with solara.GridFixed(columns=2):
-            for title, png in drawn:
-                Png(png, f"{title} up to step {step}", ["plot", "plot-series"])
+        with solara.Div(classes=["chart-grid"]):
+            for chart in drawn:
+                with solara.Div(classes=["chart", "chart-series"]):
+                    solara.FigureAltair(chart)
 
 
 @solara.component
 def HeatmapPanel(frames: panels.Frames, step: int) -> None:
-    drawn = solara.use_memo(lambda: figures.heatmap_png(frames, step), [frames, step])
-    with solara.Card("Interaction heat map", classes=["panel-heatmap"]):
-        Png(drawn, f"interaction heat map at step {step}", ["plot", "plot-heatmap"])
+    chart = solara.use_memo(lambda: charts.heatmap_chart(panels.interaction_counts(frames, step), step),
+                            [frames, step])
+    with solara.Card("Interaction heat map (rows initiate)", classes=["panel-heatmap"]):
+        with solara.Div(classes=["chart", "chart-heatmap"]):
+            solara.FigureAltair(chart)
+
+
+def _structure_line(frames: panels.Frames, step: int) -> str:
+    s = panels.society_structure(frames, step)
+    cliques = "; ".join(", ".join(c) for c in s["cliques"]) or "none"
+    return (f"Leader: {s['leader'] or 'none (a tie at the top, or no interaction)'} · cliques (3+ agents who all "
+            f"interacted): {cliques} · isolated: {', '.join(s['isolated']) or 'none'}")
+
+
+def _society_chart(frames: panels.Frames, step: int, view: str) -> Any:
+    if view == "itcmas":
+        ranks = panels.matrix_ranks(frames, step)
+        return None if ranks.empty else charts.rank_chart(ranks, step)
+    if view == "asvo":
+        predictions = panels.tom_predictions(frames, step)
+        return None if predictions.empty else charts.tom_chart(predictions)
+    return None
+
+
+@solara.component
+def SocietyPanel(frames: panels.Frames, step: int) -> None:
+    """The architecture's own view: ITCMA-S's matrix and resources, ASVO's theory of mind beside
+    the truth, CRSEC's norm databases with provenance; the society's structure for all."""
+    view = panels.architecture_view(frames)
+    agent, set_agent = solara.use_state("")
+    chart = solara.use_memo(lambda: _society_chart(frames, step, view), [frames, step])
+    title = {"itcmas": "Matrix, resources and cliques", "asvo": "Theory of mind beside the truth",
+             "crsec": "Norm databases and where each norm came from"}.get(view, "Society")
+    with solara.Card(title, classes=["panel-society", f"view-{view}"]):
+        solara.Text(_structure_line(frames, step), classes=["society-structure"], style="font-size:13px")
+        if chart is not None:
+            with solara.Div(classes=["chart", f"chart-{view}"]):
+                solara.FigureAltair(chart)
+        if view == "itcmas":
+            ranks = panels.matrix_ranks(frames, step)
+            if ranks.empty:
+                solara.Text("The matrix has not run yet.")
+            else:
+                last = ranks[ranks["step"] == ranks["step"].max()].sort_values("rank")
+                solara.Text(f"Matrix at step {int(last['step'].max())}", style="font-weight:bold")
+                Table(last.to_dict("records"), ["rank", "agent", "change", "resources"], ["matrix-table"])
+        elif view == "asvo":
+            predictions = panels.tom_predictions(frames, step)
+            if predictions.empty:
+                solara.Text("No theory-of-mind prediction recorded yet.")
+            else:
+                errors = (predictions.groupby(["observer", "target"], as_index=False)["error"].mean()
+                          .round(3).sort_values("error"))
+                solara.Text("Mean absolute error of each observer's predictions of each target",
+                            style="font-weight:bold")
+                Table(errors.to_dict("records"), ["observer", "target", "error"], ["tom-table"])
+        elif view == "crsec":
+            chosen = agent if agent in frames.names else ALL_AGENTS
+            solara.Select("agent", values=[ALL_AGENTS, *frames.names], value=chosen, on_value=set_agent,
+                          dense=True, classes=["norms-agent"])
+            norms = panels.norm_provenance(frames, step, None if chosen == ALL_AGENTS else chosen)
+            solara.Text(f"{len(norms)} norms ({int((norms['state'] == 'qualified').sum())} qualified)",
+                        classes=["norms-count"])
+            Table(norms.to_dict("records"), panels.NORM_PROVENANCE_COLUMNS, ["norm-provenance"])
 
 
 def _section(title: str, text: str) -> None:
@@ -288,7 +361,7 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         return run
 
     with solara.Card("Society", classes=["panel-controls"]):
-        with solara.Row():
+        with solara.Row(style="margin-bottom:12px"):
             solara.Button("Reset", on_click=reset, color="primary", classes=["btn-reset"])
             if not session.replay:
                 # never disabled: a Step given while the society is built or stepping is queued
@@ -398,6 +471,8 @@ def Page() -> None:
                 SeriesPanel(frames, step)
             with solara.lab.Tab("Interactions", classes=["tab-interactions"]):
                 HeatmapPanel(frames, step)
+            with solara.lab.Tab(SOCIETY_TAB.get(panels.architecture_view(frames), "Society"), classes=["tab-society"]):
+                SocietyPanel(frames, step)
             with solara.lab.Tab("Agents", classes=["tab-agents"]):
                 InspectorPanel(frames, step)
             with solara.lab.Tab("Events", classes=["tab-events"]):
@@ -406,7 +481,11 @@ def Page() -> None:
                 UsagePanel(frames, step)
 
 
+SOCIETY_TAB = {"itcmas": "Matrix & cliques", "asvo": "Theory of mind", "crsec": "Norms"}
+
 CSS = """
+.chart-grid { display: flex; flex-wrap: wrap; gap: 8px; }
+.chart { overflow-x: auto; max-width: 100%; }
 .plot { max-width: 100%; height: auto; }
 .usage-table, .event-table, .inspector-norms, .inspector-memory { overflow: auto; }
 """

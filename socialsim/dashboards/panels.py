@@ -555,3 +555,86 @@ def inspect_agent(frames: Frames, name: str, step: int) -> dict:
             for r in frames.tape if r.get("agent") == ids[name] and r.get("step") == step
         ]
     return out
+
+
+# --- architecture views --------------------------------------------------------------------------------
+
+
+def agent_series(frames: Frames, step: int, agent: str) -> dict[str, pd.DataFrame]:
+    """One agent's own desires and P/A/D/driver/resources over steps (the 'per agent' choice of
+    the time-series tab), indexed by step."""
+    df = upto(frames.agents, step)
+    if df.empty or "name" not in df:
+        return {}
+    mine = df[df["name"] == agent].set_index("step")
+    out: dict[str, pd.DataFrame] = {}
+    desires = [c for c in mine.columns if c.startswith("desire_")]
+    if desires:
+        out[f"Desires of {agent}"] = mine[desires].apply(_numeric).rename(columns=desire_label)
+    own = [c for c in ("P", "A", "D", "driver", "resources") if c in mine and _numeric(mine[c]).notna().any()]
+    if own:
+        out[f"Emotion and resources of {agent}"] = mine[own].apply(_numeric)
+    return out
+
+
+def matrix_ranks(frames: Frames, step: int) -> pd.DataFrame:
+    """ITCMA-S: each matrix run's ranking, one row per (step, agent): rank (1 = first), the
+    resources it moved and the resources after."""
+    df = upto(frames.tables.get("matrix", pd.DataFrame()), step)
+    rows = []
+    for r in df.to_dict("records"):
+        deltas, after = _as_dict(r.get("deltas")), _as_dict(r.get("resources"))
+        for rank, name in enumerate(str(r.get("ranking") or "").split(","), start=1):
+            if name:
+                rows.append({"step": int(r["step"]), "agent": name, "rank": rank,
+                             "change": deltas.get(name), "resources": after.get(name)})
+    return pd.DataFrame(rows, columns=["step", "agent", "rank", "change", "resources"])
+
+
+def society_structure(frames: Frames, step: int) -> dict:
+    """Cliques, the leader and isolated agents of the interaction graph up to ``step`` (the
+    ITCMA-S report's own definition), for any architecture that records interactions."""
+    from socialsim.agents.itcmas.metrics import social_structure
+
+    return social_structure(interaction_graph(frames, step))
+
+
+def tom_predictions(frames: Frames, step: int) -> pd.DataFrame:
+    """ASVO: theory-of-mind predictions of others' desires beside their true values, up to ``step``."""
+    df = upto(frames.tables.get("asvo_predictions", pd.DataFrame()), step)
+    cols = ["step", "observer", "target", "desire", "predicted", "true", "error"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    df = df.assign(**{c: _numeric(df[c]) for c in ("predicted", "true", "error")})
+    return df[cols].reset_index(drop=True)
+
+
+NORM_PROVENANCE_COLUMNS = ["agent", "id", "content", "state", "type", "utility", "origin", "since", "source"]
+
+
+def norm_provenance(frames: Frames, step: int, agent: str | None = None) -> pd.DataFrame:
+    """CRSEC: every agent's norm database at ``step`` with where each norm came from (created,
+    a conversation, a thought or a synthesis), the step it entered, and its source text."""
+    df = upto(frames.tables.get("norm_changes", pd.DataFrame()), step)
+    if df.empty:
+        return pd.DataFrame(columns=NORM_PROVENANCE_COLUMNS)
+    if agent:
+        df = df[df["agent"] == agent]
+    first = df.groupby(["agent", "norm_id"])["step"].min().rename("since")
+    last = df.groupby(["agent", "norm_id"], sort=True).tail(1).set_index(["agent", "norm_id"]).join(first)
+    last = last.reset_index().rename(columns={"norm_id": "id"})
+    if "source" not in last:
+        last["source"] = ""
+    last["source"] = last["source"].fillna("").map(lambda s: redact(str(s)))
+    return last[NORM_PROVENANCE_COLUMNS].sort_values(["agent", "id"]).reset_index(drop=True)
+
+
+def architecture_view(frames: Frames) -> str:
+    """Which architecture-specific view the recorded tables allow."""
+    if "matrix" in frames.tables or frames.arch == "itcmas":
+        return "itcmas"
+    if "asvo_predictions" in frames.tables or frames.arch == "asvo":
+        return "asvo"
+    if "norm_changes" in frames.tables or frames.arch == "crsec":
+        return "crsec"
+    return "generic"

@@ -37,9 +37,37 @@ def host_warning(host: str) -> str | None:
             f"who can reach it can run the simulation and spend its LLM budget")
 
 
+# Solara's Vega-Lite component asks for major versions (vega@5, vega-lite@5, vega-embed@6);
+# solara-assets ships them under their full versions. Aliases make the local copies answer.
+VEGA_ALIASES = {"vega@5": "vega@5.", "vega-lite@5": "vega-lite@5.", "vega-embed@6": "vega-embed@6."}
+
+
+def offline_assets(cache: Path | None = None) -> Path:
+    """A directory of the front-end assets solara-assets installed (linked, not copied), plus
+    the version aliases the Vega-Lite charts ask for. Served as Solara's asset cache, so every
+    script comes from this machine."""
+    installed = Path(sys.prefix) / "share" / "solara" / "cdn"
+    cache = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "socialsim" / "solara-cdn"
+    cache.mkdir(parents=True, exist_ok=True)
+    entries = sorted(installed.iterdir()) if installed.is_dir() else []
+    links = {e.name: e for e in entries}
+    for alias, prefix in VEGA_ALIASES.items():
+        versions = sorted((e for e in entries if e.name.startswith(prefix)), key=lambda e: e.name)
+        if versions:
+            links[alias] = versions[-1]
+    for name, target in links.items():
+        link = cache / name
+        if link.is_symlink() and link.resolve() != target.resolve():
+            link.unlink()
+        if not link.exists():
+            link.symlink_to(target, target_is_directory=target.is_dir())
+    return cache
+
+
 def server_env(target: str, arch: str | None = None, model: str | None = None, seed: int = 42) -> dict[str, str]:
     env = dict(os.environ)
     env.update({
+        "SOLARA_ASSETS_PROXY_CACHE_DIR": str(offline_assets()),
         "SOCIALSIM_DASHBOARD_TARGET": target,
         "SOCIALSIM_DASHBOARD_ARCH": arch or "",
         "SOCIALSIM_DASHBOARD_MODEL": model or "",

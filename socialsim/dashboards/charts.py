@@ -1,0 +1,101 @@
+"""Interactive Altair charts of the panels' data (hover for values, click a legend entry to pick a
+series, drag to zoom along the steps).
+
+The page renders them with Vega-Lite, whose scripts come from the ``solara-assets`` package and
+are served by the dashboard itself (``server.offline_assets``): no request leaves the machine.
+Each builder takes a pandas frame from ``panels`` and returns an ``alt.Chart``; none reads a
+model, so they work the same on a live society and on a replayed run.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+WIDTH, HEIGHT = 430, 210
+alt.data_transformers.disable_max_rows()  # a run's frames are small; never drop rows silently
+
+
+def _long(frame: pd.DataFrame, name: str = "series") -> pd.DataFrame:
+    """A wide frame (index: step, one column per series) as rows of (step, series, value)."""
+    wide = frame.copy()
+    wide.index = wide.index.rename("step")
+    wide.columns = [str(c) for c in wide.columns]
+    return wide.reset_index().melt(id_vars="step", var_name=name, value_name="value").dropna(subset=["value"])
+
+
+def series_chart(title: str, frame: pd.DataFrame, step: int) -> alt.Chart:
+    """Lines with points, one per column; the legend picks series (shift-click for several)."""
+    data = _long(frame)
+    pick = alt.selection_point(fields=["series"], bind="legend", name="pick")
+    zoom = alt.selection_interval(encodings=["x"], bind="scales", name="zoom")
+    return (
+        alt.Chart(data, title=title, width=WIDTH, height=HEIGHT)
+        .mark_line(point=alt.OverlayMarkDef(size=30))
+        .encode(
+            x=alt.X("step:Q", scale=alt.Scale(domain=[0.5, max(step, 1) + 0.5]), axis=alt.Axis(tickMinStep=1)),
+            y=alt.Y("value:Q", title=None),
+            color=alt.Color("series:N", legend=alt.Legend(title=None, orient="right", labelLimit=160,
+                                                          symbolLimit=0, columns=1)),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
+            tooltip=[alt.Tooltip("series:N"), alt.Tooltip("step:Q"), alt.Tooltip("value:Q", format=".3f")],
+        )
+        .add_params(pick, zoom)
+    )
+
+
+def heatmap_chart(matrix: pd.DataFrame, step: int) -> alt.Chart:
+    """Initiator x receiver counts; hover a cell for the pair and its count."""
+    data = matrix.rename_axis(index="initiator", columns="receiver").stack().rename("interactions").reset_index()
+    order = list(matrix.index)
+    side = max(220, min(520, 26 * len(order)))
+    return (
+        alt.Chart(data, title=f"interactions up to step {step} ({int(data['interactions'].sum())} in all)",
+                  width=side, height=side)
+        .mark_rect()
+        .encode(
+            x=alt.X("receiver:N", sort=order, axis=alt.Axis(labelAngle=-50, labelLimit=120)),
+            y=alt.Y("initiator:N", sort=order, axis=alt.Axis(labelLimit=120)),
+            color=alt.Color("interactions:Q", scale=alt.Scale(scheme="blues", domainMin=0)),
+            tooltip=["initiator:N", "receiver:N", "interactions:Q"],
+        )
+    )
+
+
+def rank_chart(ranks: pd.DataFrame, step: int) -> alt.Chart:
+    """ITCMA-S: each agent's place in the matrix's ranking over steps (1 at the top)."""
+    pick = alt.selection_point(fields=["agent"], bind="legend", name="pick_agent")
+    return (
+        alt.Chart(ranks, title="matrix ranking (1 = ranked first)", width=WIDTH, height=HEIGHT)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", scale=alt.Scale(domain=[0.5, max(step, 1) + 0.5]), axis=alt.Axis(tickMinStep=1)),
+            y=alt.Y("rank:Q", scale=alt.Scale(reverse=True, zero=False, domainMin=1), axis=alt.Axis(tickMinStep=1)),
+            color=alt.Color("agent:N", legend=alt.Legend(orient="right", labelLimit=160)),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
+            tooltip=["agent:N", "step:Q", "rank:Q", alt.Tooltip("change:Q", format=".3f"),
+                     alt.Tooltip("resources:Q", format=".3f")],
+        )
+        .add_params(pick)
+    )
+
+
+def tom_chart(predictions: pd.DataFrame) -> alt.LayerChart:
+    """ASVO: predicted against true desire values (on the diagonal = a perfect prediction)."""
+    pick = alt.selection_point(fields=["desire"], bind="legend", name="pick_desire")
+    points = (
+        alt.Chart(predictions, width=WIDTH, height=HEIGHT + 40)
+        .mark_circle(size=45)
+        .encode(
+            x=alt.X("true:Q", title="true value", scale=alt.Scale(domain=[0, 10])),
+            y=alt.Y("predicted:Q", title="predicted", scale=alt.Scale(domain=[0, 10])),
+            color=alt.Color("desire:N", legend=alt.Legend(orient="right", labelLimit=160)),
+            opacity=alt.condition(pick, alt.value(0.85), alt.value(0.08)),
+            tooltip=["step:Q", "observer:N", "target:N", "desire:N", "predicted:Q", "true:Q",
+                     alt.Tooltip("error:Q", format=".2f")],
+        )
+        .add_params(pick)
+    )
+    diagonal = alt.Chart(pd.DataFrame({"true": [0, 10], "predicted": [0, 10]})).mark_line(
+        color="#999999", strokeDash=[4, 4]).encode(x="true:Q", y="predicted:Q")
+    return alt.layer(diagonal, points).properties(title="theory of mind: predicted vs true desires")
