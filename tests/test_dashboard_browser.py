@@ -8,6 +8,7 @@ tab, the inspector, and a finished run replayed with the scrubber in view. No re
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -26,6 +27,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 WAIT_MS = 90_000  # generous: the server imports litellm and the machine is shared
 expect.set_options(timeout=WAIT_MS)
+RECORD: dict = {}  # measured times, written to tests/artifacts/dashboard-timings.json
 
 
 def _free_port() -> int:
@@ -105,7 +107,9 @@ def _steps(page) -> int:
 
 
 def _tab(page, name: str) -> None:
-    page.locator(".v-tab", has_text=name).click()
+    tab = page.locator(".v-tab", has_text=name)
+    tab.scroll_into_view_if_needed()
+    tab.click()
 
 
 def _choose(page, field, option: str) -> None:
@@ -114,6 +118,7 @@ def _choose(page, field, option: str) -> None:
 
 
 def _shot(page, name: str) -> None:
+    page.wait_for_timeout(400)  # let the tab's transition finish
     page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}.png"))
 
 
@@ -171,3 +176,140 @@ def test_reset_builds_with_the_changed_parameters_and_a_step_right_after_is_not_
 
 
 
+def test_play_runs_steps_until_pause_stops_them(browser_page):
+    page, requests, server = browser_page
+    _idle(page)
+    before = _steps(page)
+    page.locator(".btn-play").click()
+    expect(page.locator(".run-state")).to_contain_text("playing")
+    page.wait_for_function(
+        f"() => parseInt(document.querySelector('.step-counter').innerText.split(' ')[1]) >= {before + 2}")
+    started = time.monotonic()
+    page.locator(".btn-pause").click()
+    expect(page.locator(".run-state")).not_to_contain_text("playing")
+    RECORD["pause_seconds"] = round(time.monotonic() - started, 3)
+    _idle(page)
+    paused = _steps(page)
+    assert paused >= before + 2
+    time.sleep(1.5)
+    assert _steps(page) == paused  # nothing steps after Pause
+    assert _external(requests, server) == []
+
+
+TABS = [("Map", "img.plot-map"), ("Time series", ".chart-series .vega-embed svg.marks"),
+        ("Interactions", ".chart-heatmap .vega-embed svg.marks"), ("Norms", ".norm-provenance tbody tr"),
+        ("Agents", ".panel-inspector"), ("Events", ".event-table tbody tr"), ("LLM usage", ".usage-table tbody tr")]
+
+
+def test_every_tab_draws_its_panel_from_the_run(browser_page):
+    page, requests, server = browser_page
+    for name, selector in TABS:
+        _tab(page, name)
+        expect(page.locator(selector).first).to_be_visible()
+        _shot(page, f"tab-{name.lower().replace(' ', '-')}")
+    _tab(page, "Norms")
+    expect(page.locator(".norms-count")).to_contain_text("qualified")
+    _tab(page, "Events")
+    expect(page.locator(".panel-events")).to_contain_text("events")
+    _tab(page, "LLM usage")
+    expect(page.locator(".usage-table")).to_contain_text("rules")  # the engine that decided, per operation
+    assert _external(requests, server) == []
+
+
+def _hover_a_point(page, chart) -> None:
+    """Move the mouse over the chart's points until vega shows a tooltip (it answers mouse moves)."""
+    points = chart.locator("svg.marks [aria-roledescription='point']")
+    expect(points.first).to_be_attached()
+    tooltip = page.locator("#vg-tooltip-element.visible")
+    for i in range(min(points.count(), 20)):
+        box = points.nth(i).bounding_box()
+        if box is None:
+            continue
+        for dx in (0.0, 0.5):
+            page.mouse.move(box["x"] + box["width"] / 2 + dx, box["y"] + box["height"] / 2)
+            page.wait_for_timeout(150)
+        if tooltip.count():
+            return
+
+
+def test_charts_answer_hover_and_pick_one_agents_series(browser_page):
+    page, requests, server = browser_page
+    _tab(page, "Time series")
+    chart = page.locator(".chart-series").first
+    expect(chart.locator(".vega-embed svg.marks")).to_be_visible()
+    _hover_a_point(page, chart)
+    expect(page.locator("#vg-tooltip-element")).to_contain_text("value")
+    expect(page.locator("#vg-tooltip-element")).to_contain_text("step")
+    name = "Isabella Rodriguez"
+    _choose(page, page.locator(".series-agent"), name)
+    expect(page.locator(".panel-series")).to_contain_text(f"Recorded values of {name}")
+    _tab(page, "Agents")
+    _choose(page, page.locator(".panel-inspector"), "Wolfgang Schulz")
+    expect(page.locator(".panel-inspector")).to_contain_text("Wolfgang")
+    expect(page.locator(".inspector-memory")).to_be_visible()
+    _shot(page, "inspector-wolfgang")
+    assert _external(requests, server) == []
+
+
+def test_a_replayed_run_scrubs_in_view_without_calling_a_model(browser_page, run_dir):
+    page, requests, server = browser_page
+    page.locator(".run-dir input").fill(str(run_dir))
+    page.locator(".btn-open").click()
+    expect(page.locator(".step-counter")).to_contain_text("Step 3 of 3 · hobbs-cafe · crsec · replay of")
+    scrubber = page.locator(".replay-scrubber [role=slider]")
+    box = scrubber.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 800  # in view at 1280x800
+    _tab(page, "Interactions")
+    expect(page.locator(".chart-heatmap svg.marks")).to_contain_text("up to step 3")
+    timings = []
+    for target in (2, 1, 2, 3):
+        scrubber.focus()
+        started = time.monotonic()
+        page.keyboard.press("ArrowLeft" if target < _steps(page) else "ArrowRight")
+        expect(page.locator(".step-counter")).to_contain_text(f"Step {target} of 3")
+        expect(page.locator(".chart-heatmap svg.marks")).to_contain_text(f"up to step {target}")
+        timings.append(round(time.monotonic() - started, 3))
+    RECORD["replay_redraw_seconds"] = timings
+    expect(page.locator(".usage-live")).to_contain_text("llm calls: 0")
+    _shot(page, "replay-interactions")
+    assert _external(requests, server) == []
+
+
+@pytest.fixture(scope="module")
+def other_runs(tmp_path_factory):
+    itcmas = tmp_path_factory.mktemp("itcmas-run")
+    run(RunConfig(scenario="irollan-valley", arch="itcmas", model="rules", steps=11, rng=3), itcmas, progress=False,
+        preflight=False)
+    asvo = tmp_path_factory.mktemp("asvo-run")
+    run(RunConfig(scenario="school-meso", arch="asvo", model="rules", steps=3, rng=3), asvo, progress=False,
+        preflight=False)
+    return {"itcmas": itcmas, "asvo": asvo}
+
+
+@pytest.mark.parametrize(("arch", "tab", "chart", "table"), [
+    ("itcmas", "Matrix & cliques", ".chart-itcmas svg.marks", ".matrix-table tbody tr"),
+    ("asvo", "Theory of mind", ".chart-asvo svg.marks", ".tom-table tbody tr"),
+])
+def test_each_architecture_has_its_own_view(browser_page, other_runs, arch, tab, chart, table):
+    page, requests, server = browser_page
+    page.locator(".run-dir input").fill(str(other_runs[arch]))
+    page.locator(".btn-open").click()
+    expect(page.locator(".step-counter")).to_contain_text(f"· {arch} · replay of")
+    _tab(page, tab)
+    expect(page.locator(chart).first).to_be_visible()
+    expect(page.locator(table).first).to_be_visible()
+    expect(page.locator(".society-structure")).to_contain_text("Leader")
+    _shot(page, f"{arch}-view")
+    for name, selector in (("Time series", ".chart-series .vega-embed svg.marks"),
+                           ("Interactions", ".chart-heatmap .vega-embed svg.marks"), ("Map", "img.plot-map")):
+        _tab(page, name)
+        expect(page.locator(selector).first).to_be_visible()
+        _shot(page, f"{arch}-{name.lower().replace(' ', '-')}")
+    assert _external(requests, server) == []
+
+
+def test_write_the_measured_times(browser_page):
+    """Not a speed check (timings are measured, never enforced): the artifact for the notes."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "dashboard-timings.json").write_text(json.dumps(RECORD, indent=1))
+    assert "replay_redraw_seconds" in RECORD

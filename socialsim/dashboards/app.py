@@ -366,11 +366,12 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
             if not session.replay:
                 # never disabled: a Step given while the society is built or stepping is queued
                 solara.Button("Step", on_click=command(lambda: current.current.step(1)), classes=["btn-step"])
-                # both always present (a button swapped for another between renders can lose a click)
-                solara.Button("Play", on_click=command(lambda: current.current.play()), classes=["btn-play"],
-                              disabled=playing)
+                # both always present and enabled (a button swapped or disabled between renders can lose
+                # a click); Play while playing and Pause while idle do nothing, the state line says which
+                solara.Button("Play", on_click=command(lambda: current.current.play()), classes=["btn-play"])
                 solara.Button("Pause", on_click=command(lambda: current.current.pause()), classes=["btn-pause"],
-                              color="warning", disabled=not playing)
+                              color="warning")
+        solara.Div(style="height:14px")  # the buttons' row would otherwise touch the first field's label
         if reset_error:
             solara.Error(reset_error, dense=True, classes=["reset-error"])
         solara.Select("scenario", values=scenarios if scenario in scenarios else [scenario, *scenarios],
@@ -409,16 +410,22 @@ def Page() -> None:
         set_state(new)
     cursor, set_cursor = solara.use_state(session.frames.steps_done if session.replay else 0)
     tab, set_tab = solara.use_state(0)
-    _, set_tick = solara.use_state(0.0)
+    tick, set_tick = solara.use_state(0.0)
+    shown = solara.use_ref(0.0)  # the last tick whose render has completed (set by the effect below)
+    solara.use_effect(lambda: setattr(shown, "current", tick), [tick])
 
     def poll(cancel) -> None:
-        """Re-render when the worker's state changes (read off the page's thread, never waiting)."""
-        seen = None
+        """Re-render when the worker's state changes (read off the page's thread, never waiting).
+
+        At most one re-render is asked at a time: while playing, a step may finish faster than the
+        page draws, and a render that is asked again before it completes starts over, so an
+        unthrottled poll kept the page (and every click's answer) from ever being sent."""
+        seen, asked = None, None
         while not cancel.is_set():
             now = (session.version, session.busy, session.playing, session.progress(), session.stop_reason)
-            if now != seen:
-                seen = now
-                set_tick(time.monotonic())
+            if now != seen and (asked is None or shown.current >= asked):
+                seen, asked = now, time.monotonic()
+                set_tick(asked)
             time.sleep(POLL_SECONDS)
 
     solara.use_thread(poll, dependencies=[session], intrusive_cancel=False)

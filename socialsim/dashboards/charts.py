@@ -14,6 +14,9 @@ import pandas as pd
 
 WIDTH, HEIGHT = 430, 210
 alt.data_transformers.disable_max_rows()  # a run's frames are small; never drop rows silently
+# drawn as SVG (its marks and titles are in the page: readable, testable) and without vega-embed's
+# action menu, whose links lead off the machine (the online Vega editor)
+EMBED = {"embedOptions": {"renderer": "svg", "actions": False}}
 
 
 def _long(frame: pd.DataFrame, name: str = "series") -> pd.DataFrame:
@@ -41,6 +44,7 @@ def series_chart(title: str, frame: pd.DataFrame, step: int) -> alt.Chart:
             tooltip=[alt.Tooltip("series:N"), alt.Tooltip("step:Q"), alt.Tooltip("value:Q", format=".3f")],
         )
         .add_params(pick, zoom)
+        .properties(usermeta=EMBED)
     )
 
 
@@ -59,6 +63,7 @@ def heatmap_chart(matrix: pd.DataFrame, step: int) -> alt.Chart:
             color=alt.Color("interactions:Q", scale=alt.Scale(scheme="blues", domainMin=0)),
             tooltip=["initiator:N", "receiver:N", "interactions:Q"],
         )
+        .properties(usermeta=EMBED)
     )
 
 
@@ -77,6 +82,7 @@ def rank_chart(ranks: pd.DataFrame, step: int) -> alt.Chart:
                      alt.Tooltip("resources:Q", format=".3f")],
         )
         .add_params(pick)
+        .properties(usermeta=EMBED)
     )
 
 
@@ -98,4 +104,4 @@ def tom_chart(predictions: pd.DataFrame) -> alt.LayerChart:
     )
     diagonal = alt.Chart(pd.DataFrame({"true": [0, 10], "predicted": [0, 10]})).mark_line(
         color="#999999", strokeDash=[4, 4]).encode(x="true:Q", y="predicted:Q")
-    return alt.layer(diagonal, points).properties(title="theory of mind: predicted vs true desires")
+    return alt.layer(diagonal, points).properties(title="theory of mind: predicted vs true desires", usermeta=EMBED)

@@ -574,6 +574,12 @@ def agent_series(frames: Frames, step: int, agent: str) -> dict[str, pd.DataFram
     own = [c for c in ("P", "A", "D", "driver", "resources") if c in mine and _numeric(mine[c]).notna().any()]
     if own:
         out[f"Emotion and resources of {agent}"] = mine[own].apply(_numeric)
+    # any other number the architecture records per agent (CRSEC: norms held, memories, utility)
+    skip = {"AgentID", "x", "y", *desires, *own}
+    other = [c for c in mine.columns if c not in skip and pd.api.types.is_numeric_dtype(mine[c])
+             and not pd.api.types.is_bool_dtype(mine[c])]
+    if other:
+        out[f"Recorded values of {agent}"] = mine[other].apply(_numeric)
     return out
 
 
