@@ -8,6 +8,7 @@ tab, the inspector, and a finished run replayed with the scrubber in view. No re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -20,6 +21,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from socialsim.dashboards.server import server_command, server_env
+from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.model.runner import RunConfig, run
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -36,12 +38,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A dashboard on 127.0.0.1 running hobbs-cafe with CRSEC agents on the rules engine."""
+@contextlib.contextmanager
+def dashboard(env: dict, log: Path):
+    """A dashboard server on a free loopback port; yields its URL once it answers."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    env = {**server_env("hobbs-cafe", "crsec", "rules", 42), "SOCIALSIM_DASHBOARD_STEPS": "400"}
     with log.open("w") as out:
         proc = subprocess.Popen(server_command("127.0.0.1", port), env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -68,6 +68,14 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A dashboard on 127.0.0.1 running hobbs-cafe with CRSEC agents on the rules engine."""
+    env = {**server_env("hobbs-cafe", "crsec", "rules", 42), "SOCIALSIM_DASHBOARD_STEPS": "400"}
+    with dashboard(env, tmp_path_factory.mktemp("server") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("replayed")
     run(RunConfig(scenario="hobbs-cafe", arch="crsec", model="rules", steps=3, rng=9), out, progress=False,
@@ -76,19 +84,32 @@ def run_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser_page(server):
+def chromium_browser():
     chromium = shutil.which("chromium")
-    assert chromium, "the browser tests need Debian's chromium (apt-get install -y chromium; .ci/run installs it)"
-    ARTIFACTS.mkdir(exist_ok=True)
-    requests: list[str] = []
+    assert chromium, "the browser tests need Debian's chromium (make test installs it with apt-get)"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.set_default_timeout(WAIT_MS)
-        page.on("request", lambda r: requests.append(r.url))
-        page.goto(server)
-        yield page, requests, server
+        yield browser
         browser.close()
+
+
+@contextlib.contextmanager
+def open_page(browser, url: str):
+    """A 1280x800 page on ``url`` that records every request it makes."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    requests: list[str] = []
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.set_default_timeout(WAIT_MS)
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(url)
+    yield page, requests, url
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def browser_page(server, chromium_browser):
+    with open_page(chromium_browser, server) as opened:
+        yield opened
 
 
 def _external(requests: list[str], server: str) -> list[str]:
@@ -305,6 +326,43 @@ def test_each_architecture_has_its_own_view(browser_page, other_runs, arch, tab,
         _tab(page, name)
         expect(page.locator(selector).first).to_be_visible()
         _shot(page, f"{arch}-{name.lower().replace(' ', '-')}")
+    assert _external(requests, server) == []
+
+
+@pytest.fixture(scope="module")
+def slow_page(tmp_path_factory, chromium_browser):
+    """A live society of generic agents on the project's OpenAI-compatible test server, which
+    answers each call after 2 s: a step waits on the provider."""
+    with FakeOpenAIServer(delay_s=2.0) as provider:
+        env = {**server_env("hobbs-cafe", "generic", "openai/fake-model", 42), "SOCIALSIM_DASHBOARD_STEPS": "50",
+               "SOCIALSIM_DASHBOARD_API_BASE": provider.api_base, "OPENAI_API_KEY": "placeholder-key"}
+        with dashboard(env, tmp_path_factory.mktemp("slow") / "server.log") as url, open_page(chromium_browser, url) as opened:
+            yield (*opened, provider)
+
+
+def test_the_page_answers_and_pause_takes_effect_while_a_step_waits_on_a_slow_provider(slow_page):
+    page, requests, server, provider = slow_page
+    _idle(page)
+    page.locator(".btn-play").click()
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while provider.in_flight == 0:  # step 1 is waiting on the provider
+        assert time.monotonic() < deadline, "no call reached the provider"
+        time.sleep(0.02)
+    expect(page.locator(".progress-text")).to_contain_text("step 1 running")
+    started = time.monotonic()
+    _tab(page, "Time series")
+    expect(page.locator(".v-tab--active")).to_contain_text("Time series")
+    RECORD["tab_switch_during_a_step_seconds"] = round(time.monotonic() - started, 3)
+    started = time.monotonic()
+    page.locator(".btn-pause").click()
+    expect(page.locator(".stop-reason")).to_contain_text("paused")
+    RECORD["pause_during_a_step_seconds"] = round(time.monotonic() - started, 3)
+    assert provider.in_flight > 0  # Pause was taken while the step still waited on its calls
+    _shot(page, "slow-provider-paused")
+    _idle(page)
+    assert _steps(page) == 1  # the running step completed; no other began
+    time.sleep(2.5)
+    assert _steps(page) == 1 and provider.in_flight == 0
     assert _external(requests, server) == []
 
 
