@@ -69,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
 
     models = sub.add_parser("models", help="list engines, routes and operations")
     models.add_argument("--params", metavar="ARCH", help="list an architecture's parameters (for --set)")
+    models.add_argument("--probe", metavar="MODEL", help=(
+        "ask MODEL one question with a JSON-schema response format and say whether to run it with "
+        "--json-schema on"))
+    models.add_argument("--api-base", help="the provider endpoint for --probe (vLLM, Ollama, ...)")
 
     sw = sub.add_parser("sweep", help="run a parameter sweep (mesa.batch_run; resumable; optionally on Dask)")
     sw.add_argument("sweep_file", type=Path, help="sweep file (YAML or TOML), e.g. examples/sweep-hobbs.yaml")
@@ -283,6 +287,19 @@ def cmd_models(args: argparse.Namespace) -> int:
     from socialsim.llm.operations import all_operations
     from socialsim.llm.routing import default_model
 
+    if args.probe:
+        from socialsim.llm.engines import ModelUnavailable, check_models, probe_json_schema
+
+        try:
+            check_models({args.probe}, ping=False, api_base=args.api_base)
+        except ModelUnavailable as exc:
+            return _fail(str(exc))
+        if args.probe == "rules" or args.probe.startswith("local/"):
+            print(f"{args.probe}: answers are constrained by the engine itself (no JSON-schema mode needed)")
+            return 0
+        probe = probe_json_schema(args.probe, args.api_base)
+        print(f"{args.probe}: {probe.advice()}\n  ({probe.detail})")
+        return 0
     if args.params:
         from socialsim.agents.params import parameters
 

@@ -37,6 +37,7 @@ class FakeOpenAIServer:
                  faults: FaultPlan | None = None, hang_s: float = 3.0, honour_max_tokens: bool = False) -> None:
         self.delay_s = delay_s
         self.honour_max_tokens = honour_max_tokens  # cut replies at max_tokens words, finish_reason "length"
+        self.refuse_response_format = False  # answer HTTP 400 to a request with a response_format
         self.faults = faults
         self.hang_s = hang_s
         self.down = False
@@ -85,6 +86,10 @@ class FakeOpenAIServer:
                     if fault is not None:
                         with server._lock:
                             server.injected[fault] += 1
+                    if server.refuse_response_format and "response_format" in body:
+                        self._send(400, {"error": {"message": "response_format is not supported by this model",
+                                                   "type": "invalid_request_error"}})
+                        return
                     if fault in ("429", "500"):
                         self._send(int(fault), {"error": {"message": "fake fault", "type": "server_error"}})
                         return

@@ -11,6 +11,8 @@ naming it instead of filling a run with fallbacks.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from socialsim.llm.routing import EMBEDDED, RULES
 
 NOTES = {
@@ -91,3 +93,59 @@ def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
         raise ModelUnavailable(
             redact(f"model {model!r} is unreachable: {type(exc).__name__}: {str(exc)[:200]}")
         ) from None
+
+
+# --- can a provider model answer to a JSON schema? ------------------------------------------------------
+
+PROBE_FIELDS = {"colour": ("red", "green", "blue"), "count": (1, 9)}
+
+
+@dataclass(frozen=True)
+class SchemaProbe:
+    """What one request with a JSON-schema ``response_format`` showed about a model."""
+
+    model: str
+    accepted: bool  # the provider took the response_format
+    valid: bool  # and its answer matched the schema
+    detail: str
+
+    def advice(self) -> str:
+        if self.accepted and self.valid:
+            return "it answers to a JSON schema: --json-schema on makes every typed answer constrained"
+        if self.accepted:
+            return "it took the schema but its answer did not match: keep --json-schema off (answers are repaired)"
+        return "it refused the schema: keep --json-schema off (typed answers rely on the instruction and repair)"
+
+
+def probe_json_schema(model: str, api_base: str | None = None, timeout_s: float = 30.0) -> SchemaProbe:
+    """Ask ``model`` one small question with a JSON-schema response format, and check the answer
+    against the schema: the capability a provider's model map may not know (a model behind a
+    custom endpoint, e.g. vLLM or Ollama)."""
+    import json
+
+    import litellm
+    from pydantic import BaseModel, Field, ValidationError
+
+    from socialsim.llm import litellm_setup  # noqa: F401
+    from socialsim.llm.loop import run_sync
+    from socialsim.llm.redact import redact
+
+    class Probe(BaseModel):
+        colour: str = Field(pattern="^(red|green|blue)$")
+        count: int = Field(ge=1, le=9)
+
+    schema = Probe.model_json_schema()
+    request = {"model": model, "max_tokens": 40, "timeout": timeout_s, "num_retries": 0,
+               "messages": [{"role": "user", "content": "Reply with a JSON object: the colour 'blue' and the count 3."}],
+               "response_format": {"type": "json_schema", "json_schema": {"name": "Probe", "schema": schema}},
+               **({"api_base": api_base} if api_base else {})}
+    try:
+        reply = run_sync(litellm.acompletion(**request))
+    except Exception as exc:
+        return SchemaProbe(model, False, False, redact(f"{type(exc).__name__}: {str(exc)[:200]}"))
+    text = (reply.choices[0].message.content or "") if reply.choices else ""
+    try:
+        Probe.model_validate(json.loads(text))
+    except (ValueError, ValidationError) as exc:
+        return SchemaProbe(model, True, False, redact(f"answer {text[:80]!r} does not match: {str(exc)[:120]}"))
+    return SchemaProbe(model, True, True, redact(f"answer {text[:80]!r} matches the schema"))
