@@ -146,7 +146,7 @@ def _shot(page, name: str) -> None:
 def test_page_loads_with_the_architectures_controls_at_their_defaults(browser_page):
     page, requests, server = browser_page
     expect(page.locator(".step-counter")).to_contain_text("Step 0 · hobbs-cafe · crsec · live")
-    expect(page.locator("img.plot-map")).to_be_visible()
+    expect(page.locator(".chart-map svg.marks")).to_be_visible()
     _idle(page)
     # the declared defaults, not values a slider snapped to
     expect(page.locator(".param-initial_norms [role=slider]")).to_have_attribute("aria-valuenow", "5")
@@ -217,7 +217,8 @@ def test_play_runs_steps_until_pause_stops_them(browser_page):
     assert _external(requests, server) == []
 
 
-TABS = [("Map", "img.plot-map"), ("Time series", ".chart-series .vega-embed svg.marks"),
+MAP = ".chart-map svg.marks, img.plot-map"  # a world is an interactive chart, a network a picture
+TABS = [("Map", MAP), ("Time series", ".chart-series .vega-embed svg.marks"),
         ("Interactions", ".chart-heatmap .vega-embed svg.marks"), ("Norms", ".norm-provenance tbody tr"),
         ("Agents", ".panel-inspector"), ("Events", ".event-table tbody tr"), ("LLM usage", ".usage-table tbody tr")]
 
@@ -237,9 +238,9 @@ def test_every_tab_draws_its_panel_from_the_run(browser_page):
     assert _external(requests, server) == []
 
 
-def _hover_a_point(page, chart) -> None:
-    """Move the mouse over the chart's points until vega shows a tooltip (it answers mouse moves)."""
-    points = chart.locator("svg.marks [aria-roledescription='point']")
+def _hover_a_point(page, chart, mark: str = "point") -> None:
+    """Move the mouse over the chart's marks until vega shows a tooltip (it answers mouse moves)."""
+    points = chart.locator(f"svg.marks [aria-roledescription='{mark}']")
     expect(points.first).to_be_attached()
     tooltip = page.locator("#vg-tooltip-element.visible")
     for i in range(min(points.count(), 20)):
@@ -255,6 +256,10 @@ def _hover_a_point(page, chart) -> None:
 
 def test_charts_answer_hover_and_pick_one_agents_series(browser_page):
     page, requests, server = browser_page
+    _tab(page, "Map")
+    _hover_a_point(page, page.locator(".chart-map"), "circle")
+    expect(page.locator("#vg-tooltip-element")).to_contain_text("agent")
+    expect(page.locator("#vg-tooltip-element")).to_contain_text("area")
     _tab(page, "Time series")
     chart = page.locator(".chart-series").first
     expect(chart.locator(".vega-embed svg.marks")).to_be_visible()
@@ -322,7 +327,7 @@ def test_each_architecture_has_its_own_view(browser_page, other_runs, arch, tab,
     expect(page.locator(".society-structure")).to_contain_text("Leader")
     _shot(page, f"{arch}-view")
     for name, selector in (("Time series", ".chart-series .vega-embed svg.marks"),
-                           ("Interactions", ".chart-heatmap .vega-embed svg.marks"), ("Map", "img.plot-map")):
+                           ("Interactions", ".chart-heatmap .vega-embed svg.marks"), ("Map", MAP)):
         _tab(page, name)
         expect(page.locator(selector).first).to_be_visible()
         _shot(page, f"{arch}-{name.lower().replace(' ', '-')}")

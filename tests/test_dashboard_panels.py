@@ -332,3 +332,16 @@ def test_offline_assets_answer_the_versions_the_charts_ask_for(tmp_path):
         assert script.is_file(), alias
     assert (cache / "requirejs@2.3.6").exists()
     assert offline_assets(tmp_path / "cdn") == cache  # idempotent
+
+
+def test_the_map_chart_puts_every_agent_where_the_map_positions_say(generic):
+    frames = panels.frames_from_run(generic.run_dir)
+    colours, _ = panels.agent_colours(frames, 3, "area")
+    spec = charts.map_chart(frames, 3, colours, "area").to_dict()
+    rows = {r["agent"]: r for data in spec["datasets"].values() for r in data if "agent" in r}
+    assert set(rows) == set(frames.names)
+    for name, (x, y) in panels.map_positions(frames, 3).items():
+        assert (rows[name]["x"], rows[name]["y"]) == (x, y) and rows[name]["colour"] == colours[name]
+    furniture = {r["name"] for data in spec["datasets"].values() for r in data if "area" in r and "x2" in r
+                 and r.get("name") in {f["name"] for f in frames.furniture}}
+    assert furniture == {f["name"] for f in frames.furniture}  # named on hover, not in overlapping labels

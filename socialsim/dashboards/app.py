@@ -88,8 +88,22 @@ def MapPanel(frames: panels.Frames, step: int) -> None:
     mode = mode if mode in modes else modes[0]
     with solara.Card("Map", classes=["panel-map"]):
         solara.Select("colour agents by", values=modes, value=mode, on_value=set_mode, dense=True)
-        drawn = solara.use_memo(lambda: figures.map_png(frames, step, mode), [frames, step, mode])
-        Png(drawn, f"map at step {step}", ["plot", "plot-map"])
+        # a world is drawn interactive (hover an agent, an area or a piece of furniture); a social
+        # network as its graph of ties (both memos always run: hooks keep their order)
+        chart = solara.use_memo(lambda: charts.map_chart(frames, step, panels.agent_colours(frames, step, mode)[0], mode)
+                                if frames.areas else None, [frames, step, mode])
+        drawn = solara.use_memo(lambda: None if frames.areas else figures.map_png(frames, step, mode),
+                                [frames, step, mode])
+        if chart is not None:
+            with solara.Div(classes=["chart", "chart-map"]):
+                solara.FigureAltair(chart)
+            legend = panels.agent_colours(frames, step, mode)[1]
+            solara.HTML(tag="div", classes=["map-legend"], style="font-size:12px", unsafe_innerHTML=" ".join(
+                f"<span style='display:inline-block;margin-right:12px'><span style='display:inline-block;"
+                f"width:10px;height:10px;border-radius:5px;background:{c};margin-right:4px'></span>"
+                f"{html.escape(label)}</span>" for label, c in legend.items()))
+        else:
+            Png(drawn, f"map at step {step}", ["plot", "plot-map"])
         with solara.Card("Social network", classes=["panel-network"], elevation=0):
             graph = solara.use_memo(lambda: figures.network_png(frames, step, mode), [frames, step, mode])
             Png(graph, f"interaction graph at step {step}", ["plot", "plot-network"])

@@ -105,3 +105,44 @@ def tom_chart(predictions: pd.DataFrame) -> alt.LayerChart:
     diagonal = alt.Chart(pd.DataFrame({"true": [0, 10], "predicted": [0, 10]})).mark_line(
         color="#999999", strokeDash=[4, 4]).encode(x="true:Q", y="predicted:Q")
     return alt.layer(diagonal, points).properties(title="theory of mind: predicted vs true desires", usermeta=EMBED)
+
+
+def map_chart(frames, step: int, colours: dict[str, str], mode: str) -> alt.LayerChart:
+    """The world: areas, furniture (named on hover, so long names never overlap) and agents
+    labelled by first name; hover an agent for its full name, area and colouring."""
+    from socialsim.dashboards import panels
+
+    areas = pd.DataFrame(frames.areas).assign(x2=lambda d: d["x"] + d["width"], y2=lambda d: d["y"] + d["height"])
+    width = float(areas["x2"].max())
+    height = float(areas["y2"].max())
+    scale_x = alt.Scale(domain=[0, width], nice=False, zero=True)
+    scale_y = alt.Scale(domain=[0, height], reverse=True, nice=False, zero=True)  # row 0 at the top, as in the file
+    px = max(12.0, min(40.0, 860.0 / max(width, 1.0), 440.0 / max(height, 1.0)))  # fits a 1280x800 tab
+    size = {"width": px * width, "height": px * height}
+    x, y = alt.X("x:Q", scale=scale_x, axis=None), alt.Y("y:Q", scale=scale_y, axis=None)
+    rooms = alt.Chart(areas).mark_rect(stroke="#555555", strokeWidth=1.2).encode(
+        x=x, x2="x2:Q", y=y, y2="y2:Q",
+        color=alt.condition(alt.datum.kind == "outside", alt.value("#f4f1ea"), alt.value("#e8eef6")),
+        tooltip=[alt.Tooltip("name:N", title="area"), alt.Tooltip("kind:N")])
+    names = alt.Chart(areas.assign(tx=areas["x"] + 0.15, ty=areas["y"] + 0.2)).mark_text(
+        align="left", baseline="top", fontSize=11, color="#333333").encode(
+        x=alt.X("tx:Q", scale=scale_x, axis=None), y=alt.Y("ty:Q", scale=scale_y, axis=None), text="name:N")
+    layers = [rooms, names]
+    if frames.furniture:
+        things = pd.DataFrame(frames.furniture).assign(
+            x=lambda d: d["x"] + 0.1, x2=lambda d: d["x"] + 0.8, y=lambda d: d["y"] + 0.35, y2=lambda d: d["y"] + 0.85)
+        layers.append(alt.Chart(things).mark_rect(color="#c8b89a", stroke="#8d7b5a").encode(
+            x=x, x2="x2:Q", y=y, y2="y2:Q", tooltip=[alt.Tooltip("name:N", title="furniture"), "area:N"]))
+    positions = panels.map_positions(frames, step)
+    if positions:
+        rows = panels.agents_at(frames, step)
+        agents = pd.DataFrame([
+            {"agent": name, "label": name.split()[0], "x": px_, "y": py_, "colour": colours.get(name, "#9e9e9e"),
+             "area": str(rows["area"].get(name, "")) if "area" in rows else ""}
+            for name, (px_, py_) in sorted(positions.items())])
+        layers.append(alt.Chart(agents).mark_circle(size=260, stroke="black", strokeWidth=1, opacity=1).encode(
+            x=x, y=y, color=alt.Color("colour:N", scale=None), tooltip=["agent:N", "area:N"]))
+        layers.append(alt.Chart(agents.assign(ty=agents["y"] - 0.45)).mark_text(fontSize=10, baseline="bottom").encode(
+            x=x, y=alt.Y("ty:Q", scale=scale_y, axis=None), text="label:N"))
+    title = f"map (step {step}, coloured by {mode})"
+    return alt.layer(*layers).properties(title=title, usermeta=EMBED, **size).configure_view(stroke=None)
