@@ -95,3 +95,29 @@ def test_resume_refuses_changed_arguments_and_lists_them(tmp_path):
     assert "refuses changed arguments" in err and "Traceback" not in err
     assert "--model 'openai/other' (recorded: 'rules')" in err and "--rng 7 (recorded: 42)" in err and "--set" in err
     assert (out / "model.parquet").read_bytes() == before
+
+
+def test_a_killed_runs_complete_steps_are_read_from_its_per_step_records(server, uninterrupted, tmp_path):
+    from socialsim.model.steplog import consolidate, has_parts
+
+    out = tmp_path / "run"
+    proc = cli("--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
+               "--steps", str(STEPS), "--rng", "3", "--out", str(out))
+    deadline = time.monotonic() + 240
+    while steps_done(out) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    killed_at = steps_done(out)
+    assert 2 <= killed_at < STEPS and has_parts(out)
+    with (out / "parts" / "model.jsonl").open("a") as torn:  # a line cut by the kill
+        torn.write('{"step": 99, "llm_ca')
+    assert consolidate(out) >= killed_at and not has_parts(out)
+    got = frames(out)
+    for name in ("model.parquet", "agents.parquet", "tables/interactions.parquet"):
+        full = uninterrupted[name]
+        steps = got[name]["step" if "step" in got[name] else "Step"].astype(int)
+        last = int(steps.max())
+        assert set(steps) <= set(range(1, last + 1)) and last >= killed_at  # complete steps only, none torn
+        expected = full[full["step" if "step" in full else "Step"] <= last].reset_index(drop=True)
+        pd.testing.assert_frame_equal(got[name][list(expected.columns)], expected, check_dtype=False, obj=name)

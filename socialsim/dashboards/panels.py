@@ -102,6 +102,7 @@ def frames_from_model(model: Any, status: str = "") -> Frames:
 def frames_from_run(run_dir: str | Path) -> Frames:
     """Frames of a finished run directory, read from its files: no model is stepped and no LLM
     is called. The map layout is rebuilt from the scenario (it does not depend on the seed)."""
+    from socialsim.model.steplog import consolidate
     from socialsim.scenarios.loader import load_scenario
     from socialsim.spaces.social_network import SocialNetworkWorld
     from socialsim.spaces.world import World
@@ -110,6 +111,7 @@ def frames_from_run(run_dir: str | Path) -> Frames:
     meta_path = run_dir / "config.json"
     if not meta_path.is_file():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.json)")
+    consolidate(run_dir)  # a killed run: its complete steps, from the per-step records
     meta = json.loads(meta_path.read_text())
     config = meta["config"]
     spec = load_scenario(config["scenario"])

@@ -3,9 +3,10 @@
 A run directory holds: ``config.json`` (no secrets), ``tape.jsonl`` (every LLM call),
 ``model.parquet`` / ``agents.parquet`` (DataCollector frames), ``tables/*.parquet`` (events,
 interactions, architecture tables), ``llm_calls.parquet`` and ``usage.csv`` (accounting),
-``run.log``, figures and ``report.md``. ``config.json`` is written before step 1 and frames after
-every complete step and however the run ends (completed, budget stop, Ctrl-C, SIGTERM, error);
-the tape is appended call by call, so nothing recorded is lost and a killed run resumes.
+``run.log``, figures and ``report.md``. ``config.json`` is written before step 1; after every
+complete step the new rows are appended under ``parts/`` with a manifest (``model.steplog``), and
+the whole frames are written however the run ends (completed, budget stop, Ctrl-C, SIGTERM,
+error); the tape is appended call by call, so nothing recorded is lost and a killed run resumes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape
 from socialsim.model.society import SocietyModel
+from socialsim.model.steplog import StepLog, consolidate
 from socialsim.scenarios.loader import load_scenario
 
 log = logging.getLogger("socialsim")
@@ -128,6 +130,7 @@ def run(
         for note in notes:
             log.warning(note)
         save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
+        step_log = StepLog(run_dir, _tidy)
         status = "completed"
         steps = range(config.steps)
         if progress:
@@ -147,7 +150,8 @@ def run(
                     log.warning("%s; everything recorded so far is saved; resume with --resume "
                                 "when the provider is back", status)
                     break
-                save(model, run_dir, config, "running", notes)  # every complete step is on disk
+                step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
+                save_meta(model, run_dir, config, "running", notes)
         except KeyboardInterrupt:
             status = "interrupted"
         except Exception as exc:
@@ -155,6 +159,7 @@ def run(
             raise
         finally:
             save(model, run_dir, config, status, notes)
+            step_log.close()
         result = RunResult(run_dir, status, _steps_done(model), model)
         recorded = len(gateway.ledger.rows)
         write_report(result, notes)
@@ -195,6 +200,7 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     """Re-run a run from its tape with zero LLM calls; returns the result and whether the
     replayed DataCollector frames equal the recorded ones."""
     run_dir = Path(run_dir)
+    consolidate(run_dir)  # a killed run: its complete steps, from the per-step records
     saved = json.loads((run_dir / "config.json").read_text())
     config = RunConfig.model_validate(saved["config"])
     steps_done = saved.get("steps_done", config.steps)
@@ -276,7 +282,7 @@ def _agent_frame(dc) -> pd.DataFrame:
     names into two rows of None)."""
     if not any(dc._agent_records.values()):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in ["Step", "AgentID", *dc.agent_reporters]})
-    return _tidy(dc.get_agent_vars_dataframe())
+    return dc.get_agent_vars_dataframe()
 
 
 def _write_whole(path: Path, write) -> None:
@@ -291,21 +297,31 @@ def _write_parquet(df: pd.DataFrame, path: Path) -> None:
     _write_whole(path, lambda tmp: df.to_parquet(tmp, index=False))
 
 
-def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> None:
-    """Write the config, frames, tables and accounting recorded so far; the ledger in (step,
-    agent, call index) order, so identical runs give byte-identical files. Tables keep the order
-    the model wrote them in (their rows must not be written in completion order)."""
+def frames(model: SocietyModel) -> dict[str, pd.DataFrame]:
+    """Every frame and table of the model, by its path in the run directory (index as columns);
+    the ledger in (step, agent, call index) order, so identical runs give identical files. Tables
+    keep the order the model wrote them in (their rows must not be in completion order)."""
     dc = model.datacollector
-    _write_parquet(_tidy(dc.get_model_vars_dataframe()), run_dir / "model.parquet")
-    _write_parquet(_agent_frame(dc), run_dir / "agents.parquet")
-    tables = run_dir / "tables"
-    tables.mkdir(exist_ok=True)
+    out = {"model.parquet": dc.get_model_vars_dataframe(), "agents.parquet": _agent_frame(dc)}
     for name in dc.tables:
-        _write_parquet(_tidy(dc.get_table_dataframe(name)), tables / f"{name}.parquet")
+        out[f"tables/{name}.parquet"] = dc.get_table_dataframe(name)
+    out["llm_calls.parquet"] = model.llm.ledger.frame()
+    return {name: df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df for name, df in out.items()}
+
+
+def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> None:
+    """Write the config and every frame, table and the accounting whole (at the start and however
+    the run ends; after each step ``StepLog`` appends the new rows instead)."""
+    (run_dir / "tables").mkdir(exist_ok=True)
+    for name, df in frames(model).items():
+        _write_parquet(_tidy(df), run_dir / name)
+    model.llm.ledger.by_operation(model.llm.ledger.frame()).to_csv(run_dir / "usage.csv", index=False)
+    save_meta(model, run_dir, config, status, notes)
+
+
+def save_meta(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> None:
+    """``config.json``: the configuration (no secrets), status, complete steps and accounting."""
     ledger = model.llm.ledger
-    calls = ledger.frame()
-    _write_parquet(_tidy(calls), run_dir / "llm_calls.parquet")
-    ledger.by_operation(calls).to_csv(run_dir / "usage.csv", index=False)
     meta = {
         "config": config.model_dump(),
         "status": status,
