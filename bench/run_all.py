@@ -36,6 +36,7 @@ def main() -> None:
     section("(1) one phase: gateway vs bare OpenAI SDK, 0.5 s server", [py, "bench/bench_sdk.py"])
     if not args.skip_embedded:
         section("(2) embedded engine", [py, "bench/bench_embedded.py"])
+    section("(2b) recording a run: per-step append vs whole rewrite", [py, "bench/bench_records.py"])
     for command in (["--help"], ["models"]):
         argv = [py, "-m", "socialsim.cli", *command]
         if shutil.which("farm-bench"):
