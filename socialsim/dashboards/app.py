@@ -16,6 +16,7 @@ import os
 import time
 from typing import Any
 
+import pandas as pd
 import solara
 import solara.lab
 
@@ -90,14 +91,14 @@ def MapPanel(frames: panels.Frames, step: int) -> None:
         solara.Select("colour agents by", values=modes, value=mode, on_value=set_mode, dense=True)
         # a world is drawn interactive (hover an agent, an area or a piece of furniture); a social
         # network as its graph of ties (both memos always run: hooks keep their order)
-        chart = solara.use_memo(lambda: charts.map_chart(frames, step, panels.agent_colours(frames, step, mode)[0], mode)
-                                if frames.areas else None, [frames, step, mode])
+        colours, legend = solara.use_memo(lambda: panels.agent_colours(frames, step, mode), [frames, step, mode])
+        chart = solara.use_memo(lambda: charts.map_chart(frames, step, colours, mode) if frames.areas else None,
+                                [frames, step, mode])
         drawn = solara.use_memo(lambda: None if frames.areas else figures.map_png(frames, step, mode),
                                 [frames, step, mode])
         if chart is not None:
             with solara.Div(classes=["chart", "chart-map"]):
                 solara.FigureAltair(chart)
-            legend = panels.agent_colours(frames, step, mode)[1]
             solara.HTML(tag="div", classes=["map-legend"], style="font-size:12px", unsafe_innerHTML=" ".join(
                 f"<span style='display:inline-block;margin-right:12px'><span style='display:inline-block;"
                 f"width:10px;height:10px;border-radius:5px;background:{c};margin-right:4px'></span>"
@@ -150,14 +151,15 @@ def _structure_line(frames: panels.Frames, step: int) -> str:
             f"interacted): {cliques} · isolated: {', '.join(s['isolated']) or 'none'}")
 
 
-def _society_chart(frames: panels.Frames, step: int, view: str) -> Any:
+def _society_data(frames: panels.Frames, step: int, view: str) -> tuple[pd.DataFrame, Any]:
+    """The architecture view's table and chart (None when there is nothing to draw yet)."""
     if view == "itcmas":
-        ranks = panels.matrix_ranks(frames, step)
-        return None if ranks.empty else charts.rank_chart(ranks, step)
+        data = panels.matrix_ranks(frames, step)
+        return data, None if data.empty else charts.rank_chart(data, step)
     if view == "asvo":
-        predictions = panels.tom_predictions(frames, step)
-        return None if predictions.empty else charts.tom_chart(predictions)
-    return None
+        data = panels.tom_predictions(frames, step)
+        return data, None if data.empty else charts.tom_chart(data)
+    return pd.DataFrame(), None
 
 
 @solara.component
@@ -166,7 +168,7 @@ def SocietyPanel(frames: panels.Frames, step: int) -> None:
     the truth, CRSEC's norm databases with provenance; the society's structure for all."""
     view = panels.architecture_view(frames)
     agent, set_agent = solara.use_state("")
-    chart = solara.use_memo(lambda: _society_chart(frames, step, view), [frames, step])
+    data, chart = solara.use_memo(lambda: _society_data(frames, step, view), [frames, step])
     title = {"itcmas": "Matrix, resources and cliques", "asvo": "Theory of mind beside the truth",
              "crsec": "Norm databases and where each norm came from"}.get(view, "Society")
     with solara.Card(title, classes=["panel-society", f"view-{view}"]):
@@ -175,19 +177,17 @@ def SocietyPanel(frames: panels.Frames, step: int) -> None:
             with solara.Div(classes=["chart", f"chart-{view}"]):
                 solara.FigureAltair(chart)
         if view == "itcmas":
-            ranks = panels.matrix_ranks(frames, step)
-            if ranks.empty:
+            if data.empty:
                 solara.Text("The matrix has not run yet.")
             else:
-                last = ranks[ranks["step"] == ranks["step"].max()].sort_values("rank")
+                last = data[data["step"] == data["step"].max()].sort_values("rank")
                 solara.Text(f"Matrix at step {int(last['step'].max())}", style="font-weight:bold")
                 Table(last.to_dict("records"), ["rank", "agent", "change", "resources"], ["matrix-table"])
         elif view == "asvo":
-            predictions = panels.tom_predictions(frames, step)
-            if predictions.empty:
+            if data.empty:
                 solara.Text("No theory-of-mind prediction recorded yet.")
             else:
-                errors = (predictions.groupby(["observer", "target"], as_index=False)["error"].mean()
+                errors = (data.groupby(["observer", "target"], as_index=False)["error"].mean()
                           .round(3).sort_values("error"))
                 solara.Text("Mean absolute error of each observer's predictions of each target",
                             style="font-weight:bold")

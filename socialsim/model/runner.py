@@ -313,9 +313,10 @@ def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, not
     """Write the config and every frame, table and the accounting whole (at the start and however
     the run ends; after each step ``StepLog`` appends the new rows instead)."""
     (run_dir / "tables").mkdir(exist_ok=True)
-    for name, df in frames(model).items():
+    recorded = frames(model)
+    for name, df in recorded.items():
         _write_parquet(_tidy(df), run_dir / name)
-    model.llm.ledger.by_operation(model.llm.ledger.frame()).to_csv(run_dir / "usage.csv", index=False)
+    model.llm.ledger.by_operation(recorded["llm_calls.parquet"]).to_csv(run_dir / "usage.csv", index=False)
     save_meta(model, run_dir, config, status, notes)
 
 
