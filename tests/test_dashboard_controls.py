@@ -5,6 +5,7 @@ on a slow provider (the project's fake OpenAI-compatible server)."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -128,3 +129,22 @@ def test_pause_and_the_pages_reads_answer_at_once_while_a_step_waits_on_a_slow_p
     assert "paused" in session.stop_reason
     assert session.wait(120)
     assert session.frames.steps_done == 1  # the running step completed, no further one began
+
+
+def test_the_progress_line_counts_the_runs_calls_while_a_step_waits(slow_provider):
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=20,
+                                     api_base=slow_provider.api_base))
+    session.start()
+    assert session.wait(120) and session.error == ""
+    session.play()
+    deadline = time.monotonic() + 60
+    while not (session.frames.steps_done == 1 and slow_provider.in_flight > 0):  # step 2 waits on its calls
+        assert time.monotonic() < deadline and session.error == ""
+        time.sleep(0.01)
+    text = session.progress()
+    session.pause()
+    step1 = panels.usage_totals(session.frames, 1)["llm_calls"]
+    assert step1 > 0 and text.startswith("step 2 running")
+    calls = int(re.search(r"run so far: (\d+) LLM calls", text)[1])
+    assert step1 <= calls < 2 * step1  # step 1's calls (and any of step 2's done), read while step 2 runs
+    assert session.wait(120)

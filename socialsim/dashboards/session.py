@@ -204,11 +204,15 @@ class LiveSession:
             return ""
         if self.model is None:
             return f"building the society ({time.monotonic() - self._started:.0f}s)"
-        rows = self.model.llm.ledger.rows
+        ledger = self.model.llm.ledger
+        rows = ledger.rows
         done = len(rows) - self._rows_before
         last = rows[-1].op if done > 0 else "perceiving"
+        t = ledger.totals()  # the run's usage up to the last completed call, read live
         return (f"step {self._step_no} running: {done} decisions so far (last: {last}), "
-                f"{time.monotonic() - self._started:.0f}s")
+                f"{time.monotonic() - self._started:.0f}s · run so far: {t['llm_calls']} LLM calls, "
+                f"{t['prompt_tokens'] + t['completion_tokens']} tokens, ${t['cost_usd']:.4f}, "
+                f"{t['fallbacks']} fallbacks")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the worker (tests and the command line); True if it is idle."""
