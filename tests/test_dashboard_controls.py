@@ -108,12 +108,18 @@ def test_play_stops_on_a_budget_stop_with_the_reason_and_keeps_the_record(slow_p
     assert 0 < panels.usage_totals(frames, frames.steps_done)["llm_calls"] <= 15
 
 
-def test_pause_and_the_pages_reads_answer_at_once_while_a_step_waits_on_a_slow_provider(slow_provider):
+def _playing_on(provider) -> LiveSession:
+    """A built society of generic agents on the test server, playing (Play stops at step 20)."""
     session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=20,
-                                     api_base=slow_provider.api_base))
+                                     api_base=provider.api_base))
     session.start()
     assert session.wait(120) and session.error == ""
     session.play()
+    return session
+
+
+def test_pause_and_the_pages_reads_answer_at_once_while_a_step_waits_on_a_slow_provider(slow_provider):
+    session = _playing_on(slow_provider)
     deadline = time.monotonic() + 60
     while slow_provider.in_flight == 0:  # step 1 is waiting on the provider
         assert time.monotonic() < deadline
@@ -132,11 +138,7 @@ def test_pause_and_the_pages_reads_answer_at_once_while_a_step_waits_on_a_slow_p
 
 
 def test_the_progress_line_counts_the_runs_calls_while_a_step_waits(slow_provider):
-    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=20,
-                                     api_base=slow_provider.api_base))
-    session.start()
-    assert session.wait(120) and session.error == ""
-    session.play()
+    session = _playing_on(slow_provider)
     deadline = time.monotonic() + 60
     while not (session.frames.steps_done == 1 and slow_provider.in_flight > 0):  # step 2 waits on its calls
         assert time.monotonic() < deadline and session.error == ""

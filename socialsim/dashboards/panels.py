@@ -505,14 +505,23 @@ def engine_notes(frames: Frames) -> list[tuple[str, str]]:
 # --- inspector -----------------------------------------------------------------------------------------
 
 
+def latest_norms(frames: Frames, step: int, agent: str | None = None) -> pd.DataFrame:
+    """Each norm's latest recorded row in the norm_changes table up to ``step`` (one agent's, or
+    every agent's), with ``since``: the step it entered; sorted by agent and norm id."""
+    df = upto(frames.tables.get("norm_changes", pd.DataFrame()), step)
+    if df.empty:
+        return pd.DataFrame()
+    if agent:
+        df = df[df["agent"] == agent]
+    first = df.groupby(["agent", "norm_id"])["step"].min().rename("since")
+    last = df.groupby(["agent", "norm_id"], sort=True).tail(1).set_index(["agent", "norm_id"]).join(first)
+    return last.reset_index().sort_values(["agent", "norm_id"]).reset_index(drop=True)
+
+
 def norm_database(frames: Frames, name: str, step: int) -> list[dict]:
     """An agent's norm database at ``step`` rebuilt from the norm_changes table: each norm's
     latest recorded state."""
-    df = upto(frames.tables.get("norm_changes", pd.DataFrame()), step)
-    if df.empty:
-        return []
-    df = df[df["agent"] == name]
-    last = df.groupby("norm_id", sort=True).tail(1).sort_values("norm_id")
+    last = latest_norms(frames, step, name)
     cols = ["norm_id", "content", "state", "type", "utility", "origin", "canonical"]
     return [{("id" if c == "norm_id" else c): r.get(c) for c in cols} for r in last.to_dict("records")]
 
@@ -623,14 +632,10 @@ NORM_PROVENANCE_COLUMNS = ["agent", "id", "content", "state", "type", "utility",
 def norm_provenance(frames: Frames, step: int, agent: str | None = None) -> pd.DataFrame:
     """CRSEC: every agent's norm database at ``step`` with where each norm came from (created,
     a conversation, a thought or a synthesis), the step it entered, and its source text."""
-    df = upto(frames.tables.get("norm_changes", pd.DataFrame()), step)
-    if df.empty:
+    last = latest_norms(frames, step, agent)
+    if last.empty:
         return pd.DataFrame(columns=NORM_PROVENANCE_COLUMNS)
-    if agent:
-        df = df[df["agent"] == agent]
-    first = df.groupby(["agent", "norm_id"])["step"].min().rename("since")
-    last = df.groupby(["agent", "norm_id"], sort=True).tail(1).set_index(["agent", "norm_id"]).join(first)
-    last = last.reset_index().rename(columns={"norm_id": "id"})
+    last = last.rename(columns={"norm_id": "id"})
     if "source" not in last:
         last["source"] = ""
     last["source"] = last["source"].fillna("").map(lambda s: redact(str(s)))
