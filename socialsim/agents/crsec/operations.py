@@ -712,7 +712,7 @@ def weighted_utility(members: list[NormView], weights: list[float]) -> int:
     """The abstract norm's utility: the weighted mean of its members' (equal weights if unusable)."""
     if len(weights) != len(members) or any(w < 0 for w in weights) or sum(weights) <= 0:
         weights = [1.0] * len(members)
-    value = sum(w * m.utility for w, m in zip(weights, members, strict=False)) / sum(weights)
+    value = sum(w * m.utility for w, m in zip(weights, members, strict=True)) / sum(weights)  # equal lengths by now
     return max(1, min(100, round(value)))
 
 

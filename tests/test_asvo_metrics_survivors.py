@@ -1,0 +1,81 @@
+"""The ASVO measurement tables on hand-built frames, with figures computed by hand: the cooperation
+table (per agent and per SVO, in the paper's SVO order) and the judges' table. Written after a
+mutation run (mutmut on asvo/metrics.py) showed these tables were only seen through whole runs."""
+
+import pandas as pd
+import pytest
+
+from socialsim.agents.asvo.metrics import cooperation_table, judge_table, judges_averaged
+
+COLUMNS = ["actions", "Cooperation", "QuasiCooperation", "Neutral", "QuasiCompetition", "Competition",
+           "cooperation_rate", "competition_index"]
+
+
+def actions(rows):
+    return pd.DataFrame(rows, columns=["agent", "svo", "label"])
+
+
+def test_cooperation_table_counts_labels_and_weighs_quasi_labels_by_half():
+    frame = actions([
+        ("Ann", "prosocial", "Cooperation"), ("Ann", "prosocial", "QuasiCooperation"),
+        ("Ann", "prosocial", "Competition"), ("Ann", "prosocial", "unlabelled"),
+        ("Bob", "competitive", "QuasiCompetition"), ("Bob", "competitive", "Neutral"),
+    ])
+    table = cooperation_table(frame).set_index("agent")
+    assert list(table.columns) == COLUMNS
+    ann, bob = table.loc["Ann"], table.loc["Bob"]
+    assert ann["actions"] == 3  # the unlabelled action is not counted
+    assert (ann["Cooperation"], ann["QuasiCooperation"], ann["Neutral"], ann["Competition"]) == (1, 1, 0, 1)
+    assert ann["cooperation_rate"] == pytest.approx((1 + 0.5) / 3)
+    assert ann["competition_index"] == pytest.approx(1 / 3)
+    assert bob["actions"] == 2 and bob["Cooperation"] == 0  # a label nobody used is a zero count
+    assert bob["cooperation_rate"] == 0 and bob["competition_index"] == pytest.approx(0.25)
+
+
+def test_cooperation_table_by_svo_follows_the_papers_svo_order():
+    frame = actions([
+        ("Cid", "competitive", "Competition"), ("Ann", "altruistic", "Cooperation"),
+        ("Dee", "individualistic", "Neutral"), ("Bob", "prosocial", "QuasiCooperation"),
+    ])
+    table = cooperation_table(frame, by="svo")
+    assert list(table["svo"]) == ["altruistic", "prosocial", "individualistic", "competitive"]
+    assert list(table["actions"]) == [1, 1, 1, 1]
+    assert list(table["cooperation_rate"]) == [1.0, 0.5, 0.0, 0.0]
+    by_agent = cooperation_table(frame)  # per agent: in the crosstab's (name) order
+    assert list(by_agent["agent"]) == ["Ann", "Bob", "Cid", "Dee"]
+
+
+@pytest.mark.parametrize("by", ["agent", "svo"])
+def test_no_labelled_action_gives_an_empty_table_with_the_same_columns(by):
+    table = cooperation_table(actions([("Ann", "prosocial", "")]), by=by)
+    assert table.empty and list(table.columns) == [by, *COLUMNS]
+
+
+def judgements(rows):
+    return pd.DataFrame(rows, columns=["step", "agent", "svo", "judge", "status", "naturalness", "human_likeness"])
+
+
+def test_judge_table_leaves_fallbacks_out_and_gives_mean_and_spread_per_svo_and_judge():
+    frame = judgements([
+        (1, "Ann", "prosocial", "j1", "ok", 6, 5), (2, "Ann", "prosocial", "j1", "ok", 4, 3),
+        (3, "Ann", "prosocial", "j1", "fallback", 1, 1), (1, "Bob", "competitive", "j1", "ok", 2, 2),
+    ])
+    table = judge_table(frame).set_index("svo")
+    assert table.loc["prosocial", "n"] == 2 and table.loc["prosocial", "naturalness"] == 5.0
+    assert table.loc["prosocial", "naturalness_sd"] == pytest.approx(2 ** 0.5)
+    assert table.loc["competitive", "human_likeness"] == 2.0
+
+
+def test_judge_table_of_only_fallbacks_is_empty_with_its_columns():
+    table = judge_table(judgements([(1, "Ann", "prosocial", "j1", "fallback", 1, 1)]))
+    assert table.empty and list(table.columns) == ["svo", "judge", "n", "naturalness", "naturalness_sd",
+                                                   "human_likeness", "human_likeness_sd"]
+
+
+def test_several_judges_are_averaged_per_action_first():
+    frame = judgements([
+        (1, "Ann", "prosocial", "j1", "ok", 6, 6), (1, "Ann", "prosocial", "j2", "ok", 2, 4),
+        (2, "Ann", "prosocial", "j1", "ok", 7, 7), (2, "Ann", "prosocial", "j2", "fallback", 1, 1),
+    ])
+    table = judges_averaged(frame).set_index("svo")
+    assert table.loc["prosocial", "naturalness"] == pytest.approx((4 + 7) / 2)  # not (6 + 2 + 7) / 3
