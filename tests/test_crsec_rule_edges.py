@@ -1,0 +1,293 @@
+"""The CRSEC rules at their edges, on a small world written here: time-of-day windows, places the
+world does not know, follow-ups from a plan or from a norm held since, temptation towards the
+agent's own home, which of several reasons makes a duplicate, which norm a verdict names. Written
+after mutmut on the rules of ``agents/crsec/operations.py`` left these unpinned."""
+
+import dataclasses
+import random
+
+import pytest
+
+from socialsim.agents.crsec import operations as ops
+from socialsim.agents.crsec.settings import CatalogueNorm, TrackedNorm
+
+QUIET = TrackedNorm(name="quiet in the evening", type="injunctive", keywords=["quiet"],
+                    violated_by={"tags": ["loud"], "where": "inside", "from_time": "20:00", "until_time": "23:00"})
+NO_SMOKING = TrackedNorm(name="no smoking indoors", type="injunctive", keywords=["smok"],
+                         violated_by={"tags": ["smoke"], "where": "inside"})
+NO_CALLS = TrackedNorm(name="no phone calls", type="injunctive", keywords=["phone"],
+                       violated_by={"tags": ["call"], "where": "anywhere"},
+                       alternatives={"call a friend": "text a friend"})
+TIP = TrackedNorm(name="tip after lunch", type="descriptive", keywords=["tip"],
+                  violated_by={"tags": ["meal"], "unless_followed_by": "tip", "from_time": "11:00",
+                               "until_time": "15:00"})
+TRACKED = [QUIET, NO_SMOKING, NO_CALLS, TIP]
+
+HOME, OUT, HALL = "the lounge", "the garden", "the hall"
+TAGS = {"play drums": ("loud",), "smoke a pipe": ("smoke",), "call a friend": ("call",), "text a friend": ("text",),
+        "eat lunch": ("meal",), "tip the cook": ("tip",), "read a book": ("quiet",), "drink tea": ("drink",)}
+INSIDE = {HOME: True, OUT: False, HALL: True}
+
+
+def held(*tracked):
+    return [ops.NormView(f"Keep to {t.name}.", t.type, 80, t.name, None, (t.name,)) for t in tracked]
+
+
+def plan_ctx(norms=(), habits=("play drums",), start=8 * 60, end=22 * 60, schedule=None, stance=None,
+             tracked=TRACKED, temptation=0.0):
+    return ops.PlanContext("Ann", "d", "g", 1, start, end, 60, list(norms), tuple(sorted(TAGS)), tuple(INSIDE),
+                           HOME, OUT, list(habits), "drink tea", list(tracked), TAGS, INSIDE, dict(stance or {}),
+                           schedule=dict(schedule or {}), temptation=temptation)
+
+
+def rule(op, ctx, seed=1):
+    return op.rule(ctx, random.Random(seed))
+
+
+# --- one act against one norm ------------------------------------------------------------------------------
+
+
+def test_an_act_breaches_a_prohibition_only_with_its_tags_place_and_hours():
+    assert ops.breaches(("loud",), True, QUIET, 21 * 60)
+    assert not ops.breaches(("loud",), True, QUIET, 10 * 60)  # outside the norm's hours
+    assert not ops.breaches(("loud",), False, QUIET, 21 * 60)  # outside, where it is fine
+    assert not ops.breaches(("quiet",), True, QUIET, 21 * 60)  # other tags
+    assert ops.breaches(("call",), True, NO_CALLS, 9 * 60) and ops.breaches(("call",), False, NO_CALLS, 9 * 60)
+    assert not ops.breaches(("meal",), True, TIP, 12 * 60)  # a follow-up norm is no prohibition
+
+
+def test_the_normative_choice_reads_every_held_norm_the_hour_and_unknown_places_as_inside():
+    ctx = plan_ctx(norms=held(NO_SMOKING))  # QUIET comes first in the list and is not held
+    assert ops.normative_choice("smoke a pipe", HOME, ctx, 9 * 60) == ("smoke a pipe", OUT)
+    assert ops.normative_choice("smoke a pipe", "the attic", ctx, 9 * 60) == ("smoke a pipe", OUT)  # unknown: inside
+    assert ops.normative_choice("smoke a pipe", OUT, ctx, 9 * 60) == ("smoke a pipe", OUT)
+    assert ops.normative_choice("dance a jig", HOME, ctx, 9 * 60) == ("dance a jig", HOME)  # no tags: nothing
+    quiet = plan_ctx(norms=held(QUIET))
+    assert ops.normative_choice("play drums", HOME, quiet, 10 * 60) == ("play drums", HOME)
+    assert ops.normative_choice("play drums", HOME, quiet, 21 * 60) == ("play drums", OUT)
+    calls = plan_ctx(norms=held(NO_CALLS))
+    assert ops.normative_choice("call a friend", HOME, calls, 9 * 60) == ("text a friend", HOME)  # the alternative
+
+
+def test_follow_ups_come_from_follow_up_norms_held_or_backed_and_only_for_their_tags():
+    none_held = plan_ctx()
+    assert ops.needs_follow_up("eat lunch", none_held) and not ops.needs_follow_up("smoke a pipe", none_held)
+    assert not ops.needs_follow_up("dance a jig", none_held)  # a behaviour without tags
+    assert ops.follow_up_for("eat lunch", none_held) is None
+    assert ops.follow_up_for("eat lunch", plan_ctx(norms=held(TIP))) == "tip the cook"
+    assert ops.follow_up_for("eat lunch", plan_ctx(stance={TIP.name: "for"})) == "tip the cook"
+    assert ops.follow_up_for("eat lunch", plan_ctx(stance={TIP.name: "against"})) is None
+    assert ops.follow_up_for("smoke a pipe", plan_ctx(norms=held(TIP))) is None
+    assert ops.follow_up_for("dance a jig", plan_ctx(norms=held(TIP))) is None
+    no_tip_behaviour = dataclasses.replace(plan_ctx(norms=held(TIP)), tags={"eat lunch": ("meal",)})
+    assert ops.follow_up_for("eat lunch", no_tip_behaviour) is None  # nothing in the world is a tip
+
+
+# --- plans -------------------------------------------------------------------------------------------------
+
+
+def test_a_rule_plan_alternates_habits_and_the_filler_and_takes_scheduled_places():
+    ctx = plan_ctx(habits=("read a book", "smoke a pipe"), start=8 * 60, end=14 * 60,
+                   schedule={12 * 60: ("eat lunch", OUT), 13 * 60: ("eat lunch", None)})
+    items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx))
+    assert [(i["time"], i["activity"], i["place"], i["then"]) for i in items] == [
+        ("08:00", "read a book", HOME, None), ("09:00", "drink tea", HOME, None),
+        ("10:00", "smoke a pipe", HOME, None), ("11:00", "drink tea", HOME, None),
+        ("12:00", "eat lunch", OUT, None), ("13:00", "eat lunch", HOME, None)]
+
+
+def test_a_rule_plan_keeps_a_held_norm_only_within_its_hours():
+    items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, plan_ctx(norms=held(QUIET), start=18 * 60, end=23 * 60)))
+    places = {i["time"]: i["place"] for i in items if i["activity"] == "play drums"}
+    assert places == {"18:00": HOME, "20:00": OUT, "22:00": OUT}
+
+
+# --- actions -----------------------------------------------------------------------------------------------
+
+
+def actions_ctx(item, plan, now=None, count=6, paths=None):
+    paths = {HOME: [HALL, HOME], OUT: [HALL, OUT]} if paths is None else paths
+    return ops.ActionsContext("Ann", "d", item, ops.plan_text([item]), plan.norms, HALL, paths, count,
+                              (), plan, now)
+
+
+def actions(item, plan, **kw):
+    return ops.action_list(rule(ops.GENERATE_NORMATIVE_ACTIONS, actions_ctx(item, plan, **kw)))
+
+
+def test_actions_walk_there_do_the_activity_half_the_time_then_the_follow_up_and_the_filler():
+    item = {"time": "09:00", "activity": "read a book", "place": HOME, "then": "play drums"}
+    assert actions(item, plan_ctx()) == ["go to the hall", "go to the lounge", "read a book", "read a book",
+                                         "play drums", "drink tea"]
+    assert actions(item, plan_ctx(), count=10) == ["go to the hall", "go to the lounge", *["read a book"] * 4,
+                                                   "play drums", *["drink tea"] * 3]
+    assert actions(item, plan_ctx(), paths={}) == ["read a book"] * 3 + ["play drums", "drink tea", "drink tea"]
+    short = actions(item, plan_ctx(), count=2)
+    assert short == ["go to the hall", "go to the lounge"]
+
+
+def test_actions_add_the_follow_up_a_norm_held_since_the_plan_asks_for_and_drop_one_no_longer_held():
+    lunch = {"time": "12:00", "activity": "eat lunch", "place": HOME, "then": None}
+    assert actions(lunch, plan_ctx(norms=held(TIP)), paths={})[:4] == ["eat lunch"] * 3 + ["tip the cook"]
+    tipped = {**lunch, "then": "tip the cook"}
+    assert "tip the cook" not in actions(tipped, plan_ctx(), paths={})
+
+
+def test_actions_use_the_time_they_start_at_before_the_plan_items_time():
+    drums = {"time": "10:00", "activity": "play drums", "place": HOME, "then": None}
+    plan = plan_ctx(norms=held(QUIET))
+    assert actions(drums, plan)[:2] == ["go to the hall", "go to the lounge"]  # 10:00: the norm is silent
+    assert actions(drums, plan, now=21 * 60)[:2] == ["go to the hall", "go to the garden"]
+    assert actions({**drums, "time": "21:00"}, plan)[:2] == ["go to the hall", "go to the garden"]
+
+
+def test_temptation_takes_the_habit_home_only_when_the_norm_moved_it_from_there():
+    plan = plan_ctx(norms=held(QUIET), temptation=1.0)
+    drums = {"time": "21:00", "activity": "play drums", "place": OUT, "then": None}
+    assert actions(drums, plan)[:3] == ["go to the hall", "go to the lounge", "play drums"]  # the norm broken
+    morning = {**drums, "time": "09:00"}  # the norm is silent: playing outside is the agent's own choice
+    assert actions(morning, plan)[:3] == ["go to the hall", "go to the garden", "play drums"]
+    tea = {"time": "21:00", "activity": "drink tea", "place": HOME, "then": None}
+    assert actions(tea, plan)[:3] == ["go to the hall", "go to the lounge", "drink tea"]  # nothing tempts
+
+
+# --- judging a plan ----------------------------------------------------------------------------------------
+
+
+def verdict(norm, *items):
+    items = [{"then": None, **i} for i in items]
+    return rule(ops.JUDGE_PLAN_COMPLIANCE, ops.JudgePlanContext("Ann", ops.plan_text(items), norm, items, TAGS, INSIDE))
+
+
+def test_a_plan_is_judged_by_its_follow_ups_hours_and_places():
+    lunch = {"time": "12:00", "activity": "eat lunch", "place": HOME}
+    assert verdict(TIP, {**lunch, "then": "tip the cook"}) == ops.Choice(index=0, text="complies")
+    assert verdict(TIP, lunch) == ops.Choice(index=1, text="breaks it")
+    assert verdict(TIP, {**lunch, "time": "18:00"}).index == 0  # dinner: outside the norm's hours
+    assert verdict(TIP, {"time": "12:00", "activity": "drink tea", "place": HOME}).index == 0
+    assert verdict(TIP, {"time": "12:00", "activity": "dance a jig", "place": HOME}).index == 0
+    drums = {"time": "21:00", "activity": "play drums", "place": HOME}
+    assert verdict(QUIET, drums) == ops.Choice(index=1, text="breaks it")
+    assert verdict(QUIET, {**drums, "time": "10:00"}).index == 0
+    assert verdict(QUIET, {**drums, "place": OUT}).index == 0
+    assert verdict(QUIET, {**drums, "place": "the attic"}).index == 1  # a place the world does not know: inside
+
+
+@pytest.mark.parametrize(("time", "minute"), [("09:30", 570), (" 7:05 pm", 425), ("21:00", 1260), ("noon", None),
+                                              (None, None), ("", None)])
+def test_item_minute_reads_the_clock_at_the_start_of_the_time(time, minute):
+    assert ops.item_minute({"time": time}) == minute
+    assert ops.item_minute({}) is None
+
+
+# --- creation, talk, identification ------------------------------------------------------------------------
+
+
+def catalogue_norm(content, utility, about=None, opposes=False):
+    return CatalogueNorm(content=content, type="injunctive", utility=utility, theme="t", about=about, opposes=opposes)
+
+
+def test_creation_takes_one_backed_norm_per_topic_then_general_ones_by_importance():
+    catalogue = [catalogue_norm("General low.", 20), catalogue_norm("General high.", 90),
+                 catalogue_norm("Smoke-free air.", 60, NO_SMOKING.name), catalogue_norm("No pipes.", 80, NO_SMOKING.name),
+                 catalogue_norm("Quiet please.", 70, QUIET.name)]
+    ctx = ops.CreateContext("Ann", "d", 5, {NO_SMOKING.name: "for"}, catalogue)
+    assert [d.content for d in rule(ops.CREATE_NORM, ctx).norms] == ["No pipes.", "General high.", "General low."]
+    assert rule(ops.CREATE_NORM, ops.CreateContext("Ann", "d", 5, {}, [])).norms == []
+
+
+def test_conversation_lines_follow_the_turn_and_the_receivers_stance():
+    base = ops.TurnContext("Ann", "d", "Bob", "sender", "smoking in the lounge", "No smoking indoors.", "for")
+    assert rule(ops.CONVERSE_TURN, base).text == "Excuse me, Bob: smoking in the lounge bothers people. No smoking indoors."
+    assert rule(ops.CONVERSE_TURN, dataclasses.replace(base, turn=1)).text == (
+        "I understand, but please remember: No smoking indoors.")
+    receiver = dataclasses.replace(base, role="receiver", norm=None)
+    assert rule(ops.CONVERSE_TURN, dataclasses.replace(receiver, stance="against")).text == (
+        "It is just my habit and I like it, but I hear what you are saying.")
+    assert rule(ops.CONVERSE_TURN, receiver).text == "You are right, I am sorry. I will keep that in mind."
+
+
+def identify(stance="for", accept=1.0, topic=TIP.name, suggestion_utility=10, contrary=None, contrary_rate=0.0):
+    suggestion = CatalogueNorm(content="Tip the cook.", type="descriptive", utility=suggestion_utility, theme="t",
+                               about=TIP.name)
+    return rule(ops.IDENTIFY_FROM_CHAT, ops.IdentifyContext("Ann", "src", topic, suggestion, stance, 1, 1,
+                                                            accept=accept, contrary=contrary,
+                                                            contrary_rate=contrary_rate))
+
+
+def test_identification_keeps_the_suggestions_type_and_lowers_an_opponents_utility_to_at_least_one():
+    info = identify()
+    assert (info.found, info.type, info.utility) == (True, "descriptive", 10)
+    assert identify(suggestion_utility=60, stance="against").utility == 45
+    assert identify(stance="against").utility == 1
+    assert not identify(topic=None).found  # a suggestion without a topic is no normative information
+    contrary = CatalogueNorm(content="Tips are not owed.", type="descriptive", utility=35, theme="t",
+                             about=TIP.name, opposes=True)
+    info = identify(stance="against", accept=0.0, contrary=contrary, contrary_rate=1.0)
+    assert (info.content, info.type, info.utility) == ("Tips are not owed.", "descriptive", 35)
+
+
+def test_a_thought_about_an_act_no_norm_speaks_about_is_a_plain_restatement():
+    fact = ops.ObservedFact("Bob", "drink tea", ("drink",), HOME, True, "Bob is drinking tea in the lounge",
+                            "drinking tea in the lounge")
+    assert rule(ops.GENERATE_THOUGHT, ops.ThoughtContext("Ann", "d", fact, "neutral")).text == (
+        "Bob is drinking tea in the lounge.")
+
+
+# --- the four checks, matching, synthesis ------------------------------------------------------------------
+
+
+def check(info, qualified=(), topic=None, theme=None, expected=None):
+    return ops.CheckContext(info, "src", topic, theme, list(qualified), expected)
+
+
+def test_consistency_needs_the_same_norm_or_theme_unless_the_source_has_no_topic():
+    other = ops.NormView("Water the plants.", "injunctive", 50, theme="garden")
+    assert rule(ops.CHECK_CONSISTENCY, check(other)).yes is True
+    assert rule(ops.CHECK_CONSISTENCY, check(other, topic=QUIET.name, theme="calm")).yes is False
+
+
+def test_a_duplicate_is_the_same_text_or_the_same_tracked_norm_or_the_same_contrary():
+    smoke = ops.NormView("No smoking in here.", "injunctive", 80, NO_SMOKING.name, None, (NO_SMOKING.name,))
+    same_text = ops.NormView("no smoking in here", "injunctive", 20)
+    assert rule(ops.CHECK_DUPLICATION, check(same_text, [smoke])).yes
+    other_words = ops.NormView("Pipes stay outside.", "injunctive", 60, NO_SMOKING.name)
+    assert rule(ops.CHECK_DUPLICATION, check(other_words, [smoke])).yes
+    anti = ops.NormView("Tips are not owed.", "injunctive", 40, None, TIP.name)
+    anti_again = ops.NormView("Nobody must tip.", "injunctive", 40, None, TIP.name)
+    assert rule(ops.CHECK_DUPLICATION, check(anti_again, [anti])).yes
+    anti_other = ops.NormView("Calls are fine.", "injunctive", 40, None, NO_CALLS.name)
+    assert not rule(ops.CHECK_DUPLICATION, check(anti_other, [anti, smoke])).yes
+    assert not rule(ops.CHECK_DUPLICATION, check(ops.NormView("Be kind.", "injunctive", 40), [anti, smoke])).yes
+
+
+def test_type_verdicts_name_the_type_the_tracked_norm_has():
+    info = ops.NormView("People tip.", "injunctive", 50, TIP.name)
+    assert rule(ops.CHECK_TYPE, check(info, expected="descriptive")) == ops.Choice(index=1, text="wrong: it is descriptive")
+    assert rule(ops.CHECK_TYPE, check(info, expected="injunctive")) == ops.Choice(index=0, text="correct")
+    desc = dataclasses.replace(info, type="descriptive")
+    assert rule(ops.CHECK_TYPE, check(desc, expected="injunctive")) == ops.Choice(index=2, text="wrong: it is injunctive")
+
+
+def test_a_contrary_norm_conflicts_only_with_the_norm_it_opposes():
+    anti_tip = ops.NormView("Tips are not owed.", "injunctive", 40, None, TIP.name)
+    smoke = held(NO_SMOKING)[0]
+    assert not rule(ops.CHECK_CONFLICT, check(anti_tip, [smoke])).yes
+    assert rule(ops.CHECK_CONFLICT, check(anti_tip, held(TIP))).yes
+
+
+def test_match_answers_carry_the_text_of_the_option_they_pick():
+    tracked = [NO_SMOKING, TIP]
+    for content in ("Smoking is banned.", "Tip well.", "Nothing to see.", "Never tip."):
+        ctx = ops.MatchContext(content, tracked)
+        choice = rule(ops.MATCH_NORM, ctx)
+        assert choice.text == ctx.options[choice.index]
+    never = ops.MatchContext("Do not tip.", [TIP.model_copy(update={"contrary": ["do not tip"]}), NO_SMOKING])
+    assert rule(ops.MATCH_NORM, never) == ops.Choice(index=3, text="the opposite of: tip after lunch")
+    assert ops.match_result(never, ops.Choice(index=5, text="x")) == (None, None)  # out of range: nothing
+
+
+def test_an_abstract_norms_weights_are_its_members_shares_of_utility():
+    members = [ops.NormView("A.", "injunctive", 30), ops.NormView("B.", "injunctive", 90)]
+    weights = rule(ops.GENERATE_ABSTRACT_NORM, ops.AbstractContext("t", members)).weights
+    assert weights == pytest.approx([0.25, 0.75])
