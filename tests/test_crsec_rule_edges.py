@@ -65,6 +65,10 @@ def test_the_normative_choice_reads_every_held_norm_the_hour_and_unknown_places_
     quiet = plan_ctx(norms=held(QUIET))
     assert ops.normative_choice("play drums", HOME, quiet, 10 * 60) == ("play drums", HOME)
     assert ops.normative_choice("play drums", HOME, quiet, 21 * 60) == ("play drums", OUT)
+    chew = NO_SMOKING.model_copy(update={"name": "chew, not smoke", "alternatives": {"smoke a pipe": "chew gum"}})
+    alt = plan_ctx(norms=held(chew), tracked=[chew])
+    assert ops.normative_choice("smoke a pipe", HOME, alt, 9 * 60) == ("chew gum", HOME)
+    assert ops.normative_choice("smoke a pipe", OUT, alt, 9 * 60) == ("smoke a pipe", OUT)  # outside it is fine
     calls = plan_ctx(norms=held(NO_CALLS))
     assert ops.normative_choice("call a friend", HOME, calls, 9 * 60) == ("text a friend", HOME)  # the alternative
 
@@ -122,8 +126,8 @@ def test_actions_walk_there_do_the_activity_half_the_time_then_the_follow_up_and
     assert actions(item, plan_ctx(), count=10) == ["go to the hall", "go to the lounge", *["read a book"] * 4,
                                                    "play drums", *["drink tea"] * 3]
     assert actions(item, plan_ctx(), paths={}) == ["read a book"] * 3 + ["play drums", "drink tea", "drink tea"]
-    short = actions(item, plan_ctx(), count=2)
-    assert short == ["go to the hall", "go to the lounge"]
+    assert actions(item, plan_ctx(), count=2) == ["go to the hall", "go to the lounge"]
+    assert actions(item, plan_ctx(), count=4) == ["go to the hall", "go to the lounge", "read a book", "play drums"]
 
 
 def test_actions_add_the_follow_up_a_norm_held_since_the_plan_asks_for_and_drop_one_no_longer_held():
@@ -147,6 +151,10 @@ def test_temptation_takes_the_habit_home_only_when_the_norm_moved_it_from_there(
     assert actions(drums, plan)[:3] == ["go to the hall", "go to the lounge", "play drums"]  # the norm broken
     morning = {**drums, "time": "09:00"}  # the norm is silent: playing outside is the agent's own choice
     assert actions(morning, plan)[:3] == ["go to the hall", "go to the garden", "play drums"]
+    garden_home = dataclasses.replace(plan_ctx(norms=held(NO_CALLS), habits=("call a friend",), temptation=1.0),
+                                      home=OUT)
+    call = {"time": "09:00", "activity": "call a friend", "place": OUT, "then": None}
+    assert actions(call, garden_home)[2] == "call a friend"  # the anywhere-norm's alternative given up at home
     tea = {"time": "21:00", "activity": "drink tea", "place": HOME, "then": None}
     assert actions(tea, plan)[:3] == ["go to the hall", "go to the lounge", "drink tea"]  # nothing tempts
 
@@ -282,8 +290,8 @@ def test_match_answers_carry_the_text_of_the_option_they_pick():
         ctx = ops.MatchContext(content, tracked)
         choice = rule(ops.MATCH_NORM, ctx)
         assert choice.text == ctx.options[choice.index]
-    never = ops.MatchContext("Do not tip.", [TIP.model_copy(update={"contrary": ["do not tip"]}), NO_SMOKING])
-    assert rule(ops.MATCH_NORM, never) == ops.Choice(index=3, text="the opposite of: tip after lunch")
+    never = ops.MatchContext("Do not tip.", [NO_SMOKING, TIP.model_copy(update={"contrary": ["do not tip"]})])
+    assert rule(ops.MATCH_NORM, never) == ops.Choice(index=4, text="the opposite of: tip after lunch")
     assert ops.match_result(never, ops.Choice(index=5, text="x")) == (None, None)  # out of range: nothing
 
 

@@ -76,3 +76,5 @@ def test_weighted_utility_keeps_zero_weights_and_replaces_unusable_ones_by_equal
     assert ops.weighted_utility([low, high], [-1.0, 3.0]) == 50  # any negative weight: equal weights
     assert ops.weighted_utility([low, high], [0.0, 0.0]) == 50  # weights summing to zero: equal weights
     assert ops.weighted_utility([low, high], [0.25, 0.75]) == 65
+    assert ops.weighted_utility([norm("Trivial.", utility=1)], [1.0]) == 1
+    assert ops.weighted_utility([norm("Overrated.", utility=130)], [1.0]) == 100  # kept on the 1-100 scale
