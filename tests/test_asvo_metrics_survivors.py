@@ -79,3 +79,44 @@ def test_several_judges_are_averaged_per_action_first():
     ])
     table = judges_averaged(frame).set_index("svo")
     assert table.loc["prosocial", "naturalness"] == pytest.approx((4 + 7) / 2)  # not (6 + 2 + 7) / 3
+
+
+@pytest.mark.parametrize(("name", "setting"), [("school-meso", "School"), ("Workplace-macro", "Workplace"),
+                                               ("family-micro", "Family"), ("hobbs-cafe", None), ("meso", None)])
+def test_the_papers_setting_is_read_from_the_scenario_name(name, setting):
+    from socialsim.agents.asvo.metrics import setting_of
+
+    assert setting_of(name) == setting
+
+
+def test_table_2_puts_this_runs_row_and_its_chance_level_under_the_papers_rows():
+    from socialsim.agents.asvo.metrics import table_2
+    from socialsim.metrics.separability import Separability
+
+    measured = Separability(None, [], 0.31, 1.72, shuffled_silhouette=-0.01)
+    lines = table_2("School", True, measured).splitlines()
+    assert lines[:3] == ["| setting | silhouette | separation ratio |", "|---|---|---|",
+                         "| w/o ASVO@School (paper) | -0.02 | 1.08 |"]
+    assert "| ASVO@School (paper) | 0.12 | 1.64 |" in lines
+    assert lines[-2:] == ["| **ASVO@School (this run)** | 0.31 | 1.72 |",
+                          "| ASVO@School (this run), SVO labels shuffled (chance) | -0.01 | |"]
+    unmeasured = Separability(None, [], float("nan"), float("nan"))
+    assert table_2(None, False, unmeasured).splitlines()[-1] == (
+        "| **w/o ASVO@this scenario (this run)** | not measurable | not measurable |")
+
+
+def test_action_separability_drops_empty_and_missing_actions_and_passes_model_seed_and_gateway_on(monkeypatch):
+    from socialsim.agents.asvo import metrics
+
+    seen = {}
+
+    def fake(texts, labels, embedding_model, seed, gateway):
+        seen.update(texts=texts, labels=labels, model=embedding_model, seed=seed, gateway=gateway)
+        return "result"
+
+    monkeypatch.setattr(metrics, "separability", fake)
+    frame = pd.DataFrame({"action": ["help Bob", "", "x", None], "svo": ["prosocial", "altruistic", "competitive",
+                                                                          "individualistic"]})
+    assert metrics.action_separability(frame, "openai/emb", seed=7, gateway="gw") == "result"
+    assert seen == {"texts": ["help Bob", "x"], "labels": ["prosocial", "competitive"],
+                    "model": "openai/emb", "seed": 7, "gateway": "gw"}

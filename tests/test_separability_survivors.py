@@ -87,3 +87,26 @@ def test_provider_embeddings_without_a_gateway_use_one_on_the_model_and_give_flo
     vectors = sep.provider_embeddings(["a", "b"], "openai/emb-model")
     assert vectors.dtype == np.float64 and vectors.tolist() == [[1.0, 0.0], [0.0, 2.0]]
     assert calls[0][0] == "openai/emb-model" and "openai/emb-model" in calls[0][1]
+
+
+def test_degenerate_inputs_are_not_measurable_with_the_reason_and_five_points_are_enough():
+    five = ["help Bob", "grab a seat", "share lunch", "ignore Ann", "finish work"]
+    labels = ["a", "b", "a", "b", "a"]
+    few = sep.separability(five[:4], labels[:4])
+    assert few.points is None and few.labels == labels[:4] and math.isnan(few.ratio)
+    assert few.note == "too few actions (4 < 5)"
+    one = sep.separability(five, ["a"] * 5)
+    assert math.isnan(one.ratio) and one.note == "not measurable: only one SVO type"
+    same = sep.separability(["help Bob"] * 5, labels)
+    assert math.isnan(same.ratio) and same.note == "not measurable: every action text is the same"
+    two_texts = sep.separability(["help Bob", "grab a seat"] * 2 + ["help Bob"], labels)
+    assert two_texts.points is not None and two_texts.note == ""  # two distinct texts can be measured
+    measured = sep.separability(five, labels)
+    assert measured.points.shape == (5, 2) and measured.note == "" and measured.embedding == sep.OFFLINE_EMBEDDING
+    assert measured.measurable
+
+
+def test_separability_is_seeded_with_zero_by_default():
+    texts = [f"{verb} {noun}" for verb in ("help", "grab", "share") for noun in ("Bob", "a seat", "lunch")]
+    labels = ["a", "b", "c"] * 3
+    assert np.array_equal(sep.separability(texts, labels).points, sep.separability(texts, labels, seed=0).points)
