@@ -45,7 +45,7 @@ def test_the_rule_theory_of_mind_reads_an_unknown_stance_as_neutral_and_moves_by
 @pytest.mark.parametrize(("raw", "action"), [
     ("Action: help Bob", "help Bob"), ("action: help Bob", "help Bob"), ("Activity: help Bob", "help Bob"),
     ("activity: help Bob", "help Bob"), ('"* help Bob"', "help Bob"), ("eat", "eat"), ("ok", None),
-    ("- `share lunch` -", "share lunch")])
+    ("- `share lunch` -", "share lunch"), ("call the FAX", "call the FAX")])
 def test_repair_strips_quotes_bullets_and_prefixes_and_refuses_too_short(raw, action):
     assert ops.repair_action(raw) == action
 
