@@ -50,3 +50,79 @@ def test_taking_a_thing_rates_by_the_goal_and_other_verbs_rate_two():
     ("Drink something", "food", False)])
 def test_a_thing_is_relevant_when_the_goal_names_it_or_a_verb_of_the_goal_is_about_it(goal, noun, relevant):
     assert ops.relevant_to(goal, noun) is relevant
+
+
+# --- protention ---------------------------------------------------------------------------------------------
+
+
+def protention(verb, current=(), target="", item="", remembered=()):
+    ctx = ops.ProtentionContext("AY", "obs", [], "driver", f"{verb} {item or target}", verb, list(current),
+                                target, item, list(remembered))
+    return ops.PROTENTION.rule(ctx, random.Random(0)).text
+
+
+HERE = ["You are in the canteen", "the food placed on the table", "LL", "holding the book"]
+
+
+def test_a_move_predicts_the_remembered_place_or_just_being_there():
+    remembered = ["You are in the reading room", "the book placed on the shelf"]
+    assert protention("go to", HERE, target="the reading room", remembered=remembered) == (
+        "You are in the reading room. Looking around you, you see the book placed on the shelf.")
+    assert protention("go to", HERE, target="the yard") == "You are in the yard."
+    assert protention("leave", HERE, target="the yard") == "You are in the yard."
+
+
+def test_taking_and_putting_move_the_item_between_the_hand_and_the_furniture():
+    assert protention("take", HERE, item="food") == (
+        "You are in the canteen. Looking around you, you see LL. You are holding the book, the food.")
+    assert protention("put", HERE, target="table", item="book") == (
+        "You are in the canteen. Looking around you, you see the food placed on the table, LL, "
+        "the book placed on the table.")
+    assert protention("take", HERE) == protention("chat with", HERE) == (
+        "You are in the canteen. Looking around you, you see the food placed on the table, LL. "
+        "You are holding the book.")  # no item, or another verb: nothing changes
+
+
+def test_an_observation_without_a_place_or_anything_seen_is_short():
+    assert ops._as_observation([]) == "You are here."
+    assert ops._as_observation(["holding the cup"]) == "You are here. You are holding the cup."
+    assert ops._as_observation(["LL", "WM"]) == "You are here. Looking around you, you see LL, WM."
+
+
+# --- chat, the social filter --------------------------------------------------------------------------------
+
+
+def chat(heard=(), topic=None, seed=0):
+    ctx = ops.ITCMAChatContext("AY", "LL", "obs", "I feel fine", list(heard), topic, "the canteen")
+    return ops.CHAT.rule(ctx, random.Random(seed)).text
+
+
+def test_a_rule_chat_answers_what_was_heard_opens_otherwise_and_takes_the_atmosphere():
+    openers = {chat(seed=s) for s in range(40)}
+    assert openers == {"Hi LL! What are you up to in the canteen?", "Hello LL, shall we do something together?",
+                       "LL, have you been to the reading room or the canteen today?"}
+    replies = {chat(heard=["shall we eat?"], seed=s) for s in range(40)}
+    assert replies == {"Yes LL, let's do that together here in the canteen.", "I hear you, LL. What should we do next?",
+                       "Good idea, LL. I'll join you."}
+    assert chat(topic=0.5).endswith(" It feels good here.")
+    assert chat(topic=-0.5).endswith(" It is a bit tense here.")
+    assert chat(topic=0.2) == chat(topic=-0.2) == chat(topic=float("nan")) == chat()  # flat or unknown: no remark
+
+
+@pytest.mark.parametrize(("verb", "area_owner", "item_owner", "addressed_by", "filtered"), [
+    ("take", None, "WM", [], True),  # taking someone else's thing
+    ("take", None, "AY", [], False),
+    ("take", "LL", None, [], True),  # taking anything in someone else's home
+    ("take", "AY", None, [], False),
+    ("use", "LL", None, [], False),  # using is fine
+    ("leave", None, None, ["LL"], True),
+    ("go to", None, None, ["LL"], True),  # walking away from someone who spoke to me
+    ("chat with", None, None, ["LL"], False),
+])
+def test_the_rule_social_filter_follows_ltrha_s_detrimental_reasons(verb, area_owner, item_owner, addressed_by,
+                                                                   filtered):
+    from socialsim.agents.itcmas.ltrha import detrimental_reason
+
+    ctx = ops.FilterContext("AY", "the house", f"{verb} x", verb, area_owner, item_owner, addressed_by, ["LL"])
+    assert ops.SOCIAL_FILTER.rule(ctx, random.Random(0)).yes is filtered
+    assert filtered is bool(detrimental_reason(verb, "AY", area_owner, item_owner, addressed_by))
