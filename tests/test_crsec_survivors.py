@@ -78,3 +78,59 @@ def test_weighted_utility_keeps_zero_weights_and_replaces_unusable_ones_by_equal
     assert ops.weighted_utility([low, high], [0.25, 0.75]) == 65
     assert ops.weighted_utility([norm("Trivial.", utility=1)], [1.0]) == 1
     assert ops.weighted_utility([norm("Overrated.", utility=130)], [1.0]) == 100  # kept on the 1-100 scale
+
+
+# --- emergence by provenance and first reaching a share -----------------------------------------------------
+
+
+def fake_norm(content, origin, covers=()):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(content=content, origin=origin, covers=tuple(covers))
+
+
+def fake_model(agents, catalogue=(), tracked=()):
+    from types import SimpleNamespace
+
+    people = [SimpleNamespace(name=name, norms=SimpleNamespace(norms=norms, qualified=lambda norms=norms: norms))
+              for name, norms in agents]
+    settings = SimpleNamespace(norm_catalogue=[SimpleNamespace(content=c) for c in catalogue],
+                               tracked_norms=[SimpleNamespace(name=t) for t in tracked])
+    return SimpleNamespace(agents=people, society=SimpleNamespace(settings=settings))
+
+
+def test_emergent_norms_are_synthesised_texts_that_match_no_seed_counted_by_holders():
+    from socialsim.agents.crsec.metrics import emergent_norms
+
+    model = fake_model([
+        ("Ann", [fake_norm("No smoking indoors.", "created"), fake_norm("On health: keep the air clean.", "synthesis",
+                                                                        ["no smoking indoors"]),
+                 fake_norm("Tip after meals", "synthesis"), fake_norm("Be nice.", "conversation")]),
+        ("Bob", [fake_norm("Be nice.", "conversation"), fake_norm("On health: keep the air clean", "synthesis",
+                                                                  ["be quiet"]),
+                 fake_norm("On calm: hush.", "synthesis"), fake_norm("no smoking indoors", "synthesis"),
+                 fake_norm("Quiet, please!", "synthesis")]),
+        ("Cid", [fake_norm("Be nice.", "conversation")]),
+    ], catalogue=["Quiet please."], tracked=["tip after meals"])
+    table = emergent_norms(model)
+    assert table.to_dict("records") == [
+        {"norm": "On health: keep the air clean.", "holders": 2, "share": 2 / 3, "origin": "synthesis",
+         "covers": "be quiet, no smoking indoors"},
+        {"norm": "On calm: hush.", "holders": 1, "share": 1 / 3, "origin": "synthesis", "covers": ""}]
+
+
+def test_nothing_synthesised_means_no_emergent_norm():
+    from socialsim.agents.crsec.metrics import emergent_norms
+
+    table = emergent_norms(fake_model([("Ann", [fake_norm("Be nice.", "conversation")])]))
+    assert table.empty and list(table.columns) == ["norm", "holders", "share", "origin", "covers"]
+
+
+def test_first_reaching_gives_the_first_day_at_or_above_the_target():
+    from socialsim.agents.crsec.metrics import first_reaching
+
+    frame = pd.DataFrame({"day": [0.0, 0.25, 0.5, 0.75], "adoption": [0.2, 0.5, 0.7, 0.9]})
+    assert first_reaching(frame, "adoption") == 0.5  # exactly the 70% target counts
+    assert first_reaching(frame, "adoption", target=0.8) == 0.75
+    assert first_reaching(frame, "adoption", target=0.95) is None
+    assert first_reaching(frame, "adoption", target=0.1) == 0.0
