@@ -126,3 +126,46 @@ def test_the_rule_social_filter_follows_ltrha_s_detrimental_reasons(verb, area_o
     ctx = ops.FilterContext("AY", "the house", f"{verb} x", verb, area_owner, item_owner, addressed_by, ["LL"])
     assert ops.SOCIAL_FILTER.rule(ctx, random.Random(0)).yes is filtered
     assert filtered is bool(detrimental_reason(verb, "AY", area_owner, item_owner, addressed_by))
+
+
+# --- the chooser and the matrix as operations ---------------------------------------------------------------
+
+
+def candidate(action, verb, mu, **kw):
+    return ops.Candidate(action, verb, mu, "", 0.0, **kw)
+
+
+def choose(candidates, seed, driver=0.5):
+    ctx = ops.ChoiceContext("AY", "g", "obs", [], [], "driver", driver, "", 0.0, list(candidates))
+    return ops.CHOOSE.rule(ctx, random.Random(seed))
+
+
+def test_the_rule_chooser_answers_with_a_number_from_one_and_a_thought_giving_its_reason():
+    cands = [candidate("put cup on table", "put", 1), candidate("take food", "take", 4, noun="food")]
+    answers = [choose(cands, seed) for seed in range(30)]
+    assert {a.action for a in answers} == {2}  # 0.5 + 2.0 + 0.8 against 0.5: the noise never overturns it
+    assert answers[0].thought == "I feel a drive of 0.50. I will take food, because I could use the food."
+    close = [candidate("use chair", "use", 3, noun="chair"), candidate("use bed", "use", 3, noun="bed")]
+    assert {choose(close, seed).action for seed in range(30)} == {1, 2}  # equal utilities: the RNG decides
+
+
+def entry(name, status="done", action="use chair", topic=0.0):
+    return ops.MatrixEntry(name, action, status, 0.0, "g", "hall", topic)
+
+
+def test_the_rule_matrix_ranks_by_contribution_and_only_noise_orders_equals():
+    entries = [entry("AY", "filtered"), entry("LL", action="chat with WM"), entry("WM", "failed"), entry("SG")]
+    rankings = [ops.RANK_AGENTS.rule(ops.MatrixContext(entries), random.Random(seed)).ranking for seed in range(20)]
+    assert {tuple(r) for r in rankings} == {("LL", "SG", "WM", "AY")}
+    twins = [entry("AY"), entry("LL")]
+    firsts = {ops.RANK_AGENTS.rule(ops.MatrixContext(twins), random.Random(s)).ranking[0] for s in range(30)}
+    assert firsts == {"AY", "LL"}
+    fallback = ops.RANK_AGENTS.fallback(ops.MatrixContext([dataclass_replace(entry("AY"), resources=1.0),
+                                                           dataclass_replace(entry("LL"), resources=3.0)]))
+    assert fallback.ranking == ["LL", "AY"]
+
+
+def dataclass_replace(obj, **kw):
+    import dataclasses
+
+    return dataclasses.replace(obj, **kw)
