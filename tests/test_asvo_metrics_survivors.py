@@ -45,6 +45,12 @@ def test_cooperation_table_by_svo_follows_the_papers_svo_order():
     assert list(by_agent["agent"]) == ["Ann", "Bob", "Cid", "Dee"]
 
 
+def test_a_label_nobody_used_counts_zero_and_rates_stay_defined():
+    table = cooperation_table(actions([("Ann", "individualistic", "Neutral"), ("Bob", "prosocial", "Neutral")]))
+    assert (table["Cooperation"] == 0).all() and (table["Competition"] == 0).all()
+    assert list(table["cooperation_rate"]) == [0.0, 0.0] and list(table["competition_index"]) == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("by", ["agent", "svo"])
 def test_no_labelled_action_gives_an_empty_table_with_the_same_columns(by):
     table = cooperation_table(actions([("Ann", "prosocial", "")]), by=by)
@@ -60,7 +66,11 @@ def test_judge_table_leaves_fallbacks_out_and_gives_mean_and_spread_per_svo_and_
         (1, "Ann", "prosocial", "j1", "ok", 6, 5), (2, "Ann", "prosocial", "j1", "ok", 4, 3),
         (3, "Ann", "prosocial", "j1", "fallback", 1, 1), (1, "Bob", "competitive", "j1", "ok", 2, 2),
     ])
-    table = judge_table(frame).set_index("svo")
+    table = judge_table(frame)
+    assert list(table.columns) == ["svo", "judge", "n", "naturalness", "naturalness_sd", "human_likeness",
+                                   "human_likeness_sd"]
+    table = table.set_index("svo")
+    assert table.loc["prosocial", "human_likeness_sd"] == pytest.approx(2 ** 0.5)
     assert table.loc["prosocial", "n"] == 2 and table.loc["prosocial", "naturalness"] == 5.0
     assert table.loc["prosocial", "naturalness_sd"] == pytest.approx(2 ** 0.5)
     assert table.loc["competitive", "human_likeness"] == 2.0
@@ -77,7 +87,9 @@ def test_several_judges_are_averaged_per_action_first():
         (1, "Ann", "prosocial", "j1", "ok", 6, 6), (1, "Ann", "prosocial", "j2", "ok", 2, 4),
         (2, "Ann", "prosocial", "j1", "ok", 7, 7), (2, "Ann", "prosocial", "j2", "fallback", 1, 1),
     ])
-    table = judges_averaged(frame).set_index("svo")
+    table = judges_averaged(frame)
+    assert list(table.columns) == ["svo", "naturalness", "human_likeness"]
+    table = table.set_index("svo")
     assert table.loc["prosocial", "naturalness"] == pytest.approx((4 + 7) / 2)  # not (6 + 2 + 7) / 3
 
 
