@@ -110,3 +110,25 @@ def test_separability_is_seeded_with_zero_by_default():
     texts = [f"{verb} {noun}" for verb in ("help", "grab", "share") for noun in ("Bob", "a seat", "lunch")]
     labels = ["a", "b", "c"] * 3
     assert np.array_equal(sep.separability(texts, labels).points, sep.separability(texts, labels, seed=0).points)
+
+
+def test_the_chance_level_of_a_run_is_seeded_too():
+    texts = [f"{verb} {noun}" for verb in ("help", "grab", "share") for noun in ("Bob", "a seat", "lunch")]
+    labels = ["a", "b", "c"] * 3
+    first, again = sep.separability(texts, labels, seed=3), sep.separability(texts, labels, seed=3)
+    assert first.shuffled_silhouette == again.shuffled_silhouette
+
+
+def test_a_failing_embedding_provider_is_logged_with_the_model_and_the_error(caplog):
+    from socialsim.llm.gateway import ProviderError
+
+    class Down:
+        def embed(self, model, texts, purpose):
+            raise ProviderError("503 from the provider")
+
+    texts = ["help Bob", "grab a seat", "share lunch", "ignore Ann", "finish work"]
+    with caplog.at_level("WARNING"):
+        result = sep.separability(texts, ["a", "b", "a", "b", "a"], "openai/emb-model", gateway=Down())
+    assert result.embedding == sep.OFFLINE_EMBEDDING and "openai/emb-model failed" in result.note
+    assert "embeddings from openai/emb-model failed (503 from the provider); the offline embedding is used" in (
+        caplog.text)
