@@ -111,3 +111,59 @@ def test_the_judge_table_puts_the_papers_row_beside_ours():
     assert lines[3] == "| ours, rules baseline | 4.00 | 4.00 | 4.00 | 4.00 | 4.00 |"
     empty = pd.DataFrame(columns=list(metrics.DIMENSIONS))
     assert metrics.judge_table(empty, "full").splitlines()[3] == "| ours, ? | nan | nan | nan | nan | nan |"
+
+
+def test_an_interaction_without_a_recorded_weight_counts_once_and_a_larger_clique_comes_first():
+    g = nx.DiGraph()
+    g.add_edges_from([("A", "B"), ("B", "A"), ("A", "C")])
+    assert metrics.social_structure(g)["strength"] == {"A": 3, "B": 2, "C": 1}
+    edges = [(a, b, 1) for a, b in [("A", "B"), ("B", "C"), ("A", "C")]]
+    edges += [(a, b, 1) for a in "CDEF" for b in "CDEF" if a < b]
+    assert metrics.social_structure(graph(*edges))["cliques"] == [["C", "D", "E", "F"], ["A", "B", "C"]]
+
+
+def test_judge_contexts_come_in_name_order_whoever_acted_first():
+    frame = pd.concat([rows(("use chair", "hall", "done"), agent="ZZ"),
+                       rows(("use chair", "hall", "done"), ("use bed", "hall", "done"), agent="AA")])
+    frame.loc[frame["agent"] == "AA", "step"] += 1
+    assert [c.agent for c in metrics.judge_contexts(frame, 2)] == ["AA", "ZZ"]
+
+
+@pytest.mark.parametrize(("actions", "reversals"), [
+    ([("take book", "room"), ("put book on table", "room")], 1),  # from the second step on
+    ([("put book on table", "room"), ("use chair", "room"), ("take book", "room")], 0),  # no wrap-around
+    ([("take book", "room"), ("use chair", "room")], 0),
+    ([("go to hall", "hall"), ("go to room", "room"), ("go to hall", "hall"), ("go to room", "room")], 2),
+])
+def test_reversals_are_counted_between_neighbouring_steps_only(actions, reversals):
+    frame = rows(*[(a, area, "done") for a, area in actions])
+    assert metrics.judge_contexts(frame, 2)[0].reversals == reversals
+
+
+def test_judge_run_rates_every_agent_on_a_gateway_of_its_own_or_the_runs(scripted):
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.routing import RouteTable
+
+    frame = pd.concat([rows(("use chair", "hall", "done"), agent="LL"), rows(("chat with LL", "hall", "done"))])
+    scores = metrics.judge_run(frame, 2)
+    assert list(scores.columns) == ["agent", *metrics.DIMENSIONS, "status"]
+    assert list(scores["agent"]) == ["AY", "LL"] and set(scores["status"]) == {"rules"}
+    assert scores.attrs["judge"] == metrics.RULES_LABEL
+    fake = scripted(default='{"personification": 5, "consistency": 5, "logicality": 5, "exploration": 5, '
+                            '"proactiveness": 5}')
+    run_gateway = Gateway(RouteTable("openai/actor"))
+    judged = metrics.judge_run(frame, 2, "openai/judge", {"openai/actor"}, rng_seed=0, run_gateway=run_gateway)
+    assert set(judged["status"]) == {"ok"} and judged.attrs["judge"] == "openai/judge"
+    assert run_gateway.ledger.live_calls == 2  # counted on the run's ledger
+    seeds = [c["params"]["seed"] for c in fake.calls]
+    metrics.judge_run(frame, 2, "openai/judge", rng_seed=0)
+    assert [c["params"]["seed"] for c in fake.calls[2:]] == seeds  # the judge's draws follow its seed
+    with pytest.raises(ValueError, match="also played the agents"):
+        metrics.judge_run(frame, 2, "openai/actor", {"openai/actor"})
+
+
+def test_the_rule_judge_of_a_one_step_agent_in_a_one_place_world():
+    one = JudgeContext("AY", [], areas_visited=1, areas_total=1, chats_started=0, steps=1, executed=1,
+                       reversals=0, verb_entropy=0.0)
+    scores = JUDGE.rule(one, None)
+    assert scores.logicality == 7 and scores.exploration == 7

@@ -169,3 +169,18 @@ def dataclass_replace(obj, **kw):
     import dataclasses
 
     return dataclasses.replace(obj, **kw)
+
+
+def test_another_verb_with_an_item_leaves_the_item_where_it_is():
+    assert protention("use", HERE, target="table", item="book") == protention("chat with", HERE)
+
+
+def test_the_rule_chooser_weighs_chatting_by_resources_and_the_atmosphere():
+    cands = [candidate("chat with LL", "chat with", 1, target="LL"), candidate("use oven", "use", 3, noun="oven")]
+
+    def chats(resources, topic):
+        ctx = ops.ChoiceContext("AY", "g", "obs", [], [], "driver", 1.0, "", resources, cands, topic, 1.0)
+        return sum(ops.CHOOSE.rule(ctx, random.Random(seed)).action == 1 for seed in range(200))
+
+    rich_and_warm = chats(10.0, 1.0)
+    assert rich_and_warm > chats(None, 1.0) + 30 and rich_and_warm > chats(10.0, None) + 30
