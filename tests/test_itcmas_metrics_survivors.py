@@ -158,6 +158,8 @@ def test_judge_run_rates_every_agent_on_a_gateway_of_its_own_or_the_runs(scripte
     seeds = [c["params"]["seed"] for c in fake.calls]
     metrics.judge_run(frame, 2, "openai/judge", rng_seed=0)
     assert [c["params"]["seed"] for c in fake.calls[2:]] == seeds  # the judge's draws follow its seed
+    metrics.judge_run(frame, 2, "openai/judge")
+    assert [c["params"]["seed"] for c in fake.calls[4:]] == seeds  # seed 0 by default
     with pytest.raises(ValueError, match="also played the agents"):
         metrics.judge_run(frame, 2, "openai/actor", {"openai/actor"})
 
