@@ -1,0 +1,133 @@
+"""CRSEC's measurements read straight from world facts written here, in the makerspace (a second
+setting, from its own file): breaches by tags, place and hour; the follow-up rule; compliant acts;
+what an agent observes; the day axis. Written after mutmut on ``agents/crsec/metrics.py`` showed
+these were pinned only through whole runs."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from socialsim.agents.crsec import metrics
+from socialsim.agents.crsec.metrics import Breach
+from socialsim.agents.crsec.operations import ObservedFact
+from socialsim.model.society import SocietyModel
+from socialsim.spaces.world import WorldEvent
+
+FLOOR, YARD, BREAK = "the workshop floor", "the yard", "the break room"
+CALL, SAW, SWEEP, TEXT, SKETCH = ("take a phone call", "saw a plank", "sweep the workbench", "send a text message",
+                                  "sketch a design")
+TAGS = {CALL: ("call",), SAW: ("saw",), SWEEP: ("sweep",), TEXT: ("quiet",), SKETCH: ("quiet",)}
+PHONES, SWEEPING, LATE_SAWING = "no phone calls indoors", "sweep after sawing", "no sawing after 17:00"
+MORNING, FOUR_PM, HALF_FIVE = 2, 43, 52  # steps of 10 minutes from 09:00: 09:10, 16:00, 17:30
+
+
+@pytest.fixture(scope="module")
+def model():
+    return SocietyModel("makerspace", arch="crsec", model="rules", rng=1)
+
+
+@pytest.fixture
+def world(model):
+    saved = list(model.world.events)
+    model.world.events.clear()
+    yield model.world
+    model.world.events[:] = saved
+
+
+def act(step, agent, action, area=FLOOR, ok=True):
+    return WorldEvent(step, agent, area, action, action.split()[0], "", ok, tags=TAGS[action])
+
+
+def breaches(model, step):
+    return metrics.breaches(model.world, model.society.settings, step, model.scenario_spec.step_minutes)
+
+
+def test_a_call_breaches_inside_only_and_a_refused_act_is_no_fact(model, world):
+    world.events += [act(MORNING, "Ann", CALL), act(MORNING, "Bob", CALL, YARD), act(MORNING, "Cid", CALL, ok=False)]
+    assert breaches(model, MORNING) == [Breach(MORNING, "Ann", PHONES, FLOOR, CALL)]
+
+
+def test_late_sawing_breaches_only_within_its_hours(model, world):
+    world.events += [act(FOUR_PM, "Ann", SAW), act(FOUR_PM + 1, "Ann", SAW), act(HALF_FIVE, "Bob", SAW, YARD)]
+    assert breaches(model, FOUR_PM) == []
+    assert breaches(model, HALF_FIVE) == [Breach(HALF_FIVE, "Bob", LATE_SAWING, YARD, SAW)]
+
+
+def test_sawing_needs_a_sweep_the_step_after_unless_one_is_still_sawing(model, world):
+    world.events += [act(1, "Ann", SAW), act(1, "Bob", SAW, BREAK), act(1, "Cid", SAW),
+                     act(2, "Ann", SAW), act(2, "Cid", SWEEP), act(2, "Dee", CALL)]
+    found = breaches(model, 2)
+    assert Breach(2, "Bob", SWEEPING, BREAK, f"{SAW} without a follow-up") in found
+    assert {b.agent for b in found if b.norm == SWEEPING} == {"Bob"}  # Ann still saws; Cid swept
+    assert Breach(2, "Dee", PHONES, FLOOR, CALL) in found  # the prohibitions are read as well
+    world.events += [act(3, "Ann", TEXT)]
+    assert [b.agent for b in breaches(model, 3) if b.norm == SWEEPING] == ["Ann"]
+
+
+def test_an_act_is_judged_by_its_tags_place_and_hour(model):
+    settings = model.society.settings
+    judge = metrics.judge_act
+    assert judge(("saw",), SAW, True, settings, 16 * 60) == ([], [])
+    assert judge(("saw",), SAW, True, settings, 17 * 60 + 30) == ([LATE_SAWING], [])
+    assert judge(("call",), CALL, False, settings, 600) == ([], [PHONES])  # outside: visibly fine
+    assert judge(("quiet",), TEXT, True, settings, 600) == ([], [PHONES])  # the compliant alternative
+    assert judge(("sweep",), SWEEP, True, settings, 600) == ([], [SWEEPING])
+    assert judge(("drink",), "drink tea", True, settings, 600) == ([], [])
+    assert judge(("quiet",), SKETCH, True, settings, 16 * 60) == ([], [])  # an alternative, out of hours
+    reordered = settings.model_copy(update={"tracked_norms": [settings.tracked(LATE_SAWING), settings.tracked(PHONES)]})
+    assert judge(("call",), CALL, True, reordered, 600) == ([PHONES], [])  # a norm out of hours skips only itself
+
+
+def test_compliant_acts_collect_every_agents_visible_compliance_at_the_step(model, world):
+    world.events += [act(FOUR_PM, "Ann", CALL, YARD), act(FOUR_PM, "Bob", TEXT), act(FOUR_PM, "Cid", CALL),
+                     act(FOUR_PM, "Dee", SKETCH), act(FOUR_PM + 1, "Eve", SWEEP)]
+    found = metrics.compliant_acts(model.world, model.society.settings, FOUR_PM, model.scenario_spec.step_minutes)
+    assert found == [("Ann", PHONES), ("Bob", PHONES)]
+
+
+def test_an_agent_observes_the_others_tagged_acts_in_its_area_and_their_missed_follow_ups(model, world):
+    settings = model.society.settings
+    world.events += [act(2, "Ann", CALL), act(2, "Ann", CALL), act(2, "Bob", TEXT), act(2, "Cid", CALL, YARD),
+                     act(2, "Me", SAW), WorldEvent(2, "Dee", FLOOR, "wait", "wait", "", True)]
+    saved = list(model.society.breaches)
+    model.society.breaches[:] = [Breach(2, "Eve", SWEEPING, FLOOR, f"{SAW} without a follow-up"),
+                                 Breach(2, "Fay", SWEEPING, BREAK, f"{SAW} without a follow-up"),
+                                 Breach(1, "Gus", SWEEPING, FLOOR, f"{SAW} without a follow-up"),
+                                 Breach(2, "Me", SWEEPING, FLOOR, f"{SAW} without a follow-up"),
+                                 Breach(2, "Ann", PHONES, FLOOR, CALL)]
+    try:
+        me = SimpleNamespace(name="Me", area=FLOOR)
+        facts = metrics.observed_facts(model, me, 2)
+    finally:
+        model.society.breaches[:] = saved
+    assert facts == [
+        ObservedFact("Ann", CALL, ("call",), FLOOR, True, f"Ann is taking a phone call in {FLOOR}",
+                     f"taking a phone call in {FLOOR}", (PHONES,), ()),
+        ObservedFact("Bob", TEXT, ("quiet",), FLOOR, True, f"Bob is sending a text message in {FLOOR}",
+                     f"sending a text message in {FLOOR}", (), (PHONES,)),
+        ObservedFact("Eve", f"{SAW} without a follow-up", tuple(settings.tracked(SWEEPING).violated_by.tags), FLOOR,
+                     True, f"Eve did {SAW} without a follow-up in {FLOOR}",
+                     f"doing {SAW} without a follow-up in {FLOOR}", (SWEEPING,), ())]
+    assert metrics.observed_facts(model, me, 0) == []
+    world.events += [act(1, "Bob", SAW, FLOOR)]
+    assert [f.actor for f in metrics.observed_facts(model, me, 1)] == ["Bob"]  # the first step is observed
+
+
+def test_observed_late_sawing_is_judged_at_its_hour(model, world):
+    world.events += [act(FOUR_PM, "Bob", SAW), act(HALF_FIVE, "Bob", SAW)]
+    me = SimpleNamespace(name="Me", area=FLOOR)
+    assert metrics.observed_facts(model, me, FOUR_PM)[0].violates == ()
+    assert metrics.observed_facts(model, me, HALF_FIVE)[0].violates == (LATE_SAWING,)
+
+
+def test_the_day_axis_and_shares(model):
+    steps_per_day = model.society.settings.day_minutes / model.scenario_spec.step_minutes
+    assert metrics.steps_per_day(model) == steps_per_day == 54
+    fresh = SocietyModel("makerspace", arch="crsec", model="rules", rng=1)
+    fresh.step()
+    fresh.step()
+    frame = metrics.series(fresh)
+    assert list(frame["day"]) == [(s - 1) / 54 for s in frame["step"]]
+    crowd = SimpleNamespace(agents=[SimpleNamespace(ok=v) for v in (True, False, False, False)])
+    assert metrics.share(lambda a: a.ok)(crowd) == 0.25
+    assert metrics.share(lambda a: a.ok)(SimpleNamespace(agents=[])) == 0
