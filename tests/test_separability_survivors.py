@@ -117,6 +117,7 @@ def test_the_chance_level_of_a_run_is_seeded_too():
     labels = ["a", "b", "c"] * 3
     first, again = sep.separability(texts, labels, seed=3), sep.separability(texts, labels, seed=3)
     assert first.shuffled_silhouette == again.shuffled_silhouette
+    assert first.shuffled_silhouette == sep.permutation_silhouette(first.points, labels, seed=3)
 
 
 def test_a_failing_embedding_provider_is_logged_with_the_model_and_the_error(caplog):
@@ -130,5 +131,5 @@ def test_a_failing_embedding_provider_is_logged_with_the_model_and_the_error(cap
     with caplog.at_level("WARNING"):
         result = sep.separability(texts, ["a", "b", "a", "b", "a"], "openai/emb-model", gateway=Down())
     assert result.embedding == sep.OFFLINE_EMBEDDING and "openai/emb-model failed" in result.note
-    assert "embeddings from openai/emb-model failed (503 from the provider); the offline embedding is used" in (
-        caplog.text)
+    assert [r.getMessage() for r in caplog.records if r.name == sep.log.name] == [
+        "embeddings from openai/emb-model failed (503 from the provider); the offline embedding is used"]
