@@ -131,3 +131,17 @@ def test_the_day_axis_and_shares(model):
     crowd = SimpleNamespace(agents=[SimpleNamespace(ok=v) for v in (True, False, False, False)])
     assert metrics.share(lambda a: a.ok)(crowd) == 0.25
     assert metrics.share(lambda a: a.ok)(SimpleNamespace(agents=[])) == 0
+
+
+def test_adoption_against_compliance_counts_each_agent_once_by_which_came_first():
+    def agent(adopted=None, acted=None):
+        return SimpleNamespace(first_adopted={} if adopted is None else {PHONES: adopted},
+                               first_compliant_act={} if acted is None else {PHONES: acted})
+
+    people = [agent(1, 3), agent(2, 5), agent(4, 2), agent(3, 3), agent(adopted=6), agent(acted=1), agent()]
+    settings = SimpleNamespace(tracked_norms=[SimpleNamespace(name=PHONES), SimpleNamespace(name=SWEEPING)])
+    model = SimpleNamespace(agents=people, society=SimpleNamespace(settings=settings))
+    table = metrics.adoption_vs_compliance(model)
+    assert table.to_dict("records") == [
+        {"norm": PHONES, "adopt_first": 2, "comply_first": 1, "same_step": 1, "adopt_only": 1, "comply_only": 1},
+        {"norm": SWEEPING, "adopt_first": 0, "comply_first": 0, "same_step": 0, "adopt_only": 0, "comply_only": 0}]
