@@ -145,3 +145,18 @@ def test_adoption_against_compliance_counts_each_agent_once_by_which_came_first(
     assert table.to_dict("records") == [
         {"norm": PHONES, "adopt_first": 2, "comply_first": 1, "same_step": 1, "adopt_only": 1, "comply_only": 1},
         {"norm": SWEEPING, "adopt_first": 0, "comply_first": 0, "same_step": 0, "adopt_only": 0, "comply_only": 0}]
+
+
+def test_a_follow_up_norm_out_of_its_hours_and_the_first_step_are_skipped_without_stopping(model, world):
+    settings = model.society.settings
+    evening_sweep = settings.tracked(SWEEPING).model_copy(
+        update={"violated_by": settings.tracked(SWEEPING).violated_by.model_copy(update={"from_time": "17:00"})})
+    reordered = settings.model_copy(update={"tracked_norms": [evening_sweep, settings.tracked(PHONES)]})
+    world.events += [act(1, "Ann", CALL), act(2, "Bob", SAW), act(3, "Bob", TEXT)]
+    found = metrics.breaches(model.world, reordered, 1, model.scenario_spec.step_minutes)
+    assert found == [Breach(1, "Ann", PHONES, FLOOR, CALL)]  # nothing ended before step 1; phones still read
+    assert metrics.breaches(model.world, reordered, 3, model.scenario_spec.step_minutes) == []  # 09:10: no hours
+
+
+def test_a_share_of_one_agent_is_whole():
+    assert metrics.share(lambda a: True)(SimpleNamespace(agents=[SimpleNamespace()])) == 1.0

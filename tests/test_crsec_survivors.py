@@ -110,13 +110,17 @@ def test_emergent_norms_are_synthesised_texts_that_match_no_seed_counted_by_hold
                                                                   ["be quiet"]),
                  fake_norm("On calm: hush.", "synthesis"), fake_norm("no smoking indoors", "synthesis"),
                  fake_norm("Quiet, please!", "synthesis")]),
-        ("Cid", [fake_norm("Be nice.", "conversation")]),
+        ("Cid", [fake_norm("On calm: whisper.", "synthesis"), fake_norm("Be nice.", "conversation")]),
     ], catalogue=["Quiet please."], tracked=["tip after meals"])
     table = emergent_norms(model)
     assert table.to_dict("records") == [
         {"norm": "On health: keep the air clean.", "holders": 2, "share": 2 / 3, "origin": "synthesis",
          "covers": "be quiet, no smoking indoors"},
-        {"norm": "On calm: hush.", "holders": 1, "share": 1 / 3, "origin": "synthesis", "covers": ""}]
+        {"norm": "On calm: hush.", "holders": 1, "share": 1 / 3, "origin": "synthesis", "covers": ""},
+        {"norm": "On calm: whisper.", "holders": 1, "share": 1 / 3, "origin": "synthesis", "covers": ""}]
+    assert list(table.index) == [0, 1, 2]
+    alone = emergent_norms(fake_model([("Ann", [fake_norm("On calm: hush.", "synthesis")])]))
+    assert alone["share"].tolist() == [1.0]
 
 
 def test_nothing_synthesised_means_no_emergent_norm():
