@@ -138,7 +138,7 @@ def test_adoption_against_compliance_counts_each_agent_once_by_which_came_first(
         return SimpleNamespace(first_adopted={} if adopted is None else {PHONES: adopted},
                                first_compliant_act={} if acted is None else {PHONES: acted})
 
-    people = [agent(1, 3), agent(2, 5), agent(4, 2), agent(3, 3), agent(adopted=6), agent(acted=1), agent()]
+    people = [agent(1, 3), agent(), agent(2, 5), agent(4, 2), agent(3, 3), agent(adopted=6), agent(acted=1)]
     settings = SimpleNamespace(tracked_norms=[SimpleNamespace(name=PHONES), SimpleNamespace(name=SWEEPING)])
     model = SimpleNamespace(agents=people, society=SimpleNamespace(settings=settings))
     table = metrics.adoption_vs_compliance(model)

@@ -103,6 +103,7 @@ def test_emergent_norms_are_synthesised_texts_that_match_no_seed_counted_by_hold
     from socialsim.agents.crsec.metrics import emergent_norms
 
     model = fake_model([
+        ("Cid", [fake_norm("On calm: whisper.", "synthesis"), fake_norm("Be nice.", "conversation")]),
         ("Ann", [fake_norm("No smoking indoors.", "created"), fake_norm("On health: keep the air clean.", "synthesis",
                                                                         ["no smoking indoors"]),
                  fake_norm("Tip after meals", "synthesis"), fake_norm("Be nice.", "conversation")]),
@@ -110,7 +111,6 @@ def test_emergent_norms_are_synthesised_texts_that_match_no_seed_counted_by_hold
                                                                   ["be quiet"]),
                  fake_norm("On calm: hush.", "synthesis"), fake_norm("no smoking indoors", "synthesis"),
                  fake_norm("Quiet, please!", "synthesis")]),
-        ("Cid", [fake_norm("On calm: whisper.", "synthesis"), fake_norm("Be nice.", "conversation")]),
     ], catalogue=["Quiet please."], tracked=["tip after meals"])
     table = emergent_norms(model)
     assert table.to_dict("records") == [
