@@ -104,3 +104,54 @@ def test_an_identical_row_is_averaged_with_only_one_partner():
     once = frame("a chair", theta=0.2)
     blended = ph.blend(twice, once, 0.5, 0.0, random.Random(0))
     assert blended.keys == ["a chair"] and blended.positions[0][0] == pytest.approx(0.1)
+
+
+def test_bearings_wrap_round_and_elevations_compare_by_difference():
+    quarter = ph.spherical_sim(np.array([[0.0, 0.0, 1.0]]), np.array([[0.5 * math.pi, 0.0, 1.0]]))
+    assert ph.spherical_sim(np.array([[0.0, 0.0, 1.0]]), np.array([[2.5 * math.pi, 0.0, 1.0]])) == pytest.approx(quarter)
+    assert ph.spherical_sim(np.array([[0.0, 0.5, 1.0]]), np.array([[0.0, 0.5, 1.0]]))[0, 0] == pytest.approx(1.0)
+
+
+def test_row_similarity_is_the_weighted_sum_of_description_and_place_with_the_given_weights():
+    fx, fy = frame("a chair", theta=0.0), frame("a chair by the bed", theta=1.0)
+    expected = W.a * ph.cosine(fx, fy) + W.pos * ph.spherical_sim(fx.positions, fy.positions, W)
+    assert ph.row_sim(fx, fy, W) == pytest.approx(expected)
+    assert ph.field_sim(fx, fy, W) == pytest.approx(float(expected.max()))
+    assert ph.diff(fx, fy, W) == pytest.approx(1 - float(expected.max()))
+    assert ph.diff(fx, fx) == 0.0
+    empty = ph.empty_field()
+    assert ph.row_sim(empty, fx).shape == (0, 1) and ph.cosine(fx, empty).shape == (1, 0)
+
+
+def test_cosine_ignores_the_length_of_averaged_vectors():
+    v = np.zeros((1, ph.EMBED_DIM))
+    v[0, 0] = 1.0
+    long = ph.PhenomenalField(["x"], 2 * v, np.zeros((1, 3)))
+    short = ph.PhenomenalField(["x"], 0.5 * v, np.zeros((1, 3)))
+    assert ph.cosine(long, short)[0, 0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("text", "phrases"), [
+    ("", []), (None, []),
+    ("You are in the hall. . Looking around you, you see a chair.", ["You are in the hall", "a chair"]),
+    ("You are tired. Looking around you, you see a chair.", ["a chair"]),
+    ("You are in the hall. A dog barks.", ["You are in the hall", "A dog barks"]),
+    ("Looking around you, you see a TV and an XBOX.", ["a TV", "an XBOX"]),
+])
+def test_observation_phrases_skip_empty_sentences_and_ones_own_status(text, phrases):
+    assert ph.observation_phrases(text) == phrases
+
+
+def test_retention_keeps_its_size_and_activation_one_memory_by_default():
+    c = ph.Consciousness(retention_size=3)
+    for i in range(4):
+        c.retain(frame(f"thing {i}"))
+    assert [f.keys[0] for f in c.retention] == ["thing 1", "thing 2", "thing 3"]
+    c.long_term += [frame("a chair"), frame("a bed")]
+    assert len(c.activate(frame("a chair"))) == 1
+
+
+def test_compression_replaces_exactly_the_oldest_segment_when_more_than_two_have_piled_up():
+    c = ph.Consciousness(long_term=[frame(f"t{i}", step=i) for i in range(5)])
+    assert c.compress(2, 0.5, 0.0, random.Random(0))
+    assert len(c.long_term) == 4 and [m.step for m in c.long_term[1:]] == [2, 3, 4]
