@@ -3,6 +3,7 @@
 
 import math
 import random
+from types import SimpleNamespace
 
 import pandas as pd
 
@@ -84,14 +85,10 @@ def test_weighted_utility_keeps_zero_weights_and_replaces_unusable_ones_by_equal
 
 
 def fake_norm(content, origin, covers=()):
-    from types import SimpleNamespace
-
     return SimpleNamespace(content=content, origin=origin, covers=tuple(covers))
 
 
 def fake_model(agents, catalogue=(), tracked=()):
-    from types import SimpleNamespace
-
     people = [SimpleNamespace(name=name, norms=SimpleNamespace(norms=norms, qualified=lambda norms=norms: norms))
               for name, norms in agents]
     settings = SimpleNamespace(norm_catalogue=[SimpleNamespace(content=c) for c in catalogue],

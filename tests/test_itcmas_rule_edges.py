@@ -2,6 +2,7 @@
 who spoke to me, a new place, tiredness, a thing the goal is about) and which goals make a thing
 relevant. Written after mutmut on the rules of ``agents/itcmas/operations.py`` left them unpinned."""
 
+import dataclasses
 import random
 
 import pytest
@@ -160,15 +161,10 @@ def test_the_rule_matrix_ranks_by_contribution_and_only_noise_orders_equals():
     twins = [entry("AY"), entry("LL")]
     firsts = {ops.RANK_AGENTS.rule(ops.MatrixContext(twins), random.Random(s)).ranking[0] for s in range(30)}
     assert firsts == {"AY", "LL"}
-    fallback = ops.RANK_AGENTS.fallback(ops.MatrixContext([dataclass_replace(entry("AY"), resources=1.0),
-                                                           dataclass_replace(entry("LL"), resources=3.0)]))
+    fallback = ops.RANK_AGENTS.fallback(ops.MatrixContext([dataclasses.replace(entry("AY"), resources=1.0),
+                                                           dataclasses.replace(entry("LL"), resources=3.0)]))
     assert fallback.ranking == ["LL", "AY"]
 
-
-def dataclass_replace(obj, **kw):
-    import dataclasses
-
-    return dataclasses.replace(obj, **kw)
 
 
 def test_another_verb_with_an_item_leaves_the_item_where_it_is():
