@@ -17,10 +17,11 @@ first (and another agent's stream may then be read safely during the phase).
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Embed = Callable[[list[str]], Awaitable[list[list[float]]]]
 _WORD = re.compile(r"[a-z]{3,}")
@@ -33,6 +34,11 @@ class Memory:
     text: str
     importance: float  # 1-10
     index: int  # insertion order: the last tie-break
+    terms: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # words(text), kept once
+
+    def __post_init__(self) -> None:
+        if not self.terms:
+            self.terms = frozenset(words(self.text))
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,10 @@ def words(text: str) -> set[str]:
 
 def lexical_similarity(a: str, b: str) -> float:
     """Cosine similarity of two texts' word sets (0 when either has no word)."""
-    wa, wb = words(a), words(b)
+    return _set_cosine(words(a), words(b))
+
+
+def _set_cosine(wa: set[str] | frozenset[str], wb: set[str] | frozenset[str]) -> float:
     return len(wa & wb) / math.sqrt(len(wa) * len(wb)) if wa and wb else 0.0
 
 
@@ -88,12 +97,13 @@ class MemoryStream:
                 cache.update(zip(missing, await embed(missing), strict=True))
             relevance = {m.index: cosine(cache[query], cache[m.text]) for m in candidates}
         else:
-            relevance = {m.index: lexical_similarity(query, m.text) for m in candidates}
+            asked = words(query)
+            relevance = {m.index: _set_cosine(asked, m.terms) for m in candidates}
         w = self.weights
 
-        def score(m: Memory) -> float:
-            return (w.recency * w.decay ** (now - m.step) + w.importance * m.importance / 10
-                    + w.relevance * relevance[m.index])
+        def rank(m: Memory) -> tuple[float, int, int]:  # best score first, then the newest
+            score = (w.recency * w.decay ** (now - m.step) + w.importance * m.importance / 10
+                     + w.relevance * relevance[m.index])
+            return -score, -m.step, -m.index
 
-        ranked = sorted(candidates, key=lambda m: (-score(m), -m.step, -m.index))
-        return ranked[:k]
+        return heapq.nsmallest(k, candidates, key=rank)
