@@ -135,4 +135,4 @@ def test_unknown_architecture_parameter_is_rejected():
 def test_settings_model_has_sensible_defaults():
     settings = CRSECSettings.model_validate({"tracked_norms": [
         {"name": "n", "type": "injunctive", "violated_by": {"tags": ["smoke"]}, "keywords": ["smok"]}]})
-    assert settings.day_minutes == 14 * 60 and settings.exposures_needed["against_descriptive"] == 3
+    assert settings.day_minutes == 14 * 60 and settings.recall_overlap == 1.0

@@ -138,26 +138,53 @@ def test_converse_turn_quotes_history_and_takes_the_first_line(scripted):
 CONTRARY = next(c for c in SETTINGS.norm_catalogue if c.opposes and c.about == "no smoking indoors")
 
 
-def identify_ctx(stance="against", exposures=1, needed=2, breach_seen=False, source="Tamara: please stop",
-                 accept=0.5, contrary=None, contrary_rate=0.0):
+SMOKE_MEMORY = "(step 3, observation) Isabella Rodriguez is smoking a cigarette in Hobbs Cafe dining room"
+MEAL_MEMORY = "(step 4, observation) Isabella Rodriguez is eating a meal in Hobbs Cafe dining room"
+
+
+def identify_ctx(stance="against", memories=(), breach_seen=False, source="Tamara: please stop",
+                 accept=0.5, contrary=None, contrary_rate=0.0, overlap=1.0):
     suggestion = SETTINGS.norm_catalogue[0]
-    return ops.IdentifyContext("Carlos Gomez", source, "no smoking indoors", suggestion, stance, exposures, needed,
-                               breach_seen, accept, contrary, contrary_rate)
+    return ops.IdentifyContext("Carlos Gomez", source, "no smoking indoors", suggestion, stance,
+                               "smoking a cigarette", list(memories), breach_seen, accept, contrary, contrary_rate,
+                               overlap)
 
 
 def outcomes(ctx, seeds=range(400)):
     return [rule(ops.IDENTIFY_FROM_CHAT, ctx, seed) for seed in seeds]
 
 
-def test_identify_rule_persuades_by_chance_and_exposures_compound():
-    once = sum(i.found for i in outcomes(identify_ctx(accept=0.3, exposures=1))) / 400
-    thrice = sum(i.found for i in outcomes(identify_ctx(accept=0.3, exposures=3))) / 400
+def persuaded_share(ctx):
+    return sum(i.found for i in outcomes(ctx)) / 400
+
+
+def test_identify_rule_persuades_by_chance_and_recalled_memories_compound():
+    once = persuaded_share(identify_ctx(accept=0.3))
+    thrice = persuaded_share(identify_ctx(accept=0.3, memories=[SMOKE_MEMORY, SMOKE_MEMORY]))
     assert 0.2 < once < 0.4 and 0.57 < thrice < 0.8  # 1 - 0.7**3 = 0.657
-    assert not any(i.found for i in outcomes(identify_ctx(accept=0.0, exposures=5)))  # a message can be rejected
+    rejected = identify_ctx(accept=0.0, memories=[SMOKE_MEMORY] * 5)
+    assert not any(i.found for i in outcomes(rejected))  # a message can be rejected
     taken = rule(ops.IDENTIFY_FROM_CHAT, identify_ctx(accept=1.0))
     assert taken.found and taken.content == "No smoking indoors." and taken.utility == 95 - 15
-    nothing = ops.IdentifyContext("x", "t", None, None, "for", 5, 1)
+    nothing = ops.IdentifyContext("x", "t", None, None, "for", "smoking", [SMOKE_MEMORY] * 5)
     assert not rule(ops.IDENTIFY_FROM_THOUGHT, nothing).found
+
+
+def test_identify_rule_counts_only_memories_that_recall_the_matter():
+    unrelated = persuaded_share(identify_ctx(accept=0.3, memories=[MEAL_MEMORY, MEAL_MEMORY]))
+    assert 0.2 < unrelated < 0.4  # memories of something else do not persuade (1 - 0.7 = 0.3)
+    buying = "(step 5, observation) Carlos Gomez is buying a cigarette lighter"  # half the matter's words
+    assert 0.2 < persuaded_share(identify_ctx(accept=0.3, memories=[buying, buying])) < 0.4
+    assert persuaded_share(identify_ctx(accept=0.3, memories=[buying, buying], overlap=0.5)) > 0.57
+    assert ops.recalls(SMOKE_MEMORY, "smoking a cigarette", 1.0)
+    assert not ops.recalls(MEAL_MEMORY, "smoking a cigarette", 1.0)
+    assert not ops.recalls(SMOKE_MEMORY, "", 0.5)  # a matter without words is recalled by nothing
+
+
+def test_identify_prompt_shows_the_memories_the_rule_reads():
+    ctx = identify_ctx(memories=[SMOKE_MEMORY])
+    assert "RELEVANT MEMORIES" in ops.IDENTIFY_FROM_CHAT.prompt(ctx) and SMOKE_MEMORY in ops.IDENTIFY_FROM_CHAT.prompt(ctx)
+    assert "RELEVANT MEMORIES" not in ops.IDENTIFY_FROM_CHAT.prompt(identify_ctx())
 
 
 def test_identify_rule_lets_an_unpersuaded_opponent_form_the_contrary_norm():

@@ -18,12 +18,13 @@ persona = st.fixed_dictionaries({
     "stance": st.sampled_from(["for", "against", "neutral"]),
     "accept": st.floats(0, 1),
     "contrary_rate": st.floats(0.05, 1),
-    "exposures": st.integers(0, 6),
+    "recalled": st.integers(0, 6),
 })
 
 
 def identify(p, seed):
-    ctx = ops.IdentifyContext("x", "a chat", p["topic"], SUPPORT[p["topic"]], p["stance"], p["exposures"], 1,
+    ctx = ops.IdentifyContext("x", "a chat", p["topic"], SUPPORT[p["topic"]], p["stance"], "smoking a cigarette",
+                              ["(step 1, observation) Ann is smoking a cigarette here"] * p["recalled"],
                               accept=p["accept"], contrary=CONTRARY[p["topic"]], contrary_rate=p["contrary_rate"])
     return ops.IDENTIFY_FROM_CHAT.rule(ctx, random.Random(seed))
 
@@ -31,7 +32,7 @@ def identify(p, seed):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(persona, min_size=30, max_size=30), st.integers(0, 10**6))
 def test_contrary_norms_appear_at_a_nonzero_rate_among_opponents(personas, seed):
-    opponents = [dict(p, stance="against", accept=min(p["accept"], 0.3), exposures=1,
+    opponents = [dict(p, stance="against", accept=min(p["accept"], 0.3), recalled=0,
                       contrary_rate=max(p["contrary_rate"], 0.5)) for p in personas]
     answers = [identify(p, seed + i) for i, p in enumerate(opponents)]
     contrary = [a for a in answers if a.found and a.content in {c.content for c in CONTRARY.values()}]

@@ -218,7 +218,7 @@ def test_conversation_lines_follow_the_turn_and_the_receivers_stance():
 def identify(stance="for", accept=1.0, topic=TIP.name, suggestion_utility=10, contrary=None, contrary_rate=0.0):
     suggestion = CatalogueNorm(content="Tip the cook.", type="descriptive", utility=suggestion_utility, theme="t",
                                about=TIP.name)
-    return rule(ops.IDENTIFY_FROM_CHAT, ops.IdentifyContext("Ann", "src", topic, suggestion, stance, 1, 1,
+    return rule(ops.IDENTIFY_FROM_CHAT, ops.IdentifyContext("Ann", "src", topic, suggestion, stance, "tipping",
                                                             accept=accept, contrary=contrary,
                                                             contrary_rate=contrary_rate))
 

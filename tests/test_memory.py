@@ -1,6 +1,7 @@
 """The memory stream: retrieval by recency, importance and relevance (each weight matters), by
-embeddings when given, never the current step's records; CRSEC's thoughts, conversations and
-plans get retrieved memories, and the switch turns it all off."""
+embeddings when given, never the current step's records; CRSEC's thoughts, conversations, plans
+and norm identification get retrieved memories, the rules baseline is persuaded by the memories
+that recall the matter at hand, and the switch turns it all off."""
 
 import asyncio
 from collections import defaultdict
@@ -66,9 +67,9 @@ def test_relevance_by_embeddings_uses_the_vectors_and_caches_them():
 def run_seeing_memories(monkeypatch, steps, **params):
     """A makerspace run under rules that records the memories each prompt context carried."""
     seen = defaultdict(list)
-    for cls in (ops.GenerateThought, ops.ConverseTurn, ops.GenerateNormativePlans):
-        def rule(self, ctx, rng, original=cls.rule, name=cls.name):
-            seen[name].append(ctx)
+    for cls in (ops.GenerateThought, ops.ConverseTurn, ops.GenerateNormativePlans, ops.IdentifyNormativeInformation):
+        def rule(self, ctx, rng, original=cls.rule):
+            seen[self.name].append(ctx)
             return original(self, ctx, rng)
         monkeypatch.setattr(cls, "rule", rule)
     model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, **params)
@@ -152,3 +153,28 @@ def test_ties_go_to_the_newest_memory():
     s.add(1, "observation", "first", 5)
     s.add(2, "observation", "second", 5)
     assert texts(asyncio.run(s.retrieve("x", 3, 2))) == ["second", "first"]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_norm_identification_reads_memories_that_recall_the_matter(monkeypatch, enabled):
+    _, seen = run_seeing_memories(monkeypatch, 40, enable_memory=enabled)
+    contexts = seen["IdentifyNormFromThought"] + seen["IdentifyNormFromChat"]
+    assert seen["IdentifyNormFromThought"] and seen["IdentifyNormFromChat"]
+    recalled = [c for c in contexts if any(ops.recalls(m, c.matter, c.recall_overlap) for m in c.memories)]
+    if not enabled:
+        assert not any(c.memories for c in contexts)
+        return
+    assert recalled and len(recalled) < len(contexts)  # some earlier exposures recalled, not always
+    assert all(c.matter and c.matter not in ("", c.source) for c in contexts)
+
+
+def test_what_an_agent_recalls_changes_who_adopts_under_the_rules():
+    def adoption(enabled):
+        model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=1, enable_memory=enabled)
+        for _ in range(84):
+            model.step()
+        frame = model.datacollector.get_model_vars_dataframe()
+        return frame[[c for c in frame.columns if c.startswith("adoption[")]]
+
+    with_memory, without = adoption(True), adoption(False)
+    assert not with_memory.equals(without)  # removing memory from the rules changes the adoption series

@@ -62,6 +62,7 @@ class Conversation:
     conflict: str
     topic: str | None
     norm: str
+    matter: str = ""  # the breach without its place ("smoking a cigarette"): what memories of it share
     lines: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -184,7 +185,6 @@ class CRSECAgent(GenerativeAgent):
         self.start_area = spec.start_area
         self.norms = NormDatabase(self.name)
         self.created = not self.entrepreneur
-        self.exposures: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
         self.facts: list[ObservedFact] = []
         self.plan: list[dict] = []
@@ -232,11 +232,6 @@ class CRSECAgent(GenerativeAgent):
     # --- small helpers --------------------------------------------------------------------------
     def stance(self, topic: str | None) -> str:
         return self.crsec_traits.stance.get(topic or "", "neutral")
-
-    def needed(self, topic: str) -> int:
-        stance = self.stance(topic)
-        key = stance if stance != "against" else f"against_{self.settings.tracked(topic).type}"
-        return self.settings.exposures_needed.get(key, 1)
 
     def accept(self, topic: str | None) -> float:
         """The rules' chance that one exposure persuades me (named settings, by my stance)."""
@@ -424,7 +419,8 @@ class CRSECAgent(GenerativeAgent):
             said = f"{norm.content} ({member.content})" if member else norm.content
         else:
             said = norm.content
-        conversation = Conversation(self.model.steps, self.name, receiver.name, target.act, topic, said)
+        conversation = Conversation(self.model.steps, self.name, receiver.name, target.act, topic, said,
+                                    target.doing)
         for turn in range(self.settings.conversation_turns):
             speaker, partner = (self, receiver) if turn % 2 == 0 else (receiver, self)
             ctx = ops.TurnContext(speaker.name, speaker.description, partner.name,
@@ -449,12 +445,11 @@ class CRSECAgent(GenerativeAgent):
         memories = await self.recall(fact.text)
         thought = (await self.ask(ops.GENERATE_THOUGHT,
                                   ops.ThoughtContext(self.name, self.description, fact, stance, memories))).value.text
-        if topic in fact.complies:
-            self.exposures[topic] += 1
         ctx = ops.IdentifyContext(self.name, f'"{thought}"', topic, self._catalogue_for(topic, exclude_held=True),
-                                  stance, self.exposures[topic], self.needed(topic), breach_seen=topic in fact.violates,
+                                  stance, fact.doing, memories, breach_seen=topic in fact.violates,
                                   accept=self.accept(topic), contrary=self._contrary_for(topic),
-                                  contrary_rate=self.settings.contrary_rate)
+                                  contrary_rate=self.settings.contrary_rate,
+                                  recall_overlap=self.settings.recall_overlap)
         info = (await self.ask(ops.IDENTIFY_FROM_THOUGHT, ctx)).value
         self._row("thoughts", {"step": self.model.steps, "agent": self.name, "observation": fact.text,
                                "thought": thought, "normative_info": info.content if info.found else ""})
@@ -534,13 +529,12 @@ class CRSECAgent(GenerativeAgent):
         heard, self.inbox = self.inbox[:MAX_CONVERSATIONS_HEARD], []
         for conversation in heard:
             topic = conversation.topic
-            if topic:
-                self.exposures[topic] += 1
             suggestion = self._catalogue_for(topic, exclude_held=False) if topic else None
             ctx = ops.IdentifyContext(self.name, conversation.text, topic, suggestion, self.stance(topic),
-                                      self.exposures[topic] if topic else 0, self.needed(topic) if topic else 1,
+                                      conversation.matter, await self.recall(conversation.conflict),
                                       accept=self.accept(topic), contrary=self._contrary_for(topic),
-                                      contrary_rate=self.settings.contrary_rate)
+                                      contrary_rate=self.settings.contrary_rate,
+                                      recall_overlap=self.settings.recall_overlap)
             info = (await self.ask(ops.IDENTIFY_FROM_CHAT, ctx)).value
             if info.found:
                 await self._take_in(info, "conversation", conversation.text, topic)

@@ -108,9 +108,6 @@ class CRSECSettings(_Strict):
     action_minutes: int = Field(default=5, ge=1, le=60)
     actions_per_call: int = Field(default=6, ge=1, le=48)  # a plan item is decomposed this many actions at a time
     compliance_window_steps: int = Field(default=6, ge=1)
-    exposures_needed: dict[str, int] = Field(
-        default_factory=lambda: {"for": 1, "neutral": 1, "against_injunctive": 2, "against_descriptive": 3},
-        description="(LLM runs: shown as context only) exposures after which a stance usually yields")
     # --- the rules baseline's named parameters (the LLM decides these from the persona itself) ---------
     accept_for: float = Field(default=0.9, ge=0, le=1, description=(
         "rules: chance that one conversation or observation persuades an agent whose stance is 'for'"))
@@ -118,6 +115,9 @@ class CRSECSettings(_Strict):
         "rules: chance that one exposure persuades a neutral agent (repeated exposures compound)"))
     accept_against: float = Field(default=0.1, ge=0, le=1, description=(
         "rules: chance that one exposure persuades an agent whose stance is 'against'"))
+    recall_overlap: float = Field(default=1.0, gt=0, le=1, description=(
+        "rules: share of the words of the matter at hand ('smoking a cigarette') a retrieved memory must "
+        "contain to count as an earlier exposure to it; only what the agent recalls persuades it again"))
     contrary_rate: float = Field(default=0.5, ge=0, le=1, description=(
         "rules: chance that an 'against' agent who rejects a message forms the contrary norm instead "
         "(when the catalogue has one); 0 switches contrary norms off"))
