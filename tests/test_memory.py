@@ -33,6 +33,38 @@ def test_each_weight_alone_orders_by_its_own_criterion():
     assert top(stream(recency=1, importance=0, relevance=0, decay=0.5)) == ["Tom", "the", "Isabella"]
     assert top(stream(recency=0, importance=1, relevance=0)) == ["Isabella", "the", "Tom"]
     assert top(stream(recency=0, importance=0, relevance=1), query="a coffee at the counter")[0] == "Tom"
+    assert top(stream(recency=0, importance=0, relevance=1))[0] == "Isabella"  # the oldest, by its words alone
+
+
+def test_the_score_puts_importance_on_the_zero_to_one_scale_of_recency():
+    s = MemoryStream(RetrievalWeights(recency=1, importance=1, relevance=0, decay=0.5))
+    s.add(9, "observation", "newer", 1)  # 0.5 + 0.10 = 0.60
+    s.add(8, "observation", "older", 3.6)  # 0.25 + 0.36 = 0.61 (with importance / 11 it would lose)
+    assert texts(asyncio.run(s.retrieve("q", 10, 2))) == ["older", "newer"]
+
+
+def test_equal_scores_go_to_the_latest_record_and_k_bounds_the_answer():
+    s = MemoryStream()
+    for text in ("first note", "second note", "third note"):
+        s.add(1, "thought", text, 5)
+    assert texts(asyncio.run(s.retrieve("note", 2, 3))) == ["third", "second", "first"]
+    assert texts(asyncio.run(s.retrieve("note", 2, 1))) == ["third"]
+    assert asyncio.run(s.retrieve("note", 2, 0)) == [] and asyncio.run(s.retrieve("note", 1, 3)) == []
+
+
+def test_embedding_relevance_works_without_a_cache_and_rejects_a_short_answer():
+    s = stream(recency=0, importance=0, relevance=1)
+
+    async def embed(batch):
+        return [[1.0, 0.0] if "smoking" in t else [0.0, 1.0] for t in batch]
+
+    assert texts(asyncio.run(s.retrieve("smoking", 6, 1, embed=embed))) == ["Isabella"]
+
+    async def short(batch):
+        return [[1.0, 0.0]]
+
+    with pytest.raises(ValueError):
+        asyncio.run(s.retrieve("smoking", 6, 1, embed=short))
 
 
 def test_switching_a_weight_off_changes_the_ranking():
