@@ -150,6 +150,7 @@ def test_page_loads_with_the_architectures_controls_at_their_defaults(browser_pa
     _idle(page)
     # the declared defaults, not values a slider snapped to
     expect(page.locator(".param-initial_norms [role=slider]")).to_have_attribute("aria-valuenow", "5")
+    expect(page.locator(".param-initial_norms")).to_contain_text("initial_norms: 5")  # a slider shows its value
     expect(page.locator(".param-synthesis_threshold input")).to_have_value("350")
     expect(page.locator(".param-enable_chat input")).to_be_checked()
     _shot(page, "1-loaded")
@@ -167,6 +168,12 @@ def test_parameters_are_checked_and_kept_per_architecture(browser_page):
     expect(page.locator(".param-error")).to_have_count(0)
     page.locator(".param-enable_chat label").click()
     expect(page.locator(".param-enable_chat input")).not_to_be_checked()
+    slider = page.locator(".param-conversation_turns [role=slider]")
+    before = int(slider.get_attribute("aria-valuenow"))
+    slider.focus()
+    slider.press("ArrowRight")  # the keyboard moves a slider one step, and its label follows
+    expect(slider).to_have_attribute("aria-valuenow", str(before + 1))
+    expect(page.locator(".param-conversation_turns")).to_contain_text(f"conversation_turns: {before + 1}")
     _choose(page, page.locator(".ctl-arch"), "asvo")
     expect(page.locator(".param-tom_scope")).to_be_visible()
     expect(page.locator(".param-synthesis_threshold")).to_have_count(0)  # nothing leaks across
@@ -176,6 +183,7 @@ def test_parameters_are_checked_and_kept_per_architecture(browser_page):
     expect(page.locator(".panel-controls")).to_contain_text("scenario default: crsec")
     expect(page.locator(".param-synthesis_threshold input")).to_have_value("120")  # kept for crsec
     expect(page.locator(".param-enable_chat input")).not_to_be_checked()
+    expect(page.locator(".param-conversation_turns")).to_contain_text(f"conversation_turns: {before + 1}")
     assert _external(requests, server) == []
 
 

@@ -172,7 +172,8 @@ def SocietyPanel(frames: panels.Frames, step: int) -> None:
     title = {"itcmas": "Matrix, resources and cliques", "asvo": "Theory of mind beside the truth",
              "crsec": "Norm databases and where each norm came from"}.get(view, "Society")
     with solara.Card(title, classes=["panel-society", f"view-{view}"]):
-        solara.Text(_structure_line(frames, step), classes=["society-structure"], style="font-size:13px")
+        solara.Text(_structure_line(frames, step), classes=["society-structure"],
+                    style="font-size:13px;display:block;margin-bottom:16px")  # clear of the select's label
         if chart is not None:
             with solara.Div(classes=["chart", f"chart-{view}"]):
                 solara.FigureAltair(chart)
@@ -302,12 +303,13 @@ def ParameterControls(arch: str, values: dict[str, Any], on_change: Any) -> None
                     solara.Checkbox(label=name, value=bool(value), on_value=on_value)
                 elif spec["widget"] == "select":
                     solara.Select(name, values=spec["choices"], value=value, on_value=on_value, dense=True)
-                elif spec["widget"] == "slider" and spec["kind"] == "int":
-                    solara.SliderInt(name, value=int(value), min=int(spec["low"]), max=int(spec["high"]),
-                                     step=1, on_value=on_value, thumb_label=True)
+                elif spec["widget"] == "slider" and spec["kind"] == "int":  # the label shows the value
+                    solara.SliderInt(f"{name}: {int(value)}", value=int(value), min=int(spec["low"]),
+                                     max=int(spec["high"]), step=1, on_value=on_value, thumb_label=True)
                 elif spec["widget"] == "slider":
-                    solara.SliderFloat(name, value=float(value), min=float(spec["low"]), max=float(spec["high"]),
-                                       step=spec["step"], on_value=on_value, thumb_label=True)
+                    solara.SliderFloat(f"{name}: {float(value):g}", value=float(value), min=float(spec["low"]),
+                                       max=float(spec["high"]), step=spec["step"], on_value=on_value,
+                                       thumb_label=True)
                 elif spec["kind"] == "int":
                     solara.InputInt(name, value=int(value), on_value=on_value)
                 elif spec["kind"] == "float":
