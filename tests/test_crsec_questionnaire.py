@@ -129,3 +129,12 @@ def test_zero_items_switches_it_off(scripted, tmp_path):
     model = run(steps=2, judge="openai/judge-model", questionnaire_items=0)
     report_sections(model, tmp_path)
     assert not any(RATE in m["content"] for c in fake.calls for m in c["messages"])
+
+
+def test_the_longest_answer_the_grammar_allows_fits_the_token_limit():
+    from socialsim.llm.questions import RecordQuestion
+
+    grammar = RecordQuestion(q.Rating).gbnf()
+    assert grammar.count("(char") == q.REASON_CHARS  # the grammar stops the reason there
+    longest = json.dumps({"score": 7, "reason": "x" * q.REASON_CHARS})
+    assert len(longest) <= q.RateOperation.max_tokens  # fits even at one character a token

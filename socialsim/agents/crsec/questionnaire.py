@@ -79,9 +79,15 @@ class Item:
     material: str
 
 
+# A reason of at most REASON_CHARS characters: under the embedded model's grammar the whole answer
+# then fits RateOperation.max_tokens even at one character a token (a 300-character reason let the
+# 135M judge loop "1.1.1.1..." until the reply was cut and had to be asked again)
+REASON_CHARS = 120
+
+
 class Rating(BaseModel):
     score: int = Field(ge=1, le=7)
-    reason: str = Field(default="", max_length=300)
+    reason: str = Field(default="", max_length=REASON_CHARS)
 
 
 @dataclass
@@ -100,7 +106,7 @@ class RateOperation(Operation):
     module = "evaluation"
     system = "You evaluate a simulated person's reasoning fairly, critically and consistently."
     temperature = 0.0
-    max_tokens = 120
+    max_tokens = REASON_CHARS + 40  # the JSON around the reason and the score
     fallback_doc = "no score (left out of the means, counted as a fallback)"
 
     def question(self, ctx: RatingContext) -> RecordQuestion:
