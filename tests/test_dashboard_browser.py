@@ -133,6 +133,29 @@ def _tab(page, name: str) -> None:
     tab.click()
 
 
+ARM_JS = """([watch, text]) => { window.__shown = new Promise((resolve, reject) => {
+    let started = null;
+    const shown = () => [...document.querySelectorAll(watch)].some(e => e.textContent.includes(text));
+    const begin = () => { if (started === null) started = performance.now(); };
+    document.addEventListener("keydown", begin, {capture: true, once: true});
+    document.addEventListener("mousedown", begin, {capture: true, once: true});
+    const observer = new MutationObserver(() => {
+        if (started !== null && shown()) { observer.disconnect(); resolve(performance.now() - started); }
+    });
+    observer.observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true});
+    setTimeout(() => { observer.disconnect(); reject(new Error(`${watch} did not show ${text}`)); }, 15000);
+}); }"""
+
+
+def _seconds_until_shown(page, act, watch: str, text: str) -> float:
+    """Seconds from the user's input (``act``: a real click or key press) to the page showing
+    ``text`` in ``watch``, timed inside the browser by a DOM observer, so Playwright's own polling
+    is not counted."""
+    page.evaluate(ARM_JS, [watch, text])
+    act()
+    return round(page.evaluate("() => window.__shown") / 1000, 3)
+
+
 def _choose(page, field, option: str) -> None:
     field.locator(".v-select__slot").click()
     page.locator(".menuable__content__active .v-list-item__title", has_text=option).first.click()
@@ -213,10 +236,8 @@ def test_play_runs_steps_until_pause_stops_them(browser_page):
     expect(page.locator(".run-state")).to_contain_text("playing")
     page.wait_for_function(
         f"() => parseInt(document.querySelector('.step-counter').innerText.split(' ')[1]) >= {before + 2}")
-    started = time.monotonic()
-    page.locator(".btn-pause").click()
+    RECORD["pause_seconds"] = _seconds_until_shown(page, page.locator(".btn-pause").click, ".stop-reason", "paused")
     expect(page.locator(".run-state")).not_to_contain_text("playing")
-    RECORD["pause_seconds"] = round(time.monotonic() - started, 3)
     _idle(page)
     paused = _steps(page)
     assert paused >= before + 2
@@ -301,12 +322,12 @@ def test_a_replayed_run_scrubs_in_view_without_calling_a_model(browser_page, run
     expect(page.locator(".chart-heatmap svg.marks")).to_contain_text("up to step 3")
     timings = []
     for target in (2, 1, 2, 3):
+        key = "ArrowLeft" if target < _steps(page) else "ArrowRight"
         scrubber.focus()
-        started = time.monotonic()
-        page.keyboard.press("ArrowLeft" if target < _steps(page) else "ArrowRight")
+        timings.append(_seconds_until_shown(page, lambda key=key: page.keyboard.press(key), ".chart-heatmap svg.marks",
+                                            f"up to step {target}"))
         expect(page.locator(".step-counter")).to_contain_text(f"Step {target} of 3")
         expect(page.locator(".chart-heatmap svg.marks")).to_contain_text(f"up to step {target}")
-        timings.append(round(time.monotonic() - started, 3))
     RECORD["replay_redraw_seconds"] = timings
     expect(page.locator(".usage-live")).to_contain_text("llm calls: 0")
     _shot(page, "replay-interactions")
@@ -381,14 +402,13 @@ def test_the_page_answers_and_pause_takes_effect_while_a_step_waits_on_a_slow_pr
         assert time.monotonic() < deadline, "no call reached the provider"
         time.sleep(0.02)
     expect(page.locator(".progress-text")).to_contain_text("step 1 running")
-    started = time.monotonic()
-    _tab(page, "Time series")
+    page.locator(".v-tab", has_text="Time series").scroll_into_view_if_needed()
+    RECORD["tab_switch_during_a_step_seconds"] = _seconds_until_shown(
+        page, page.locator(".v-tab", has_text="Time series").click, ".v-tab--active", "Time series")
     expect(page.locator(".v-tab--active")).to_contain_text("Time series")
-    RECORD["tab_switch_during_a_step_seconds"] = round(time.monotonic() - started, 3)
-    started = time.monotonic()
-    page.locator(".btn-pause").click()
+    RECORD["pause_during_a_step_seconds"] = _seconds_until_shown(page, page.locator(".btn-pause").click, ".stop-reason",
+                                                                 "paused")
     expect(page.locator(".stop-reason")).to_contain_text("paused")
-    RECORD["pause_during_a_step_seconds"] = round(time.monotonic() - started, 3)
     assert provider.in_flight > 0  # Pause was taken while the step still waited on its calls
     _shot(page, "slow-provider-paused")
     _idle(page)
