@@ -174,6 +174,7 @@ def test_page_loads_with_the_architectures_controls_at_their_defaults(browser_pa
     # the declared defaults, not values a slider snapped to
     expect(page.locator(".param-initial_norms [role=slider]")).to_have_attribute("aria-valuenow", "5")
     expect(page.locator(".param-initial_norms")).to_contain_text("initial_norms: 5")  # a slider shows its value
+    expect(page.locator(".ctl-play-interval")).to_contain_text("play interval: 100 ms")
     expect(page.locator(".param-synthesis_threshold input")).to_have_value("350")
     expect(page.locator(".param-enable_chat input")).to_be_checked()
     _shot(page, "1-loaded")

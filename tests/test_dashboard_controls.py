@@ -1,7 +1,8 @@
 """The dashboard's controls: parameters valid by construction from the declared settings, kept
 per architecture; Step queued while the society is built; Play stopping at the run's length and
-on a budget stop with the reason; Pause and the page's reads answering at once while a step waits
-on a slow provider (the project's fake OpenAI-compatible server)."""
+on a budget stop with the reason, pacing itself by the play interval; Pause and the page's reads
+answering at once while a step waits on a slow provider (the project's fake OpenAI-compatible
+server)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,31 @@ def test_play_stops_at_the_runs_length_and_says_so():
     assert not session.busy and session.frames.steps_done == 2
     session.step(1)
     assert session.wait(120) and session.frames.steps_done == 3
+
+
+def _play_for(session: LiveSession, seconds: float) -> int:
+    """Steps Play completes in ``seconds`` (then paused, and waited for)."""
+    start = session.frames.steps_done if session.frames else 0
+    session.play()
+    time.sleep(seconds)
+    session.pause()
+    assert session.wait(60)
+    return session.frames.steps_done - start
+
+
+def test_play_waits_its_interval_between_steps_and_pause_ends_the_wait_at_once():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=500, play_interval_ms=400))
+    session.start()
+    assert session.wait(120)
+    assert _play_for(session, 1.0) <= 3  # a rules step takes milliseconds: the interval paces Play
+    session.play_interval_ms = 0  # changed live, as the page's slider does
+    assert _play_for(session, 1.0) > 3
+    session.play_interval_ms = 60_000
+    session.play()
+    time.sleep(0.5)  # the first step is done; the worker now waits out its minute
+    paused = time.monotonic()
+    session.pause()
+    assert session.wait(5) and time.monotonic() - paused < 2  # Pause ended the wait, not the minute
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import solara.lab
 from socialsim.agents import ARCHITECTURES
 from socialsim.dashboards import charts, figures, panels
 from socialsim.dashboards.session import (
+    PLAY_INTERVAL_MS,
     LiveConfig,
     LiveSession,
     ReplaySession,
@@ -337,6 +338,7 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
     seed, set_seed = solara.use_state(config.seed)
     max_calls, set_max_calls = solara.use_state(config.max_calls or 0)
     steps, set_steps = solara.use_state(config.steps or 0)
+    interval, set_interval = solara.use_state(int(getattr(session, "play_interval_ms", PLAY_INTERVAL_MS)))
     default_arch = solara.use_memo(lambda: scenario_default_arch(scenario), [scenario])
     chosen = default_arch if arch == DEFAULT_ARCH else arch
     built_arch = config.arch or scenario_default_arch(config.scenario)
@@ -356,7 +358,8 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         new = LiveSession(LiveConfig(scenario=scenario, arch=None if arch == DEFAULT_ARCH else arch,
                                      model=engine or None, seed=int(seed or 0), params=dict(mine),
                                      max_calls=int(max_calls) if max_calls else None,
-                                     api_base=config.api_base, steps=int(steps) if steps and steps > 0 else None))
+                                     api_base=config.api_base, steps=int(steps) if steps and steps > 0 else None,
+                                     play_interval_ms=int(interval)))
         new.start()
         set_session(new)
 
@@ -388,6 +391,14 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
                 solara.Button("Pause", on_click=command(lambda: current.current.pause()), classes=["btn-pause"],
                               color="warning")
         solara.Div(style="height:14px")  # the buttons' row would otherwise touch the first field's label
+        if not session.replay:
+            def change_interval(ms: int) -> None:  # takes effect from the next played step, no Reset
+                set_interval(ms)
+                current.current.play_interval_ms = ms
+
+            with solara.Div(classes=["ctl-play-interval"]):
+                solara.SliderInt(f"play interval: {interval} ms", value=interval, min=0, max=2000, step=50,
+                                 on_value=change_interval, thumb_label=True)
         if reset_error:
             solara.Error(reset_error, dense=True, classes=["reset-error"])
         solara.Select("scenario", values=scenarios if scenario in scenarios else [scenario, *scenarios],

@@ -126,6 +126,9 @@ def effective_settings(model: Any) -> dict[str, Any]:
     return {}
 
 
+PLAY_INTERVAL_MS = 100  # as Mesa's SolaraViz: a fast (rules) step leaves the page time to draw and answer
+
+
 @dataclass
 class LiveConfig:
     """What the controls choose; ``params`` holds only the parameters the user changed."""
@@ -139,6 +142,7 @@ class LiveConfig:
     max_cost: float | None = None
     api_base: str | None = None  # a provider endpoint (vLLM, Ollama, the test server)
     steps: int | None = None  # where Play stops; None: the scenario's default length
+    play_interval_ms: int = PLAY_INTERVAL_MS  # the pause Play makes between steps (Mesa's SolaraViz: 100)
 
 
 class LiveSession:
@@ -156,6 +160,8 @@ class LiveSession:
         self.settings: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._wake = threading.Event()  # set by Pause: ends the wait between two played steps at once
+        self.play_interval_ms = config.play_interval_ms  # read before each wait: changed live by the page
         self._running = False  # the worker owns the model while this is set
         self._playing = False
         self._pending = 0
@@ -181,12 +187,14 @@ class LiveSession:
             return
         self.stop_reason = ""
         self._playing = True
+        self._wake.clear()
         self._launch(0)
 
     def pause(self) -> None:
         """Stop after the step now running (a step is never cut in half); returns at once."""
         self._playing = False
         self._pending = 0
+        self._wake.set()
         if self._running:
             self.stop_reason = "paused: the step now running completes, then the society waits"
 
@@ -245,7 +253,10 @@ class LiveSession:
                 self._step_no = (self.frames.steps_done if self.frames else 0) + 1
                 self.model.step()
                 self._snapshot(f"step {self._step_no} done")
-                time.sleep(0.01)  # a fast (rules) step holds the GIL: let the page render between steps
+                if self._playing and self._pending == 0:  # Play's interval; Pause ends it at once
+                    self._wake.wait(max(0, self.play_interval_ms) / 1000)
+                else:
+                    time.sleep(0.01)  # a fast (rules) step holds the GIL: let the page render between steps
         except (BudgetExhausted, ProviderOutage) as exc:  # a clean stop: everything recorded stays
             self._playing = False
             self._pending = 0
