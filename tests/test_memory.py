@@ -210,3 +210,25 @@ def test_what_an_agent_recalls_changes_who_adopts_under_the_rules():
 
     with_memory, without = adoption(True), adoption(False)
     assert not with_memory.equals(without)  # removing memory from the rules changes the adoption series
+
+
+def test_a_memory_of_an_observation_or_a_conversation_recalls_its_own_matter(monkeypatch):
+    from socialsim.agents.crsec import agent as crsec_agent
+    from socialsim.agents.crsec import metrics
+
+    facts = []
+
+    def observed(*args, original=metrics.observed_facts):
+        found = original(*args)
+        facts.extend(found)
+        return found
+
+    monkeypatch.setattr(crsec_agent.metrics, "observed_facts", observed)
+    model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=2)
+    for _ in range(30):
+        model.step()
+    kinds = {"breach of a follow-up" if f.act.startswith("doing ") else "act" for f in facts}
+    assert kinds == {"act", "breach of a follow-up"}  # both shapes of observation occurred
+    for fact in facts:  # as the observer and the receiver of a conversation about it write them
+        assert ops.recalls(f"(step 1, observation) {fact.text}", fact.doing, 1.0), fact
+        assert ops.recalls(f"(step 1, conversation) Ann talked to me about {fact.act}: ...", fact.doing, 1.0)

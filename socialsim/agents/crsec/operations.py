@@ -82,8 +82,9 @@ class ObservedFact:
 
     @property
     def doing(self) -> str:
-        """The act without its place: "smoking a cigarette" (what memories of it have in common)."""
-        return self.act.removesuffix(f" in {self.area}")
+        """The act without its place: "smoking a cigarette", "eat a meal without a follow-up" (what
+        the memories of it have in common, whether they say "is smoking", "did eat" or "doing eat")."""
+        return self.act.removesuffix(f" in {self.area}").removeprefix("doing ")
 
 
 def _norm_list(norms: list[NormView] | tuple[NormView, ...]) -> str:
