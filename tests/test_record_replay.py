@@ -42,6 +42,17 @@ def test_real_secrets_are_redacted(monkeypatch):
     assert out.count("[REDACTED]") == 4 and out.startswith("use [REDACTED] or")
 
 
+def test_a_secret_set_or_changed_after_a_first_redaction_is_still_redacted(monkeypatch):
+    redact("warm the cache")
+    monkeypatch.setenv("LATE_SERVICE_TOKEN", "set-after-the-first-call-1")
+    assert redact("x set-after-the-first-call-1 y") == "x [REDACTED] y"
+    monkeypatch.setenv("LATE_SERVICE_TOKEN", "changed-later-on-value-2")
+    assert redact("set-after-the-first-call-1 / changed-later-on-value-2") == (
+        "set-after-the-first-call-1 / [REDACTED]")  # the old value is no secret any more
+    monkeypatch.delenv("LATE_SERVICE_TOKEN")
+    assert redact("changed-later-on-value-2") == "changed-later-on-value-2"
+
+
 def chatty(messages):
     """Options get a wordy, unusable first answer with ordinary 'secret'/'token' words, then a
     number when asked again (a repair round-trip whose key holds the first answer)."""

@@ -28,9 +28,19 @@ _SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
 MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact ordinary text
 
 
+_known: tuple[frozenset[tuple[str, str]], list[str]] = (frozenset(), [])  # (environment, its secret values)
+
+
 def _secret_env_values() -> list[str]:
-    values = [v for k, v in os.environ.items() if _SECRET_ENV_NAME.search(k) and v and len(v) >= MIN_SECRET_LENGTH]
-    return sorted(set(values), key=len, reverse=True)  # longest first: a key containing another
+    """The secret values of the environment as it is now: worked out again only when the
+    environment changed (a key set mid-run is caught; a tape write or a table cell does not pay
+    for a scan of every variable)."""
+    global _known
+    env = frozenset(os.environ.items())
+    if env != _known[0]:
+        values = {v for k, v in env if _SECRET_ENV_NAME.search(k) and v and len(v) >= MIN_SECRET_LENGTH}
+        _known = (env, sorted(values, key=len, reverse=True))  # longest first: a key containing another
+    return _known[1]
 
 
 def redact(text: str) -> str:
