@@ -1,6 +1,7 @@
 """CRSEC operations: rules read the structured context; LLM replies are parsed, repaired once, or
 fall back as documented; hostile chat text cannot change a parse."""
 
+import json
 import random
 
 import pytest
@@ -420,3 +421,19 @@ def test_temptation_breaks_a_held_norm_and_zero_temptation_never_does():
     assert not any(smoked_inside(0.0, seed) for seed in range(50))
     assert all(smoked_inside(1.0, seed) for seed in range(50))
     assert 5 < sum(smoked_inside(0.3, seed) for seed in range(100)) < 60
+
+
+def test_normative_info_asks_for_its_content_even_when_nothing_was_found():
+    from socialsim.llm.questions import AnswerError, RecordQuestion
+
+    question = RecordQuestion(ops.NormativeInfo)
+    root = next(line for line in question.gbnf().splitlines() if line.startswith("root ::="))
+    assert 'found-kv "," space content-kv' in root  # the grammar makes the embedded model write it
+    content = next(line for line in question.gbnf().splitlines() if line.startswith("content ::="))
+    assert content.startswith('content ::= "\\"" char char char (')  # at least 3 characters
+    assert question.json_schema()["required"] == ["found", "content"]  # and the API's schema asks for it
+    assert question.parse('{"found": false}').found is False  # a reply without it still parses
+    with pytest.raises(AnswerError):
+        question.parse('{"found": true, "content": ""}')  # a found norm still needs its text
+    longest = json.dumps({"found": False, "content": "x" * 120, "type": "descriptive", "utility": 100})
+    assert len(longest) <= ops.IDENTIFY_FROM_THOUGHT.max_tokens  # never cut, even at one character a token

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from socialsim.agents.crsec.settings import CatalogueNorm, TrackedNorm, clock_text, minutes
 from socialsim.agents.memory import words
@@ -301,8 +301,18 @@ class ConverseTurn(Operation):
 # --- 2. Spreading: receiver and observation --------------------------------------------------------
 
 
+def _content_always_written(schema: dict) -> None:
+    """The schema asks for the content even with found=false: a grammar cannot make a field
+    depend on another's value, and with content optional the embedded model wrote found=true and
+    no content (a fallback each time). Parsing still accepts a reply without it."""
+    schema["required"] = ["found", "content"]
+    schema["properties"]["content"]["minLength"] = 3
+
+
 class NormativeInfo(BaseModel):
     """Either 'no normative information' or a norm with its type and utility."""
+
+    model_config = ConfigDict(json_schema_extra=_content_always_written)
 
     found: bool
     content: str = Field(default="", max_length=120)
@@ -336,7 +346,7 @@ class IdentifyNormativeInformation(Operation):
     """n̄ <- IdentifyNormativeInformation(T or M): summarise a conversation or thought into a norm, or No."""
 
     module = "spreading"
-    max_tokens = 120
+    max_tokens = 200  # the longest record the grammar allows (a 120-character content), one character a token
     fallback_doc = "no normative information"
 
     def __init__(self, source_kind: Literal["conversation", "thought"]) -> None:
