@@ -78,6 +78,24 @@ def test_record_validates_ranges_and_names_the_field():
         q.parse("no json here")
 
 
+class Choice2(BaseModel):
+    action: int = Field(ge=1, le=6)
+    thought: str = ""
+
+
+def test_a_record_cut_inside_its_last_text_field_keeps_its_decision():
+    q = RecordQuestion(Choice2)
+    cut = q.parse('{"action": 2, "thought": "The number of the chosen action is')  # stopped at max_tokens
+    assert (cut.action, cut.thought) == (2, "The number of the chosen action is")
+    assert q.parse('{"action": 3').action == 3  # stopped before the optional field
+    with pytest.raises(AnswerError, match="JSON object"):
+        q.parse('{"action": 9, "thought": "out of range')  # closed, it is still no valid record
+    with pytest.raises(AnswerError, match="JSON object"):
+        q.parse('{"thought": "no decision was written')
+    with pytest.raises(AnswerError, match="JSON object"):
+        q.parse('{"action": ')  # cut inside the decision itself
+
+
 def test_record_grammar_is_generated_from_the_schema():
     grammar = RecordQuestion(Norm).gbnf()
     assert "root" in grammar and "utility" in grammar

@@ -257,10 +257,24 @@ class RecordQuestion(QuestionKind):
     def json_schema(self) -> dict[str, Any]:
         return self.model.model_json_schema()
 
+    def _cut_short(self, text: str) -> BaseModel | None:
+        """A record whose reply stopped inside its last text field (cut at max_tokens): closed
+        where it stopped, it is kept if it is then a valid record (the decision fields come first,
+        so a cut reason or thought costs only its tail); None otherwise."""
+        for ending in ('"}', "}"):
+            try:
+                return self.model.model_validate_json(text + ending)
+            except ValidationError:
+                continue
+        return None
+
     def parse(self, raw: str) -> BaseModel:
         text = _FENCE.sub("", (raw or "").strip()).strip()
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end < start:
+            cut = self._cut_short(text[start:]) if start >= 0 else None
+            if cut is not None:
+                return cut
             raise AnswerError(f"expected a JSON object, got {raw[:60]!r}")
         try:
             return self.model.model_validate_json(text[start : end + 1])
