@@ -161,6 +161,26 @@ def test_replay_session_reads_the_run_without_any_llm_call(crsec, monkeypatch):
     assert figures.heatmap_png(session.frames, 1).startswith(PNG)
 
 
+def test_the_network_is_drawn_again_only_when_its_ties_or_colours_change(generic):
+    frames = panels.frames_from_model(generic.model)
+    mode = panels.colour_modes(frames)[0]
+
+    def ties_and_colours(step):
+        graph = panels.interaction_graph(frames, step)
+        return sorted(graph.edges(data="weight")), panels.agent_colours(frames, step, mode)[0]
+
+    drawn = {step: figures.network_png(frames, step, mode) for step in range(1, 5)}
+    assert all(png.startswith(PNG) for png in drawn.values())
+    assert ties_and_colours(1) != ties_and_colours(4) and drawn[1] != drawn[4]
+    for a, b in ((1, 2), (2, 3), (3, 4), (1, 4)):  # the same picture exactly when nothing it shows changed
+        assert (drawn[a] is drawn[b]) == (ties_and_colours(a) == ties_and_colours(b))
+    names = tuple(frames.names)
+    nodes = tuple((n, "#9e9e9e") for n in names)
+    once = figures._network_png(names, nodes, ((names[0], names[1], 1),))
+    assert figures._network_png(names, nodes, ((names[0], names[1], 1),)) is once  # not drawn again
+    assert figures._network_png(names, nodes, ((names[0], names[1], 2),)) != once  # a new tie weight is
+
+
 @pytest.fixture(scope="module")
 def asvo(tmp_path_factory):
     return _run(tmp_path_factory, "asvo", scenario="school-micro", arch="asvo", steps=2, rng=7)

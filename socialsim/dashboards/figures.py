@@ -7,6 +7,7 @@ PNG images need no JavaScript plotting library in the page (nothing to fetch fro
 from __future__ import annotations
 
 import io
+from functools import lru_cache
 
 import networkx as nx
 import pandas as pd
@@ -75,20 +76,33 @@ def map_png(frames: Frames, step: int, mode: str) -> bytes:
 
 
 def network_png(frames: Frames, step: int, mode: str) -> bytes:
-    """The interaction graph: edge width grows with the number of interactions."""
+    """The interaction graph: edge width grows with the number of interactions. Drawn again only
+    when its ties or its agents' colours changed (most steps change neither, and a matplotlib
+    drawing is most of the map tab's redraw while Play runs)."""
     graph = panels.interaction_graph(frames, step)
     colours, _ = panels.agent_colours(frames, step, mode)
+    nodes = tuple((n, colours.get(n, "#9e9e9e")) for n in graph.nodes)
+    edges = tuple((u, v, graph[u][v]["weight"]) for u, v in graph.edges)
+    return _network_png(tuple(frames.names), nodes, edges)
+
+
+@lru_cache(maxsize=32)
+def _network_png(names: tuple[str, ...], nodes: tuple[tuple[str, str], ...],
+                 edges: tuple[tuple[str, str, int], ...]) -> bytes:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(n for n, _ in nodes)
+    graph.add_weighted_edges_from(edges)
     fig = Figure(figsize=(5.2, 4.2))
     ax = fig.add_subplot()
-    pos = nx.circular_layout(frames.names)  # fixed positions: only the edges change between steps
-    weights = [graph[u][v]["weight"] for u, v in graph.edges]
+    pos = nx.circular_layout(list(names))  # fixed positions: only the edges change between steps
+    weights = [w for _, _, w in edges]
     top = max(weights, default=1)
-    nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=[colours.get(n, "#9e9e9e") for n in graph.nodes],
-                           node_size=380, edgecolors="black")
-    nx.draw_networkx_labels(graph, pos, ax=ax, labels={n: n.split()[0] for n in graph.nodes}, font_size=7)
-    nx.draw_networkx_edges(graph, pos, ax=ax, width=[0.8 + 3.5 * w / top for w in weights], arrows=True,
-                           edge_color="#4a6fa5", alpha=0.7, connectionstyle="arc3,rad=0.1", node_size=380)
-    ax.set_title(f"interactions up to step {step} ({sum(weights)} in all)", fontsize=9)
+    nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=[c for _, c in nodes], node_size=380, edgecolors="black")
+    nx.draw_networkx_labels(graph, pos, ax=ax, labels={n: n.split()[0] for n, _ in nodes}, font_size=7)
+    nx.draw_networkx_edges(graph, pos, ax=ax, edgelist=[(u, v) for u, v, _ in edges],
+                           width=[0.8 + 3.5 * w / top for w in weights], arrows=True, edge_color="#4a6fa5",
+                           alpha=0.7, connectionstyle="arc3,rad=0.1", node_size=380)
+    ax.set_title(f"interactions so far ({sum(weights)} in all)", fontsize=9)
     ax.axis("off")
     fig.tight_layout()
     return _png(fig)
