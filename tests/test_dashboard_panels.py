@@ -176,9 +176,9 @@ def test_the_network_is_drawn_again_only_when_its_ties_or_colours_change(generic
         assert (drawn[a] is drawn[b]) == (ties_and_colours(a) == ties_and_colours(b))
     names = tuple(frames.names)
     nodes = tuple((n, "#9e9e9e") for n in names)
-    once = figures._network_png(names, nodes, ((names[0], names[1], 1),))
-    assert figures._network_png(names, nodes, ((names[0], names[1], 1),)) is once  # not drawn again
-    assert figures._network_png(names, nodes, ((names[0], names[1], 2),)) != once  # a new tie weight is
+    once = figures._network_png(nodes, ((names[0], names[1], 1),))
+    assert figures._network_png(nodes, ((names[0], names[1], 1),)) is once  # not drawn again
+    assert figures._network_png(nodes, ((names[0], names[1], 2),)) != once  # a new tie weight is
 
 
 @pytest.fixture(scope="module")

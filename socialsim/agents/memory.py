@@ -34,11 +34,10 @@ class Memory:
     text: str
     importance: float  # 1-10
     index: int  # insertion order: the last tie-break
-    terms: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # words(text), kept once
+    terms: frozenset[str] = field(init=False, repr=False, compare=False)  # words(text), kept once
 
     def __post_init__(self) -> None:
-        if not self.terms:
-            self.terms = frozenset(words(self.text))
+        self.terms = frozenset(words(self.text))
 
 
 @dataclass(frozen=True)

@@ -83,18 +83,18 @@ def network_png(frames: Frames, step: int, mode: str) -> bytes:
     colours, _ = panels.agent_colours(frames, step, mode)
     nodes = tuple((n, colours.get(n, "#9e9e9e")) for n in graph.nodes)
     edges = tuple((u, v, graph[u][v]["weight"]) for u, v in graph.edges)
-    return _network_png(tuple(frames.names), nodes, edges)
+    return _network_png(nodes, edges)
 
 
 @lru_cache(maxsize=32)
-def _network_png(names: tuple[str, ...], nodes: tuple[tuple[str, str], ...],
-                 edges: tuple[tuple[str, str, int], ...]) -> bytes:
+def _network_png(nodes: tuple[tuple[str, str], ...], edges: tuple[tuple[str, str, int], ...]) -> bytes:
+    """``nodes``: every agent in the frames' order with its colour; ``edges``: (from, to, count)."""
     graph = nx.DiGraph()
     graph.add_nodes_from(n for n, _ in nodes)
     graph.add_weighted_edges_from(edges)
     fig = Figure(figsize=(5.2, 4.2))
     ax = fig.add_subplot()
-    pos = nx.circular_layout(list(names))  # fixed positions: only the edges change between steps
+    pos = nx.circular_layout([n for n, _ in nodes])  # fixed positions: only the edges change between steps
     weights = [w for _, _, w in edges]
     top = max(weights, default=1)
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=[c for _, c in nodes], node_size=380, edgecolors="black")
