@@ -222,13 +222,6 @@ def test_reset_builds_with_the_changed_parameters_and_a_step_right_after_is_not_
     assert _external(requests, server) == []
 
 
-
-
-
-
-
-
-
 def test_play_runs_steps_until_pause_stops_them(browser_page):
     page, requests, server = browser_page
     _idle(page)
@@ -244,6 +237,15 @@ def test_play_runs_steps_until_pause_stops_them(browser_page):
     assert paused >= before + 2
     time.sleep(1.5)
     assert _steps(page) == paused  # nothing steps after Pause
+    # the same with the time-series tab open, whose four charts are redrawn after every step
+    _tab(page, "Time series")
+    page.locator(".btn-play").click()
+    page.wait_for_function(
+        f"() => parseInt(document.querySelector('.step-counter').innerText.split(' ')[1]) >= {paused + 2}")
+    RECORD["pause_on_time_series_seconds"] = _seconds_until_shown(page, page.locator(".btn-pause").click,
+                                                                  ".stop-reason", "paused")
+    _idle(page)
+    _tab(page, "Map")
     assert _external(requests, server) == []
 
 

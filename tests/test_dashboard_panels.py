@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import altair as alt
 import pandas as pd
 import pytest
 
@@ -332,8 +333,10 @@ def test_one_agents_series_are_its_own_recorded_values(itcmas):
 def test_series_and_heat_map_charts_carry_the_data_and_the_interactions(generic):
     frames = panels.frames_from_run(generic.run_dir)
     title, frame = next(iter(panels.time_series(frames, 4).items()))
-    spec = charts.series_chart(title, frame, 4).to_dict()
-    rows = next(iter(spec["datasets"].values()))
+    spec = charts.series_chart(title, frame, 4)
+    alt.Chart.from_dict(spec)  # a valid Vega-Lite spec (the page does not validate it again)
+    assert spec["encoding"]["x"]["scale"]["domain"] == [0.5, 4.5]  # the steps so far
+    rows = spec["datasets"][charts.SERIES]
     assert len(rows) == frame.notna().sum().sum()
     assert {p["name"] for p in spec["params"]} == {"pick", "zoom"}  # legend pick and zoom along the steps
     assert spec["params"][0]["bind"] == "legend" and spec["encoding"]["tooltip"]
@@ -357,7 +360,9 @@ def test_offline_assets_answer_the_versions_the_charts_ask_for(tmp_path):
 def test_the_map_chart_puts_every_agent_where_the_map_positions_say(generic):
     frames = panels.frames_from_run(generic.run_dir)
     colours, _ = panels.agent_colours(frames, 3, "area")
-    spec = charts.map_chart(frames, 3, colours, "area").to_dict()
+    spec = charts.map_chart(frames, 3, colours, "area")
+    alt.LayerChart.from_dict(spec)  # a valid Vega-Lite spec (the page does not validate it again)
+    assert spec["title"] == "map (step 3, coloured by area)"
     rows = {r["agent"]: r for data in spec["datasets"].values() for r in data if "agent" in r}
     assert set(rows) == set(frames.names)
     for name, (x, y) in panels.map_positions(frames, 3).items():

@@ -80,6 +80,16 @@ def Table(rows: list[dict], columns: list[str], classes: list[str], limit: int =
                        unsafe_innerHTML=f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}")
 
 
+@solara.component
+def Chart(chart: Any) -> Any:
+    """A Vega-Lite chart (an Altair chart, or a spec already as a dict), turned into its spec once
+    per chart: ``solara.FigureAltair`` converts (and validates) it on every render of the page,
+    35 ms for the map, which a click during Play had to wait for. The builders' specs are checked
+    against the Vega-Lite schema by the tests."""
+    spec = solara.use_memo(lambda: chart if isinstance(chart, dict) else chart.to_dict(validate=False), [chart])
+    return solara.widgets.VegaLite.element(spec=spec, listen_to_click=False, listen_to_hover=False)
+
+
 # --- panels ---------------------------------------------------------------------------------------------
 
 
@@ -99,7 +109,7 @@ def MapPanel(frames: panels.Frames, step: int) -> None:
                                 [frames, step, mode])
         if chart is not None:
             with solara.Div(classes=["chart", "chart-map"]):
-                solara.FigureAltair(chart)
+                Chart(chart)
             solara.HTML(tag="div", classes=["map-legend"], style="font-size:12px", unsafe_innerHTML=" ".join(
                 f"<span style='display:inline-block;margin-right:12px'><span style='display:inline-block;"
                 f"width:10px;height:10px;border-radius:5px;background:{c};margin-right:4px'></span>"
@@ -133,7 +143,7 @@ def SeriesPanel(frames: panels.Frames, step: int) -> None:
         with solara.Div(classes=["chart-grid"]):
             for chart in drawn:
                 with solara.Div(classes=["chart", "chart-series"]):
-                    solara.FigureAltair(chart)
+                    Chart(chart)
 
 
 @solara.component
@@ -142,7 +152,7 @@ def HeatmapPanel(frames: panels.Frames, step: int) -> None:
                             [frames, step])
     with solara.Card("Interaction heat map (rows initiate)", classes=["panel-heatmap"]):
         with solara.Div(classes=["chart", "chart-heatmap"]):
-            solara.FigureAltair(chart)
+            Chart(chart)
 
 
 def _structure_line(frames: panels.Frames, step: int) -> str:
@@ -170,14 +180,19 @@ def SocietyPanel(frames: panels.Frames, step: int) -> None:
     view = panels.architecture_view(frames)
     agent, set_agent = solara.use_state("")
     data, chart = solara.use_memo(lambda: _society_data(frames, step, view), [frames, step])
+    structure = solara.use_memo(lambda: _structure_line(frames, step), [frames, step])
+    chosen = agent if agent in frames.names else ALL_AGENTS
+    norms = solara.use_memo(  # (a hook is never called conditionally: the view may change on Reset)
+        lambda: panels.norm_provenance(frames, step, None if chosen == ALL_AGENTS else chosen)
+        if view == "crsec" else None, [frames, step, chosen, view])
     title = {"itcmas": "Matrix, resources and cliques", "asvo": "Theory of mind beside the truth",
              "crsec": "Norm databases and where each norm came from"}.get(view, "Society")
     with solara.Card(title, classes=["panel-society", f"view-{view}"]):
-        solara.Text(_structure_line(frames, step), classes=["society-structure"],
+        solara.Text(structure, classes=["society-structure"],
                     style="font-size:13px;display:block;margin-bottom:16px")  # clear of the select's label
         if chart is not None:
             with solara.Div(classes=["chart", f"chart-{view}"]):
-                solara.FigureAltair(chart)
+                Chart(chart)
         if view == "itcmas":
             if data.empty:
                 solara.Text("The matrix has not run yet.")
@@ -195,10 +210,8 @@ def SocietyPanel(frames: panels.Frames, step: int) -> None:
                             style="font-weight:bold")
                 Table(errors.to_dict("records"), ["observer", "target", "error"], ["tom-table"])
         elif view == "crsec":
-            chosen = agent if agent in frames.names else ALL_AGENTS
             solara.Select("agent", values=[ALL_AGENTS, *frames.names], value=chosen, on_value=set_agent,
                           dense=True, classes=["norms-agent"])
-            norms = panels.norm_provenance(frames, step, None if chosen == ALL_AGENTS else chosen)
             solara.Text(f"{len(norms)} norms ({int((norms['state'] == 'qualified').sum())} qualified)",
                         classes=["norms-count"])
             Table(norms.to_dict("records"), panels.NORM_PROVENANCE_COLUMNS, ["norm-provenance"])
@@ -213,10 +226,11 @@ def _section(title: str, text: str) -> None:
 def InspectorPanel(frames: panels.Frames, step: int) -> None:
     agent, set_agent = solara.use_state(frames.names[0] if frames.names else "")
     with solara.Card("Agent inspector", classes=["panel-inspector"]):
+        info = solara.use_memo(lambda: panels.inspect_agent(frames, agent, step) if frames.names else {},
+                               [frames, agent, step])
         if not frames.names:
             return
         solara.Select("agent", values=frames.names, value=agent, on_value=set_agent, dense=True)
-        info = panels.inspect_agent(frames, agent, step)
         _section("Description", info.get("description", ""))
         if "svo" in info:
             _section("SVO", info["svo"])
@@ -244,7 +258,7 @@ def InspectorPanel(frames: panels.Frames, step: int) -> None:
 
 @solara.component
 def EventLogPanel(frames: panels.Frames, step: int) -> None:
-    kinds = panels.event_kinds(frames)
+    kinds = solara.use_memo(lambda: panels.event_kinds(frames), [frames])
     # the kinds switched off (not those on), so that a kind appearing later is shown
     hidden, set_hidden = solara.use_state(frozenset())
     text, set_text = solara.use_state("")
@@ -254,19 +268,21 @@ def EventLogPanel(frames: panels.Frames, step: int) -> None:
                               on_value=lambda on: set_hidden(frozenset(kinds) - set(on)))
         solara.InputText("filter (text or agent)", value=text, on_value=set_text, continuous_update=True,
                          classes=["event-filter"])
-        log = panels.event_log(frames, step, kinds=shown, text=text)
+        log = solara.use_memo(lambda: panels.event_log(frames, step, kinds=shown, text=text),
+                              [frames, step, tuple(shown), text])
         solara.Text(f"{len(log)} events")
         Table(log.to_dict("records"), panels.EVENT_COLUMNS, ["event-table"])
 
 
 @solara.component
 def UsagePanel(frames: panels.Frames, step: int) -> None:
-    totals = panels.usage_totals(frames, step)
+    totals, table = solara.use_memo(lambda: (panels.usage_totals(frames, step), panels.usage_table(frames, step)),
+                                    [frames, step])
     with solara.Card("LLM usage", classes=["panel-usage"]):
         for engine, note in panels.engine_notes(frames):
             solara.Warning(f"Engine {engine}: {note}", dense=True)
         solara.Text(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()), classes=["usage-totals"])
-        Table(panels.usage_table(frames, step).to_dict("records"), panels.USAGE_COLUMNS, ["usage-table"])
+        Table(table.to_dict("records"), panels.USAGE_COLUMNS, ["usage-table"])
 
 
 # --- controls --------------------------------------------------------------------------------------------
@@ -460,6 +476,7 @@ def Page() -> None:
     frames = session.frames
     done = frames.steps_done if frames is not None else 0
     step = min(max(cursor, 1), done) if session.replay else done
+    totals = solara.use_memo(lambda: panels.usage_totals(frames, step) if frames is not None else {}, [frames, step])
 
     solara.Title("socialsim dashboard")
     solara.Style(CSS)
@@ -495,7 +512,6 @@ def Page() -> None:
         if frames is None:
             solara.Text("Building the society…")
             return
-        totals = panels.usage_totals(frames, step)
         solara.Text(" · ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()), classes=["usage-live"],
                     style="font-size:12px")
         with solara.lab.Tabs(value=tab, on_value=set_tab, lazy=True):

@@ -9,6 +9,9 @@ model, so they work the same on a live society and on a replayed run.
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+
 import altair as alt
 import pandas as pd
 
@@ -27,16 +30,30 @@ def _long(frame: pd.DataFrame, name: str = "series") -> pd.DataFrame:
     return wide.reset_index().melt(id_vars="step", var_name=name, value_name="value").dropna(subset=["value"])
 
 
-def series_chart(title: str, frame: pd.DataFrame, step: int) -> alt.Chart:
-    """Lines with points, one per column; the legend picks series (shift-click for several)."""
-    data = _long(frame)
+def series_chart(title: str, frame: pd.DataFrame, step: int) -> dict:
+    """Lines with points, one per column; the legend picks series (shift-click for several).
+
+    A Vega-Lite spec: the chart is built and validated by Altair once per title
+    (``_series_template``); each step fills in its rows and the steps' range."""
+    template = _series_template(title)
+    x = template["encoding"]["x"]
+    return {**template, "datasets": {**template["datasets"], SERIES: _long(frame).to_dict("records")},
+            "encoding": {**template["encoding"],
+                         "x": {**x, "scale": {**x["scale"], "domain": [0.5, max(step, 1) + 0.5]}}}}
+
+
+SERIES = "series"  # the name of a time-series chart's per-step data set
+
+
+@lru_cache(maxsize=64)
+def _series_template(title: str) -> dict:
     pick = alt.selection_point(fields=["series"], bind="legend", name="pick")
     zoom = alt.selection_interval(encodings=["x"], bind="scales", name="zoom")
-    return (
-        alt.Chart(data, title=title, width=WIDTH, height=HEIGHT)
+    spec = (
+        alt.Chart(alt.Data(name=SERIES), title=title, width=WIDTH, height=HEIGHT)
         .mark_line(point=alt.OverlayMarkDef(size=30))
         .encode(
-            x=alt.X("step:Q", scale=alt.Scale(domain=[0.5, max(step, 1) + 0.5]), axis=alt.Axis(tickMinStep=1)),
+            x=alt.X("step:Q", scale=alt.Scale(domain=[0.5, 1.5]), axis=alt.Axis(tickMinStep=1)),
             y=alt.Y("value:Q", title=None),
             color=alt.Color("series:N", legend=alt.Legend(title=None, orient="right", labelLimit=160,
                                                           symbolLimit=0, columns=1)),
@@ -45,7 +62,10 @@ def series_chart(title: str, frame: pd.DataFrame, step: int) -> alt.Chart:
         )
         .add_params(pick, zoom)
         .properties(usermeta=EMBED)
+        .to_dict()
     )
+    spec.setdefault("datasets", {})[SERIES] = []
+    return spec
 
 
 def heatmap_chart(matrix: pd.DataFrame, step: int) -> alt.Chart:
@@ -107,12 +127,36 @@ def tom_chart(predictions: pd.DataFrame) -> alt.LayerChart:
     return alt.layer(diagonal, points).properties(title="theory of mind: predicted vs true desires", usermeta=EMBED)
 
 
-def map_chart(frames, step: int, colours: dict[str, str], mode: str) -> alt.LayerChart:
-    """The world: areas, furniture (named on hover, so long names never overlap) and agents
-    labelled by first name; hover an agent for its full name, area and colouring."""
+def map_chart(frames, step: int, colours: dict[str, str], mode: str) -> dict:
+    """The world as a Vega-Lite spec: areas, furniture (named on hover, so long names never
+    overlap) and agents labelled by first name; hover an agent for its full name, area and colouring.
+
+    Only the agents move, so the layers are built and validated by Altair once per world
+    (``_map_template``) and each step fills in the agents' rows: building the whole chart anew
+    took about 75 ms a step, during which the page could not answer a click."""
     from socialsim.dashboards import panels
 
-    areas = pd.DataFrame(frames.areas).assign(x2=lambda d: d["x"] + d["width"], y2=lambda d: d["y"] + d["height"])
+    template = _map_template(json.dumps([frames.areas, frames.furniture], sort_keys=True))
+    rows = []
+    positions = panels.map_positions(frames, step)
+    if positions:
+        at = panels.agents_at(frames, step)
+        rows = [{"agent": name, "label": name.split()[0], "x": x, "y": y, "colour": colours.get(name, "#9e9e9e"),
+                 "area": str(at["area"].get(name, "")) if "area" in at else ""}
+                for name, (x, y) in sorted(positions.items())]
+    return {**template, "title": f"map (step {step}, coloured by {mode})",
+            "datasets": {**template["datasets"], AGENTS: rows}}
+
+
+AGENTS = "agents"  # the name of the map's per-step data set
+
+
+@lru_cache(maxsize=8)
+def _map_template(world: str) -> dict:
+    """The map's layers for one world (its areas and furniture, as JSON); the agents' layers read
+    the named data set ``AGENTS``, which ``map_chart`` fills in per step."""
+    area_rows, furniture = json.loads(world)
+    areas = pd.DataFrame(area_rows).assign(x2=lambda d: d["x"] + d["width"], y2=lambda d: d["y"] + d["height"])
     width = float(areas["x2"].max())
     height = float(areas["y2"].max())
     scale_x = alt.Scale(domain=[0, width], nice=False, zero=True)
@@ -128,21 +172,16 @@ def map_chart(frames, step: int, colours: dict[str, str], mode: str) -> alt.Laye
         align="left", baseline="top", fontSize=11, color="#333333").encode(
         x=alt.X("tx:Q", scale=scale_x, axis=None), y=alt.Y("ty:Q", scale=scale_y, axis=None), text="name:N")
     layers = [rooms, names]
-    if frames.furniture:
-        things = pd.DataFrame(frames.furniture).assign(
+    if furniture:
+        things = pd.DataFrame(furniture).assign(
             x=lambda d: d["x"] + 0.1, x2=lambda d: d["x"] + 0.8, y=lambda d: d["y"] + 0.35, y2=lambda d: d["y"] + 0.85)
         layers.append(alt.Chart(things).mark_rect(color="#c8b89a", stroke="#8d7b5a").encode(
             x=x, x2="x2:Q", y=y, y2="y2:Q", tooltip=[alt.Tooltip("name:N", title="furniture"), "area:N"]))
-    positions = panels.map_positions(frames, step)
-    if positions:
-        rows = panels.agents_at(frames, step)
-        agents = pd.DataFrame([
-            {"agent": name, "label": name.split()[0], "x": px_, "y": py_, "colour": colours.get(name, "#9e9e9e"),
-             "area": str(rows["area"].get(name, "")) if "area" in rows else ""}
-            for name, (px_, py_) in sorted(positions.items())])
-        layers.append(alt.Chart(agents).mark_circle(size=260, stroke="black", strokeWidth=1, opacity=1).encode(
-            x=x, y=y, color=alt.Color("colour:N", scale=None), tooltip=["agent:N", "area:N"]))
-        layers.append(alt.Chart(agents.assign(ty=agents["y"] - 0.45)).mark_text(fontSize=10, baseline="bottom").encode(
-            x=x, y=alt.Y("ty:Q", scale=scale_y, axis=None), text="label:N"))
-    title = f"map (step {step}, coloured by {mode})"
-    return alt.layer(*layers).properties(title=title, usermeta=EMBED, **size).configure_view(stroke=None)
+    agents = alt.Data(name=AGENTS)
+    layers.append(alt.Chart(agents).mark_circle(size=260, stroke="black", strokeWidth=1, opacity=1).encode(
+        x=x, y=y, color=alt.Color("colour:N", scale=None), tooltip=["agent:N", "area:N"]))
+    layers.append(alt.Chart(agents).mark_text(fontSize=10, baseline="bottom").transform_calculate(
+        ty="datum.y - 0.45").encode(x=x, y=alt.Y("ty:Q", scale=scale_y, axis=None), text="label:N"))
+    spec = alt.layer(*layers).properties(title="map", usermeta=EMBED, **size).configure_view(stroke=None).to_dict()
+    spec.setdefault("datasets", {})[AGENTS] = []
+    return spec
