@@ -113,6 +113,25 @@ def test_decide_to_talk_rule_entrepreneurs_always_ordinary_by_propensity():
     assert shy < bold
 
 
+SEEN = ["(step 3, observation) Carlos Gomez is smoking a cigarette in Hobbs Cafe dining room",
+        "(step 9, observation) Carlos Gomez is smoking a cigarette in the street outside",
+        "(step 12, conversation) Tamara Taylor talked to me about eating a meal in Hobbs Cafe dining room"]
+
+
+def test_decide_to_talk_rule_speaks_up_more_often_after_seeing_the_same_breach_before():
+    def share(memories):
+        ctx = ops.TalkContext("Ann", "d", False, 0.2, "Carlos Gomez is smoking a cigarette in Hobbs Cafe dining room",
+                              "smoking a cigarette", memories)
+        return sum(rule(ops.DECIDE_TO_TALK, ctx, s).yes for s in range(2000)) / 2000
+
+    assert ops.TalkContext("Ann", "d", False, 0.2, "", "smoking a cigarette", SEEN).recalled == 2  # not the meal
+    first, third = share([]), share(SEEN)  # the same breach seen twice before: 1 - 0.8^3
+    assert first == pytest.approx(0.2, abs=0.03) and third == pytest.approx(1 - 0.8 ** 3, abs=0.03)
+    assert share(SEEN[2:]) == pytest.approx(first, abs=0.03)  # a memory of another matter does not count
+    assert "Carlos Gomez is smoking" in ops.DECIDE_TO_TALK.prompt(
+        ops.TalkContext("Ann", "d", False, 0.2, "a breach", "smoking a cigarette", SEEN))  # shown to an LLM too
+
+
 def turn(role, stance="for", history=()):
     return ops.TurnContext("Tamara Taylor" if role == "sender" else "Carlos Gomez", "d",
                            "Carlos Gomez" if role == "sender" else "Tamara Taylor", role,
@@ -123,6 +142,17 @@ def turn(role, stance="for", history=()):
 def test_converse_turn_rule_sender_names_the_norm_receiver_answers_by_stance():
     assert "No smoking indoors." in rule(ops.CONVERSE_TURN, turn("sender")).text
     assert "sorry" in rule(ops.CONVERSE_TURN, turn("receiver", "for")).text
+
+
+def test_the_receivers_line_points_to_what_it_remembers_of_the_same_matter():
+    def line(stance, memories):
+        ctx = turn("receiver", stance)
+        ctx.memories, ctx.conflict_matter = memories, "smoking a cigarette"
+        return rule(ops.CONVERSE_TURN, ctx).text
+
+    assert line("against", SEEN).startswith("Others here do it too")
+    assert line("against", SEEN[2:]) == line("against", []) and "Others" not in line("against", [])
+    assert "noticed it around here" in line("for", SEEN) and "noticed" not in line("for", SEEN[2:])
     assert "habit" in rule(ops.CONVERSE_TURN, turn("receiver", "against")).text
 
 
@@ -233,6 +263,12 @@ def test_generate_thought_rule_and_fallback(scripted):
     assert "should not happen" in annoyed
     outside = fact(area="the street outside", inside=False, violates=(), complies=("no smoking indoors",))
     assert "careful" in rule(ops.GENERATE_THOUGHT, ops.ThoughtContext("Tom", "d", outside, "for")).text
+    again = rule(ops.GENERATE_THOUGHT, ops.ThoughtContext("Tamara", "d", fact(), "for", SEEN)).text
+    assert "again (2 times in what I remember)" in again and "again" not in annoyed
+    neutral = rule(ops.GENERATE_THOUGHT, ops.ThoughtContext("Ann", "d", fact(), "neutral", SEEN)).text
+    assert "people seem to do that here" in neutral  # a pattern, not an isolated act
+    assert rule(ops.GENERATE_THOUGHT, ops.ThoughtContext("Ann", "d", fact(), "neutral", SEEN[2:])).text == (
+        f"{fact().text}.")
     scripted(default="")
     answer = ask(gateway(), ops.GENERATE_THOUGHT, ops.ThoughtContext("Tamara", "d", fact(), "for"))
     assert answer.status == "fallback" and answer.value.text.startswith("Carlos Gomez is smoking")

@@ -99,7 +99,8 @@ def test_relevance_by_embeddings_uses_the_vectors_and_caches_them():
 def run_seeing_memories(monkeypatch, steps, **params):
     """A makerspace run under rules that records the memories each prompt context carried."""
     seen = defaultdict(list)
-    for cls in (ops.GenerateThought, ops.ConverseTurn, ops.GenerateNormativePlans, ops.IdentifyNormativeInformation):
+    for cls in (ops.GenerateThought, ops.ConverseTurn, ops.GenerateNormativePlans, ops.IdentifyNormativeInformation,
+                ops.DecideToTalk):
         def rule(self, ctx, rng, original=cls.rule):
             seen[self.name].append(ctx)
             return original(self, ctx, rng)
@@ -113,7 +114,7 @@ def run_seeing_memories(monkeypatch, steps, **params):
 @pytest.mark.parametrize("enabled", [True, False])
 def test_thoughts_conversations_and_plans_get_retrieved_memories(monkeypatch, enabled):
     model, seen = run_seeing_memories(monkeypatch, 56, enable_memory=enabled)  # day 2 starts at step 55
-    op_names = ("GenerateThought", "ConverseTurn", "GenerateNormativePlans")
+    op_names = ("GenerateThought", "ConverseTurn", "GenerateNormativePlans", "DecideToTalk")
     assert all(seen[name] for name in op_names)  # each operation ran
     with_memories = {name: [c for c in seen[name] if c.memories] for name in op_names}
     sizes = model.datacollector.get_agent_vars_dataframe()["memories"]
@@ -122,7 +123,7 @@ def test_thoughts_conversations_and_plans_get_retrieved_memories(monkeypatch, en
         return
     assert all(with_memories.values()) and sizes.max() > 20
     for name, op in (("GenerateThought", ops.GENERATE_THOUGHT), ("ConverseTurn", ops.CONVERSE_TURN),
-                     ("GenerateNormativePlans", ops.GENERATE_NORMATIVE_PLANS)):
+                     ("GenerateNormativePlans", ops.GENERATE_NORMATIVE_PLANS), ("DecideToTalk", ops.DECIDE_TO_TALK)):
         ctx = with_memories[name][-1]
         assert "RELEVANT MEMORIES" in op.prompt(ctx) and ctx.memories[0] in op.prompt(ctx)
     assert len(with_memories["GenerateThought"][-1].memories) <= model.society.settings.memory_k

@@ -407,7 +407,8 @@ class CRSECAgent(GenerativeAgent):
         if target is None:
             return
         talk = ops.TalkContext(self.name, self.description, self.entrepreneur, self.crsec_traits.talk_propensity,
-                               target.text)
+                               target.text, target.doing, await self.recall(target.text),
+                               self.settings.recall_overlap)
         decided["talk"] = (await self.ask(ops.DECIDE_TO_TALK, talk)).value.yes
         if not decided["talk"]:
             return
@@ -427,7 +428,7 @@ class CRSECAgent(GenerativeAgent):
                                   "sender" if speaker is self else "receiver", target.act,
                                   said if speaker is self else None, speaker.stance(topic),
                                   list(conversation.lines), turn // 2, self.settings.conversation_turns,
-                                  await self.recall(target.act, whose=speaker))
+                                  await self.recall(target.act, whose=speaker), target.doing)
             # the receiver's lines are asked on its behalf, from the sender's coroutine: recorded under the
             # sender (whose calls are sequential) and drawing from the sender's phase RNG, so the ledger's
             # order never depends on which agent's calls finished first (replay --check-order caught it)
@@ -444,7 +445,8 @@ class CRSECAgent(GenerativeAgent):
         stance = self.stance(topic)
         memories = await self.recall(fact.text)
         thought = (await self.ask(ops.GENERATE_THOUGHT,
-                                  ops.ThoughtContext(self.name, self.description, fact, stance, memories))).value.text
+                                  ops.ThoughtContext(self.name, self.description, fact, stance, memories,
+                                                     self.settings.recall_overlap))).value.text
         ctx = ops.IdentifyContext(self.name, f'"{thought}"', topic, self._catalogue_for(topic, exclude_held=True),
                                   stance, fact.doing, memories, breach_seen=topic in fact.violates,
                                   accept=self.accept(topic), contrary=self._contrary_for(topic),

@@ -217,6 +217,14 @@ class TalkContext:
     entrepreneur: bool
     talk_propensity: float
     conflict: str  # the observed breach, as text
+    matter: str = ""  # the breach without its actor and place ("smoking a cigarette")
+    memories: list[str] = field(default_factory=list)  # the agent's, retrieved for the breach
+    recall_overlap: float = 1.0  # rules: share of the matter's words a memory must hold to recall it
+
+    @property
+    def recalled(self) -> int:
+        """How many of the retrieved memories are about the same matter (earlier sightings, talks)."""
+        return sum(recalls(m, self.matter, self.recall_overlap) for m in self.memories)
 
 
 class DecideToTalk(Operation):
@@ -237,12 +245,15 @@ class DecideToTalk(Operation):
         return (
             f"TASK: you are {ctx.name}. You noticed a conflict with your norms: {ctx.conflict}.\n"
             f"Decide whether to start a conversation with that person about it. {role}\n\n"
-            f"AGENT DESCRIPTION: {ctx.description}"
+            f"{_memories(ctx.memories)}AGENT DESCRIPTION: {ctx.description}"
         )
 
     def rule(self, ctx: TalkContext, rng: random.Random) -> YesNo:
-        """Entrepreneurs always talk; an ordinary agent speaks up with its description-derived propensity."""
-        return YesNo(yes=ctx.entrepreneur or rng.random() < ctx.talk_propensity)
+        """Entrepreneurs always talk. An ordinary agent speaks up with its description-derived
+        propensity, which each retrieved memory of the same matter compounds (a breach seen again
+        and again wears patience thin): 1 - (1 - propensity)^(1 + recalled)."""
+        speaks = 1 - (1 - ctx.talk_propensity) ** (1 + ctx.recalled)
+        return YesNo(yes=ctx.entrepreneur or rng.random() < speaks)
 
     def fallback(self, ctx: TalkContext) -> YesNo:
         return YesNo(yes=False)
@@ -261,6 +272,7 @@ class TurnContext:
     turn: int = 0
     turns: int = 4
     memories: list[str] = field(default_factory=list)  # the speaker's, retrieved for the conflict
+    conflict_matter: str = ""  # the breach without its place ("smoking a cigarette"): what a memory recalls
 
 
 class ConverseTurn(Operation):
@@ -285,14 +297,18 @@ class ConverseTurn(Operation):
         )
 
     def rule(self, ctx: TurnContext, rng: random.Random) -> Text:
-        """Sender: names the breach and the norm; receiver: agrees or defends itself by stance."""
+        """Sender: names the breach and the norm; receiver: agrees or defends itself by stance,
+        pointing to what its retrieved memories hold about the same matter."""
         if ctx.role == "sender":
             if ctx.turn == 0:
                 return Text(text=f"Excuse me, {ctx.partner}: {ctx.conflict} bothers people. {ctx.norm}")
             return Text(text=f"I understand, but please remember: {ctx.norm}")
+        familiar = any(recalls(m, ctx.conflict_matter, 1.0) for m in ctx.memories)  # seen or heard of before
         if ctx.stance == "against":
-            return Text(text="It is just my habit and I like it, but I hear what you are saying.")
-        return Text(text="You are right, I am sorry. I will keep that in mind.")
+            return Text(text="Others here do it too; it is my habit and I like it." if familiar
+                        else "It is just my habit and I like it, but I hear what you are saying.")
+        return Text(text="You are right; I have noticed it around here too, and I will keep that in mind."
+                    if familiar else "You are right, I am sorry. I will keep that in mind.")
 
     def fallback(self, ctx: TurnContext) -> Text:
         return Text(text="I see." if ctx.role == "receiver" else "Please think about it.")
@@ -397,6 +413,7 @@ class ThoughtContext:
     fact: ObservedFact
     stance: str  # the agent's stance on the tracked norm the fact concerns ("neutral" if none)
     memories: list[str] = field(default_factory=list)  # retrieved for the observation
+    recall_overlap: float = 1.0  # rules: share of the matter's words a memory must hold to recall it
 
 
 class GenerateThought(Operation):
@@ -415,12 +432,17 @@ class GenerateThought(Operation):
                 "What do you think about it? Write one short thought in the first person.")
 
     def rule(self, ctx: ThoughtContext, rng: random.Random) -> Text:
-        """Approval, annoyance or indifference from the fact's structure and the agent's stance."""
+        """Approval, annoyance or indifference from the fact's structure and the agent's stance;
+        a matter the agent's retrieved memories already hold is seen as a pattern ("again")."""
+        again = sum(recalls(m, ctx.fact.doing, ctx.recall_overlap) for m in ctx.memories)
+        seen = f"{ctx.fact.text}, again ({again} times in what I remember)" if again else ctx.fact.text
         if ctx.fact.violates and ctx.stance == "for":
-            return Text(text=f"{ctx.fact.text}, and it bothers everyone here; that should not happen.")
+            return Text(text=f"{seen}, and it bothers everyone here; that should not happen.")
+        if ctx.fact.violates and again:
+            return Text(text=f"{seen}; people seem to do that here, though not everyone likes it.")
         if ctx.fact.complies:
-            return Text(text=f"{ctx.fact.text}; it seems people here are careful about that.")
-        return Text(text=f"{ctx.fact.text}.")
+            return Text(text=f"{seen}; it seems people here are careful about that.")
+        return Text(text=f"{seen}.")
 
     def fallback(self, ctx: ThoughtContext) -> Text:
         return Text(text=f"{ctx.fact.text}.")
