@@ -31,6 +31,9 @@ with FakeOpenAIServer(delay_s=float(sys.argv[1])) as server:
 """
 
 
+MODEL = "openai/bench-model"  # --model: a name litellm's cost map knows prices its calls (a miss costs more)
+
+
 class Agent:
     def __init__(self, uid: int) -> None:
         self.unique_id = uid
@@ -42,7 +45,7 @@ def gateway_phase(api_base: str, n: int) -> tuple[float, float]:
     from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
     from socialsim.llm.routing import RouteTable
 
-    gateway = Gateway(RouteTable("openai/bench-model"), max_concurrency=n, api_base=api_base, num_retries=0)
+    gateway = Gateway(RouteTable(MODEL), max_concurrency=n, api_base=api_base, num_retries=0)
     agents = [Agent(i) for i in range(n)]
 
     async def decide(agent: Agent):
@@ -70,7 +73,7 @@ def sdk_phase(api_base: str, n: int) -> tuple[float, float]:
 
     async def one(i: int):
         return await _sdk_client.chat.completions.create(
-            model="bench-model", max_tokens=64, temperature=0.7, seed=i,
+            model=MODEL.removeprefix("openai/"), max_tokens=64, temperature=0.7, seed=i,
             messages=[{"role": "system", "content": f"You are agent {i}. A person in a town."},
                       {"role": "user", "content": "You are in the square. Options: (a) go home (b) chat with "
                                                   "Ann (c) read a book. Answer with one letter."}])
@@ -88,7 +91,9 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.5)
     parser.add_argument("--agents", type=int, nargs="+", default=[10, 40, 100])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", default=MODEL, help="the model name sent (the test server answers any)")
     args = parser.parse_args()
+    globals()["MODEL"] = args.model
     server = subprocess.Popen([sys.executable, "-c", SERVE, str(args.delay)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
