@@ -38,6 +38,8 @@ def main() -> None:
     if not args.skip_embedded:
         section("(2) embedded engine", [py, "bench/bench_embedded.py"])
         section("(2c) embedded engine: batched decoding vs one call at a time", [py, "bench/bench_batched_decoding.py"])
+        section("(2d) embedded engine: answer format last vs first (prompt prefix reuse)",
+                [py, "bench/bench_prompt_layout.py"])
     section("(2b) recording a run: per-step append vs whole rewrite", [py, "bench/bench_records.py"])
     for command in (["--help"], ["models"]):
         argv = [py, "-m", "socialsim.cli", *command]

@@ -88,3 +88,24 @@ def test_make_run_works_end_to_end_and_its_run_replays_without_a_call(tmp_path):
     assert "far too small" in (out / "report.md").read_text()
     replayed, same = replay(out, progress=False)
     assert same and replayed.model.llm.ledger.live_calls == 0
+
+
+def test_an_answer_does_not_depend_on_the_prompt_before_it():
+    """llama.cpp reuses the previous prompt's KV cache for a shared prefix (the chat template and
+    an operation's fixed text); the answer must be the one the prompt gets on its own, or a run
+    would depend on the order in which concurrent calls reach the engine."""
+    from socialsim.llm.engines.embedded import complete
+
+    fixed = "You judge behaviour in a cafe. " + " ".join(f"Principle {i}: be kind, quiet and fair." for i in range(20))
+    inputs = ["Carlos smokes at his table.", "Sam shouts into his phone.", "Ann leaves a tip.", "Bob plays loud music."]
+
+    def ask(text):
+        return complete([{"role": "system", "content": fixed}, {"role": "user", "content": text}],
+                        {"max_tokens": 30, "temperature": 0.7, "seed": 5})["choices"][0]["message"]["content"]
+
+    alone = []
+    for text in inputs:
+        complete([{"role": "user", "content": f"Unrelated: {text}"}], {"max_tokens": 2, "seed": 1})  # no shared prefix
+        alone.append(ask(text))
+    after_each_other = [ask(text) for text in inputs]  # each reuses the previous prompt's prefix
+    assert after_each_other == alone and len(set(alone)) > 1
