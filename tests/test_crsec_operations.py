@@ -173,11 +173,11 @@ SMOKE_MEMORY = "(step 3, observation) Isabella Rodriguez is smoking a cigarette 
 MEAL_MEMORY = "(step 4, observation) Isabella Rodriguez is eating a meal in Hobbs Cafe dining room"
 
 
-def identify_ctx(stance="against", memories=(), breach_seen=False, source="Tamara: please stop",
+def identify_ctx(stance="against", memories=(), source="Tamara: please stop",
                  accept=0.5, contrary=None, contrary_rate=0.0, overlap=1.0):
     suggestion = SETTINGS.norm_catalogue[0]
     return ops.IdentifyContext("Carlos Gomez", source, "no smoking indoors", suggestion, stance,
-                               "smoking a cigarette", list(memories), breach_seen, accept, contrary, contrary_rate,
+                               "smoking a cigarette", list(memories), accept, contrary, contrary_rate,
                                overlap)
 
 

@@ -448,7 +448,7 @@ class CRSECAgent(GenerativeAgent):
                                   ops.ThoughtContext(self.name, self.description, fact, stance, memories,
                                                      self.settings.recall_overlap))).value.text
         ctx = ops.IdentifyContext(self.name, f'"{thought}"', topic, self._catalogue_for(topic, exclude_held=True),
-                                  stance, fact.doing, memories, breach_seen=topic in fact.violates,
+                                  stance, fact.doing, memories,
                                   accept=self.accept(topic), contrary=self._contrary_for(topic),
                                   contrary_rate=self.settings.contrary_rate,
                                   recall_overlap=self.settings.recall_overlap)

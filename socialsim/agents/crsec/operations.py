@@ -351,7 +351,6 @@ class IdentifyContext:
     stance: str  # the agent's own stance on the topic
     matter: str  # what the source is about, without the place ("smoking a cigarette")
     memories: list[str] = field(default_factory=list)  # the agent's, retrieved for the source's conflict
-    breach_seen: bool = False  # (thoughts) the source is a breach the agent witnessed
     accept: float = 1.0  # rules: chance one exposure persuades this agent (from its stance)
     contrary: CatalogueNorm | None = None  # rules: the contrary norm an unpersuaded agent may form instead
     contrary_rate: float = 0.0  # rules: chance an unpersuaded 'against' agent forms it
