@@ -153,6 +153,9 @@ def test_the_receivers_line_points_to_what_it_remembers_of_the_same_matter():
     assert line("against", SEEN).startswith("Others here do it too")
     assert line("against", SEEN[2:]) == line("against", []) and "Others" not in line("against", [])
     assert "noticed it around here" in line("for", SEEN) and "noticed" not in line("for", SEEN[2:])
+    loose = turn("receiver", "for")
+    loose.memories, loose.conflict_matter, loose.recall_overlap = ["Ann is smoking a pipe"], "smoking a cigarette", 0.3
+    assert "noticed it around here" in rule(ops.CONVERSE_TURN, loose).text  # the agent's recall_overlap decides
     assert "habit" in rule(ops.CONVERSE_TURN, turn("receiver", "against")).text
 
 

@@ -428,7 +428,8 @@ class CRSECAgent(GenerativeAgent):
                                   "sender" if speaker is self else "receiver", target.act,
                                   said if speaker is self else None, speaker.stance(topic),
                                   list(conversation.lines), turn // 2, self.settings.conversation_turns,
-                                  await self.recall(target.act, whose=speaker), target.doing)
+                                  await self.recall(target.act, whose=speaker), target.doing,
+                                  self.settings.recall_overlap)
             # the receiver's lines are asked on its behalf, from the sender's coroutine: recorded under the
             # sender (whose calls are sequential) and drawing from the sender's phase RNG, so the ledger's
             # order never depends on which agent's calls finished first (replay --check-order caught it)

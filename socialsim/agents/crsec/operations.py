@@ -273,6 +273,7 @@ class TurnContext:
     turns: int = 4
     memories: list[str] = field(default_factory=list)  # the speaker's, retrieved for the conflict
     conflict_matter: str = ""  # the breach without its place ("smoking a cigarette"): what a memory recalls
+    recall_overlap: float = 1.0  # rules: share of the matter's words a memory must hold to recall it
 
 
 class ConverseTurn(Operation):
@@ -303,7 +304,7 @@ class ConverseTurn(Operation):
             if ctx.turn == 0:
                 return Text(text=f"Excuse me, {ctx.partner}: {ctx.conflict} bothers people. {ctx.norm}")
             return Text(text=f"I understand, but please remember: {ctx.norm}")
-        familiar = any(recalls(m, ctx.conflict_matter, 1.0) for m in ctx.memories)  # seen or heard of before
+        familiar = any(recalls(m, ctx.conflict_matter, ctx.recall_overlap) for m in ctx.memories)  # seen or heard of
         if ctx.stance == "against":
             return Text(text="Others here do it too; it is my habit and I like it." if familiar
                         else "It is just my habit and I like it, but I hear what you are saying.")
