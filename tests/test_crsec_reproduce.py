@@ -22,3 +22,23 @@ def test_measure_reads_end_values_and_the_conflict_trend(tmp_path):
     assert got["adoption[no smoking indoors] at end"] == 0.9 and got["compliance[no smoking indoors] at end"] == 0.6
     assert got["conflicts peak"] == 4 and got["conflicts last quarter / first quarter"] == 0 / 8
     assert math.isnan(got["adoption[tip after meals] at end"])  # a norm the run does not track
+
+
+def test_compliance_over_day_2_counts_the_agents_who_breached_in_the_second_half(tmp_path):
+    """"At end" is the last hour of the run, when the cafe is quiet; day 2 as a whole is not."""
+    steps = 8
+    pd.DataFrame({"conflicts": [0] * steps, "adoption[no smoking indoors]": [0.5] * steps,
+                  "compliance[no smoking indoors]": [1.0] * steps,
+                  "compliance[be quiet in public]": [1.0] * steps}).to_parquet(tmp_path / "model.parquet")
+    pd.DataFrame({"name": ["Ann", "Bob", "Cy", "Di"] * 2}).to_parquet(tmp_path / "agents.parquet")
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame([{"step": 2, "agent": "Ann", "norm": "no smoking indoors"},  # day 1: not counted
+                  {"step": 5, "agent": "Bob", "norm": "no smoking indoors"},
+                  {"step": 7, "agent": "Bob", "norm": "no smoking indoors"},
+                  {"step": 6, "agent": "Cy", "norm": "no smoking indoors"}]).to_parquet(
+        tmp_path / "tables" / "breaches.parquet")
+    got = measure(tmp_path)
+    assert got["compliance[no smoking indoors] at end"] == 1.0
+    assert got["compliance[no smoking indoors] over day 2"] == 0.5  # Bob and Cy breached on day 2
+    assert got["compliance[be quiet in public] over day 2"] == 1.0
+    assert math.isnan(got["compliance[tip after meals] over day 2"])  # not tracked by this run

@@ -25,6 +25,10 @@ def test_rules_run_writes_norm_tables_figure_and_paper_comparison(tmp_path, caps
     report = (out / "report.md").read_text()
     assert "## CRSEC: norm emergence" in report and "| finding | paper | this run |" in report
     assert "Engine: `rules`" in report and (out / "figures" / "crsec_figure2.png").stat().st_size > 0
+    # compliance over the last day (here the whole run) from the world facts, beside the last hour's
+    breaches = pd.read_parquet(out / "tables" / "breaches.parquet")
+    smokers = breaches.loc[breaches["norm"] == "no smoking indoors", "agent"].nunique()
+    assert smokers > 0 and f"{1 - smokers / 10:.0%} never breached it over the last day" in report
 
 
 def test_broken_crsec_section_is_a_clear_cli_error(tmp_path, capsys):

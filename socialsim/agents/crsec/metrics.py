@@ -175,6 +175,13 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
 # --- series, emergent norms ---------------------------------------------------------------------------
 
 
+def unbroken_share(breaches: pd.DataFrame, agents: int, norm: str, after_step: float) -> float:
+    """The share of ``agents`` with no breach of ``norm`` after ``after_step`` (world facts):
+    compliance over a whole stretch, where the last step's window may fall in a quiet hour."""
+    late = breaches[(breaches["step"] > after_step) & (breaches["norm"] == norm)]
+    return 1 - late["agent"].nunique() / agents if agents else float("nan")
+
+
 def steps_per_day(model: SocietyModel) -> float:
     return model.society.settings.day_minutes / model.scenario_spec.step_minutes
 
@@ -270,8 +277,11 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
     rows = []
     injunctive = [t for t in settings.tracked_norms if t.type == "injunctive"]
     descriptive = [t for t in settings.tracked_norms if t.type == "descriptive"]
-    run = "; ".join(f"{t.name}: adopted {last[f'adoption[{t.name}]']:.0%}, complying {last[f'compliance[{t.name}]']:.0%}"
-                    for t in injunctive)
+    breaches = model.datacollector.get_table_dataframe("breaches")
+    day_before = last["step"] - steps_per_day(model)
+    run = "; ".join(f"{t.name}: adopted {last[f'adoption[{t.name}]']:.0%}, complying {last[f'compliance[{t.name}]']:.0%} "
+                    f"in the last hour, {unbroken_share(breaches, len(model.agents), t.name, day_before):.0%} never "
+                    "breached it over the last day" for t in injunctive)
     rows.append(("injunctive norms at the end", PAPER_FINDINGS["injunctive"], f"at day {last['day']:.2f}: {run}"))
     quarter = max(1, len(frame) // 4)
     early, late = frame["conflicts"].iloc[:quarter].sum(), frame["conflicts"].iloc[-quarter:].sum()

@@ -1,8 +1,8 @@
 """``socialsim reproduce crsec``: the paper's protocol (Hobbs Cafe, 2 days, 10 agents, seeds 1..k).
 
-Measured per run from its files (``model.parquet``, ``agents.parquet``): adoption and compliance of
-each tracked norm at the end, the conflict peak and the conflicts of the first and last quarter, and
-per agent whether its first adoption preceded its first visibly compliant act is in the run report;
+Measured per run from its files (``model.parquet``, ``agents.parquet``, ``tables/breaches.parquet``):
+adoption and compliance of each tracked norm at the end, compliance over the whole of day 2, the
+conflict peak and the conflicts of the first and last quarter, and per agent whether its first adoption preceded its first visibly compliant act is in the run report;
 with an LLM judge, the Appendix-E questionnaire's mean rating per task (``tables/crsec_questionnaire.parquet``).
 The paper's figures are the ones its text states (Sec. 3.2); qualitative findings are NaN here.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE
+from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE, unbroken_share
 from socialsim.agents.crsec.questionnaire import TASKS, summary
 from socialsim.model.reproduce import Protocol, ProtocolRun
 
@@ -28,6 +28,10 @@ PAPER = pd.DataFrame([
     {"label": "*", "metric": "compliance[be quiet in public] at end", "paper": 1.0},
     {"label": "*", "metric": "adoption[tip after meals] at end", "paper": float("nan")},
     {"label": "*", "metric": "compliance[tip after meals] at end", "paper": float("nan")},
+    # "at end" is the last hour of day 2 (`compliance_window_steps`), when hardly anyone eats or smokes
+    # in the cafe; over the whole of day 2 (the run's second half): agents who never breached the norm
+    *({"label": "*", "metric": f"compliance[{n}] over day 2", "paper": p}
+      for n, p in (("no smoking indoors", 1.0), ("be quiet in public", 1.0), ("tip after meals", float("nan")))),
     {"label": "*", "metric": "conflicts peak", "paper": float("nan")},
     {"label": "*", "metric": "conflicts last quarter / first quarter", "paper": float("nan")},
     # Sec. 3.3, Figure 4: human raters' mean 7-point Likert score per module; here an LLM judge's
@@ -42,6 +46,7 @@ def measure(run_dir: Path) -> dict[str, float]:
         for kind in ("adoption", "compliance"):
             column = f"{kind}[{norm}]"
             out[f"{column} at end"] = float(frame[column].iloc[-1]) if column in frame else float("nan")
+    out.update(compliance_over_second_half(Path(run_dir), frame))
     conflicts = frame["conflicts"] if "conflicts" in frame else pd.Series(dtype=float)
     out["conflicts peak"] = float(conflicts.max()) if len(conflicts) else float("nan")
     quarter = max(1, len(conflicts) // 4)
@@ -53,6 +58,17 @@ def measure(run_dir: Path) -> dict[str, float]:
     for t in TASKS:
         out[f"rating[{t.name}]"] = float(means.get(t.name, float("nan")))
     return out
+
+
+def compliance_over_second_half(run_dir: Path, frame: pd.DataFrame) -> dict[str, float]:
+    """Per tracked norm, the share of agents with no breach of it in the run's second half (day 2
+    of the paper's protocol), from the world facts' breaches table and the agents' names."""
+    agents_file, breaches_file = run_dir / "agents.parquet", run_dir / "tables" / "breaches.parquet"
+    agents = pd.read_parquet(agents_file, columns=["name"])["name"].nunique() if agents_file.is_file() else 0
+    breaches = pd.read_parquet(breaches_file) if breaches_file.is_file() else pd.DataFrame(
+        columns=["step", "agent", "norm"])
+    return {f"compliance[{n}] over day 2": unbroken_share(breaches, agents, n, len(frame) // 2)
+            if f"compliance[{n}]" in frame else float("nan") for n in TRACKED}
 
 
 def protocol(judge: str | None) -> Protocol:
