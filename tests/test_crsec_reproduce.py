@@ -33,6 +33,7 @@ def test_compliance_over_day_2_counts_the_agents_who_breached_in_the_second_half
     pd.DataFrame({"name": ["Ann", "Bob", "Cy", "Di"] * 2}).to_parquet(tmp_path / "agents.parquet")
     (tmp_path / "tables").mkdir()
     pd.DataFrame([{"step": 2, "agent": "Ann", "norm": "no smoking indoors"},  # day 1: not counted
+                  {"step": 4, "agent": "Di", "norm": "no smoking indoors"},  # day 1's last step: not counted
                   {"step": 5, "agent": "Bob", "norm": "no smoking indoors"},
                   {"step": 7, "agent": "Bob", "norm": "no smoking indoors"},
                   {"step": 6, "agent": "Cy", "norm": "no smoking indoors"}]).to_parquet(
@@ -42,3 +43,7 @@ def test_compliance_over_day_2_counts_the_agents_who_breached_in_the_second_half
     assert got["compliance[no smoking indoors] over day 2"] == 0.5  # Bob and Cy breached on day 2
     assert got["compliance[be quiet in public] over day 2"] == 1.0
     assert math.isnan(got["compliance[tip after meals] over day 2"])  # not tracked by this run
+    (tmp_path / "tables" / "breaches.parquet").unlink()  # a run without a breach: everyone complied
+    assert measure(tmp_path)["compliance[no smoking indoors] over day 2"] == 1.0
+    (tmp_path / "agents.parquet").unlink()  # no agents recorded: nothing to measure
+    assert math.isnan(measure(tmp_path)["compliance[no smoking indoors] over day 2"])
