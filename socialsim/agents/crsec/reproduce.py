@@ -78,5 +78,7 @@ def protocol(judge: str | None) -> Protocol:
                           arch_params={"judge": judge} if judge else {})],
         measure=measure,
         paper=PAPER,
-        description="Hobbs Cafe, the paper's preset (2 days of 10-minute steps, 10 agents, 3 entrepreneurs).",
+        description=("Hobbs Cafe, the paper's preset (2 days of 10-minute steps, 10 agents, 3 entrepreneurs). "
+                     "Compliance 'at end' covers only the last hour of day 2, a quiet evening; 'over day 2' is "
+                     "the share of agents who never breached the norm that day."),
     )
