@@ -370,3 +370,14 @@ def test_the_map_chart_puts_every_agent_where_the_map_positions_say(generic):
     furniture = {r["name"] for data in spec["datasets"].values() for r in data if "area" in r and "x2" in r
                  and r.get("name") in {f["name"] for f in frames.furniture}}
     assert furniture == {f["name"] for f in frames.furniture}  # named on hover, not in overlapping labels
+
+
+def test_neighbours_on_the_map_are_labelled_on_opposite_sides_of_their_dots(crsec):
+    frames = panels.frames_from_run(crsec.run_dir)
+    colours, _ = panels.agent_colours(frames, 1, "area")
+    placed = charts.map_chart(frames, 1, colours, "area")["datasets"][charts.AGENTS]
+    neighbours = [(a, b) for a in placed for b in placed
+                  if a is not b and a["y"] == b["y"] and abs(a["x"] - b["x"]) <= 1]
+    assert len(neighbours) >= 4  # the cafe's morning: most agents in the dining room
+    for a, b in neighbours:  # first names are wider than a cell: side by side they would overlap
+        assert a["baseline"] != b["baseline"] and abs(a["ty"] - b["ty"]) > 0.8

@@ -144,6 +144,10 @@ def map_chart(frames, step: int, colours: dict[str, str], mode: str) -> dict:
         rows = [{"agent": name, "label": name.split()[0], "x": x, "y": y, "colour": colours.get(name, "#9e9e9e"),
                  "area": str(at["area"].get(name, "")) if "area" in at else ""}
                 for name, (x, y) in sorted(positions.items())]
+        for row in rows:  # neighbours in a row take turns above and below their dot: no name covers another
+            same_row = sorted(r["x"] for r in rows if r["y"] == row["y"])
+            below = same_row.index(row["x"]) % 2 == 1
+            row.update(ty=row["y"] + (0.42 if below else -0.42), baseline="top" if below else "bottom")
     return {**template, "title": f"map (step {step}, coloured by {mode})",
             "datasets": {**template["datasets"], AGENTS: rows}}
 
@@ -168,20 +172,23 @@ def _map_template(world: str) -> dict:
         x=x, x2="x2:Q", y=y, y2="y2:Q",
         color=alt.condition(alt.datum.kind == "outside", alt.value("#f4f1ea"), alt.value("#e8eef6")),
         tooltip=[alt.Tooltip("name:N", title="area"), alt.Tooltip("kind:N")])
-    names = alt.Chart(areas.assign(tx=areas["x"] + 0.15, ty=areas["y"] + 0.2)).mark_text(
-        align="left", baseline="top", fontSize=11, color="#333333").encode(
+    names = alt.Chart(areas.assign(tx=areas["x"] + 0.15, ty=areas["y"] + 0.2)).encode(
         x=alt.X("tx:Q", scale=scale_x, axis=None), y=alt.Y("ty:Q", scale=scale_y, axis=None), text="name:N")
-    layers = [rooms, names]
+    layers = [rooms]
     if furniture:
         things = pd.DataFrame(furniture).assign(
             x=lambda d: d["x"] + 0.1, x2=lambda d: d["x"] + 0.8, y=lambda d: d["y"] + 0.35, y2=lambda d: d["y"] + 0.85)
         layers.append(alt.Chart(things).mark_rect(color="#c8b89a", stroke="#8d7b5a").encode(
             x=x, x2="x2:Q", y=y, y2="y2:Q", tooltip=[alt.Tooltip("name:N", title="furniture"), "area:N"]))
+    # area names above the furniture, on a white halo, so a room full of furniture keeps its name readable
+    text = {"align": "left", "baseline": "top", "fontSize": 11, "fontWeight": "bold"}
+    layers += [names.mark_text(**text, stroke="white", strokeWidth=3, strokeOpacity=0.9),
+               names.mark_text(**text, color="#333333")]
     agents = alt.Data(name=AGENTS)
     layers.append(alt.Chart(agents).mark_circle(size=260, stroke="black", strokeWidth=1, opacity=1).encode(
         x=x, y=y, color=alt.Color("colour:N", scale=None), tooltip=["agent:N", "area:N"]))
-    layers.append(alt.Chart(agents).mark_text(fontSize=10, baseline="bottom").transform_calculate(
-        ty="datum.y - 0.45").encode(x=x, y=alt.Y("ty:Q", scale=scale_y, axis=None), text="label:N"))
+    layers.append(alt.Chart(agents).mark_text(fontSize=10, baseline=alt.ExprRef("datum.baseline")).encode(
+        x=x, y=alt.Y("ty:Q", scale=scale_y, axis=None), text="label:N"))
     spec = alt.layer(*layers).properties(title="map", usermeta=EMBED, **size).configure_view(stroke=None).to_dict()
     spec.setdefault("datasets", {})[AGENTS] = []
     return spec
