@@ -2,8 +2,9 @@
 
 Measured per run from its files (``model.parquet``, ``agents.parquet``, ``tables/breaches.parquet``):
 adoption and compliance of each tracked norm at the end, compliance over the whole of day 2, the
-conflict peak and the conflicts of the first and last quarter, and per agent whether its first adoption preceded its first visibly compliant act is in the run report;
-with an LLM judge, the Appendix-E questionnaire's mean rating per task (``tables/crsec_questionnaire.parquet``).
+conflict peak and the conflicts of the first and last quarter (per agent, whether its first adoption
+preceded its first visibly compliant act is in the run report); with an LLM judge, the Appendix-E
+questionnaire's mean rating per task (``tables/crsec_questionnaire.parquet``).
 The paper's figures are the ones its text states (Sec. 3.2); qualitative findings are NaN here.
 """
 
