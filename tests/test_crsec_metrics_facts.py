@@ -5,6 +5,7 @@ these were pinned only through whole runs."""
 
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from socialsim.agents.crsec import metrics
@@ -160,3 +161,12 @@ def test_a_follow_up_norm_out_of_its_hours_and_the_first_step_are_skipped_withou
 
 def test_a_share_of_one_agent_is_whole():
     assert metrics.share(lambda a: True)(SimpleNamespace(agents=[SimpleNamespace()])) == 1.0
+
+
+def test_compliance_that_holds_from_the_first_step_is_not_dated():
+    """Agents who never do a behaviour comply by construction: 70% compliance at step 1 says nothing
+    about whether adoption came first, so the report does not give it a date."""
+    frame = pd.DataFrame({"day": [0.0, 0.25, 0.5, 0.75], "compliance[n]": [0.9, 0.6, 0.8, 0.8],
+                          "compliance[m]": [0.4, 0.6, 0.8, 0.8]})
+    assert metrics._compliance_reached(frame, "n").startswith("already at the first step (90%")
+    assert metrics._compliance_reached(frame, "m") == "at day 0.50"

@@ -267,6 +267,16 @@ def _days(value: float | None) -> str:
     return "not within this run" if value is None else f"at day {value:.2f}"
 
 
+def _compliance_reached(frame: pd.DataFrame, norm: str) -> str:
+    """When 70% compliance was reached, unless it held from the first step: an agent that never does
+    the behaviour complies by construction, so such a date says nothing about adoption's lead."""
+    column = f"compliance[{norm}]"
+    if frame[column].iloc[0] >= ADOPTION_TARGET:
+        return (f"already at the first step ({frame[column].iloc[0]:.0%}: agents who never do the behaviour "
+                "count as complying; see the per-agent counts)")
+    return _days(first_reaching(frame, column))
+
+
 def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[tuple[str, str, str]]:
     """(finding, paper, this run) rows; ``ratings``: the questionnaire's summary, if it was asked."""
     frame = series(model)
@@ -295,7 +305,7 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
     rows.append(("descriptive norm later", PAPER_FINDINGS["descriptive"], timing))
     lag = "; ".join(
         f"{t.name}: 70% adoption {_days(first_reaching(frame, f'adoption[{t.name}]'))}, 70% compliance "
-        f"{_days(first_reaching(frame, f'compliance[{t.name}]'))}" for t in injunctive + descriptive)
+        f"{_compliance_reached(frame, t.name)}" for t in injunctive + descriptive)
     counts = adoption_vs_compliance(model)
     per_agent = "; ".join(
         f"{r.norm}: adopted before first compliant act {r.adopt_first}, after {r.comply_first}, same step "
