@@ -249,6 +249,35 @@ def test_play_runs_steps_until_pause_stops_them(browser_page):
     assert _external(requests, server) == []
 
 
+def test_a_render_interval_redraws_the_plots_every_few_steps_while_playing(browser_page):
+    """Mesa's render interval: during Play the counter moves every step, the plots every k steps;
+    after Pause they show the last step again."""
+    page, requests, server = browser_page
+    _idle(page)
+    _tab(page, "Time series")
+    slider = page.locator(".ctl-render-interval [role=slider]")
+    slider.focus()
+    for _ in range(4):
+        slider.press("ArrowRight")
+    expect(page.locator(".ctl-render-interval")).to_contain_text("render interval: 5 steps")
+    before = _steps(page)
+    page.locator(".btn-play").click()
+    expect(page.locator(".run-state")).to_contain_text("plots show step")  # the counter ran ahead of the plots
+    page.wait_for_function(
+        f"() => parseInt(document.querySelector('.step-counter').innerText.split(' ')[1]) >= {before + 6}")
+    RECORD["pause_on_time_series_render_interval_5_seconds"] = _seconds_until_shown(
+        page, page.locator(".btn-pause").click, ".stop-reason", "paused")
+    _idle(page)
+    expect(page.locator(".run-state")).not_to_contain_text("plots show step")
+    _tab(page, "Map")
+    expect(page.locator(".chart-map svg.marks")).to_contain_text(f"map (step {_steps(page)},")  # caught up
+    for _ in range(4):
+        slider.focus()
+        slider.press("ArrowLeft")
+    expect(page.locator(".ctl-render-interval")).to_contain_text("render interval: 1 steps")
+    assert _external(requests, server) == []
+
+
 MAP = ".chart-map svg.marks, img.plot-map"  # a world is an interactive chart, a network a picture
 TABS = [("Map", MAP), ("Time series", ".chart-series .vega-embed svg.marks"),
         ("Interactions", ".chart-heatmap .vega-embed svg.marks"), ("Norms", ".norm-provenance tbody tr"),

@@ -175,3 +175,20 @@ def test_the_progress_line_counts_the_runs_calls_while_a_step_waits(slow_provide
     calls = int(re.search(r"run so far: (\d+) LLM calls", text)[1])
     assert step1 <= calls < 2 * step1  # step 1's calls (and any of step 2's done), read while step 2 runs
     assert session.wait(120)
+
+
+def test_while_playing_the_panels_draw_a_new_snapshot_only_every_render_interval_steps():
+    from types import SimpleNamespace
+
+    from socialsim.dashboards.app import frames_to_draw
+
+    def at(step):
+        return SimpleNamespace(steps_done=step)
+
+    drawn = at(10)
+    assert frames_to_draw(drawn, at(12), playing=True, every=5) is drawn  # 2 steps on: keep drawing step 10
+    assert frames_to_draw(drawn, at(15), playing=True, every=5).steps_done == 15  # 5 steps on: redraw
+    assert frames_to_draw(drawn, at(11), playing=True, every=1).steps_done == 11  # Mesa's default: every step
+    assert frames_to_draw(drawn, at(12), playing=False, every=5).steps_done == 12  # paused or stepping: latest
+    assert frames_to_draw(drawn, at(0), playing=True, every=5).steps_done == 0  # a Reset: the new society
+    assert frames_to_draw(None, at(3), playing=True, every=5).steps_done == 3

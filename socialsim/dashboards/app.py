@@ -58,6 +58,15 @@ def initial_session() -> LiveSession | ReplaySession:
     return session
 
 
+def frames_to_draw(drawn: Any, frames: Any, playing: bool, every: int) -> Any:
+    """The snapshot the panels draw: while Play runs, a new one only every ``every`` steps (Mesa's
+    SolaraViz ``render_interval``: fewer redraws keep a fast Play's page answering); otherwise,
+    and after a Reset (another society's frames, or fewer steps), the latest."""
+    if drawn is None or frames is None or not playing or frames.steps_done < drawn.steps_done:
+        return frames
+    return frames if frames.steps_done - drawn.steps_done >= max(1, every) else drawn
+
+
 # --- small building blocks -----------------------------------------------------------------------------
 
 
@@ -339,7 +348,7 @@ def ParameterControls(arch: str, values: dict[str, Any], on_change: Any) -> None
 
 @solara.component
 def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy: bool, playing: bool,
-             on_command: Any, current: Any) -> None:
+             on_command: Any, current: Any, render_every: int = 1, set_render_every: Any = None) -> None:
     """Scenario, architecture, engine, seed, budget, parameters; Reset / Step / Play / Pause; replay.
 
     Laid out as Mesa's SolaraViz lays out its ``ModelController`` and ``UserInputs``. The
@@ -415,6 +424,10 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
             with solara.Div(classes=["ctl-play-interval"]):
                 solara.SliderInt(f"play interval: {interval} ms", value=interval, min=0, max=2000, step=50,
                                  on_value=change_interval, thumb_label=True)
+            if set_render_every is not None:
+                with solara.Div(classes=["ctl-render-interval"]):
+                    solara.SliderInt(f"render interval: {render_every} steps", value=render_every, min=1, max=50,
+                                     step=1, on_value=set_render_every, thumb_label=True)
         if reset_error:
             solara.Error(reset_error, dense=True, classes=["reset-error"])
         solara.Select("scenario", values=scenarios if scenario in scenarios else [scenario, *scenarios],
@@ -473,9 +486,15 @@ def Page() -> None:
 
     solara.use_thread(poll, dependencies=[session], intrusive_cancel=False)
 
-    frames = session.frames
-    done = frames.steps_done if frames is not None else 0
-    step = min(max(cursor, 1), done) if session.replay else done
+    render_every, set_render_every = solara.use_state(1)
+    drawn = solara.use_ref((None, None))  # (session, the snapshot the panels last drew): the render interval
+
+    latest = session.frames
+    before = drawn.current[1] if drawn.current[0] is session else None  # never another society's frames
+    frames = latest if session.replay else frames_to_draw(before, latest, session.playing, render_every)
+    drawn.current = (session, frames)
+    done = latest.steps_done if latest is not None else 0
+    step = min(max(cursor, 1), done) if session.replay else (frames.steps_done if frames is not None else 0)
     totals = solara.use_memo(lambda: panels.usage_totals(frames, step) if frames is not None else {}, [frames, step])
 
     solara.Title("socialsim dashboard")
@@ -487,10 +506,11 @@ def Page() -> None:
         # controls (and buttons), so the user's choices stay and a click during the swap is not lost
         key = f"controls-{id(session)}" if session.replay else "controls-live"
         Controls(session, set_session, cursor, set_cursor, busy=session.busy, playing=session.playing,
-                 on_command=lambda: set_tick(time.monotonic()), current=current).key(key)
+                 on_command=lambda: set_tick(time.monotonic()), current=current, render_every=render_every,
+                 set_render_every=set_render_every).key(key)
     with solara.Column(style="padding:4px 8px"):
         mode = f"replay of {session.run_dir}" if session.replay else "live"
-        label = f"Step {step} of {done}" if session.replay else f"Step {step}"
+        label = f"Step {step} of {done}" if session.replay else f"Step {done}"
         arch = frames.arch if frames is not None else (session.config.arch or "")
         solara.Text(f"{label} · {session.config.scenario} · {arch} · {mode}", classes=["step-counter"],
                     style="font-size:18px;font-weight:bold")
@@ -500,7 +520,8 @@ def Page() -> None:
                 solara.SliderInt("replay step", value=step, min=1, max=done, on_value=set_cursor, thumb_label=True)
         if not session.replay:
             state = "playing" if session.playing else ("stepping" if session.busy else "idle")
-            solara.Text(f"{state} · Play stops at step {session.length}", classes=["run-state"],
+            drawing = f" · plots show step {step} (render interval {render_every})" if step != done else ""
+            solara.Text(f"{state} · Play stops at step {session.length}{drawing}", classes=["run-state"],
                         style="font-size:12px;color:#555")
         if session.busy:
             solara.ProgressLinear(True)
