@@ -284,9 +284,8 @@ def EventLogPanel(frames: panels.Frames, step: int) -> None:
 
 
 @solara.component
-def UsagePanel(frames: panels.Frames, step: int) -> None:
-    totals, table = solara.use_memo(lambda: (panels.usage_totals(frames, step), panels.usage_table(frames, step)),
-                                    [frames, step])
+def UsagePanel(frames: panels.Frames, step: int, totals: dict[str, float]) -> None:
+    table = solara.use_memo(lambda: panels.usage_table(frames, step), [frames, step])
     with solara.Card("LLM usage", classes=["panel-usage"]):
         for engine, note in panels.engine_notes(frames):
             solara.Warning(f"Engine {engine}: {note}", dense=True)
@@ -549,7 +548,7 @@ def Page() -> None:
             with solara.lab.Tab("Events", classes=["tab-events"]):
                 EventLogPanel(frames, step)
             with solara.lab.Tab("LLM usage", classes=["tab-usage"]):
-                UsagePanel(frames, step)
+                UsagePanel(frames, step, totals)  # the page's totals for the same frames and step
 
 
 SOCIETY_TAB = {"itcmas": "Matrix & cliques", "asvo": "Theory of mind", "crsec": "Norms"}

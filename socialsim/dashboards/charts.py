@@ -144,10 +144,13 @@ def map_chart(frames, step: int, colours: dict[str, str], mode: str) -> dict:
         rows = [{"agent": name, "label": name.split()[0], "x": x, "y": y, "colour": colours.get(name, "#9e9e9e"),
                  "area": str(at["area"].get(name, "")) if "area" in at else ""}
                 for name, (x, y) in sorted(positions.items())]
-        for row in rows:  # neighbours in a row take turns above and below their dot: no name covers another
-            same_row = sorted(r["x"] for r in rows if r["y"] == row["y"])
-            below = same_row.index(row["x"]) % 2 == 1
-            row.update(ty=row["y"] + (0.42 if below else -0.42), baseline="top" if below else "bottom")
+        by_row: dict[float, list[dict]] = {}
+        for row in rows:
+            by_row.setdefault(row["y"], []).append(row)
+        for same_row in by_row.values():  # neighbours take turns above and below their dots: no name covers another
+            for k, row in enumerate(sorted(same_row, key=lambda r: r["x"])):
+                below = k % 2 == 1
+                row.update(ty=row["y"] + (0.42 if below else -0.42), baseline="top" if below else "bottom")
     return {**template, "title": f"map (step {step}, coloured by {mode})",
             "datasets": {**template["datasets"], AGENTS: rows}}
 

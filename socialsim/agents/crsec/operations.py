@@ -224,7 +224,7 @@ class TalkContext:
     @property
     def recalled(self) -> int:
         """How many of the retrieved memories are about the same matter (earlier sightings, talks)."""
-        return sum(recalls(m, self.matter, self.recall_overlap) for m in self.memories)
+        return recall_count(self.memories, self.matter, self.recall_overlap)
 
 
 class DecideToTalk(Operation):
@@ -304,7 +304,7 @@ class ConverseTurn(Operation):
             if ctx.turn == 0:
                 return Text(text=f"Excuse me, {ctx.partner}: {ctx.conflict} bothers people. {ctx.norm}")
             return Text(text=f"I understand, but please remember: {ctx.norm}")
-        familiar = any(recalls(m, ctx.conflict_matter, ctx.recall_overlap) for m in ctx.memories)  # seen or heard of
+        familiar = recall_count(ctx.memories, ctx.conflict_matter, ctx.recall_overlap) > 0  # seen or heard of
         if ctx.stance == "against":
             return Text(text="Others here do it too; it is my habit and I like it." if familiar
                         else "It is just my habit and I like it, but I hear what you are saying.")
@@ -391,7 +391,7 @@ class IdentifyNormativeInformation(Operation):
         (``contrary_rate``); otherwise the message is rejected. No rule knows which norm should win."""
         if ctx.topic is None or ctx.suggestion is None:
             return NormativeInfo(found=False)
-        recalled = sum(recalls(m, ctx.matter, ctx.recall_overlap) for m in ctx.memories)
+        recalled = recall_count(ctx.memories, ctx.matter, ctx.recall_overlap)
         persuaded = 1 - (1 - ctx.accept) ** (1 + recalled)
         if rng.random() < persuaded:
             utility = ctx.suggestion.utility - (15 if ctx.stance == "against" else 0)
@@ -434,7 +434,7 @@ class GenerateThought(Operation):
     def rule(self, ctx: ThoughtContext, rng: random.Random) -> Text:
         """Approval, annoyance or indifference from the fact's structure and the agent's stance;
         a matter the agent's retrieved memories already hold is seen as a pattern ("again")."""
-        again = sum(recalls(m, ctx.fact.doing, ctx.recall_overlap) for m in ctx.memories)
+        again = recall_count(ctx.memories, ctx.fact.doing, ctx.recall_overlap)
         seen = f"{ctx.fact.text}, again ({again} times in what I remember)" if again else ctx.fact.text
         if ctx.fact.violates and ctx.stance == "for":
             return Text(text=f"{seen}, and it bothers everyone here; that should not happen.")
@@ -1037,6 +1037,11 @@ def recalls(memory: str, matter: str, overlap: float) -> bool:
     "Carlos Gomez is smoking a cigarette on the terrace", not by "Isabella is eating in the cafe")."""
     wanted = words(matter)
     return bool(wanted) and len(wanted & words(memory)) >= overlap * len(wanted)
+
+
+def recall_count(memories: list[str], matter: str, overlap: float) -> int:
+    """How many of the retrieved memories are about the matter at hand (``recalls``)."""
+    return sum(recalls(m, matter, overlap) for m in memories)
 
 
 def _at(minute: int | None) -> str:
