@@ -1,7 +1,8 @@
 """Benchmark: one decision phase through our gateway beside a bare OpenAI SDK loop, same server.
 
-The test server (``socialsim.llm.fake_server``, 0.5 s per answer) runs in a child process, so the
-CPU we count is the client's alone. For N agents a phase is N concurrent calls; its floor is one
+The test server (``socialsim.llm.fake_server``, 0.5 s per answer, keep-alive like a real provider)
+runs in a child process, so the CPU we count is the client's alone. The SDK runs twice: on its
+default httpx transport and on its aiohttp one (``openai[aiohttp]``); the ratio is against the faster. For N agents a phase is N concurrent calls; its floor is one
 server delay. Gateway and SDK phases alternate (A B A B ...) so a drifting machine hits both.
 
     .venv/bin/python bench/bench_sdk.py [--delay 0.5] [--agents 10 40 100] [--repeats 3]
@@ -58,21 +59,27 @@ def gateway_phase(api_base: str, n: int) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-_sdk_client = None
+_sdk_clients: dict[str, object] = {}
 
 
-def sdk_phase(api_base: str, n: int) -> tuple[float, float]:
-    """(wall s, client CPU s) of n concurrent chat completions with a bare AsyncOpenAI client."""
-    from openai import AsyncOpenAI
+def sdk_phase(api_base: str, n: int, transport: str = "httpx") -> tuple[float, float]:
+    """(wall s, client CPU s) of n concurrent chat completions with a bare AsyncOpenAI client, on
+    its default httpx transport or on the SDK's own aiohttp one (``DefaultAioHttpClient``, which
+    the SDK recommends for high concurrency; litellm uses aiohttp too)."""
+    from openai import AsyncOpenAI, DefaultAioHttpClient
 
     from socialsim.llm.loop import run_sync
 
-    global _sdk_client
-    if _sdk_client is None:
-        _sdk_client = AsyncOpenAI(base_url=api_base, api_key="fake", max_retries=0)  # the local test server checks no key
+    if transport not in _sdk_clients:
+        async def make():  # an aiohttp session belongs to the loop it is made on: the background loop
+            http = DefaultAioHttpClient() if transport == "aiohttp" else None
+            return AsyncOpenAI(base_url=api_base, api_key="fake", max_retries=0,  # the test server checks no key
+                               **({"http_client": http} if http else {}))
+        _sdk_clients[transport] = run_sync(make())
+    client = _sdk_clients[transport]
 
     async def one(i: int):
-        return await _sdk_client.chat.completions.create(
+        return await client.chat.completions.create(
             model=MODEL.removeprefix("openai/"), max_tokens=64, temperature=0.7, seed=i,
             messages=[{"role": "system", "content": f"You are agent {i}. A person in a town."},
                       {"role": "user", "content": "You are in the square. Options: (a) go home (b) chat with "
@@ -98,22 +105,30 @@ def main() -> None:
                               stdout=subprocess.PIPE, text=True)
     try:
         api_base = server.stdout.readline().strip()
-        gateway_phase(api_base, 2), sdk_phase(api_base, 2)  # warm up both clients
-        print(f"server delay {args.delay * 1000:.0f} ms (floor of one phase); medians of {args.repeats} phases, "
-              "gateway and SDK alternating")
-        print(f"{'N':>4} {'gateway s':>10} {'/floor':>7} {'ms CPU/call':>12} {'SDK s':>7} {'/floor':>7} "
-              f"{'ms CPU/call':>12} {'gw/SDK':>7}")
+        clients = {"gateway": lambda n: gateway_phase(api_base, n),
+                   "SDK httpx": lambda n: sdk_phase(api_base, n, "httpx"),
+                   "SDK aiohttp": lambda n: sdk_phase(api_base, n, "aiohttp")}
+        for phase in clients.values():
+            phase(2)  # warm up every client
+        print(f"server delay {args.delay * 1000:.0f} ms (floor of one phase), keep-alive; medians of "
+              f"{args.repeats} phases, the clients taking turns; wall s (x floor) / ms client CPU per call")
+        print(f"{'N':>4} " + " ".join(f"{name:>22}" for name in clients) + f" {'gw/best SDK':>12}")
         for n in args.agents:
-            gw, sdk = [], []
+            runs: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
             for _ in range(args.repeats):
-                gw.append(gateway_phase(api_base, n))
-                sdk.append(sdk_phase(api_base, n))
-            gw_wall, gw_cpu = (statistics.median(x) for x in zip(*gw, strict=True))
-            sdk_wall, sdk_cpu = (statistics.median(x) for x in zip(*sdk, strict=True))
-            print(f"{n:>4} {gw_wall:>10.2f} {gw_wall / args.delay:>6.2f}x {gw_cpu / n * 1000:>12.2f} "
-                  f"{sdk_wall:>7.2f} {sdk_wall / args.delay:>6.2f}x {sdk_cpu / n * 1000:>12.2f} "
-                  f"{gw_wall / sdk_wall:>6.2f}x")
+                for name, phase in clients.items():
+                    runs[name].append(phase(n))
+            walls, cpus = {}, {}
+            for name, values in runs.items():
+                walls[name], cpus[name] = (statistics.median(x) for x in zip(*values, strict=True))
+            best = min(walls[name] for name in clients if name != "gateway")
+            print(f"{n:>4} " + " ".join(f"{walls[c]:>6.2f}s ({walls[c] / args.delay:>4.2f}x) {cpus[c] / n * 1000:>5.2f}ms"
+                                      for c in clients) + f" {walls['gateway'] / best:>11.2f}x")
     finally:
+        from socialsim.llm.loop import run_sync
+
+        for client in _sdk_clients.values():
+            run_sync(client.close())
         server.stdin.close()
         server.wait(timeout=10)
 

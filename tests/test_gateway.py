@@ -183,3 +183,24 @@ def test_concurrency_is_bounded_by_the_semaphore():
     assert all(a.status == "ok" for a in answers)
     assert len(server.requests) == 9
     assert server.max_in_flight <= 3
+
+
+def test_phases_reuse_the_providers_connections(monkeypatch):
+    """The test server keeps connections alive, as real providers do: litellm's pooled client
+    carries later calls over the connections the first phase opened."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(delay_s=0.05) as server:
+        g = Gateway(RouteTable("openai/fake-model"), max_concurrency=4, api_base=server.api_base, num_retries=0)
+
+        async def decide(agent):
+            return await g.ask(CHOOSE_ACTION, ctx(name=f"agent {agent.unique_id}"), agent_id=agent.unique_id,
+                               rng=agent.phase_rng)
+
+        for seed in range(3):
+            answers = g.run_phase([Agent(i) for i in range(4)], decide, random.Random(seed))
+            assert [a.status for a in answers] == ["ok"] * 4
+    assert len(server.requests) == 12
+    assert server.connections <= 4
+

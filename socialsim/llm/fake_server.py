@@ -46,6 +46,7 @@ class FakeOpenAIServer:
         self.fail_first = fail_first  # answer HTTP 500 to the first N requests (an outage)
         self.requests: list[dict] = []
         self.in_flight = 0
+        self.connections = 0  # TCP connections accepted: fewer than requests when clients reuse them
         self.max_in_flight = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -68,6 +69,13 @@ class FakeOpenAIServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real providers: clients can reuse connections
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
+
             def log_message(self, *args) -> None:  # keep test output clean
                 pass
 
