@@ -204,3 +204,39 @@ def test_phases_reuse_the_providers_connections(monkeypatch):
     assert len(server.requests) == 12
     assert server.connections <= 4
 
+
+def test_a_model_missing_from_litellms_map_is_mapped_once_and_stays_unpriced(monkeypatch, caplog):
+    """A model litellm does not know (a vLLM name) is added to its map after the first call, so
+    later calls stop paying for lookup misses; our pricing still calls it unpriced."""
+    import litellm
+
+    from socialsim.llm.fake_server import FakeOpenAIServer
+    from socialsim.llm.gateway import token_cost, unit_prices
+
+    model = "openai/a-model-no-map-knows"
+    with pytest.raises(Exception, match="isn't mapped"):
+        litellm.get_model_info(model)
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer() as server, caplog.at_level("WARNING", logger="socialsim.llm"):
+        g = Gateway(RouteTable(model), api_base=server.api_base, num_retries=0)
+        assert ask(g).status == "ok"
+        assert ask(g, seed=2).status == "ok"
+    assert litellm.get_model_info(model)["litellm_provider"] == "openai"
+    assert not litellm.supports_response_schema(model=model)  # no capability claimed
+    assert unit_prices(model) is None
+    assert token_cost(model, 1000, 1000) is None
+    assert token_cost(model, 1_000_000, 1_000_000, price=(2.0, 4.0)) == pytest.approx(6.0)
+    assert g.ledger.live_cost == 0.0
+    assert caplog.text.count(f"{model} has no price") == 1
+
+
+def test_a_model_litellm_prices_is_left_as_it_is():
+    import litellm
+
+    from socialsim.llm.gateway import map_unknown_model, unit_prices
+
+    before = dict(litellm.get_model_info("openai/gpt-4o-mini"))
+    map_unknown_model("openai/gpt-4o-mini")
+    assert litellm.get_model_info("openai/gpt-4o-mini")["input_cost_per_token"] == before["input_cost_per_token"] > 0
+    assert unit_prices("openai/gpt-4o-mini")[0] > 0
+

@@ -79,13 +79,45 @@ def token_cost(model: str, prompt_tokens: int, completion_tokens: int,
     return usd
 
 
+_MAPPED_UNPRICED: set[str] = set()
+_first_call_done = False  # a provider call has returned in this process (see _acompletion)  # models this process added to litellm's map, without a price
+
+
+def map_unknown_model(model: str) -> None:
+    """Add a model litellm's cost map lacks (a name served by vLLM or Ollama, say) to that map,
+    once per process, without a price. litellm looks a call's model up about a dozen times (cost,
+    logging, capabilities), and each miss tries some sixty name generalisations: 0.25-0.5 ms of
+    client CPU a call (bench/bench_sdk.py). The entry claims no capability (litellm answers no
+    for an unknown model too), and our own pricing still treats the model as unpriced, so the
+    run's --price and the "no price" warning apply as before."""
+    if is_embedded(model) or model in _MAPPED_UNPRICED or unit_prices(model) is not None:
+        return
+    import litellm
+
+    try:
+        litellm.get_model_info(model)
+        return  # mapped, only without a price
+    except Exception:
+        pass
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+    except Exception:
+        return  # litellm cannot route it either: the call itself will say so
+    litellm.register_model({model: {"litellm_provider": provider, "mode": "chat",
+                                    "input_cost_per_token": 0.0, "output_cost_per_token": 0.0}})
+    _MAPPED_UNPRICED.add(model)
+
+
 @functools.cache
 def unit_prices(model: str) -> tuple[float, float] | None:
     """USD per 1M (prompt, completion) tokens from litellm's local cost map, looked up once per
     model (a lookup costs milliseconds, a miss more: per call it was most of our client CPU).
-    Priced at an ordinary prompt size: a provider's surcharge above 128k tokens is not applied."""
+    Priced at an ordinary prompt size: a provider's surcharge above 128k tokens is not applied.
+    None for a model the map lacks, including one ``map_unknown_model`` added without a price."""
     import litellm
 
+    if model in _MAPPED_UNPRICED:
+        return None
     try:
         prompt_usd, _ = litellm.cost_per_token(model=model, prompt_tokens=1000, completion_tokens=0)
         _, completion_usd = litellm.cost_per_token(model=model, prompt_tokens=0, completion_tokens=1000)
@@ -508,6 +540,7 @@ class Gateway:
         """The one place that calls litellm (retries and timeouts are litellm's)."""
         import litellm
 
+        map_unknown_model(model)
         return await litellm.acompletion(
             model=model,
             messages=messages,

@@ -43,11 +43,18 @@ def _secret_env_values() -> list[str]:
     return _known[1]
 
 
-def redact(text: str) -> str:
-    """Return ``text`` with every secret value and provider-key shape replaced by [REDACTED]."""
+def secret_values() -> list[str]:
+    """The secret values to redact, as the environment holds them now: take them once to redact
+    several texts (a tape record's reply and messages) with one look at the environment."""
+    return _secret_env_values()
+
+
+def redact(text: str, secrets: list[str] | None = None) -> str:
+    """Return ``text`` with every secret value and provider-key shape replaced by [REDACTED].
+    ``secrets``: values from ``secret_values()`` (default: the environment's, looked up now)."""
     if not text:
         return text
-    for value in _secret_env_values():
+    for value in _secret_env_values() if secrets is None else secrets:
         text = text.replace(value, REDACTED)
     for pattern in _KEY_SHAPES:
         text = pattern.sub(REDACTED, text)

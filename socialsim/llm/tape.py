@@ -22,7 +22,7 @@ try:  # POSIX: shared tapes are locked while appending
 except ImportError:  # pragma: no cover
     fcntl = None
 
-from socialsim.llm.redact import redact
+from socialsim.llm.redact import redact, secret_values
 
 log = logging.getLogger("socialsim.llm")
 
@@ -123,9 +123,10 @@ class Tape:
         return True
 
     def add(self, record: TapeRecord) -> None:
-        record.raw = redact(record.raw)
-        record.error = redact(record.error) if record.error else record.error
-        record.messages = [{**m, "content": redact(m.get("content", ""))} for m in record.messages]
+        secrets = secret_values()  # one look at the environment for the whole record
+        record.raw = redact(record.raw, secrets)
+        record.error = redact(record.error, secrets) if record.error else record.error
+        record.messages = [{**m, "content": redact(m.get("content", ""), secrets)} for m in record.messages]
         with self._lock:
             if not self._keep(record):
                 return
