@@ -240,3 +240,31 @@ def test_a_model_litellm_prices_is_left_as_it_is():
     assert litellm.get_model_info("openai/gpt-4o-mini")["input_cost_per_token"] == before["input_cost_per_token"] > 0
     assert unit_prices("openai/gpt-4o-mini")[0] > 0
 
+
+def test_litellms_import_and_first_call_are_left_out_of_later_garbage_collections(tmp_path):
+    """A full collection walking litellm's ~300k objects paused a phase for 0.25-0.5 s; they are
+    frozen after import and again after the first provider call (lazy provider modules)."""
+    import subprocess
+    import sys
+
+    script = """
+import gc, os, random
+os.environ["OPENAI_API_KEY"] = "placeholder"
+from socialsim.llm.gateway import Gateway
+after_import = gc.get_freeze_count()
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.loop import run_sync
+from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
+from socialsim.llm.routing import RouteTable
+with FakeOpenAIServer() as server:
+    g = Gateway(RouteTable("openai/fake-model"), api_base=server.api_base, num_retries=0)
+    ctx = ActionContext("Ann", "A poet.", "A cafe.", "You are in the cafe.", ["sit", "leave"])
+    answer = run_sync(g.ask(CHOOSE_ACTION, ctx, agent_id=1, rng=random.Random(1)))
+print(answer.status, after_import, gc.get_freeze_count())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path, env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    status, after_import, after_call = out.stdout.split()
+    assert status == "ok"
+    assert int(after_import) > 100_000  # litellm's import, frozen
+    assert int(after_call) > int(after_import) + 10_000  # and what its first call imported

@@ -541,7 +541,7 @@ class Gateway:
         import litellm
 
         map_unknown_model(model)
-        return await litellm.acompletion(
+        response = await litellm.acompletion(
             model=model,
             messages=messages,
             timeout=self.timeout_s,
@@ -551,6 +551,11 @@ class Gateway:
             **params,
             **fmt,
         )
+        global _first_call_done
+        if not _first_call_done:  # the first call imported litellm's provider modules: freeze them too
+            _first_call_done = True
+            litellm_setup.freeze_imports()
+        return response
 
     def _cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
         """A live call's cost, from the reply's own token counts (read once in ``_complete``)."""
