@@ -79,8 +79,8 @@ def token_cost(model: str, prompt_tokens: int, completion_tokens: int,
     return usd
 
 
-_MAPPED_UNPRICED: set[str] = set()
-_first_call_done = False  # a provider call has returned in this process (see _acompletion)  # models this process added to litellm's map, without a price
+_MAPPED_UNPRICED: set[str] = set()  # models this process added to litellm's map, without a price
+_first_call_done = False  # a provider call has returned in this process (see _acompletion)
 
 
 def map_unknown_model(model: str) -> None:
@@ -553,7 +553,7 @@ class Gateway:
         )
         global _first_call_done
         if not _first_call_done:  # the first call imported litellm's provider modules: freeze them too
-            _first_call_done = True
+            _first_call_done = True  # (once: the society alive now is frozen with them, a bounded cost)
             litellm_setup.freeze_imports()
         return response
 
