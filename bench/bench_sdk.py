@@ -23,8 +23,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.setdefault("OPENAI_API_KEY", "placeholder-key")
 
 SERVE = """
-import http.server, sys
-http.server.ThreadingHTTPServer.request_queue_size = 1024  # 100 connections at once: no resets
+import sys
 from socialsim.llm.fake_server import FakeOpenAIServer
 with FakeOpenAIServer(delay_s=float(sys.argv[1])) as server:
     print(server.api_base, flush=True)

@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
                           "(needed with --max-cost)")
     run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls")
-    run.add_argument("--concurrency", type=int, help="max concurrent LLM calls (default 16)")
+    run.add_argument("--concurrency", type=int, help="max LLM calls in flight at once (default 128: a 100-agent phase in one round)")
     run.add_argument("--rpm", type=float, help="requests-per-minute limit shared by the run")
     run.add_argument("--tpm", type=float, help="tokens-per-minute limit shared by the run")
     run.add_argument("--api-base", help="endpoint of provider models, e.g. http://127.0.0.1:8000/v1 (vLLM)")
@@ -207,6 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
+    from socialsim.llm.limiter import DEFAULT_CONCURRENCY
     from socialsim.llm.routing import RouteTable, parse_route
     from socialsim.model.runner import RunConfig, check_priced, run
     from socialsim.scenarios.loader import ScenarioError, load_scenario
@@ -232,7 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = RunConfig(scenario=scenario, arch=args.arch, model=default, routes=routes,
                                steps=args.steps, preset=args.preset, rng=42 if args.rng is None else args.rng,
                                max_cost=args.max_cost, max_calls=args.max_calls,
-                               max_concurrency=16 if args.concurrency is None else args.concurrency, rpm=args.rpm,
+                               max_concurrency=DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency, rpm=args.rpm,
                                tpm=args.tpm, api_base=args.api_base, price=args.price, arch_params=arch_params,
                                **_call_options(args))
             out = args.out

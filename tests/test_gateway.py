@@ -268,3 +268,23 @@ print(answer.status, after_import, gc.get_freeze_count())
     assert status == "ok"
     assert int(after_import) > 100_000  # litellm's import, frozen
     assert int(after_call) > int(after_import) + 10_000  # and what its first call imported
+
+
+def test_by_default_a_hundred_agents_phase_is_asked_in_one_round(monkeypatch):
+    """All calls of a phase in flight together (the default concurrency), so a step waits about
+    one provider latency; --concurrency lowers it."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+    from socialsim.model.runner import RunConfig
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    assert RunConfig().max_concurrency >= 100
+    with FakeOpenAIServer(delay_s=0.3) as server:
+        g = Gateway(RouteTable("openai/fake-model"), api_base=server.api_base, num_retries=0)
+
+        async def decide(agent):
+            return await g.ask(CHOOSE_ACTION, ctx(name=f"agent {agent.unique_id}"), agent_id=agent.unique_id,
+                               rng=agent.phase_rng)
+
+        answers = g.run_phase([Agent(i) for i in range(100)], decide, random.Random(1))
+    assert [a.status for a in answers] == ["ok"] * 100
+    assert server.max_in_flight == 100

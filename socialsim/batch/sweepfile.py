@@ -35,6 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from socialsim.agents import ARCHITECTURES
+from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 
 # Per-run settings the sweep owns; they are not grid parameters.
@@ -75,7 +76,7 @@ class SweepSpec(BaseModel):
     processes: int = Field(default=1, ge=1)
     max_cost: float | None = Field(default=None, ge=0)  # per run, USD of live calls
     max_calls: int | None = Field(default=None, ge=0)  # per run, live calls
-    max_concurrency: int = Field(default=16, ge=1)
+    max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     api_base: str | None = None  # endpoint of provider models; never a key
     figures: list[FigureSpec] = Field(default_factory=list)
     _source: str = PrivateAttr(default="sweep")  # the file it came from, for error messages

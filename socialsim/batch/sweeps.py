@@ -46,6 +46,7 @@ from socialsim.batch.sweepfile import (
 from socialsim.llm.engines import engine_note
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
+from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord
@@ -162,7 +163,7 @@ class SweepModel(SocietyModel):
 
     def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
-                 max_concurrency: int = 16, **params: Any) -> None:
+                 max_concurrency: int = DEFAULT_CONCURRENCY, **params: Any) -> None:
         params = {"scenario": scenario, **params}
         extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency}
         self.run_config = run_config({**params, **extra}, rng)

@@ -30,6 +30,11 @@ def always(text: str) -> Policy:
     return lambda messages: text
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # a phase's 100+ connections at once are queued, not reset
+    daemon_threads = True
+
+
 class FakeOpenAIServer:
     """``with FakeOpenAIServer(delay_s=0.5) as server: ... server.api_base ...``"""
 
@@ -49,8 +54,7 @@ class FakeOpenAIServer:
         self.connections = 0  # TCP connections accepted: fewer than requests when clients reuse them
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

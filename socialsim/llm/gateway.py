@@ -22,7 +22,7 @@ from typing import Any
 
 from socialsim.llm import litellm_setup  # noqa: F401  (configures litellm before first import)
 from socialsim.llm.ledger import Ledger, LedgerRow
-from socialsim.llm.limiter import shared_limiter
+from socialsim.llm.limiter import DEFAULT_CONCURRENCY, shared_limiter
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operation import Answer, Operation
 from socialsim.llm.questions import AnswerError, QuestionKind, RecordQuestion
@@ -183,7 +183,7 @@ class Gateway:
         ledger: Ledger | None = None,
         *,
         replay: bool = False,
-        max_concurrency: int = 16,
+        max_concurrency: int = DEFAULT_CONCURRENCY,
         rpm: float | None = None,
         tpm: float | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,

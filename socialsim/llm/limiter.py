@@ -1,4 +1,5 @@
-"""A shared requests-per-minute and tokens-per-minute limiter (token buckets).
+"""A shared requests-per-minute and tokens-per-minute limiter (token buckets), and the default
+number of calls in flight at once.
 
 All gateways in a process that talk to the same model share one limiter, so a sweep's parallel
 models never exceed a provider's quota together. The clock and sleep are injectable for tests.
@@ -10,6 +11,11 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
+
+# Calls in flight at once (--concurrency): enough for a phase of 100 agents to be asked in one round,
+# so a step waits about one provider latency, not several. A provider's quota is stated with
+# --rpm/--tpm (shared by all gateways in a process); a local server with few slots queues the rest.
+DEFAULT_CONCURRENCY = 128
 
 
 class _Bucket:

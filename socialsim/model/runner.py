@@ -33,6 +33,7 @@ from socialsim.llm.gateway import (
     token_cost,
 )
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
+from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape
@@ -55,7 +56,7 @@ class RunConfig(BaseModel):
     rng: int = 42
     max_cost: float | None = Field(default=None, ge=0)
     max_calls: int | None = Field(default=None, ge=0)
-    max_concurrency: int = Field(default=16, ge=1)
+    max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     rpm: float | None = Field(default=None, gt=0)
     tpm: float | None = Field(default=None, gt=0)
     api_base: str | None = None  # endpoint for provider models (vLLM, Ollama, a proxy); never a key
