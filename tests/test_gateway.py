@@ -213,7 +213,9 @@ def test_a_model_missing_from_litellms_map_is_mapped_once_and_stays_unpriced(mon
     from socialsim.llm.fake_server import FakeOpenAIServer
     from socialsim.llm.gateway import token_cost, unit_prices
 
-    model = "openai/a-model-no-map-knows"
+    import uuid
+
+    model = f"openai/a-model-no-map-knows-{uuid.uuid4().hex[:8]}"  # new in this process, however often run
     with pytest.raises(Exception, match="isn't mapped"):
         litellm.get_model_info(model)
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
