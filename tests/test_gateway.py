@@ -223,7 +223,9 @@ def test_a_model_missing_from_litellms_map_is_mapped_once_and_stays_unpriced(mon
         g = Gateway(RouteTable(model), api_base=server.api_base, num_retries=0)
         assert ask(g).status == "ok"
         assert ask(g, seed=2).status == "ok"
-    assert litellm.get_model_info(model)["litellm_provider"] == "openai"
+    entry = litellm.get_model_info(model)
+    assert (entry["litellm_provider"], entry["mode"]) == ("openai", "chat")
+    assert entry["input_cost_per_token"] == entry["output_cost_per_token"] == 0  # litellm invents no price
     assert not litellm.supports_response_schema(model=model)  # no capability claimed
     assert unit_prices(model) is None
     assert token_cost(model, 1000, 1000) is None

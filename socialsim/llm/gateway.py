@@ -91,14 +91,9 @@ def map_unknown_model(model: str) -> None:
     for an unknown model too), and our own pricing still treats the model as unpriced, so the
     run's --price and the "no price" warning apply as before."""
     if is_embedded(model) or model in _MAPPED_UNPRICED or unit_prices(model) is not None:
-        return
+        return  # unit_prices is None only where litellm's map has no entry at all
     import litellm
 
-    try:
-        litellm.get_model_info(model)
-        return  # mapped, only without a price
-    except Exception:
-        pass
     try:
         _, provider, _, _ = litellm.get_llm_provider(model)
     except Exception:
