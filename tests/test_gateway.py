@@ -292,3 +292,64 @@ def test_by_default_a_hundred_agents_phase_is_asked_in_one_round(monkeypatch):
         answers = g.run_phase([Agent(i) for i in range(100)], decide, random.Random(1))
     assert [a.status for a in answers] == ["ok"] * 100
     assert server.max_in_flight == 100
+
+
+def _served_gateway(server, **kw):
+    return Gateway(RouteTable("openai/fake-model"), api_base=server.api_base, **{"num_retries": 0, **kw})
+
+
+def test_a_provider_slower_than_the_timeout_gets_the_fallback_with_the_timeout_said(monkeypatch):
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(delay_s=3.0) as server:
+        answer = ask(_served_gateway(server, timeout_s=0.3))
+    assert answer.status == "fallback"
+    assert "Timeout" in answer.error
+
+
+def test_the_runs_retries_reach_a_provider_that_failed_once(monkeypatch):
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(fail_first=1) as server:
+        answer = ask(_served_gateway(server, num_retries=1))
+        assert (answer.status, len(server.requests)) == ("ok", 2)
+    with FakeOpenAIServer(fail_first=1) as server:
+        answer = ask(_served_gateway(server, num_retries=0))
+        assert (answer.status, len(server.requests)) == ("fallback", 1)
+
+
+def test_json_schema_on_sends_the_records_schema_to_the_provider(monkeypatch):
+    """--json-schema on: a record question's schema goes out as the call's response_format."""
+    import json
+
+    from pydantic import BaseModel
+
+    from socialsim.llm.fake_server import FakeOpenAIServer, always
+    from socialsim.llm.operation import Operation
+    from socialsim.llm.questions import RecordQuestion
+
+    class Mood(BaseModel):
+        mood: str
+        strength: int
+
+    class AskMood(Operation):
+        name = "AskMood"
+
+        def question(self, ctx):
+            return RecordQuestion(Mood)
+
+        def prompt(self, ctx):
+            return "How do you feel?"
+
+        def fallback(self, ctx):
+            return Mood(mood="calm", strength=0)
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(policy=always(json.dumps({"mood": "glad", "strength": 3}))) as server:
+        g = _served_gateway(server, json_schema=True)
+        answer = run_sync(g.ask(AskMood(), None, agent_id=1, rng=random.Random(1)))
+    assert (answer.status, answer.value.mood) == ("ok", "glad")
+    sent = server.requests[-1]["response_format"]
+    assert sent["type"] == "json_schema" and set(sent["json_schema"]["schema"]["properties"]) == {"mood", "strength"}
