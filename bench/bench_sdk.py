@@ -2,8 +2,9 @@
 
 The test server (``socialsim.llm.fake_server``, 0.5 s per answer, keep-alive like a real provider)
 runs in a child process, so the CPU we count is the client's alone. The SDK runs twice: on its
-default httpx transport and on its aiohttp one (``openai[aiohttp]``); the ratio is against the faster. For N agents a phase is N concurrent calls; its floor is one
-server delay. Gateway and SDK phases alternate (A B A B ...) so a drifting machine hits both.
+default httpx transport and on its aiohttp one (``openai[aiohttp]``); the ratio is against the
+faster. For N agents a phase is N concurrent calls; its floor is one server delay. The three
+clients take turns (A B C A B C ...) so a drifting machine hits all of them.
 
     .venv/bin/python bench/bench_sdk.py [--delay 0.5] [--agents 10 40 100] [--repeats 3]
 """

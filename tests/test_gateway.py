@@ -208,12 +208,12 @@ def test_phases_reuse_the_providers_connections(monkeypatch):
 def test_a_model_missing_from_litellms_map_is_mapped_once_and_stays_unpriced(monkeypatch, caplog):
     """A model litellm does not know (a vLLM name) is added to its map after the first call, so
     later calls stop paying for lookup misses; our pricing still calls it unpriced."""
+    import uuid
+
     import litellm
 
     from socialsim.llm.fake_server import FakeOpenAIServer
     from socialsim.llm.gateway import token_cost, unit_prices
-
-    import uuid
 
     model = f"openai/a-model-no-map-knows-{uuid.uuid4().hex[:8]}"  # new in this process, however often run
     with pytest.raises(Exception, match="isn't mapped"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import logging
 import random
@@ -548,8 +549,8 @@ class Gateway:
         )
         global _first_call_done
         if not _first_call_done:  # the first call imported litellm's provider modules: freeze them too
-            _first_call_done = True  # (once: the society alive now is frozen with them, a bounded cost)
-            litellm_setup.freeze_imports()
+            _first_call_done = True  # (see litellm_setup; once: the society alive now is frozen with them)
+            gc.freeze()
         return response
 
     def _cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:

@@ -15,11 +15,5 @@ litellm.telemetry = False
 
 # litellm's import leaves some 300k long-lived objects; a full collection walks them all, a pause of
 # 0.25-0.5 s inside a phase of concurrent calls (bench/bench_sdk.py). Frozen, they are left out of
-# every later collection (the gateway freezes again after a provider's first call: see freeze_imports).
+# every later collection (the gateway freezes again after a provider's first call).
 gc.freeze()
-
-
-def freeze_imports() -> None:
-    """Leave what the process holds now (modules a provider's first call imported) out of later
-    garbage collections."""
-    gc.freeze()

@@ -31,10 +31,11 @@ MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact o
 _known: tuple[frozenset[tuple[str, str]], list[str]] = (frozenset(), [])  # (environment, its secret values)
 
 
-def _secret_env_values() -> list[str]:
+def secret_values() -> list[str]:
     """The secret values of the environment as it is now: worked out again only when the
     environment changed (a key set mid-run is caught; a tape write or a table cell does not pay
-    for a scan of every variable)."""
+    for a scan of every variable). Take them once to redact several texts (a tape record's reply
+    and messages) with one look at the environment."""
     global _known
     env = frozenset(os.environ.items())
     if env != _known[0]:
@@ -43,18 +44,12 @@ def _secret_env_values() -> list[str]:
     return _known[1]
 
 
-def secret_values() -> list[str]:
-    """The secret values to redact, as the environment holds them now: take them once to redact
-    several texts (a tape record's reply and messages) with one look at the environment."""
-    return _secret_env_values()
-
-
 def redact(text: str, secrets: list[str] | None = None) -> str:
     """Return ``text`` with every secret value and provider-key shape replaced by [REDACTED].
     ``secrets``: values from ``secret_values()`` (default: the environment's, looked up now)."""
     if not text:
         return text
-    for value in _secret_env_values() if secrets is None else secrets:
+    for value in secret_values() if secrets is None else secrets:
         text = text.replace(value, REDACTED)
     for pattern in _KEY_SHAPES:
         text = pattern.sub(REDACTED, text)
