@@ -109,3 +109,5 @@ def test_an_answer_does_not_depend_on_the_prompt_before_it():
         alone.append(ask(text))
     after_each_other = [ask(text) for text in inputs]  # each reuses the previous prompt's prefix
     assert after_each_other == alone and len(set(alone)) > 1
+    # the same prompt twice in a row: all of it is cached, yet the answer is the one it gets alone
+    assert [ask(text) for text in inputs for _ in range(2)] == [a for a in alone for _ in range(2)]
