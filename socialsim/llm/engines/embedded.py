@@ -19,12 +19,13 @@ format first to lengthen that prefix (``bench/bench_prompt_layout.py``) cut prom
 quarter but lengthened the answers, 3% in all: not adopted.
 
 Where a call's time goes, measured on 2 cores: prompt evaluation runs at about 350 tokens/s on a
-1500-token prompt (about 470 on prompts of 70-560 tokens, ``make bench``), the same for n_batch 64-2048 and for a build with AVX-512 (VNNI, BF16) instead of the portable AVX2
-one; generation takes 6-7 ms a token, plus 5-6 ms for the grammar, which llama-cpp-python's
-sampler applies to the whole 49k-token vocabulary before sampling. Checking the grammar on the 64
-best tokens first (exact: the same 40 candidates reach top-p, min-p, temperature and dist) gave
-identical answers and saved 9-10% of a call's time, as 44% of tokens have fewer than 40 valid
-candidates and still need the whole vocabulary: not worth a sampler of our own.
+1500-token prompt (about 470 on prompts of 70-560 tokens, ``make bench``), the same for n_batch
+64-2048 and for a build with AVX-512 (VNNI, BF16) instead of the portable AVX2 one; generation takes
+6-7 ms a token, plus 5-6 ms for the grammar, which llama-cpp-python's sampler applies to the whole
+49k-token vocabulary before sampling. Checking the grammar on the 64 best tokens first (exact: the
+same 40 candidates reach top-p, min-p, temperature and dist) gave identical answers and saved 9-10%
+of a call's time, as 44% of tokens have fewer than 40 valid candidates and still need the whole
+vocabulary: not worth a sampler of our own.
 """
 
 from __future__ import annotations
