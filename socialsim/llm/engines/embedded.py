@@ -14,9 +14,9 @@ products sum in another order. An answer would then depend on which calls shared
 
 llama.cpp re-evaluates only what follows the prefix a prompt shares with the previous one, and the
 answer is bit-identical to the prompt's alone (``tests/test_embedded.py``) as long as at least two
-tokens are evaluated anew (``_forget_prompt_end``). Putting the answer
-format first to lengthen that prefix (``bench/bench_prompt_layout.py``) cut prompt evaluation by a
-quarter but lengthened the answers, 3% in all: not adopted.
+tokens are evaluated anew (``_forget_prompt_end``). Putting the answer format first to lengthen that
+prefix (``bench/bench_prompt_layout.py``) cut prompt evaluation by a quarter but lengthened the
+answers, 3% in all: not adopted.
 
 Where a call's time goes, measured on 2 cores: prompt evaluation runs at about 350 tokens/s on a
 1500-token prompt (about 470 on prompts of 70-560 tokens, ``make bench``), the same for n_batch
