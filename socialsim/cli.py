@@ -207,7 +207,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
-    from socialsim.llm.limiter import DEFAULT_CONCURRENCY
     from socialsim.llm.routing import RouteTable, parse_route
     from socialsim.model.runner import RunConfig, check_priced, run
     from socialsim.scenarios.loader import ScenarioError, load_scenario
@@ -233,8 +232,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = RunConfig(scenario=scenario, arch=args.arch, model=default, routes=routes,
                                steps=args.steps, preset=args.preset, rng=42 if args.rng is None else args.rng,
                                max_cost=args.max_cost, max_calls=args.max_calls,
-                               max_concurrency=DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency, rpm=args.rpm,
-                               tpm=args.tpm, api_base=args.api_base, price=args.price, arch_params=arch_params,
+                               rpm=args.rpm, tpm=args.tpm, api_base=args.api_base, price=args.price, arch_params=arch_params,
+                               **({"max_concurrency": args.concurrency} if args.concurrency is not None else {}),
                                **_call_options(args))
             out = args.out
             resolved = config.resolved()  # scenario and preset checked before anything is written

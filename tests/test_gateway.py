@@ -26,6 +26,11 @@ def provider_gateway(**kw):
     return Gateway(RouteTable("openai/fake-model"), **kw)
 
 
+def served_gateway(server, model="openai/fake-model", **kw):
+    """A gateway calling the local test server, without litellm's retries unless asked."""
+    return Gateway(RouteTable(model), api_base=server.api_base, **{"num_retries": 0, **kw})
+
+
 def test_valid_answer_is_used_and_counted(scripted):
     fake = scripted(default="3")
     g = provider_gateway()
@@ -169,7 +174,7 @@ def test_concurrency_is_bounded_by_the_semaphore():
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     with FakeOpenAIServer(delay_s=0.05) as server:
-        g = Gateway(RouteTable("openai/fake-model"), max_concurrency=3, api_base=server.api_base, num_retries=0)
+        g = served_gateway(server, max_concurrency=3)
         agents = [Agent(i) for i in range(9)]
 
         async def decide(agent):
@@ -192,7 +197,7 @@ def test_phases_reuse_the_providers_connections(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     with FakeOpenAIServer(delay_s=0.05) as server:
-        g = Gateway(RouteTable("openai/fake-model"), max_concurrency=4, api_base=server.api_base, num_retries=0)
+        g = served_gateway(server, max_concurrency=4)
 
         async def decide(agent):
             return await g.ask(CHOOSE_ACTION, ctx(name=f"agent {agent.unique_id}"), agent_id=agent.unique_id,
@@ -220,7 +225,7 @@ def test_a_model_missing_from_litellms_map_is_mapped_once_and_stays_unpriced(mon
         litellm.get_model_info(model)
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     with FakeOpenAIServer() as server, caplog.at_level("WARNING", logger="socialsim.llm"):
-        g = Gateway(RouteTable(model), api_base=server.api_base, num_retries=0)
+        g = served_gateway(server, model)
         assert ask(g).status == "ok"
         assert ask(g, seed=2).status == "ok"
     entry = litellm.get_model_info(model)
@@ -283,7 +288,7 @@ def test_by_default_a_hundred_agents_phase_is_asked_in_one_round(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     assert RunConfig().max_concurrency >= 100
     with FakeOpenAIServer(delay_s=0.3) as server:
-        g = Gateway(RouteTable("openai/fake-model"), api_base=server.api_base, num_retries=0)
+        g = served_gateway(server)
 
         async def decide(agent):
             return await g.ask(CHOOSE_ACTION, ctx(name=f"agent {agent.unique_id}"), agent_id=agent.unique_id,
@@ -294,16 +299,12 @@ def test_by_default_a_hundred_agents_phase_is_asked_in_one_round(monkeypatch):
     assert server.max_in_flight == 100
 
 
-def _served_gateway(server, **kw):
-    return Gateway(RouteTable("openai/fake-model"), api_base=server.api_base, **{"num_retries": 0, **kw})
-
-
 def test_a_provider_slower_than_the_timeout_gets_the_fallback_with_the_timeout_said(monkeypatch):
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     with FakeOpenAIServer(delay_s=3.0) as server:
-        answer = ask(_served_gateway(server, timeout_s=0.3))
+        answer = ask(served_gateway(server, timeout_s=0.3))
     assert answer.status == "fallback"
     assert "Timeout" in answer.error
 
@@ -313,10 +314,10 @@ def test_the_runs_retries_reach_a_provider_that_failed_once(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     with FakeOpenAIServer(fail_first=1) as server:
-        answer = ask(_served_gateway(server, num_retries=1))
+        answer = ask(served_gateway(server, num_retries=1))
         assert (answer.status, len(server.requests)) == ("ok", 2)
     with FakeOpenAIServer(fail_first=1) as server:
-        answer = ask(_served_gateway(server, num_retries=0))
+        answer = ask(served_gateway(server, num_retries=0))
         assert (answer.status, len(server.requests)) == ("fallback", 1)
 
 
@@ -348,7 +349,7 @@ def test_json_schema_on_sends_the_records_schema_to_the_provider(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     with FakeOpenAIServer(policy=always(json.dumps({"mood": "glad", "strength": 3}))) as server:
-        g = _served_gateway(server, json_schema=True)
+        g = served_gateway(server, json_schema=True)
         answer = run_sync(g.ask(AskMood(), None, agent_id=1, rng=random.Random(1)))
     assert (answer.status, answer.value.mood) == ("ok", "glad")
     sent = server.requests[-1]["response_format"]
