@@ -5,7 +5,7 @@ order a phase issues them. Prints wall time per call and prompt/generation token
 llama.cpp counts them (a prompt prefix reused from the KV cache is not re-evaluated).
 
     .venv/bin/python bench/bench_embedded.py [--agents 8] [--rounds 2]
-    SOCIALSIM_EMBEDDED_CACHE_MB=1024 .venv/bin/python bench/bench_embedded.py   # with the opt-in prefix cache
+    SOCIALSIM_EMBEDDED_CACHE_MB=0 .venv/bin/python bench/bench_embedded.py   # without saved prompt states
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     llama = embedded._model()
-    calls, wall, prompt_tokens, gen_tokens, prompt_s, gen_s = 0, 0.0, 0, 0, 0.0, 0.0
+    calls, wall, prompt_tokens, evaluated, gen_tokens, prompt_s, gen_s = 0, 0.0, 0, 0, 0, 0.0, 0.0
     for round_ in range(args.rounds):
         for agent in range(args.agents):
             persona = (f"You are agent {agent}, a regular at Hobbs Cafe who works nearby, likes quiet mornings "
@@ -40,14 +40,16 @@ def main() -> None:
             prompt_tokens += usage["prompt_tokens"]
             gen_tokens += usage["completion_tokens"]
             timings = llama_cpp.llama_perf_context(llama._ctx.ctx)  # llama.cpp's own eval timers
+            evaluated += timings.n_p_eval
             prompt_s += timings.t_p_eval_ms / 1000
             gen_s += timings.t_eval_ms / 1000
             llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
-    cache = "prefix cache on" if llama.cache is not None else "prefix cache off"
-    print(f"embedded local/smollm2 ({cache}): {calls} calls, {wall / calls:.2f} s per call, "
-          f"{prompt_tokens / calls:.0f} prompt + {gen_tokens / calls:.0f} generated tokens per call")
+    states = f"saved prompt states up to {embedded.PROMPT_STATES_BYTES >> 20} MB"
+    print(f"embedded local/smollm2 ({states}): {calls} calls, {wall / calls:.2f} s per call, "
+          f"{prompt_tokens / calls:.0f} prompt tokens ({evaluated / calls:.0f} evaluated) + "
+          f"{gen_tokens / calls:.0f} generated per call")
     print(f"  llama.cpp: prompt eval {prompt_s:.2f} s, generation {gen_s:.2f} s; "
-          f"{prompt_tokens / max(prompt_s, 1e-9):.0f} prompt tok/s, {gen_tokens / max(gen_s, 1e-9):.1f} generated tok/s")
+          f"{evaluated / max(prompt_s, 1e-9):.0f} prompt tok/s, {gen_tokens / max(gen_s, 1e-9):.1f} generated tok/s")
 
 
 if __name__ == "__main__":

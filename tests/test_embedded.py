@@ -111,3 +111,43 @@ def test_an_answer_does_not_depend_on_the_prompt_before_it():
     assert after_each_other == alone and len(set(alone)) > 1
     # the same prompt twice in a row: all of it is cached, yet the answer is the one it gets alone
     assert [ask(text) for text in inputs for _ in range(2)] == [a for a in alone for _ in range(2)]
+
+
+def test_a_prompt_starts_from_any_earlier_prompt_with_the_same_head_and_answers_as_alone():
+    """Agents' calls come in turn, so an agent's persona is not in the prompt just before its next
+    call: the engine keeps earlier prompts' KV states and starts from the longest shared head.
+    The answer is still the one the prompt gets alone, and much less of it is evaluated."""
+    import llama_cpp
+
+    from socialsim.llm.engines import embedded
+    from socialsim.llm.engines.prompt_states import PromptStates
+
+    llama = embedded._model()
+    personas = {name: f"You are {name}, a regular at Hobbs Cafe. " + " ".join(
+        f"{name} has habit number {i}: a quiet coffee, a short talk, a kind word." for i in range(12))
+        for name in ("Ann", "Bob", "Cem")}
+
+    def ask(name, question):
+        llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
+        answer = embedded.complete([{"role": "system", "content": personas[name]}, {"role": "user", "content": question}],
+                                   {"max_tokens": 20, "temperature": 0.7, "seed": 3})
+        evaluated = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval
+        return answer["choices"][0]["message"]["content"], evaluated, answer["usage"]["prompt_tokens"]
+
+    def alone(name, question):
+        llama.prompt_states = PromptStates(0)
+        llama._ctx.kv_cache_clear()
+        llama.n_tokens = 0
+        return ask(name, question)
+
+    questions = [(name, "Hour 9: what do you order?") for name in personas] + \
+                [(name, "Hour 10: someone smokes inside. What do you say?") for name in personas]
+    answers_alone = [alone(*q) for q in questions]
+    assert all(evaluated == prompt for _, evaluated, prompt in answers_alone)  # alone: all of it evaluated
+
+    llama.prompt_states = PromptStates(embedded.PROMPT_STATES_BYTES)
+    in_turn = [ask(*q) for q in questions]  # Ann, Bob, Cem, then Ann again: her head is not the prompt before
+    assert [a for a, _, _ in in_turn] == [a for a, _, _ in answers_alone]
+    for (_, evaluated, prompt) in in_turn[3:]:
+        assert evaluated < prompt / 4  # the persona came from the saved state
+    assert len({a for a, _, _ in in_turn}) > 1

