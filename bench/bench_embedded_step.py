@@ -38,12 +38,14 @@ def child(steps: int) -> None:
         model.step()
         wall = time.perf_counter() - start
         llama = embedded._llama
-        evaluated = 0
-        if llama is not None:
-            evaluated = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval
+        evaluated, prompt_s, generated, gen_s = 0, 0.0, 0, 0.0
+        if llama is not None:  # llama.cpp's own counters and timers
+            perf = llama_cpp.llama_perf_context(llama._ctx.ctx)
+            evaluated, prompt_s, generated, gen_s = perf.n_p_eval, perf.t_p_eval_ms / 1000, perf.n_eval, perf.t_eval_ms / 1000
             llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
         rows.append({"wall": wall, "calls": gateway.ledger.live_calls - calls,
-                     "prompt": gateway.ledger.totals()["prompt_tokens"] - prompt, "evaluated": evaluated})
+                     "prompt": gateway.ledger.totals()["prompt_tokens"] - prompt, "evaluated": evaluated,
+                     "prompt_s": prompt_s, "generated": generated, "gen_s": gen_s})
     answers = hashlib.sha256("\n".join(sorted(r.raw for r in tape.records())).encode()).hexdigest()[:12]
     print(json.dumps({"steps": rows, "answers": answers}))
 
@@ -66,10 +68,10 @@ def main() -> None:
                              check=True, capture_output=True, text=True).stdout
         results[label] = json.loads(out.strip().splitlines()[-1])
         steps = results[label]["steps"]
-        print(f"{label:>24}: " + "; ".join(
-            f"step {i + 1} {s['wall']:.1f} s ({s['calls']} calls, {s['prompt']} prompt tokens, "
-            f"{s['evaluated']} evaluated)" for i, s in enumerate(steps))
-            + f"; {sum(s['wall'] for s in steps):.1f} s in all")
+        print(f"{label}: {sum(s['wall'] for s in steps):.1f} s in all")
+        for i, s in enumerate(steps):
+            print(f"  step {i + 1}: {s['wall']:5.1f} s, {s['calls']} calls; prompt {s['prompt']} tokens, "
+                  f"{s['evaluated']} evaluated in {s['prompt_s']:.1f} s; {s['generated']} generated in {s['gen_s']:.1f} s")
     same = len({r["answers"] for r in results.values()}) == 1
     print(f"same answers in both runs: {'yes' if same else 'NO'}")
 
