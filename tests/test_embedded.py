@@ -151,3 +151,27 @@ def test_a_prompt_starts_from_any_earlier_prompt_with_the_same_head_and_answers_
     for (_, evaluated, prompt) in in_turn[3:]:
         assert evaluated < prompt / 4  # the persona came from the saved state
     assert len({a for a, _, _ in in_turn}) > 1
+
+
+def test_saved_states_hold_prompt_tokens_only_and_leave_two_to_evaluate():
+    """A saved state never holds an answer's tokens (each evaluated alone, so their KV differs in
+    the last bits from a batch's), and a prompt restored from one still evaluates two tokens."""
+    import numpy as np
+
+    from socialsim.llm.engines import embedded
+    from socialsim.llm.engines.prompt_states import PromptStates
+
+    llama = embedded._model()
+    llama.prompt_states = PromptStates(embedded.PROMPT_STATES_BYTES)
+    messages = [{"role": "system", "content": "You are Ann, a regular at Hobbs Cafe. " * 8},
+                {"role": "user", "content": "Hour 9: what do you order?"}]
+    usage = embedded.complete(messages, {"max_tokens": 12, "seed": 2})["usage"]
+    assert usage["completion_tokens"] > 0
+    prompt = np.array(llama.input_ids[: llama.n_tokens])
+    _, held, _ = llama.prompt_states.longest(prompt)
+    assert len(held) == usage["prompt_tokens"] - 2 == llama.n_tokens  # no answer token kept
+
+    embedded.complete([{"role": "user", "content": "Something else entirely."}], {"max_tokens": 2, "seed": 1})
+    longer_by_one = [*held, 13]  # a prompt the saved state covers up to its last token
+    embedded._start_from_best_prefix(llama, longer_by_one)
+    assert llama.n_tokens == len(longer_by_one) - 2

@@ -48,3 +48,9 @@ def test_the_budget_drops_the_least_recently_used_state():
     assert states.longest(toks(1, 1))[2] == b"aaaa" and states.longest(toks(3, 3))[2] == b"cccc"
     states.add(toks(4, 4), b"x" * 11)  # larger than the whole budget: not kept, nothing dropped
     assert states.size_bytes == 8 and states.longest(toks(4, 4))[0] == 0
+
+
+def test_a_state_filling_the_budget_exactly_is_kept_and_one_shared_token_counts():
+    states = PromptStates(capacity_bytes=8)
+    states.add(toks(1, 2), b"12345678")
+    assert states.size_bytes == 8 and states.longest(toks(1, 9))[::2] == (1, b"12345678")
