@@ -6,7 +6,10 @@ default httpx transport and on its aiohttp one (``openai[aiohttp]``); the ratio 
 faster. For N agents a phase is N concurrent calls; its floor is one server delay. The three
 clients take turns (A B C A B C ...) so a drifting machine hits all of them.
 
-    .venv/bin/python bench/bench_sdk.py [--delay 0.5] [--agents 10 40 100] [--repeats 3]
+    .venv/bin/python bench/bench_sdk.py [--delay 0.5] [--agents 10 40 100] [--repeats 3] [--pin]
+
+With --pin the server runs on the last CPU and the clients on the others, so the server has its
+own core (the floor ratio's condition); on 2 cores the clients then have one.
 """
 
 from __future__ import annotations
@@ -99,10 +102,17 @@ def main() -> None:
     parser.add_argument("--agents", type=int, nargs="+", default=[10, 40, 100])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", default=MODEL, help="the model name sent (the test server answers any)")
+    parser.add_argument("--pin", action="store_true", help="the server on its own CPU, the clients on the rest")
     args = parser.parse_args()
     globals()["MODEL"] = args.model
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) < 2:
+        parser.error("--pin needs at least 2 CPUs")
     server = subprocess.Popen([sys.executable, "-c", SERVE, str(args.delay)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True,
+                              preexec_fn=(lambda: os.sched_setaffinity(0, cpus[-1:])) if args.pin else None)
+    if args.pin:  # before any client thread starts: they inherit it
+        os.sched_setaffinity(0, cpus[:-1])
     try:
         api_base = server.stdout.readline().strip()
         clients = {"gateway": lambda n: gateway_phase(api_base, n),
@@ -110,7 +120,8 @@ def main() -> None:
                    "SDK aiohttp": lambda n: sdk_phase(api_base, n, "aiohttp")}
         for phase in clients.values():
             phase(2)  # warm up every client
-        print(f"server delay {args.delay * 1000:.0f} ms (floor of one phase), keep-alive; medians of "
+        pinned = f"; server on CPU {cpus[-1]}, clients on {cpus[:-1]}" if args.pin else ""
+        print(f"server delay {args.delay * 1000:.0f} ms (floor of one phase), keep-alive{pinned}; medians of "
               f"{args.repeats} phases, the clients taking turns; wall s (x floor) / ms client CPU per call")
         print(f"{'N':>4} " + " ".join(f"{name:>22}" for name in clients) + f" {'gw/best SDK':>12}")
         for n in args.agents:

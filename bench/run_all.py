@@ -12,6 +12,7 @@ it takes minutes).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,8 @@ def main() -> None:
     args = parser.parse_args()
     py = sys.executable
     section("(1) one phase: gateway vs bare OpenAI SDK, 0.5 s server", [py, "bench/bench_sdk.py"])
+    if len(os.sched_getaffinity(0)) >= 2:
+        section("(1b) the same, the server on a CPU of its own", [py, "bench/bench_sdk.py", "--pin"])
     if not args.skip_embedded:
         section("(2) embedded engine", [py, "bench/bench_embedded.py"])
         section("(2c) embedded engine: batched decoding vs one call at a time", [py, "bench/bench_batched_decoding.py"])
