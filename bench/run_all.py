@@ -1,6 +1,7 @@
 """`make bench`: every benchmark side by side in one invocation, each in its own process.
 
-(1) gateway vs bare OpenAI SDK per phase at N = 10, 40, 100 against the 0.5 s test server;
+(1) gateway vs bare OpenAI SDK per phase at N = 10, 40, 100 against the 0.5 s test server, and
+(1b) the same with the server on a CPU of its own;
 (2) the embedded engine's per-call time and tokens/s, batched decoding against one call at a
 time, and `make run`'s steps without and with saved prompt states; (3) `socialsim --help` and `socialsim models`
 start-up, timed by farm-bench when it is on PATH; (4) the test suite's wall time (only with --suite:
