@@ -15,8 +15,8 @@ products sum in another order. An answer would then depend on which calls shared
 llama.cpp re-evaluates only what follows the prefix a prompt shares with the previous one; the engine
 also keeps earlier prompts' KV states (``prompt_states.py``) and starts a prompt from the longest
 head it shares with any of them, so an agent's persona, asked again after the other agents' calls,
-is not evaluated anew: `make run`'s third step evaluates 9.5k of its 17.5k prompt tokens instead of
-14.8k, 44 s instead of 58 s (``bench/bench_embedded_step.py``), with the same answers. An answer is
+is not evaluated anew: `make run`'s third step evaluates 7.7k of its 17.3k prompt tokens instead of
+14.4k, 42 s instead of 56 s (``bench/bench_embedded_step.py``), with the same answers. An answer is
 bit-identical to the prompt's alone (``tests/test_embedded.py``) as long as at least two tokens are
 evaluated anew (``_forget_prompt_end``) and no answer token, evaluated alone, is reused. Putting the
 answer format first to lengthen the shared prefix (``bench/bench_prompt_layout.py``) cut prompt
@@ -96,10 +96,10 @@ def embedded_status() -> str:
 def _model() -> Any:
     global _llama
     if _llama is None:
-        threads = max(1, min(4, os.cpu_count() or 1))
-        _llama = _llama_class()(model_path=str(gguf_path()), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
         from socialsim.llm.engines.prompt_states import PromptStates
 
+        threads = max(1, min(4, os.cpu_count() or 1))
+        _llama = _llama_class()(model_path=str(gguf_path()), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
         _llama.prompt_states = PromptStates(PROMPT_STATES_BYTES)
         atexit.register(_close)
     return _llama
@@ -198,7 +198,7 @@ def _save_prompt_state(llama: Any) -> None:
     size = llama_cpp.llama_state_seq_get_size(ctx, 0)
     data = (ctypes.c_uint8 * size)()
     if llama_cpp.llama_state_seq_get_data(ctx, data, size, 0) == size:
-        llama.prompt_states.add(llama.input_ids[: llama.n_tokens], bytes(data))
+        llama.prompt_states.add(llama.input_ids[: llama.n_tokens], data)
 
 
 def _start_from_best_prefix(llama: Any, prompt: list[int]) -> None:
@@ -214,8 +214,7 @@ def _start_from_best_prefix(llama: Any, prompt: list[int]) -> None:
     shared, held, data = llama.prompt_states.longest(tokens)
     if held is not None and shared >= in_place + MIN_RESTORE_GAIN:
         llama._ctx.kv_cache_clear()
-        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, buffer, len(data), 0) == len(data):
+        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, data, len(data), 0) == len(data):
             llama.input_ids[: len(held)] = held
             llama.n_tokens = len(held)
         else:  # not restored: evaluate the whole prompt

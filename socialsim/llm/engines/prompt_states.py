@@ -11,6 +11,7 @@ depend on which prompts came before (``tests/test_embedded.py``).
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sized
 
 import numpy as np
 
@@ -23,17 +24,18 @@ def shared_prefix(a: np.ndarray, b: np.ndarray) -> int:
 
 
 class PromptStates:
-    """KV states keyed by the tokens they hold, least recently used dropped beyond a byte budget."""
+    """KV states keyed by the tokens they hold, least recently used dropped beyond a byte budget
+    (a state's data is a byte buffer: its length is its size)."""
 
     def __init__(self, capacity_bytes: int):
         self.capacity_bytes = capacity_bytes
         self.size_bytes = 0
-        self._states: OrderedDict[bytes, tuple[np.ndarray, bytes]] = OrderedDict()
+        self._states: OrderedDict[bytes, tuple[np.ndarray, Sized]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._states)
 
-    def longest(self, tokens: np.ndarray) -> tuple[int, np.ndarray | None, bytes | None]:
+    def longest(self, tokens: np.ndarray) -> tuple[int, np.ndarray | None, Sized | None]:
         """(shared length, the state's tokens, its data) of the state sharing the most leading
         tokens with ``tokens``; (0, None, None) when none shares any."""
         best, best_key = 0, None
@@ -47,7 +49,7 @@ class PromptStates:
         held, data = self._states[best_key]
         return best, held, data
 
-    def add(self, tokens: np.ndarray, data: bytes) -> None:
+    def add(self, tokens: np.ndarray, data: Sized) -> None:
         """Keep a state; states whose tokens it extends are dropped, as it serves all their prompts
         (and it is not kept when a state extends it)."""
         if len(data) > self.capacity_bytes or len(tokens) == 0:
