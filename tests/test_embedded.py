@@ -175,3 +175,23 @@ def test_saved_states_hold_prompt_tokens_only_and_leave_two_to_evaluate():
     longer_by_one = [*held, 13]  # a prompt the saved state covers up to its last token
     embedded._start_from_best_prefix(llama, longer_by_one)
     assert llama.n_tokens == len(longer_by_one) - 2
+
+
+def test_a_record_grammar_keeps_control_characters_out_of_strings():
+    """JSON forbids a raw newline inside a string; llama-cpp-python's schema converter allows one,
+    and the embedded model wrote "content":"\\n\\n..." (a failed record). Even pushed hard towards
+    newlines, an answer under the record grammar has none and parses."""
+    from llama_cpp import LlamaGrammar
+
+    from socialsim.agents.crsec.operations import NormativeInfo
+    from socialsim.llm.engines import embedded
+
+    llama = embedded._model()
+    question = RecordQuestion(NormativeInfo)
+    newlines = {t: 30.0 for text in (b"\n", b"\n\n", b" \n") for t in llama.tokenize(text, add_bos=False)}
+    out = llama.create_completion("Write a JSON record about a norm in a cafe:\n", max_tokens=48, temperature=0.0,
+                                  grammar=LlamaGrammar.from_string(question.gbnf(), verbose=False),
+                                  logit_bias=newlines)["choices"][0]["text"]
+    embedded._forget_prompt_end(llama, 0)  # this call bypassed complete(): leave no answer tokens behind
+    assert not any(ord(c) < 32 for c in out.replace(" ", "")), repr(out)
+    assert isinstance(question.parse(out), NormativeInfo)

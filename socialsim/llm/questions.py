@@ -252,7 +252,10 @@ class RecordQuestion(QuestionKind):
         grammar = json_schema_to_gbnf(json.dumps(_bounded_integers_as_enums(self.json_schema())))
         # The converter copies regex classes from `pattern`s as quoted literals ("\d"), which GBNF
         # reads as the letter d: turn them back into character classes.
-        return grammar.replace('"\\d"', "[0-9]").replace('"\\w"', "[A-Za-z0-9_]").replace('"\\s"', "[ \\t]")
+        grammar = grammar.replace('"\\d"', "[0-9]").replace('"\\w"', "[A-Za-z0-9_]").replace('"\\s"', "[ \\t]")
+        # Its string character allows control characters (a raw newline), which JSON forbids: the
+        # embedded model wrote "content":"\n\nThe task..." and the record failed to parse.
+        return grammar.replace('char ::= [^"\\\\]', 'char ::= [^"\\\\\\x7F\\x00-\\x1F]')
 
     def json_schema(self) -> dict[str, Any]:
         return self.model.model_json_schema()
