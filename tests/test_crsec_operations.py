@@ -216,9 +216,15 @@ def test_identify_rule_counts_only_memories_that_recall_the_matter():
 
 
 def test_identify_prompt_shows_the_memories_the_rule_reads():
+    def asked(ctx):
+        return ops.IDENTIFY_FROM_CHAT.messages(ctx)[-1]["content"]
+
     ctx = identify_ctx(memories=[SMOKE_MEMORY])
-    assert "RELEVANT MEMORIES" in ops.IDENTIFY_FROM_CHAT.prompt(ctx) and SMOKE_MEMORY in ops.IDENTIFY_FROM_CHAT.prompt(ctx)
-    assert "RELEVANT MEMORIES" not in ops.IDENTIFY_FROM_CHAT.prompt(identify_ctx())
+    assert "RELEVANT MEMORIES" in asked(ctx) and SMOKE_MEMORY in asked(ctx)
+    assert "RELEVANT MEMORIES" not in asked(identify_ctx())
+    # fixed text first, then the answer format, then what changes: the engine reuses the head
+    text = asked(ctx)
+    assert text.index("NORM DEFINITION") < text.index('"properties"') < text.index("RELEVANT MEMORIES") < text.index("INPUT (")
 
 
 def test_identify_rule_lets_an_unpersuaded_opponent_form_the_contrary_norm():

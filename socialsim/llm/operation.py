@@ -36,7 +36,7 @@ class Operation:
     """Base class of every typed LLM operation.
 
     Subclasses set ``name``, ``module`` and ``fallback_doc`` and implement ``question``,
-    ``messages``, ``rule`` and ``fallback``. ``ctx`` is the operation's own structured context
+    ``prompt`` (and ``input_text`` where it pays), ``rule`` and ``fallback``. ``ctx`` is the operation's own structured context
     (usually a pydantic model or a dataclass) built by the agent.
     """
 
@@ -54,8 +54,16 @@ class Operation:
         """The user-message text (without the answer-format instruction)."""
         raise NotImplementedError
 
+    def input_text(self, ctx: Any) -> str:
+        """What changes from call to call, placed after the answer format ("": the prompt holds it).
+        An operation with a long answer format (a JSON schema) puts its input here, so all the fixed
+        text before it is a head the embedded engine's saved prompt states spare evaluating."""
+        return ""
+
     def messages(self, ctx: Any) -> list[dict[str, str]]:
         text = f"{self.prompt(ctx)}\n\n{self.question(ctx).instruction()}"
+        if changing := self.input_text(ctx):
+            text = f"{text}\n\n{changing}"
         return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]
 
     def rule(self, ctx: Any, rng: random.Random) -> BaseModel:
