@@ -15,12 +15,13 @@ products sum in another order. An answer would then depend on which calls shared
 llama.cpp re-evaluates only what follows the prefix a prompt shares with the previous one; the engine
 also keeps earlier prompts' KV states (``prompt_states.py``) and starts a prompt from the longest
 head it shares with any of them, so an agent's persona, asked again after the other agents' calls,
-is not evaluated anew: `make run`'s third step evaluates 7.7k of its 17.3k prompt tokens instead of
-14.4k, 42 s instead of 56 s (``bench/bench_embedded_step.py``), with the same answers. An answer is
+is not evaluated anew: `make run`'s third step evaluates 5.2k of its 15.8k prompt tokens instead of
+13.1k, 32 s instead of 49 s (``bench/bench_embedded_step.py``), with the same answers. An answer is
 bit-identical to the prompt's alone (``tests/test_embedded.py``) as long as at least two tokens are
-evaluated anew (``_forget_prompt_end``) and no answer token, evaluated alone, is reused. Putting the
-answer format first to lengthen the shared prefix (``bench/bench_prompt_layout.py``) cut prompt
-evaluation by a quarter but lengthened the answers, 3% in all: not adopted.
+evaluated anew (``_forget_prompt_end``) and no answer token, evaluated alone, is reused. Prompts put
+their fixed text first and what changes last (``Operation.input_text``). Moving every answer format
+into the system message (``bench/bench_prompt_layout.py``) cut prompt evaluation by a quarter but
+lengthened the answers, 3% in all: not adopted.
 
 Where a call's time goes, measured on 2 cores: prompt evaluation runs at about 350 tokens/s on a
 1500-token prompt (about 470 on prompts of 70-560 tokens, ``make bench``), the same for n_batch
