@@ -36,8 +36,8 @@ class Operation:
     """Base class of every typed LLM operation.
 
     Subclasses set ``name``, ``module`` and ``fallback_doc`` and implement ``question``,
-    ``prompt`` (and ``input_text`` where it pays), ``rule`` and ``fallback``. ``ctx`` is the operation's own structured context
-    (usually a pydantic model or a dataclass) built by the agent.
+    ``prompt`` (and ``input_text`` where it pays), ``rule`` and ``fallback``. ``ctx`` is the
+    operation's own structured context (usually a pydantic model or a dataclass) built by the agent.
     """
 
     name: str = "Operation"
