@@ -12,7 +12,9 @@ fixed format first, calls of one operation skip it (a plan's JSON schema is 323 
 wall time, llama.cpp's prompt-eval and generation time, tokens per call and whether answers parse.
 Measured 2026-11-23 (30 calls): prompt evaluation 48.2 -> 35.6 s, but the answers grew from 64 to
 86 tokens a call, so the whole took 76.2 -> 73.9 s (3%), with other answers (only records' formats
-first: 76.0 -> 73.5 s, 82 tokens): not adopted.
+first: 76.0 -> 73.5 s, 82 tokens): not adopted. Again with the engine's saved prompt states and the
+record's input after its format (``Operation.input_text``), 2026-11-23: prompt evaluation 27.0 ->
+19.5 s, answers 70 -> 88 tokens, 55.8 s both ways.
 
     .venv/bin/python bench/bench_prompt_layout.py [--steps 6]
 """
@@ -55,8 +57,9 @@ def phase_calls(steps: int) -> list[tuple[object, object]]:
 
 
 def format_first(op, ctx) -> list[dict[str, str]]:
+    user = "\n\n".join(part for part in (op.prompt(ctx), op.input_text(ctx)) if part)
     return [{"role": "system", "content": f"{op.system}\n\nANSWER FORMAT: {op.question(ctx).instruction()}"},
-            {"role": "user", "content": op.prompt(ctx)}]
+            {"role": "user", "content": user}]
 
 
 def run(calls, layout) -> dict[str, float]:
