@@ -211,18 +211,17 @@ def _start_from_best_prefix(llama: Any, prompt: list[int]) -> None:
     from socialsim.llm.engines.prompt_states import shared_prefix
 
     tokens = np.asarray(prompt, dtype=np.intc)
-    in_place = shared_prefix(llama.input_ids[: llama.n_tokens], tokens)
+    reused = shared_prefix(llama.input_ids[: llama.n_tokens], tokens)  # the KV cache in place
     shared, held, data = llama.prompt_states.longest(tokens)
-    if held is not None and shared >= in_place + MIN_RESTORE_GAIN:
+    if held is not None and shared >= reused + MIN_RESTORE_GAIN:
         llama._ctx.kv_cache_clear()
         if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, data, len(data), 0) == len(data):
             llama.input_ids[: len(held)] = held
-            llama.n_tokens = len(held)
+            llama.n_tokens, reused = len(held), shared
         else:  # not restored: evaluate the whole prompt
             llama._ctx.kv_cache_clear()
-            llama.n_tokens = 0
-    keep = len(tokens) - 2
-    if shared_prefix(llama.input_ids[: llama.n_tokens], tokens) > keep:
+            llama.n_tokens = reused = 0
+    if reused > len(tokens) - 2:
         _forget_prompt_end(llama, len(tokens))
 
 
