@@ -195,3 +195,45 @@ def test_a_record_grammar_keeps_control_characters_out_of_strings():
     embedded._forget_prompt_end(llama, 0)  # this call bypassed complete(): leave no answer tokens behind
     assert not any(ord(c) < 32 for c in out.replace(" ", "")), repr(out)
     assert isinstance(question.parse(out), NormativeInfo)
+
+
+def test_one_line_answers_are_those_of_the_grammar_sampler():
+    """One line of text is constrained by a token mask instead of llama.cpp's grammar sampler (which
+    checks every token at every step). The answers must be the grammar's, also when the model is
+    pushed towards a leading quote, line breaks and stopping at once, which the grammar forbids."""
+    from llama_cpp import LlamaGrammar, LogitsProcessorList
+
+    from socialsim.llm.engines import embedded
+    from socialsim.llm.questions import ONE_LINE_GRAMMAR
+
+    llama = embedded._model()
+    pushed = [t for text in (b'"', b' "', b"\n", b"\n\n") for t in llama.tokenize(text, add_bos=False)]
+    pushed.append(llama.token_eos())
+
+    def push(input_ids, scores):  # before the constraint, as a logit bias would be
+        scores[pushed] += 20.0
+        return scores
+
+    def stop(input_ids, scores):  # towards ending at once
+        scores[llama.token_eos()] += 30.0
+        return scores
+
+    asks = [("You watch Carlos smoke inside the cafe. What do you think?", [], seed) for seed in (1, 2, 3)] + \
+           [("Quote what Sam shouts across the cafe.", [push], seed) for seed in (4, 5)] + \
+           [("Say nothing.", [stop], 6)]
+
+    def answer(text, processors, seed, constraint):
+        constraint = dict(constraint)
+        processors = processors + list(constraint.pop("logits_processor", []))
+        llama.set_seed(seed)
+        out = llama.create_chat_completion(messages=[{"role": "user", "content": text}], max_tokens=24, temperature=0.7,
+                                           seed=seed, logits_processor=LogitsProcessorList(processors), **constraint)
+        embedded._forget_prompt_end(llama, out["usage"]["prompt_tokens"])
+        return out["choices"][0]["message"]["content"]
+
+    grammar = {"grammar": LlamaGrammar.from_string(ONE_LINE_GRAMMAR, verbose=False)}
+    by_grammar = [answer(*ask, grammar) for ask in asks]
+    by_mask = [answer(*ask, embedded._constraint(ONE_LINE_GRAMMAR)) for ask in asks]
+    assert by_mask == by_grammar
+    assert all(a and "\n" not in a and not a.startswith('"') for a in by_grammar)
+    assert "logits_processor" in embedded._constraint(ONE_LINE_GRAMMAR)

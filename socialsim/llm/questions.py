@@ -212,6 +212,10 @@ class IntegerQuestion(QuestionKind):
         return Integer(value=value)
 
 
+# one line of text that does not start with a quote (the embedded engine applies it as a token mask)
+ONE_LINE_GRAMMAR = 'root ::= [^\\n"] [^\\n]*'
+
+
 @dataclass(frozen=True)
 class ShortTextQuestion(QuestionKind):
     """One line of free text, at most ``max_chars`` characters."""
@@ -223,7 +227,7 @@ class ShortTextQuestion(QuestionKind):
         return f"Answer in one short line (at most {self.max_chars} characters)."
 
     def gbnf(self) -> str:
-        return 'root ::= [^\\n"] [^\\n]*'
+        return ONE_LINE_GRAMMAR
 
     def parse(self, raw: str) -> Text:
         text = _clean(raw).splitlines()[0].strip() if _clean(raw) else ""
