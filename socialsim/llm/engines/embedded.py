@@ -16,7 +16,7 @@ llama.cpp re-evaluates only what follows the prefix a prompt shares with the pre
 also keeps earlier prompts' KV states (``prompt_states.py``) and starts a prompt from the longest
 head it shares with any of them, so an agent's persona, asked again after the other agents' calls,
 is not evaluated anew: `make run`'s third step evaluates 5.2k of its 15.8k prompt tokens instead of
-13.1k, 32 s instead of 49 s (``bench/bench_embedded_step.py``), with the same answers. An answer is
+13.1k, 28 s instead of 46 s (``bench/bench_embedded_step.py``), with the same answers. An answer is
 bit-identical to the prompt's alone (``tests/test_embedded.py``) as long as at least two tokens are
 evaluated anew (``_forget_prompt_end``) and no answer token, evaluated alone, is reused. Prompts put
 their fixed text first and what changes last (``Operation.input_text``). Moving every answer format
