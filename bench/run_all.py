@@ -3,7 +3,7 @@
 (1) gateway vs bare OpenAI SDK per phase at N = 10, 40, 100 against the 0.5 s test server, and
 (1b) the same with the server on a CPU of its own;
 (2) the embedded engine's per-call time and tokens/s, batched decoding against one call at a
-time, and `make run`'s steps without and with saved prompt states; (3) `socialsim --help` and `socialsim models`
+time, and `make run`'s steps by weight layout and with and without saved prompt states; (3) `socialsim --help` and `socialsim models`
 start-up, timed by farm-bench when it is on PATH; (4) the test suite's wall time (only with --suite:
 it takes minutes).
 
@@ -44,7 +44,7 @@ def main() -> None:
         section("(2c) embedded engine: batched decoding vs one call at a time", [py, "bench/bench_batched_decoding.py"])
         section("(2d) embedded engine: answer format last vs first (prompt prefix reuse)",
                 [py, "bench/bench_prompt_layout.py"])
-        section("(2e) embedded engine: make run's Hobbs Cafe steps without and with saved prompt states",
+        section("(2e) embedded engine: make run's Hobbs Cafe steps by weight layout, with and without saved states",
                 [py, "bench/bench_embedded_step.py"])
     section("(2b) recording a run: per-step append vs whole rewrite", [py, "bench/bench_records.py"])
     for command in (["--help"], ["models"]):

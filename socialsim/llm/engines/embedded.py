@@ -72,7 +72,7 @@ def gguf_path(name: str = "smollm2") -> Path:
 
 
 def check_embedded(model: str) -> None:
-    from socialsim.llm.engines import ModelUnavailable
+    from socialsim.llm.engines import ModelUnavailable, weights
 
     name = model.removeprefix("local/")
     if name not in MODELS:
@@ -83,7 +83,8 @@ def check_embedded(model: str) -> None:
         if importlib.util.find_spec("llama_cpp") is None:
             raise ImportError("the PyPI package llama-cpp-python is not installed (pip install llama-cpp-python)")
         gguf_path(name)
-    except (ImportError, FileNotFoundError) as exc:
+        weights.layout()
+    except (ImportError, FileNotFoundError, ValueError) as exc:
         raise ModelUnavailable(f"the embedded model {model!r} is not installed: {exc}") from None
 
 
@@ -99,9 +100,10 @@ def _model() -> Any:
     global _llama
     if _llama is None:
         from socialsim.llm.engines.prompt_states import PromptStates
+        from socialsim.llm.engines.weights import weights_for
 
         threads = max(1, min(4, os.cpu_count() or 1))
-        _llama = _llama_class()(model_path=str(gguf_path()), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
+        _llama = _llama_class()(model_path=str(weights_for(gguf_path())), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
         _llama.prompt_states = PromptStates(PROMPT_STATES_BYTES)
         atexit.register(_close)
     return _llama
