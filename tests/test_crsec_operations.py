@@ -468,17 +468,30 @@ def test_temptation_breaks_a_held_norm_and_zero_temptation_never_does():
     assert 5 < sum(smoked_inside(0.3, seed) for seed in range(100)) < 60
 
 
-def test_normative_info_asks_for_its_content_even_when_nothing_was_found():
+def test_normative_info_ends_at_found_false_and_asks_for_a_norm_s_content_otherwise():
     from socialsim.llm.questions import AnswerError, RecordQuestion
 
     question = RecordQuestion(ops.NormativeInfo)
-    root = next(line for line in question.gbnf().splitlines() if line.startswith("root ::="))
-    assert 'found-kv "," space content-kv' in root  # the grammar makes the embedded model write it
-    content = next(line for line in question.gbnf().splitlines() if line.startswith("content ::="))
-    assert content.startswith('content ::= "\\"" char char char (')  # at least 3 characters
-    assert question.json_schema()["required"] == ["found", "content"]  # and the API's schema asks for it
-    assert question.parse('{"found": false}').found is False  # a reply without it still parses
+    rules = dict(line.split(" ::= ", 1) for line in question.gbnf().splitlines())
+    shapes = rules["root"].split(" | ")
+    assert len(shapes) == 2
+    nothing, norm = (rules[name] for name in shapes)
+    # found=false closes the record: no discarded content for the embedded model to write
+    assert nothing.replace(" space", "").split() == ['"{"', f"{shapes[0]}-found-kv", '"}"']
+    assert rules[f"{shapes[0]}-found"] == '"false"'
+    # found=true must go on with a content of at least 3 characters
+    assert rules[f"{shapes[1]}-found"] == '"true"'
+    assert f'{shapes[1]}-found-kv "," space {shapes[1]}-content-kv' in norm
+    assert rules[f"{shapes[1]}-content"].startswith('"\\"" char char char (')
+    # the prompt and a provider's response_format show the same two shapes
+    nothing_schema, norm_schema = question.json_schema()["anyOf"]
+    assert nothing_schema["required"] == ["found"] and list(nothing_schema["properties"]) == ["found"]
+    assert norm_schema["required"] == ["found", "content"] and norm_schema["properties"]["content"]["minLength"] == 3
+    assert question.parse('{"found": false}').found is False
     with pytest.raises(AnswerError):
         question.parse('{"found": true, "content": ""}')  # a found norm still needs its text
-    longest = json.dumps({"found": False, "content": "x" * 120, "type": "descriptive", "utility": 100})
+    longest = json.dumps({"found": True, "content": "x" * 120, "type": "descriptive", "utility": 100})
     assert len(longest) <= ops.IDENTIFY_FROM_THOUGHT.max_tokens  # never cut, even at one character a token
+
+
+

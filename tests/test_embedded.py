@@ -183,18 +183,42 @@ def test_a_record_grammar_keeps_control_characters_out_of_strings():
     newlines, an answer under the record grammar has none and parses."""
     from llama_cpp import LlamaGrammar
 
-    from socialsim.agents.crsec.operations import NormativeInfo
     from socialsim.llm.engines import embedded
 
     llama = embedded._model()
-    question = RecordQuestion(NormativeInfo)
+    question = RecordQuestion(Mood)
     newlines = {t: 30.0 for text in (b"\n", b"\n\n", b" \n") for t in llama.tokenize(text, add_bos=False)}
-    out = llama.create_completion("Write a JSON record about a norm in a cafe:\n", max_tokens=48, temperature=0.0,
+    out = llama.create_completion("Write a JSON record of your mood in a cafe:\n", max_tokens=48, temperature=0.0,
                                   grammar=LlamaGrammar.from_string(question.gbnf(), verbose=False),
                                   logit_bias=newlines)["choices"][0]["text"]
     embedded._forget_prompt_end(llama, 0)  # this call bypassed complete(): leave no answer tokens behind
     assert not any(ord(c) < 32 for c in out.replace(" ", "")), repr(out)
-    assert isinstance(question.parse(out), NormativeInfo)
+    assert len(question.parse(out).mood) >= 1
+
+
+def test_a_normative_info_record_ends_right_after_found_false():
+    """Identification's record has two shapes: pushed towards "false", the model's answer stops
+    there instead of writing a content nobody reads."""
+    from llama_cpp import LlamaGrammar, LogitsProcessorList
+
+    from socialsim.agents.crsec.operations import NormativeInfo
+    from socialsim.llm.engines import embedded
+
+    question = RecordQuestion(NormativeInfo)
+    llama = embedded._model()
+    false = llama.tokenize(b"false", add_bos=False)
+
+    def push_false(input_ids, scores):
+        scores[false] += 30.0
+        return scores
+
+    out = llama.create_completion("Is there a norm here? Answer in JSON:\n", max_tokens=60, temperature=0.0,
+                                  grammar=LlamaGrammar.from_string(question.gbnf(), verbose=False),
+                                  logits_processor=LogitsProcessorList([push_false]))
+    embedded._forget_prompt_end(llama, 0)
+    text = out["choices"][0]["text"]
+    assert question.parse(text).found is False
+    assert text.replace(" ", "") == '{"found":false}' and out["choices"][0]["finish_reason"] == "stop", text
 
 
 def test_one_line_answers_are_those_of_the_grammar_sampler():
