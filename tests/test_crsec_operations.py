@@ -495,3 +495,19 @@ def test_normative_info_ends_at_found_false_and_asks_for_a_norm_s_content_otherw
 
 
 
+
+def test_the_plan_memory_names_a_place_once_for_a_run_of_items_there_with_the_same_words():
+    from socialsim.agents.memory import words
+
+    cafe, street = "Hobbs Cafe dining room", "the street outside"
+    items = [{"time": f"{h:02d}:00", "activity": a, "place": p} for h, a, p in
+             [(8, "play music aloud", cafe), (9, "drink a coffee", cafe), (10, "smoke a cigarette", street),
+              (11, "eat a meal", cafe), (12, "drink a coffee", cafe)]]
+    text = ops.plan_memory(2, items)
+    assert text.startswith("My plan for day 2: ")
+    assert text.count(cafe) == 2 and text.count(street) == 1  # three runs of items
+    assert [text.index(i["time"]) for i in items] == sorted(text.index(i["time"]) for i in items)
+    assert "10:00 smoke a cigarette" in text and text.index(street) < text.index("10:00")
+    # retrieval ranks memories by their word sets: the same as one place per item
+    itemized = "My plan for day 2: " + "; ".join(f"{i['time']} {i['activity']} at {i['place']}" for i in items)
+    assert words(text) == words(itemized)

@@ -330,8 +330,7 @@ class CRSECAgent(GenerativeAgent):
             ctx.memories = await self.recall(self.crsec_traits.goal)
             self.plan = sorted(ops.plan_items((await self.ask(ops.GENERATE_NORMATIVE_PLANS, ctx)).value),
                                key=ops.time_of)
-            self.memorize("plan", f"My plan for day {day}: " + "; ".join(
-                f"{i['time']} {i['activity']} at {i['place']}" for i in self.plan), 4)
+            self.memorize("plan", ops.plan_memory(day, self.plan), 4)
             self.plan_day = day
             self.actions_item = -1
             text = ops.plan_text(self.plan)
