@@ -182,18 +182,21 @@ STATUSES = st.sampled_from(["done", "failed", "filtered", "refused"])
 @given(st.lists(st.tuples(STATUSES, st.booleans()), min_size=6, max_size=6), st.permutations(NAMES))
 def test_renaming_agents_does_not_change_who_the_matrix_ranks_first(deeds, renamed):
     """The matrix sees entries sorted by name; a permutation of the names must not change how
-    often each deed (the same agent under another name) is ranked first over seeds."""
+    often each deed (the same agent under another name) is ranked first over seeds. With 1000
+    seeds a share's noise is at most 0.016 (sd); 300 seeds let hypothesis find a three-way tie whose
+    shares, 0.25 and 0.42, differed by chance (0.33 each over 5000 seeds). Ties broken by name
+    would move a share by 1/3 or more."""
     def tops(names):
         entries = [MatrixEntry(n, ("chat with X" if chat else "go to Outside"), status, 1.0, "g", "Outside", 0.0)
                    for n, (status, chat) in zip(names, deeds, strict=True)]
         entries_sorted = sorted(entries, key=lambda e: e.name)
         counts = dict.fromkeys(names, 0)
-        for seed in range(300):
+        for seed in range(1000):
             counts[RANK_AGENTS.rule(MatrixContext(entries_sorted), random.Random(seed)).ranking[0]] += 1
-        return [counts[n] / 300 for n in names]  # by deed (position in ``deeds``)
+        return [counts[n] / 1000 for n in names]  # by deed (position in ``deeds``)
 
     original, permuted = tops(NAMES), tops(list(renamed))
-    assert max(abs(a - b) for a, b in zip(original, permuted, strict=True)) < 0.15
+    assert max(abs(a - b) for a, b in zip(original, permuted, strict=True)) < 0.12
 
 
 def test_tied_agents_each_lead_about_equally_often():
