@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
-# The default run: Hobbs Cafe (CRSEC) on the embedded model for 3 steps (about 2 minutes on 2 cores),
+# The default run: Hobbs Cafe (CRSEC) on the embedded model for 3 steps (under a minute on 2 cores once set up),
 # its day plans and 5-minute actions made by the rules (the long plan records are the slow part of
 # an embedded step); norm creation, conflicts, talk, thoughts and evaluation stay on the model, and
 # a norm conversation happens by step 3. ARGS="..." runs anything else.
