@@ -316,6 +316,9 @@ def test_answers_are_the_same_from_one_context_or_two_working_at_once(monkeypatc
     """Two contexts with one thread each decode two calls side by side; an answer must not depend
     on which context computed it, nor on what the other was doing, nor on their thread count."""
     import asyncio
+    import os
+
+    import llama_cpp
 
     from socialsim.llm.engines import embedded
 
@@ -332,10 +335,12 @@ def test_answers_are_the_same_from_one_context_or_two_working_at_once(monkeypatc
         embedded._close()
         try:
             results = asyncio.run(all_at_once())
-            return [r["choices"][0]["message"]["content"] for r in results], len(embedded._models)
+            threads = [llama_cpp.llama_n_threads(m._ctx.ctx) for m in embedded._models]
+            return [r["choices"][0]["message"]["content"] for r in results], threads
         finally:
             embedded._close()
 
-    (one, contexts_one), (two, contexts_two) = answers(1), answers(2)
-    assert contexts_one == 1 and contexts_two == 2
+    cpus = min(4, len(os.sched_getaffinity(0)))
+    (one, threads_one), (two, threads_two) = answers(1), answers(2)
+    assert threads_one == [cpus] and threads_two == [max(1, cpus // 2)] * 2  # the CPUs shared, not oversubscribed
     assert two == one and len(set(one)) > 4

@@ -54,3 +54,36 @@ def test_a_state_filling_the_budget_exactly_is_kept_and_one_shared_token_counts(
     states = PromptStates(capacity_bytes=8)
     states.add(toks(1, 2), b"12345678")
     assert states.size_bytes == 8 and states.longest(toks(1, 9))[::2] == (1, b"12345678")
+
+
+def test_the_engine_s_threads_can_share_one_store():
+    """Two engine threads save and look up states at once; the store must stay consistent (without
+    its lock, one thread's add mutated the dict another was iterating)."""
+    import sys
+    import threading
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    states = PromptStates(40 * 100)
+    errors = []
+
+    def work(offset):
+        rng = np.random.default_rng(offset)
+        try:
+            for _ in range(1500):
+                tokens = rng.integers(0, 6, size=int(rng.integers(2, 12)), dtype=np.intc)
+                states.add(tokens, bytes(100))
+                states.longest(tokens)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert errors == []
+    assert states.size_bytes == 100 * len(states) <= 40 * 100
