@@ -316,7 +316,6 @@ def test_answers_are_the_same_from_one_context_or_two_working_at_once(monkeypatc
     """Two contexts with one thread each decode two calls side by side; an answer must not depend
     on which context computed it, nor on what the other was doing, nor on their thread count."""
     import asyncio
-    import os
 
     import llama_cpp
 
@@ -340,7 +339,7 @@ def test_answers_are_the_same_from_one_context_or_two_working_at_once(monkeypatc
         finally:
             embedded._close()
 
-    cpus = min(4, len(os.sched_getaffinity(0)))
+    cpus = min(4, embedded._cpus())
     (one, threads_one), (two, threads_two) = answers(1), answers(2)
     assert threads_one == [cpus] and threads_two == [max(1, cpus // 2)] * 2  # the CPUs shared, not oversubscribed
     assert two == one and len(set(one)) > 4

@@ -111,10 +111,17 @@ def workers() -> int:
     the CPUs (SOCIALSIM_EMBEDDED_WORKERS; by default 2, or 1 on a single CPU)."""
     raw = os.environ.get("SOCIALSIM_EMBEDDED_WORKERS", "").strip()
     if not raw:
-        return min(2, len(os.sched_getaffinity(0)))
+        return min(2, _cpus())
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"SOCIALSIM_EMBEDDED_WORKERS={raw!r}: give a whole number of at least 1")
     return int(raw)
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (all of them where the OS cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _model() -> Any:
@@ -128,7 +135,7 @@ def _model() -> Any:
         with _load_lock:
             if _states is None:
                 _states = PromptStates(PROMPT_STATES_BYTES)
-            threads = max(1, min(4, len(os.sched_getaffinity(0))) // workers())
+            threads = max(1, min(4, _cpus()) // workers())
             llama = _llama_class()(model_path=str(weights_for(gguf_path())), n_ctx=N_CTX, n_threads=threads,
                                    n_threads_batch=threads, verbose=False, seed=0)
             llama.prompt_states = _states
@@ -152,9 +159,10 @@ def _llama_class() -> type:
 
 
 def _forget_model_in_child() -> None:
-    """A forked worker loads its own models: llama.cpp's threads do not survive a fork."""
-    global _engine, _local, _models, _states
-    _engine, _local, _models, _states = None, threading.local(), [], None
+    """A forked worker loads its own models: llama.cpp's threads do not survive a fork (nor does a
+    lock another thread held at the fork)."""
+    global _engine, _local, _models, _states, _load_lock
+    _engine, _local, _models, _states, _load_lock = None, threading.local(), [], None, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_model_in_child)
@@ -366,7 +374,7 @@ def _handler() -> Any:
     from litellm.llms.custom_llm import CustomLLM
 
     class EmbeddedLLM(CustomLLM):
-        """litellm provider ``local``: runs the embedded model on the engine's thread."""
+        """litellm provider ``local``: runs the embedded model on the engine's threads."""
 
         def completion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
                        encoding, api_key, logging_obj, optional_params, *args, **kwargs):
