@@ -7,7 +7,7 @@ timers summed over its contexts (two contexts working at once each count their o
 
 - the weights as the package ships them (Q4_1), one context with two threads;
 - the weights stored as Q8_0 (``weights.py``), one context with two threads;
-- the default: Q8_0, two contexts with one thread each (``embedded._on_engine``);
+- the default: Q8_0, two contexts with one thread each while both work (``embedded._on_engine``);
 - the default without saved prompt states.
 
 All use saved prompt states but the last. The last three must get the same answers: a restored

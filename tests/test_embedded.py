@@ -329,17 +329,26 @@ def test_answers_are_the_same_from_one_context_or_two_working_at_once(monkeypatc
     async def all_at_once():
         return await asyncio.gather(*(asyncio.wrap_future(embedded._on_engine(m, p)) for m, p in calls))
 
+    switches = []  # the threads given at each change of a context's threads
+    set_threads = llama_cpp.llama_set_n_threads
+    monkeypatch.setattr(llama_cpp, "llama_set_n_threads",
+                        lambda ctx, n, n_batch: (switches.append(n), set_threads(ctx, n, n_batch))[1])
+
     def answers(workers):
         monkeypatch.setenv("SOCIALSIM_EMBEDDED_WORKERS", str(workers))
         embedded._close()
         try:
             results = asyncio.run(all_at_once())
-            threads = [llama_cpp.llama_n_threads(m._ctx.ctx) for m in embedded._models]
-            return [r["choices"][0]["message"]["content"] for r in results], threads
+            return [r["choices"][0]["message"]["content"] for r in results], len(embedded._models)
         finally:
             embedded._close()
 
     cpus = min(4, embedded._cpus())
-    (one, threads_one), (two, threads_two) = answers(1), answers(2)
-    assert threads_one == [cpus] and threads_two == [max(1, cpus // 2)] * 2  # the CPUs shared, not oversubscribed
+    (one, contexts_one), (two, contexts_two) = answers(1), answers(2)
+    assert contexts_one == 1 and contexts_two == 2
     assert two == one and len(set(one)) > 4
+    # a context working alone gets all the CPUs, two working at once share them
+    assert set(switches) == {cpus, max(1, cpus // 2)}
+    for busy, threads in ((1, cpus), (2, max(1, cpus // 2))):
+        monkeypatch.setattr(embedded, "_busy", busy)
+        assert embedded._threads_now() == threads

@@ -12,8 +12,8 @@ cores with 10 plan-sized calls (5330 prompt, 1200 generated tokens): prompt eval
 (458 vs 449 tokens/s), generation 1.6x (101 vs 164 tokens/s), 19.2 s against 23.6 s in all; but 9
 of the 10 greedy answers changed, because a batch's matrix products sum in another order. An answer
 would then depend on which calls shared its batch. Instead the engine runs two llama.cpp contexts
-side by side, one thread each (``_on_engine``): each call is still computed alone, with the same
-bits as in one context with two threads.
+side by side, one thread each while both work (``_on_engine``): each call is still computed alone,
+with the same bits as in one context with two threads.
 
 llama.cpp re-evaluates only what follows the prefix a prompt shares with the previous one; the engine
 also keeps earlier prompts' KV states (``prompt_states.py``) and starts a prompt from the longest
@@ -66,6 +66,8 @@ _local = threading.local()  # each engine thread's own model and context
 _models: list[Any] = []  # every model loaded, to count and free them
 _states: Any = None  # the saved prompt states all the models share
 _load_lock = threading.Lock()
+_busy = 0  # calls being computed now, by any context
+_busy_lock = threading.Lock()
 
 
 def gguf_path(name: str = "smollm2") -> Path:
@@ -124,6 +126,14 @@ def _cpus() -> int:
     return os.cpu_count() or 1
 
 
+def _threads_now() -> int:
+    """Threads for a context's next evaluation: all the CPUs (up to 4) while it is the only one
+    working, its share while others are. A lone call, a conversation's next turn, then runs as fast
+    as in one context; the thread count does not change an answer's bits."""
+    cpus = min(4, _cpus())
+    return cpus if _busy <= 1 else max(1, cpus // workers())
+
+
 def _model() -> Any:
     """This engine thread's model and context; all of them share the saved prompt states."""
     llama = getattr(_local, "llama", None)
@@ -146,14 +156,23 @@ def _model() -> Any:
 
 @lru_cache(maxsize=1)
 def _llama_class() -> type:
+    import llama_cpp
     from llama_cpp import Llama
 
     class StatefulLlama(Llama):
-        """llama.cpp's model, starting each prompt from the longest prefix it shares with a saved one."""
+        """llama.cpp's model, starting each prompt from the longest prefix it shares with a saved one,
+        and evaluating on all the CPUs while no other context works (its share while one does)."""
 
         def generate(self, tokens, *args, **kwargs):
             _start_from_best_prefix(self, tokens)
             yield from super().generate(tokens, *args, **kwargs)
+
+        def eval(self, tokens):
+            threads = _threads_now()
+            if threads != getattr(self, "threads_in_use", None):
+                llama_cpp.llama_set_n_threads(self._ctx.ctx, threads, threads)
+                self.threads_in_use = threads
+            return super().eval(tokens)
 
     return StatefulLlama
 
@@ -161,8 +180,9 @@ def _llama_class() -> type:
 def _forget_model_in_child() -> None:
     """A forked worker loads its own models: llama.cpp's threads do not survive a fork (nor does a
     lock another thread held at the fork)."""
-    global _engine, _local, _models, _states, _load_lock
+    global _engine, _local, _models, _states, _load_lock, _busy, _busy_lock
     _engine, _local, _models, _states, _load_lock = None, threading.local(), [], None, threading.Lock()
+    _busy, _busy_lock = 0, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_model_in_child)
@@ -293,9 +313,11 @@ def _on_engine(messages: list[dict[str, str]], params: dict[str, Any]) -> Future
     On 2 CPUs two contexts with one thread each beat one context with two: decoding a token takes
     8.4 ms on one thread and 7.3-8.3 on two, so two calls decode side by side at nearly twice the
     rate, and the grammar's sampling, on one thread anyway, runs side by side too (`make run`'s
-    steps 15% faster, ``bench/bench_embedded_step.py``). An answer does not depend on which context
-    computes it: llama.cpp gives each dot product to one thread, so one or two threads give the same
-    bits, and a saved state restores into any context of the same model (``tests/test_embedded.py``)."""
+    steps 12-15% faster, ``bench/bench_embedded_step.py``). A context working alone takes both
+    threads (``_threads_now``): prompts evaluate twice as fast on two. An answer does not depend on
+    which context computes it: llama.cpp gives each dot product to one thread, so one or two threads
+    give the same bits, and a saved state restores into any context of the same model
+    (``tests/test_embedded.py``)."""
     return _engine_threads().submit(_complete, messages, params)
 
 
@@ -305,6 +327,17 @@ def complete(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str
 
 
 def _complete(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+    global _busy
+    with _busy_lock:
+        _busy += 1
+    try:
+        return _complete_here(messages, params)
+    finally:
+        with _busy_lock:
+            _busy -= 1
+
+
+def _complete_here(messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
     max_tokens = int(params.get("max_tokens") or 64)
     llama = _model()
     constraint = _constraint(params.get("grammar"))
