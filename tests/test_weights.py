@@ -75,3 +75,19 @@ def test_an_unknown_layout_is_a_clear_message_before_any_call(monkeypatch):
     monkeypatch.setenv("SOCIALSIM_EMBEDDED_WEIGHTS", "q2_k")
     with pytest.raises(ModelUnavailable, match="SOCIALSIM_EMBEDDED_WEIGHTS='q2_k': choose one of q8_0, q4_1"):
         check_embedded("local/smollm2")
+
+
+def test_a_damaged_copy_is_removed_and_the_package_s_file_loaded(cache, caplog):
+    from llama_cpp import Llama
+
+    source = gguf_path()
+    copy = weights.weights_for(source)
+    copy.write_bytes(copy.read_bytes()[:4096])  # cut short after it was made
+    with caplog.at_level(logging.WARNING, logger=weights.__name__):
+        model = weights.load(lambda path: Llama(model_path=path, vocab_only=True, verbose=False), source)
+    try:
+        assert model.model_path == str(source)
+    finally:
+        model.close()
+    assert not copy.exists() and "cannot load" in caplog.text
+    assert weights.weights_for(source) == copy and _file_type(copy) == "Q8_0"  # made again next time

@@ -139,15 +139,16 @@ def _model() -> Any:
     llama = getattr(_local, "llama", None)
     if llama is None:
         global _states
+        from socialsim.llm.engines import weights
         from socialsim.llm.engines.prompt_states import PromptStates
-        from socialsim.llm.engines.weights import weights_for
 
         with _load_lock:
             if _states is None:
                 _states = PromptStates(PROMPT_STATES_BYTES)
             threads = max(1, min(4, _cpus()) // workers())
-            llama = _llama_class()(model_path=str(weights_for(gguf_path())), n_ctx=N_CTX, n_threads=threads,
-                                   n_threads_batch=threads, verbose=False, seed=0)
+            llama = weights.load(lambda path: _llama_class()(model_path=path, n_ctx=N_CTX, n_threads=threads,
+                                                             n_threads_batch=threads, verbose=False, seed=0),
+                                 gguf_path())
             llama.prompt_states = _states
             _models.append(llama)
         _local.llama = llama

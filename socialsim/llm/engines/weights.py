@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,21 @@ def weights_for(source: Path) -> Path:
         if older != target:
             older.unlink(missing_ok=True)
     return target
+
+
+def load[Model](make: Callable[[str], Model], source: Path) -> Model:
+    """``make(path)`` for the chosen weights. A stored copy llama.cpp cannot load (damaged since it
+    was written) is removed, to be made again by the next process, and the package's file loaded
+    instead, with the reason logged."""
+    path = weights_for(source)
+    try:
+        return make(str(path))
+    except ValueError as exc:  # llama-cpp-python's "Failed to load model from file"
+        if path == source:
+            raise
+        log.warning("embedded model: cannot load %s (%s); removed it and loading %s as shipped", path, exc, source.name)
+        path.unlink(missing_ok=True)
+        return make(str(source))
 
 
 def _fingerprint(source: Path) -> str:
