@@ -145,7 +145,7 @@ def _model() -> Any:
         with _load_lock:
             if _states is None:
                 _states = PromptStates(PROMPT_STATES_BYTES)
-            threads = max(1, min(4, _cpus()) // workers())
+            threads = _threads_now()  # set again before each evaluation
             llama = weights.load(lambda path: _llama_class()(model_path=path, n_ctx=N_CTX, n_threads=threads,
                                                              n_threads_batch=threads, verbose=False, seed=0),
                                  gguf_path())

