@@ -483,8 +483,11 @@ def test_normative_info_ends_at_found_false_and_asks_for_a_norm_s_content_otherw
     assert rules[f"{shapes[1]}-found"] == '"true"'
     assert f'{shapes[1]}-found-kv "," space {shapes[1]}-content-kv' in norm
     assert rules[f"{shapes[1]}-content"].startswith('"\\"" char char char (')
-    # the prompt and a provider's response_format show the same two shapes
-    nothing_schema, norm_schema = question.json_schema()["anyOf"]
+    # the prompt and a provider's response_format show the same two shapes, objects both, and nothing besides
+    schema = question.json_schema()
+    assert sorted(schema) == ["anyOf", "description", "title", "type"]
+    nothing_schema, norm_schema = schema["anyOf"]
+    assert nothing_schema["type"] == norm_schema["type"] == "object"
     assert nothing_schema["required"] == ["found"] and list(nothing_schema["properties"]) == ["found"]
     assert norm_schema["required"] == ["found", "content"] and norm_schema["properties"]["content"]["minLength"] == 3
     assert question.parse('{"found": false}').found is False
