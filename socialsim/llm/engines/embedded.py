@@ -191,10 +191,12 @@ os.register_at_fork(after_in_child=_forget_model_in_child)
 
 def _close() -> None:
     """Stop the engine's threads and free the models (before interpreter teardown: llama.cpp's
-    finaliser fails after it). The next call starts anew, with the then current settings."""
+    finaliser fails after it). Calls still queued are cancelled, not computed: an interrupted phase
+    of 100 calls would otherwise hold the exit for a minute. The next call starts anew, with the
+    then current settings."""
     global _engine, _local, _states
     if _engine is not None:
-        _engine.shutdown(wait=True)
+        _engine.shutdown(wait=True, cancel_futures=True)
         _engine = None
     for llama in _models:
         llama.close()
