@@ -251,6 +251,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(f"{type(exc).__name__}: {exc}")
     print(f"run directory: {result.run_dir}")
     print(f"status: {result.status} ({result.steps_done} steps)")
+    if cut := result.model.llm.ledger.truncated_by_operation():
+        print(f"replies cut at max_tokens: {sum(cut.values())} ("
+              + ", ".join(f"{op} {n}" for op, n in cut.most_common())
+              + "); each is marked in llm_calls.parquet (truncated) and run.log")
     if result.status.startswith("stopped"):
         print(f"resume with: socialsim run --resume {result.run_dir}")
     return 0 if result.status == "completed" else 3
@@ -388,7 +392,9 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    console = logging.StreamHandler()
+    console.setLevel(logging.WARNING)  # a run's INFO notes (e.g. each reply cut at max_tokens) go to run.log only
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[console])
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
                "dashboard": cmd_dashboard}[args.command]

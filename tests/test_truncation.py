@@ -74,3 +74,32 @@ def test_itcmas_counts_the_protentions_cut_by_protention_tokens():
     cut, asked = protentions_cut(8)
     assert asked > 0 and cut == asked  # every answer was longer than 8 tokens
     assert protentions_cut(64) == (0, asked)
+
+
+def test_a_run_names_its_cut_replies_once_and_keeps_each_in_run_log(tmp_path, capsys, monkeypatch):
+    """Cut replies are counted, not shouted: each is an INFO line in run.log (not on the console,
+    which shows warnings), and the run ends with one line counting them per operation."""
+    import logging
+
+    import pandas as pd
+
+    from socialsim.cli import main
+
+    monkeypatch.setattr(logging.root, "handlers", [])  # let main() set up the console as a user's shell has it
+    out = tmp_path / "run"
+    with FakeOpenAIServer(policy=always("2 " + LONG), honour_max_tokens=True) as server:
+        code = main(["run", "hobbs-cafe", "--arch", "generic", "--model", "openai/fake-model", "--api-base",
+                     server.api_base, "--steps", "2", "--out", str(out), "--no-progress"])
+    assert code == 0
+    calls = pd.read_parquet(out / "llm_calls.parquet")
+    per_op = calls.groupby("op")["truncated"].sum()
+    per_op = per_op[per_op > 0]
+    assert per_op.sum() > 0  # every ChooseAction reply (4 words allowed) was cut
+    printed = capsys.readouterr()
+    summary = [line for line in printed.out.splitlines() if line.startswith("replies cut at max_tokens")]
+    assert summary == [f"replies cut at max_tokens: {per_op.sum()} ("
+                       + ", ".join(f"{op} {n}" for op, n in per_op.sort_values(ascending=False).items())
+                       + "); each is marked in llm_calls.parquet (truncated) and run.log"]
+    assert "cut at max_tokens" not in printed.err  # the console keeps to warnings
+    logged = (out / "run.log").read_text()
+    assert logged.count("INFO socialsim.llm") == logged.count("cut at max_tokens=4") == per_op.sum()

@@ -450,9 +450,9 @@ class Gateway:
         raw = self._cap(text, params["max_tokens"], op, agent_id)
         if raw != text:
             finish_reason = "length"
-        elif finish_reason == "length":
-            log.warning("step %s agent %s %s: the reply was cut at max_tokens=%d (finish_reason 'length')",
-                        self.step, agent_id, op.name, params["max_tokens"])
+        elif finish_reason == "length":  # counted in the ledger; the run's closing summary says how many
+            log.info("step %s agent %s %s: the reply was cut at max_tokens=%d (finish_reason 'length')",
+                     self.step, agent_id, op.name, params["max_tokens"])
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)

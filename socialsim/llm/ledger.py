@@ -119,6 +119,15 @@ class Ledger:
         log.warning("step %s agent %s %s: %s", step, agent, op, redact(reason))
 
     # --- views -------------------------------------------------------------------------------
+    def truncated_by_operation(self) -> Counter[str]:
+        """Replies cut at max_tokens, per operation: one closing line for the run instead of a
+        console warning per reply (each is still in run.log and the ``truncated`` column)."""
+        with self._lock:
+            cut: Counter[str] = Counter()
+            for row in self.rows:
+                cut[row.op] += row.truncated
+        return +cut  # operations with none dropped
+
     def totals(self) -> dict[str, float]:
         """Running totals over the whole run (the DataCollector's usage reporters)."""
         t = dict(self._totals)
