@@ -101,5 +101,10 @@ def test_a_run_names_its_cut_replies_once_and_keeps_each_in_run_log(tmp_path, ca
                        + ", ".join(f"{op} {n}" for op, n in per_op.sort_values(ascending=False).items())
                        + "); each is marked in llm_calls.parquet (truncated) and run.log"]
     assert "cut at max_tokens" not in printed.err  # the console keeps to warnings
+    report = (out / "report.md").read_text().splitlines()
+    header = next(line for line in report if line.startswith("| module | op |"))
+    cells = [line.split(" | ") for line in report if line.startswith("| ") and " | ChooseAction | " in line]
+    assert header.endswith("| truncated |") and len(cells) == 1
+    assert int(cells[0][-1].rstrip(" |")) == per_op["ChooseAction"]  # the report's usage table counts them too
     logged = (out / "run.log").read_text()
     assert logged.count("INFO socialsim.llm") == logged.count("cut at max_tokens=4") == per_op.sum()

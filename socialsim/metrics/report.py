@@ -62,7 +62,7 @@ def usage_markdown(model: SocietyModel) -> str:
     if table.empty:
         return "(no operations were asked)"
     cols = ["module", "op", "model", "decisions", "calls", "prompt_tokens", "completion_tokens", "cost_usd",
-            "repaired", "fallbacks"]
+            "repaired", "fallbacks", "truncated"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in table[cols].iterrows():
         lines.append("| " + " | ".join(str(round(v, 6) if isinstance(v, float) else v) for v in row) + " |")
