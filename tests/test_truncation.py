@@ -106,5 +106,13 @@ def test_a_run_names_its_cut_replies_once_and_keeps_each_in_run_log(tmp_path, ca
     cells = [line.split(" | ") for line in report if line.startswith("| ") and " | ChooseAction | " in line]
     assert header.endswith("| truncated |") and len(cells) == 1
     assert int(cells[0][-1].rstrip(" |")) == per_op["ChooseAction"]  # the report's usage table counts them too
+    from socialsim.dashboards import panels
+
+    frames = panels.frames_from_run(out)
+    shown = panels.usage_table(frames, frames.steps_done).set_index("op")["truncated"]
+    assert shown.to_dict() == calls.groupby("op")["truncated"].sum().to_dict()  # the dashboard's panel too
+    assert panels.usage_totals(frames, frames.steps_done)["truncated"] == per_op.sum()
+    frames.calls = frames.calls.drop(columns="truncated")  # a run recorded before they were counted
+    assert panels.usage_totals(frames, frames.steps_done)["truncated"] == 0
     logged = (out / "run.log").read_text()
     assert logged.count("INFO socialsim.llm") == logged.count("cut at max_tokens=4") == per_op.sum()

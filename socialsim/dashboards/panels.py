@@ -464,15 +464,18 @@ def event_kinds(frames: Frames) -> list[str]:
 # --- LLM usage -----------------------------------------------------------------------------------------
 
 USAGE_COLUMNS = ["module", "op", "model", "decisions", "llm_calls", "prompt_tokens", "completion_tokens",
-                 "cost_usd", "repaired", "fallbacks", "failures"]
+                 "cost_usd", "repaired", "fallbacks", "truncated", "failures"]
 
 
 def usage_table(frames: Frames, step: int) -> pd.DataFrame:
-    """Calls, tokens, cost, repairs, fallbacks and failures per operation up to ``step``."""
+    """Calls, tokens, cost, repairs, fallbacks, replies cut at max_tokens and failures per
+    operation up to ``step``."""
     df = upto(frames.calls, step)
     if df.empty:
         return pd.DataFrame(columns=USAGE_COLUMNS)
     df = df.assign(llm=df["engine"] != "rules", failed=df["error"].notna() & (df["error"].astype(str) != ""))
+    if "truncated" not in df:  # a run recorded before replies cut at max_tokens were counted
+        df = df.assign(truncated=0)
     table = df.groupby(["module", "op", "model"], as_index=False).agg(
         decisions=("op", "size"),
         llm_calls=("calls", "sum"),
@@ -481,6 +484,7 @@ def usage_table(frames: Frames, step: int) -> pd.DataFrame:
         cost_usd=("cost_usd", "sum"),
         repaired=("status", lambda s: int((s == "repaired").sum())),
         fallbacks=("status", lambda s: int((s == "fallback").sum())),
+        truncated=("truncated", "sum"),
         failures=("failed", "sum"),
     )
     if step >= frames.steps_done and frames.failures:
@@ -494,7 +498,7 @@ def usage_totals(frames: Frames, step: int) -> dict[str, float]:
     table = usage_table(frames, step)
     return {c: (round(float(table[c].sum()), 6) if c == "cost_usd" else int(table[c].sum()))
             for c in ("decisions", "llm_calls", "prompt_tokens", "completion_tokens", "cost_usd", "repaired",
-                      "fallbacks", "failures")}
+                      "fallbacks", "truncated", "failures")}
 
 
 def engine_notes(frames: Frames) -> list[tuple[str, str]]:
