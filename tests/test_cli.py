@@ -10,6 +10,7 @@ def test_run_and_replay_from_the_command_line(tmp_path, capsys):
     assert main(["run", "hobbs-cafe", "--arch", "generic", "--model", "rules", "--steps", "2", "--out", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert f"run directory: {out}" in printed and "status: completed (2 steps)" in printed
+    assert "replies cut at max_tokens" not in printed  # said only when some were
     assert main(["replay", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "live LLM calls: 0" in printed and "frames identical to the recording: yes" in printed
