@@ -70,9 +70,14 @@ def protentions_cut(tokens):
     return model.society.truncated_protentions, int(calls.loc[calls["op"] == "Protention"].shape[0])
 
 
-def test_itcmas_counts_the_protentions_cut_by_protention_tokens():
+def test_itcmas_counts_the_protentions_cut_by_protention_tokens(caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="socialsim")
     cut, asked = protentions_cut(8)
     assert asked > 0 and cut == asked  # every answer was longer than 8 tokens
+    noted = [r for r in caplog.records if "protention for" in r.getMessage()]
+    assert len(noted) == cut and {r.levelno for r in noted} == {logging.INFO}  # run.log, not the console
     assert protentions_cut(64) == (0, asked)
 
 

@@ -355,12 +355,13 @@ class ITCMASAgent(GenerativeAgent):
         self.filter_verdict = (await self.ask(SOCIAL_FILTER, ctx)).value.yes
 
     def _check_truncated(self, action: str, answer) -> None:
-        """A protention the model stopped at max_tokens (finish_reason "length") is counted and logged:
-        ``protention_tokens`` is then too small for this model's answers."""
+        """A protention the model stopped at max_tokens (finish_reason "length") is counted and noted
+        in run.log (the run's closing line counts them): ``protention_tokens`` is then too small for
+        this model's answers."""
         if answer.truncated:
             self.society.truncated_protentions += 1
-            log.warning("itcmas: %s's protention for %r was cut at protention_tokens=%d (%d chars kept)",
-                        self.name, action, self.cfg.protention_tokens, len(answer.value.text))
+            log.info("itcmas: %s's protention for %r was cut at protention_tokens=%d (%d chars kept)",
+                     self.name, action, self.cfg.protention_tokens, len(answer.value.text))
 
     def _item(self, label: str):
         """The world item an action names (the world's own lookup by name or label)."""
