@@ -2,6 +2,8 @@
 reflection loop, the two theory-of-mind paths, and SVO-separated actions."""
 
 
+import os
+
 import pandas as pd
 import pytest
 import yaml
@@ -255,6 +257,32 @@ def _tables(scenario: str = "school-meso", steps: int = 3, seed: int = 3, **para
         model.step()
     dc = model.datacollector
     return {t: dc.get_table_dataframe(t) for t in ("asvo_actions", "asvo_updates", "asvo_reflections")}
+
+
+def test_svo_names_take_their_article():
+    desires = dict.fromkeys(ops.DESIRES, 5.0)
+    for svo, named in (("altruistic", "an altruistic"), ("individualistic", "an individualistic"),
+                       ("prosocial", "a prosocial"), ("competitive", "a competitive")):
+        for prompt in (ops.UPDATE_DESIRE.prompt(ops.UpdateContext("Amy", "", svo, "comfort", 5, "study", "fine", {})),
+                       ops.SIMULATE_OUTCOME.prompt(ops.OutcomeContext("Amy", svo, desires, "study", 0.5, 0.0))):
+            assert f"{named} social personality" in prompt
+
+
+@pytest.mark.parametrize("op", [ops.UPDATE_DESIRE, ops.CHECK_UPDATE, ops.REFLECT_UPDATE])
+def test_an_agents_desire_prompts_of_one_step_differ_only_after_its_action_and_consequence(op):
+    """The desire comes last, so the embedded engine evaluates the agent's head (its description,
+    action, consequence and earlier reflections) once for all its desires in a step."""
+    def messages(desire, value):
+        ctx = ops.UpdateContext("Amy", "Amy is a student in a dorm.", "altruistic", desire, value, "lend a pen",
+                                "Alice can write her test.", {}, ["an earlier reflection"], proposed=2)
+        return op.messages(ctx)
+
+    comfort, recognition = messages("comfort", 5), messages("recognition", 7)
+    assert comfort[0] == recognition[0]
+    head = comfort[1]["content"][:len(os.path.commonprefix([comfort[1]["content"], recognition[1]["content"]]))]
+    for shared in ("Amy is a student in a dorm.", "lend a pen", "Alice can write her test."):
+        assert shared in head
+    assert "comfort" not in head and "recognition" not in head
 
 
 def test_reflection_runs_under_rules_and_each_update_switch_changes_what_is_recorded():

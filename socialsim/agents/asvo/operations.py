@@ -91,9 +91,14 @@ def _memory(memory: list[str]) -> str:
     return "\n".join(f"- {m}" for m in memory) or "- (nothing yet)"
 
 
+def _a(word: str) -> str:
+    """``word`` with its indefinite article ("an altruistic", "a competitive")."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def _personality(svo: str | None) -> str:
     """The SVO sentence and personality text; empty in the ablation w/o ASVO."""
-    return "" if svo is None else f"You have a {svo} social personality. {PERSONALITY[svo]}\n"
+    return "" if svo is None else f"You have {_a(svo)} social personality. {PERSONALITY[svo]}\n"
 
 
 # --- theory of mind (appendix C.5) ---------------------------------------------------------------
@@ -417,14 +422,16 @@ class UpdateDesire(Operation):
         examples = ""
         if ctx.unreasonable:
             examples = "Some earlier updates were unreasonable:\n" + "\n".join(f"- {u}" for u in ctx.unreasonable) + "\n"
-        personality = (f"The agent has a {ctx.svo} social personality.\n{PERSONALITY[ctx.svo]}\n"
+        personality = (f"The agent has {_a(ctx.svo)} social personality.\n{PERSONALITY[ctx.svo]}\n"
                        if ctx.svo else "")
+        # the agent, its action and its consequence first, the desire last: the agent's updates of
+        # one step share everything up to the desire, a head the embedded engine evaluates once
         return (
-            f"{personality}The current value of the desire {ctx.desire} is {round(ctx.value, 1):g}.\n"
+            f"{personality}{ctx.description}\n"
             f"The action of the agent {ctx.name} is: {ctx.action}\n"
-            f"Its consequence is: {ctx.consequence}\n{ctx.description}\n"
+            f"Its consequence is: {ctx.consequence}\n{examples}"
+            f"The current value of the desire {ctx.desire} is {round(ctx.value, 1):g}.\n"
             f"How does the value of {ctx.desire} change because of the consequence of this action?\n"
-            f"{examples}"
             f"Select the value after the event on the scale from 0 to 10. If the consequence does not "
             f"affect this desire (the action is unrelated to it, or it failed), keep the previous value."
         )
@@ -472,10 +479,11 @@ class CheckUpdate(Operation):
         return LetterScaleQuestion(YES_NO)
 
     def prompt(self, ctx: UpdateContext) -> str:
-        return (
-            f"The current value of the desire {ctx.desire} is {round(ctx.value, 1):g}.\n"
+        return (  # the desire after the action and consequence, as in UpdateDesire
+            f"{ctx.description}\n"
             f"The action of the agent {ctx.name} is: {ctx.action}\nIts consequence is: {ctx.consequence}\n"
-            f"{ctx.description}\nThe reward model changed the value of {ctx.desire} from "
+            f"The current value of the desire {ctx.desire} is {round(ctx.value, 1):g}.\n"
+            f"The reward model changed the value of {ctx.desire} from "
             f"{round(ctx.value, 1):g} to {ctx.proposed}.\n"
             f"Is this change reasonable? Check whether the consequence can really change {ctx.desire} "
             f"(for example, looking for an item without using it yet changes nothing). Only an outcome "
@@ -508,10 +516,11 @@ class ReflectUpdate(Operation):
         return ShortTextQuestion(max_chars=240)
 
     def prompt(self, ctx: UpdateContext) -> str:
-        return (
-            f"The current value of {ctx.desire} is {round(ctx.value, 1):g}.\n"
+        return (  # the desire after the action and consequence, as in UpdateDesire
+            f"{ctx.description}\n"
             f"The action of the agent {ctx.name} is: {ctx.action}\nIts consequence is: {ctx.consequence}\n"
-            f"{ctx.description}\nThe reward model changed the value of {ctx.desire} from "
+            f"The current value of {ctx.desire} is {round(ctx.value, 1):g}.\n"
+            f"The reward model changed the value of {ctx.desire} from "
             f"{round(ctx.value, 1):g} to {ctx.proposed}, and this change is not reasonable.\n"
             f"Explain why. Consider whether the consequence can truly change {ctx.desire} (for example, "
             f"the action has not affected the outcome yet). Continue this sentence:\n{reflection_prefix(ctx)}"
