@@ -427,6 +427,49 @@ def test_plan_parses_a_constrained_record_and_falls_back(scripted):
     assert {i["activity"] for i in ops.plan_items(answer.value)} == {"drink a coffee"}
 
 
+@pytest.mark.parametrize("time", ["23:00", "07:00", "1:04", "08:30", "22:00"])
+def test_a_plan_item_starts_in_one_of_the_days_slots(scripted, time):
+    """The embedded model wrote plans at 23:00, 03:30 and 1:04: an agent then idles all day. Items
+    start at the day's start or a whole number of item lengths after it, before the day's end."""
+    assert plan_ctx().slots == tuple(f"{h:02d}:00" for h in range(8, 22))
+    scripted(default=json.dumps({"items": [{"time": "08:00", "activity": "drink a coffee",
+                                            "place": "the street outside"},
+                                           {"time": time, "activity": "eat a meal",
+                                            "place": "Hobbs Cafe dining room"}]}))
+    assert ask(gateway(), ops.GENERATE_NORMATIVE_PLANS, plan_ctx()).status == "fallback"
+    schema = json.dumps(ops.GENERATE_NORMATIVE_PLANS.question(plan_ctx()).json_schema())
+    assert '"21:00"' in schema and f'"{time}"' not in schema
+
+
+def _head_and_rest(op, ctx):
+    """The user message up to its answer format (inclusive), and what follows it."""
+    text = op.messages(ctx)[-1]["content"]
+    instruction = op.question(ctx).instruction()
+    cut = text.index(instruction) + len(instruction)
+    return text[:cut], text[cut:]
+
+
+@pytest.mark.parametrize("op, make", [
+    (ops.GENERATE_NORMATIVE_PLANS, lambda name, description, norms: ops.PlanContext(
+        name, description, "goal of " + name, 2, 8 * 60, 22 * 60, 60, list(norms), ("drink a coffee", "eat a meal"),
+        ("Hobbs Cafe dining room",), "Hobbs Cafe dining room", "the street outside", [], "drink a coffee", [], {},
+        {"Hobbs Cafe dining room": True}, memories=[f"{name} saw a fire"])),
+    (ops.GENERATE_NORMATIVE_ACTIONS, lambda name, description, norms: ops.ActionsContext(
+        name, description, {"time": "09:00", "activity": "eat a meal", "place": "x", "then": None},
+        f"{name} eats at 09:00", list(norms), "the street outside", {}, 6, ("eat a meal", "go to x"),
+        plan_ctx(), 9 * 60)),
+])
+def test_the_long_crsec_prompts_share_one_head_across_agents(op, make):
+    """Plans and actions put the task and the answer format (a long JSON schema) first
+    and the agent's own text after them, so the embedded engine evaluates the head once a phase
+    (bench/bench_embedded_step.py): every agent's part lies after the head."""
+    ann = make("Ann Lee", "Ann Lee is a baker who hums.", [SMOKING])
+    bob = make("Bob Roy", "Bob Roy is a poet who shouts.", [])
+    (head_ann, rest_ann), (head_bob, rest_bob) = _head_and_rest(op, ann), _head_and_rest(op, bob)
+    assert head_ann == head_bob and len(head_ann) > 300
+    assert "Ann Lee is a baker" in rest_ann and "Bob Roy is a poet" in rest_bob
+
+
 def actions_ctx(norms=(), area="Hobbs Cafe dining room"):
     plan = plan_ctx(norms=norms)
     item = {"time": "09:00", "activity": "smoke a cigarette", "place": "Hobbs Cafe dining room", "then": None}

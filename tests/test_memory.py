@@ -125,7 +125,8 @@ def test_thoughts_conversations_and_plans_get_retrieved_memories(monkeypatch, en
     for name, op in (("GenerateThought", ops.GENERATE_THOUGHT), ("ConverseTurn", ops.CONVERSE_TURN),
                      ("GenerateNormativePlans", ops.GENERATE_NORMATIVE_PLANS), ("DecideToTalk", ops.DECIDE_TO_TALK)):
         ctx = with_memories[name][-1]
-        assert "RELEVANT MEMORIES" in op.prompt(ctx) and ctx.memories[0] in op.prompt(ctx)
+        text = op.messages(ctx)[-1]["content"]  # the memories may follow the answer format
+        assert "RELEVANT MEMORIES" in text and ctx.memories[0] in text
     assert len(with_memories["GenerateThought"][-1].memories) <= model.society.settings.memory_k
 
 

@@ -138,6 +138,8 @@ class CreateNorm(Operation):
         return RecordQuestion(drafts_model(ctx.count))
 
     def prompt(self, ctx: CreateContext) -> str:
+        # The description stays before the answer format: after it, the embedded model copied the
+        # schema's text ("#/$defs/NormDraft") and the definitions into its norms.
         return (
             f"TASK: write {ctx.count} personal norms for life in a cafe that follow from the AGENT DESCRIPTION "
             f"and the NORM DEFINITION. Classify each as descriptive or injunctive and rate how important it is "
@@ -779,11 +781,14 @@ MAX_LLM_PLAN_ITEMS = 5  # an LLM plans "in broad strokes"; each item lasts until
 
 
 @lru_cache(maxsize=64)
-def plan_model(activities: tuple[str, ...], places: tuple[str, ...], max_items: int) -> type[BaseModel]:
-    """A plan record whose activities and places are constrained to the world's (cached per world)."""
+def plan_model(activities: tuple[str, ...], places: tuple[str, ...], times: tuple[str, ...],
+               max_items: int) -> type[BaseModel]:
+    """A plan record whose activities and places are the world's and whose times are the day's plan
+    slots (cached per world): a time outside the day (the embedded model wrote 23:00, 03:30, 1:04)
+    would leave the agent idle all day."""
     item = create_model(
         "PlanItem",
-        time=(str, Field(pattern=r"^([01]?\d|2[0-3]):[0-5]\d$")),
+        time=(Literal[times], ...),
         activity=(Literal[activities], ...),
         place=(Literal[places], ...),
         then=(Literal[activities] | None, None),
@@ -828,6 +833,11 @@ class PlanContext:
     @property
     def items(self) -> int:
         return (self.end - self.start) // self.item_minutes
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """The times of day a plan item may start at: the day's start, then every ``item_minutes``."""
+        return tuple(clock_text(t) for t in range(self.start, self.end, self.item_minutes))
 
 
 def normative_choice(activity: str, place: str, ctx: PlanContext, minute: int | None = None) -> tuple[str, str]:
@@ -887,21 +897,28 @@ class GenerateNormativePlans(Operation):
 
     name = "GenerateNormativePlans"
     module = "compliance"
-    max_tokens = 240
+    max_tokens = 320  # five items with follow-ups, spaced, come to some 250 tokens: a cut plan is asked again
     fallback_doc = "a quiet routine: the filler behaviour at the agent's usual place every hour"
 
     def question(self, ctx: PlanContext) -> RecordQuestion:
-        return RecordQuestion(plan_model(ctx.activities, ctx.places, min(ctx.items, MAX_LLM_PLAN_ITEMS)))
+        return RecordQuestion(plan_model(ctx.activities, ctx.places, ctx.slots, min(ctx.items, MAX_LLM_PLAN_ITEMS)))
 
     def prompt(self, ctx: PlanContext) -> str:
+        """The task and the day's frame, the same for every agent of a world: with the answer format
+        (a JSON schema listing the world's activities, places and times) one head the embedded engine
+        evaluates once for all agents."""
         return (
             "TASK: combine the QUALIFIED PERSONAL NORMS and the CURRENT GOAL into today's plan, so that the plan "
             "keeps the norms.\nATTENTION: if the qualified personal norms are NONE, ignore them.\n\n"
+            f"Write the plan from {clock_text(ctx.start)} to {clock_text(ctx.end)} in broad strokes (at most "
+            f"{min(ctx.items, MAX_LLM_PLAN_ITEMS)} items), each with its time of day, activity, place and an optional "
+            "follow-up activity (e.g. have lunch and tip after eating at 12:00)."
+        )
+
+    def input_text(self, ctx: PlanContext) -> str:
+        return (
             f"QUALIFIED PERSONAL NORMS:\n{_norm_list(ctx.norms)}\n\n{_memories(ctx.memories)}CURRENT GOAL: {ctx.goal}\n"
-            f"AGENT DESCRIPTION: {ctx.description}\n\n"
-            f"Today is day {ctx.day}. Write {ctx.name}'s plan from {clock_text(ctx.start)} to {clock_text(ctx.end)} "
-            f"in broad strokes (at most {min(ctx.items, MAX_LLM_PLAN_ITEMS)} items), each with its time of day, "
-            "activity, place and an optional follow-up activity (e.g. have lunch and tip after eating at 12:00)."
+            f"AGENT DESCRIPTION: {ctx.description}\n\nToday is day {ctx.day}. {ctx.name}'s plan:"
         )
 
     def rule(self, ctx: PlanContext, rng: random.Random) -> PlanRecord:
@@ -956,12 +973,17 @@ class GenerateNormativeActions(Operation):
         return RecordQuestion(actions_model(ctx.options, ctx.count))
 
     def prompt(self, ctx: ActionsContext) -> str:
+        """The fixed task; the plan item, norms and persona follow the answer format (``input_text``)."""
         return (
             "TASK: given the CURRENT PLAN, the AGENT DESCRIPTION and the QUALIFIED PERSONAL NORMS, list the "
-            f"actions in 5-minute steps ({ctx.count} steps).\n\n"
+            "actions in 5-minute steps, keeping to the qualified personal norms: one action per 5 minutes."
+        )
+
+    def input_text(self, ctx: ActionsContext) -> str:
+        return (
             f"QUALIFIED PERSONAL NORMS:\n{_norm_list(ctx.norms)}\n\nCURRENT PLAN: {ctx.item_text}\n"
-            f"AGENT DESCRIPTION: {ctx.description}\n\n{ctx.name} is now in {ctx.area}{_at(ctx.now)}. Keeping to the qualified "
-            f"personal norms, list what {ctx.name} does, one action per 5 minutes."
+            f"AGENT DESCRIPTION: {ctx.description}\n\n{ctx.name} is now in {ctx.area}{_at(ctx.now)}. "
+            f"{ctx.name}'s next {ctx.count} actions:"
         )
 
     def rule(self, ctx: ActionsContext, rng: random.Random) -> ActionRecord:
