@@ -557,3 +557,20 @@ def test_the_plan_memory_names_a_place_once_for_a_run_of_items_there_with_the_sa
     # retrieval ranks memories by their word sets: the same as one place per item
     itemized = "My plan for day 2: " + "; ".join(f"{i['time']} {i['activity']} at {i['place']}" for i in items)
     assert words(text) == words(itemized)
+
+
+def test_an_agents_persona_opens_its_talk_thought_and_turn_prompts_alike():
+    """DecideToTalk, GenerateThought and ConverseTurn begin with the same words about the agent, so
+    the embedded engine evaluates a persona once for the three (its saved prompt states)."""
+    description = "Ann Lee is a baker who hums while she works and hates smoke."
+    memories = ["(step 1, observation) Bob is smoking a cigarette in Hobbs Cafe dining room"]
+    fact = ops.ObservedFact("Bob", "smoke a cigarette", ("smoke",), "Hobbs Cafe dining room", True,
+                            "Bob is smoking a cigarette in Hobbs Cafe dining room",
+                            "smoking a cigarette in Hobbs Cafe dining room", ("no smoking indoors",))
+    texts = [op.messages(ctx)[-1]["content"] for op, ctx in (
+        (ops.DECIDE_TO_TALK, ops.TalkContext("Ann Lee", description, False, 0.5, fact.text, memories=memories)),
+        (ops.GENERATE_THOUGHT, ops.ThoughtContext("Ann Lee", description, fact, "for", memories=memories)),
+        (ops.CONVERSE_TURN, ops.TurnContext("Ann Lee", description, "Bob", "sender", fact.act, "No smoking.",
+                                            "for", memories=memories)))]
+    head = f"You are Ann Lee. {description}\n\nRELEVANT MEMORIES (most relevant first):\n- {memories[0]}\n\n"
+    assert all(text.startswith(head) for text in texts)

@@ -244,9 +244,11 @@ class DecideToTalk(Operation):
     def prompt(self, ctx: TalkContext) -> str:
         role = ("You are a norm entrepreneur: you SHOULD start a conversation about it, though the choice stays yours."
                 if ctx.entrepreneur else
-                "You are an ordinary person: decide from the AGENT DESCRIPTION whether you would speak up.")
-        return (  # who the agent is first, what it noticed last: the engine reuses the heads
-            f"You are {ctx.name}. AGENT DESCRIPTION: {ctx.description}\n\n{_memories(ctx.memories)}"
+                "You are an ordinary person: decide from your description above whether you would speak up.")
+        # who the agent is first, in the words GenerateThought and ConverseTurn use too, what it noticed
+        # last: the embedded engine evaluates an agent's persona once for all three
+        return (
+            f"You are {ctx.name}. {ctx.description}\n\n{_memories(ctx.memories)}"
             f"TASK: you noticed a conflict with your norms: {ctx.conflict}.\n"
             f"Decide whether to start a conversation with that person about it. {role}"
         )
