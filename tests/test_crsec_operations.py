@@ -441,6 +441,15 @@ def test_a_plan_item_starts_in_one_of_the_days_slots(scripted, time):
     assert '"21:00"' in schema and f'"{time}"' not in schema
 
 
+def test_an_llm_plan_has_at_most_five_items(scripted):
+    """'In broad strokes': a sixth item makes the record invalid (the rules still plan hourly)."""
+    item = {"activity": "drink a coffee", "place": "the street outside"}
+    scripted(default=json.dumps({"items": [{"time": f"{h:02d}:00", **item} for h in range(8, 14)]}))
+    assert ask(gateway(), ops.GENERATE_NORMATIVE_PLANS, plan_ctx()).status == "fallback"
+    scripted(default=json.dumps({"items": [{"time": f"{h:02d}:00", **item} for h in range(8, 13)]}))
+    assert len(ops.plan_items(ask(gateway(), ops.GENERATE_NORMATIVE_PLANS, plan_ctx()).value)) == 5
+
+
 def _head_and_rest(op, ctx):
     """The user message up to its answer format (inclusive), and what follows it."""
     text = op.messages(ctx)[-1]["content"]
