@@ -4,7 +4,8 @@
 (1b) the same with the server on a CPU of its own; (1c) the gateway's own CPU per call with the
 provider stubbed (what is ours, not litellm's or the HTTP client's);
 (2) the embedded engine's per-call time and tokens/s, batched decoding against one call at a
-time, and `make run`'s steps by weight layout and with and without saved prompt states; (3) `socialsim --help` and `socialsim models`
+time, and `make run`'s steps by weight layout and with and without saved prompt states, and (2f) the
+full-model first step (plans by the model); (3) `socialsim --help` and `socialsim models`
 start-up, timed by farm-bench when it is on PATH; (4) the test suite's wall time (only with --suite:
 it takes minutes).
 
@@ -48,6 +49,8 @@ def main() -> None:
                 [py, "bench/bench_prompt_layout.py"])
         section("(2e) embedded engine: make run's Hobbs Cafe steps by weight layout, with and without saved states",
                 [py, "bench/bench_embedded_step.py"])
+        section("(2f) embedded engine: a day's first Hobbs Cafe step with the plans made by the model",
+                [py, "bench/bench_embedded_step.py", "--full", "--steps", "1"])
     section("(2b) recording a run: per-step append vs whole rewrite", [py, "bench/bench_records.py"])
     for command in (["--help"], ["models"]):
         argv = [py, "-m", "socialsim.cli", *command]
