@@ -309,16 +309,61 @@ def test_a_provider_slower_than_the_timeout_gets_the_fallback_with_the_timeout_s
     assert "Timeout" in answer.error
 
 
-def test_the_runs_retries_reach_a_provider_that_failed_once(monkeypatch):
+HTTP_HANDLER = "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"  # litellm's switch; on unless the user says false
+
+
+@pytest.mark.parametrize(("model", "http_handler"), [("openai/fake-model", "true"), ("openai/fake-model", "false"),
+                                                     ("hosted_vllm/fake-model", "true")])
+def test_the_runs_retries_reach_a_provider_that_failed_once(monkeypatch, model, http_handler):
+    """Both of litellm's request paths retry: litellm's retry wrapper around its own HTTP client
+    (which needs ``tenacity`` and otherwise gives up silently) and the OpenAI SDK's retries."""
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    monkeypatch.setenv(HTTP_HANDLER, http_handler)
     with FakeOpenAIServer(fail_first=1) as server:
-        answer = ask(served_gateway(server, num_retries=1))
+        answer = ask(served_gateway(server, model, num_retries=1))
         assert (answer.status, len(server.requests)) == ("ok", 2)
     with FakeOpenAIServer(fail_first=1) as server:
-        answer = ask(served_gateway(server, num_retries=0))
+        answer = ask(served_gateway(server, model, num_retries=0))
         assert (answer.status, len(server.requests)) == ("fallback", 1)
+
+
+@pytest.mark.parametrize(("user_setting", "sdk_calls"), [(None, 0), ("false", 1)])
+def test_openai_compatible_calls_skip_the_openai_sdk_unless_the_user_keeps_it(monkeypatch, user_setting, sdk_calls):
+    """litellm's own HTTP client answers openai/ calls (about 1 ms less client CPU a call than
+    litellm wrapping the OpenAI SDK); a user who sets litellm's switch to false keeps the SDK."""
+    import os
+    import subprocess
+    import sys
+
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    env = {k: v for k, v in os.environ.items() if k != HTTP_HANDLER}
+    env.update({"OPENAI_API_KEY": "placeholder", **({HTTP_HANDLER: user_setting} if user_setting else {})})
+    script = """
+import random, sys
+from openai.resources.chat.completions import AsyncCompletions
+from socialsim.llm.gateway import Gateway
+from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
+from socialsim.llm.routing import RouteTable
+calls, create = [], AsyncCompletions.create
+async def counted(self, *args, **kwargs):
+    calls.append(1)
+    return await create(self, *args, **kwargs)
+AsyncCompletions.create = counted
+gateway = Gateway(RouteTable("openai/fake-model"), api_base=sys.argv[1], num_retries=0)
+ctx = ActionContext("Ann", "A person.", "A town.", "You are in the square.", ["go home", "read"])
+answer = gateway.run_phase([type("A", (), {})()], lambda a: gateway.ask(CHOOSE_ACTION, ctx, agent_id=0,
+                                                                         rng=a.phase_rng), random.Random(0))[0]
+print(answer.status, len(calls))
+"""
+    with FakeOpenAIServer() as server:  # a fresh process: the default is set when socialsim imports litellm
+        out = subprocess.run([sys.executable, "-c", script, server.api_base], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == ["ok", str(sdk_calls)]
+        assert len(server.requests) == 1
 
 
 def test_json_schema_on_sends_the_records_schema_to_the_provider(monkeypatch):
