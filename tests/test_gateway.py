@@ -1,5 +1,6 @@
 """The gateway: repair and fallback, failures counted, rules, tape, budget, concurrency order."""
 
+import asyncio
 import random
 
 import pytest
@@ -168,6 +169,23 @@ def test_phase_results_do_not_depend_on_completion_order(scripted):
     b, _ = run_with(last_slow)
     assert a == b
     assert [r[0] for r in a] == list(range(6))
+
+
+def test_a_phase_starts_its_agents_one_loop_turn_apart():
+    """Each agent's coroutine runs at once to its first wait and gets a turn of the loop before
+    the next starts: a request prepared off the loop (litellm does it in a worker thread) goes out
+    while the next is prepared, instead of every request waiting for the whole phase's."""
+    events: list[str] = []
+
+    async def decide(agent):
+        events.append(f"start {agent.unique_id}")
+        await asyncio.sleep(0)  # a wait, like litellm's hand-off to its worker thread
+        events.append(f"turn {agent.unique_id}")
+        await asyncio.sleep(0.01)  # the reply
+        return agent.unique_id
+
+    assert Gateway().run_phase([Agent(i) for i in range(3)], decide, random.Random(0)) == [0, 1, 2]
+    assert events == ["start 0", "turn 0", "start 1", "turn 1", "start 2", "turn 2"]
 
 
 def test_concurrency_is_bounded_by_the_semaphore():
