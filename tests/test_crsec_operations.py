@@ -557,7 +557,7 @@ def test_the_plan_memory_names_a_place_once_for_a_run_of_items_there_with_the_sa
     cafe, street = "Hobbs Cafe dining room", "the street outside"
     items = [{"time": f"{h:02d}:00", "activity": a, "place": p} for h, a, p in
              [(8, "play music aloud", cafe), (9, "drink a coffee", cafe), (10, "smoke a cigarette", street),
-              (11, "eat a meal", cafe), (12, "drink a coffee", cafe)]]
+              (12, "eat a meal", cafe), (13, "drink a coffee", cafe)]]  # not at a steady pace: times given
     text = ops.plan_memory(2, items)
     assert text.startswith("My plan for day 2: ")
     assert text.count(cafe) == 2 and text.count(street) == 1  # three runs of items
@@ -566,6 +566,29 @@ def test_the_plan_memory_names_a_place_once_for_a_run_of_items_there_with_the_sa
     # retrieval ranks memories by their word sets: the same as one place per item
     itemized = "My plan for day 2: " + "; ".join(f"{i['time']} {i['activity']} at {i['place']}" for i in items)
     assert words(text) == words(itemized)
+
+
+def test_a_plan_at_a_steady_pace_states_its_start_and_pace_once():
+    """Fourteen hourly items: the start and the pace instead of fourteen clock times (the
+    embedded tokenizer spends five tokens on each), the activities in order, the same words."""
+    from socialsim.agents.memory import words
+
+    cafe, street = "Hobbs Cafe dining room", "the street outside"
+    activities = ["play music aloud", "drink a coffee", "smoke a cigarette", "eat a meal"] * 3 + ["read", "nap"]
+    items = [{"time": f"{8 + k:02d}:00", "activity": a, "place": street if a == "smoke a cigarette" else cafe}
+             for k, a in enumerate(activities)]
+    text = ops.plan_memory(1, items)
+    assert text.startswith("My plan for day 1, 1 h by 1 h as of 08:00: at Hobbs Cafe dining room, ")
+    assert not any(i["time"] in text for i in items[1:])
+    at = text.index("08:00: ")
+    for activity in activities:  # each found after the one before: in the plan's order
+        at = text.index(activity, at + 1)
+    itemized = "My plan for day 1: " + "; ".join(f"{i['time']} {i['activity']} at {i['place']}" for i in items)
+    assert words(text) == words(itemized)
+    half_hourly = [{**i, "time": f"{8 + k // 2:02d}:{30 * (k % 2):02d}"} for k, i in enumerate(items)]
+    assert ops.plan_memory(1, half_hourly).startswith("My plan for day 1, 0:30 by 0:30 as of 08:00: ")
+    two = ops.plan_memory(1, items[:2])  # two items: no pace to speak of
+    assert "08:00 play music aloud" in two and "09:00 drink a coffee" in two
 
 
 def test_an_agents_persona_opens_its_talk_thought_and_turn_prompts_alike():
