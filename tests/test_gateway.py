@@ -188,6 +188,35 @@ def test_a_phase_starts_its_agents_one_loop_turn_apart():
     assert events == ["start 0", "turn 0", "start 1", "turn 1", "start 2", "turn 2"]
 
 
+def test_ctrl_c_while_a_phase_is_starting_its_agents_leaves_none_running():
+    """Interrupted in the loop turn after an agent's start, the phase cancels that agent too:
+    none of its calls completes behind the caller's back (tests/test_interrupt.py, end to end)."""
+    import signal
+    import threading
+    import time
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal delivers it
+    events: list[str] = []
+
+    async def decide(agent):
+        events.append(f"start {agent.unique_id}")
+        if agent.unique_id == 0:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # Ctrl-C in the caller ...
+            time.sleep(0.3)  # ... which cancels the phase before this loop's next turn
+        await asyncio.sleep(0.5)  # the reply
+        events.append(f"done {agent.unique_id}")
+        return agent.unique_id
+
+    try:
+        assert threading.current_thread() is threading.main_thread()
+        with pytest.raises(KeyboardInterrupt):
+            Gateway().run_phase([Agent(i) for i in range(3)], decide, random.Random(0))
+        time.sleep(0.8)  # longer than a reply takes: an agent left running would be done by now
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert events == ["start 0"]
+
+
 def test_concurrency_is_bounded_by_the_semaphore():
     from socialsim.llm.fake_server import FakeOpenAIServer
 
@@ -305,7 +334,7 @@ def test_by_default_a_hundred_agents_phase_is_asked_in_one_round(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     assert RunConfig().max_concurrency >= 100
-    with FakeOpenAIServer(delay_s=0.3) as server:
+    with FakeOpenAIServer(delay_s=1.5) as server:  # longer than starting 100 calls takes on a busy machine
         g = served_gateway(server)
 
         async def decide(agent):

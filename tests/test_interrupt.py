@@ -74,3 +74,40 @@ def test_a_timeout_raised_by_the_coroutine_itself_is_not_mistaken_for_waiting():
 
     with pytest.raises(TimeoutError, match="the provider took too long"):
         run_sync(times_out())
+
+
+@pytest.mark.parametrize("handed_off", [True, False])
+def test_ctrl_c_during_the_hand_off_to_the_loop_still_cancels_the_coroutine(monkeypatch, handed_off):
+    """A Ctrl-C can land while run_sync is still handing the coroutine to the loop (before it has
+    the future to cancel). The coroutine is cancelled if the loop got it, closed if it did not."""
+    import asyncio
+    import inspect
+
+    from socialsim.llm import loop
+
+    events: list[str] = []
+
+    async def phase():
+        events.append("started")
+        try:
+            await asyncio.sleep(0.5)  # the calls in flight
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+        events.append("completed")
+
+    real = asyncio.run_coroutine_threadsafe
+
+    def interrupted_hand_off(coroutine, event_loop):
+        if handed_off:
+            real(coroutine, event_loop)
+            time.sleep(0.1)  # the loop starts the coroutine before the caller gets its future
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop.asyncio, "run_coroutine_threadsafe", interrupted_hand_off)
+    coroutine = phase()
+    with pytest.raises(KeyboardInterrupt):
+        loop.run_sync(coroutine)
+    time.sleep(0.7)  # longer than the coroutine takes: left running, it would have completed
+    assert events == (["started", "cancelled"] if handed_off else [])
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED

@@ -169,8 +169,9 @@ def is_embedded(model: str) -> bool:
     return model.startswith("local/")
 
 
-async def _start(coroutine: Awaitable[Any]) -> asyncio.Task:
-    """Start one agent's coroutine of a phase and give it one turn of the loop before the next.
+async def _start(coroutine: Awaitable[Any], started: list[asyncio.Task]) -> None:
+    """Start one agent's coroutine of a phase, add it to ``started`` and give it one turn of the
+    loop before the next (listed before the turn: a phase cancelled during it cancels this one too).
 
     The task runs at once up to its first wait (a decision by the rules finishes there, with no
     scheduling at all). litellm prepares each request in a worker thread; the extra turn lets this
@@ -178,9 +179,9 @@ async def _start(coroutine: Awaitable[Any]) -> asyncio.Task:
     all the phase's preparations (the first byte of 100 left after about 80 ms) and the replies
     came back in one burst, so their processing added up at the end (bench/bench_sdk.py)."""
     task = asyncio.eager_task_factory(asyncio.get_running_loop(), coroutine)
+    started.append(task)
     if not task.done():
         await asyncio.sleep(0)
-    return task
 
 
 class Gateway:
@@ -268,7 +269,7 @@ class Gateway:
             tasks: list[asyncio.Task] = []
             try:
                 for agent in agents:  # started one loop turn apart: see _start
-                    tasks.append(await _start(branch(agent)))
+                    await _start(branch(agent), tasks)
                 results = await asyncio.gather(*tasks, return_exceptions=True)
             except BaseException:  # interrupted while starting: no call completes behind the caller's back
                 for task in tasks:

@@ -44,7 +44,8 @@ def run_sync[T](coro: Coroutine[Any, Any, T]) -> T:
 
     If the waiting thread is interrupted (Ctrl-C, SIGTERM turned into KeyboardInterrupt), the
     coroutine is cancelled: calls in flight are abandoned, and none of them completes later to
-    write to the tape or the ledger behind the caller's back."""
+    write to the tape or the ledger behind the caller's back. That holds from the moment the
+    coroutine is handed to the loop, even for an interrupt that arrives during the hand-off."""
     loop = _background_loop()
     if threading.current_thread().name == "socialsim-llm":
         coro.close()
@@ -57,8 +58,10 @@ def run_sync[T](coro: Coroutine[Any, Any, T]) -> T:
         finally:
             finished.set()
 
-    future = asyncio.run_coroutine_threadsafe(tracked(), loop)
+    tracker = tracked()
+    future = None
     try:
+        future = asyncio.run_coroutine_threadsafe(tracker, loop)
         while True:  # wake up now and then: a signal caught by another thread is handled here promptly
             try:
                 return future.result(timeout=WAKE_S)
@@ -67,6 +70,20 @@ def run_sync[T](coro: Coroutine[Any, Any, T]) -> T:
                     raise
                 continue
     except BaseException:
-        if future.cancel():  # the task is cancelled on the loop; wait for it to unwind
+        if future is None or not future.done():  # interrupted: cancel on the loop, wait for it to unwind
+            loop.call_soon_threadsafe(_cancel, tracker, coro, finished)
             finished.wait(CANCEL_WAIT_S)
         raise
+
+
+def _cancel(tracker: Coroutine[Any, Any, Any], coro: Coroutine[Any, Any, Any], finished: threading.Event) -> None:
+    """Cancel ``tracker``'s task on the loop. Queued after the hand-off (if the hand-off got as
+    far as queueing it), so the task exists here unless it has finished or was never made."""
+    for task in asyncio.all_tasks():
+        if task.get_coro() is tracker:
+            task.add_done_callback(lambda _: (coro.close(), finished.set()))  # also if it never started
+            task.cancel()
+            return
+    tracker.close()
+    coro.close()
+    finished.set()
