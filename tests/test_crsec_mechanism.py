@@ -253,3 +253,24 @@ def test_check_switches_with_a_judge_that_fails_every_norm(scripted, check, op, 
 def test_compliance_switch(runs):
     """Plans that ignore held norms breach them more often (breaches are read from world facts)."""
     assert _total(runs(enable_compliance=False), "breaches") > _total(runs(), "breaches")
+
+
+def test_an_agents_recalled_memories_are_listed_in_the_order_they_happened_whatever_the_query():
+    """Retrieval picks the memories by score; the prompt lists them as they happened, so one agent's
+    prompts in a step, asked about different matters, share their memories block (the embedded
+    engine evaluates it once). Ranked, each query would put its own match first."""
+    from socialsim.agents.memory import MemoryStream
+    from socialsim.llm.loop import run_sync
+
+    model = society(1)
+    agent = next(iter(model.agents))
+    agent.stream = MemoryStream(agent.stream.weights)
+    happened = ["Carlos Gomez is smoking a cigarette in Hobbs Cafe dining room",
+                "Jennifer Moore is singing loudly in Hobbs Cafe dining room",
+                "Tom Gomez is playing music aloud in Hobbs Cafe dining room"]
+    for text in happened:
+        agent.stream.add(0, "observation", text, 5)
+    ranked_first = [run_sync(agent.stream.retrieve(query, model.steps, 4))[0].text for query in reversed(happened)]
+    assert ranked_first == list(reversed(happened))  # retrieval ranks each query's own match first
+    for query in happened:
+        assert run_sync(agent.recall(query)) == [f"(step 0, observation) {text}" for text in happened]

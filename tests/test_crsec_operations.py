@@ -604,5 +604,5 @@ def test_an_agents_persona_opens_its_talk_thought_and_turn_prompts_alike():
         (ops.GENERATE_THOUGHT, ops.ThoughtContext("Ann Lee", description, fact, "for", memories=memories)),
         (ops.CONVERSE_TURN, ops.TurnContext("Ann Lee", description, "Bob", "sender", fact.act, "No smoking.",
                                             "for", memories=memories)))]
-    head = f"You are Ann Lee. {description}\n\nRELEVANT MEMORIES (most relevant first):\n- {memories[0]}\n\n"
+    head = f"You are Ann Lee. {description}\n\nRELEVANT MEMORIES (in the order they happened):\n- {memories[0]}\n\n"
     assert all(text.startswith(head) for text in texts)

@@ -216,8 +216,11 @@ class CRSECAgent(GenerativeAgent):
             self.stream.add(self.model.steps, kind, text, importance)
 
     async def recall(self, query: str, whose: CRSECAgent | None = None) -> list[str]:
-        """``whose`` memories (mine by default) most worth recalling for ``query``; only earlier
-        steps' records, so reading another agent's stream during a concurrent phase is safe."""
+        """``whose`` memories (mine by default) most worth recalling for ``query``, in the order they
+        happened; only earlier steps' records, so reading another agent's stream during a concurrent
+        phase is safe. The order is the story's, not the ranking's: one agent's prompts in a step
+        recall much the same memories for different queries, and listed alike they share a head
+        the embedded engine evaluates once (ranked, each query put its own match first)."""
         if not self.settings.enable_memory:
             return []
         model = self.settings.memory_embedding_model
@@ -227,7 +230,7 @@ class CRSECAgent(GenerativeAgent):
                 return await self.model.llm.aembed(model, texts, "EmbedMemories", self.unique_id)
         found = await (whose or self).stream.retrieve(query, self.model.steps, self.settings.memory_k, embed,
                                                       self._vectors)
-        return [f"(step {m.step}, {m.kind}) {m.text}" for m in found]
+        return [f"(step {m.step}, {m.kind}) {m.text}" for m in sorted(found, key=lambda m: m.index)]
 
     # --- small helpers --------------------------------------------------------------------------
     def stance(self, topic: str | None) -> str:

@@ -1064,7 +1064,7 @@ def _memories(memories: list[str]) -> str:
     """The retrieved memories as a prompt block (nothing when there are none)."""
     if not memories:
         return ""
-    return "RELEVANT MEMORIES (most relevant first):\n" + "\n".join(f"- {m}" for m in memories) + "\n\n"
+    return "RELEVANT MEMORIES (in the order they happened):\n" + "\n".join(f"- {m}" for m in memories) + "\n\n"
 
 
 def recalls(memory: str, matter: str, overlap: float) -> bool:
