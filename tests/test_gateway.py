@@ -217,6 +217,77 @@ def test_ctrl_c_while_a_phase_is_starting_its_agents_leaves_none_running():
     assert events == ["start 0"]
 
 
+def test_a_phase_re_raises_the_first_failure_in_agent_order_not_in_completion_order():
+    """Which failure a phase reports must not depend on which call finished first."""
+
+    async def decide(agent):
+        await asyncio.sleep(0.2 - 0.1 * agent.unique_id)  # agent 1 fails first
+        if agent.unique_id in (0, 1):
+            raise ValueError(f"agent {agent.unique_id} failed")
+        return agent.unique_id
+
+    with pytest.raises(ValueError, match="agent 0 failed"):
+        Gateway().run_phase([Agent(i) for i in range(3)], decide, random.Random(0))
+
+
+@pytest.mark.parametrize("when", ["starting", "waiting"])
+def test_an_interrupted_phase_returns_only_once_every_agent_has_unwound(when):
+    """A cancelled agent may still be closing its calls; the caller gets the interrupt once all of
+    them have finished, so none of them writes afterwards. Interrupted while the phase starts its
+    agents (agent 1 started, agent 2 not yet) or while all of them wait for their replies."""
+    import signal
+    import threading
+    import time
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    events: list[str] = []
+
+    async def decide(agent):
+        try:
+            if agent.unique_id == 1 and when == "starting":
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                time.sleep(0.3)  # the phase is cancelled before this loop's next turn
+            if agent.unique_id == 2 and when == "waiting":
+                await asyncio.sleep(0.05)
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.4 if agent.unique_id == 0 else 0.1)  # closing its calls takes a while
+            events.append(f"unwound {agent.unique_id}")
+            raise
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Gateway().run_phase([Agent(i) for i in range(3)], decide, random.Random(0))
+        unwound_when_the_caller_got_it = sorted(events)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert unwound_when_the_caller_got_it == (["unwound 0", "unwound 1"] if when == "starting"
+                                              else ["unwound 0", "unwound 1", "unwound 2"])
+
+
+def test_the_ledger_lists_an_agents_calls_in_the_order_of_the_phases_that_asked_them():
+    """Within a step, an agent's rows come in the order the step's phases ran (then by branch),
+    which the code's structure fixes, whenever each call finished."""
+    from socialsim.llm.operations.generic import COMPOSE_CHAT, ChatContext
+
+    g = Gateway(RouteTable("rules"))
+
+    async def chat(agent):
+        chat_ctx = ChatContext(f"agent {agent.unique_id}", "A poet.", "A cafe.", "Tom is here.", "Tom Gomez")
+        return await g.ask(COMPOSE_CHAT, chat_ctx, agent_id=agent.unique_id, rng=agent.phase_rng)
+
+    async def act(agent):
+        return await g.ask(CHOOSE_ACTION, ctx(name=f"agent {agent.unique_id}"), agent_id=agent.unique_id,
+                           rng=agent.phase_rng)
+
+    agents = [Agent(i) for i in range(2)]
+    g.run_phase(agents, chat, random.Random(0))
+    g.run_phase(agents, act, random.Random(1))
+    rows = g.ledger.ordered_rows()
+    assert [(r.agent, r.op) for r in rows] == [(a, op) for a in (0, 1) for op in ("ComposeChat", "ChooseAction")]
+
+
 def test_concurrency_is_bounded_by_the_semaphore():
     from socialsim.llm.fake_server import FakeOpenAIServer
 

@@ -76,10 +76,11 @@ def test_a_timeout_raised_by_the_coroutine_itself_is_not_mistaken_for_waiting():
         run_sync(times_out())
 
 
-@pytest.mark.parametrize("handed_off", [True, False])
-def test_ctrl_c_during_the_hand_off_to_the_loop_still_cancels_the_coroutine(monkeypatch, handed_off):
+@pytest.mark.parametrize("hand_off", ["started", "queued", "never"])
+def test_ctrl_c_during_the_hand_off_to_the_loop_still_cancels_the_coroutine(monkeypatch, hand_off):
     """A Ctrl-C can land while run_sync is still handing the coroutine to the loop (before it has
-    the future to cancel). The coroutine is cancelled if the loop got it, closed if it did not."""
+    the future to cancel): the loop may have started it, have it queued, or never have got it. It
+    is cancelled if it started and closed otherwise, and run_sync does not wait for it in vain."""
     import asyncio
     import inspect
 
@@ -97,17 +98,82 @@ def test_ctrl_c_during_the_hand_off_to_the_loop_still_cancels_the_coroutine(monk
         events.append("completed")
 
     real = asyncio.run_coroutine_threadsafe
+    monkeypatch.setattr(loop, "CANCEL_WAIT_S", 3.0)
 
     def interrupted_hand_off(coroutine, event_loop):
-        if handed_off:
+        if hand_off == "queued":  # the loop busy: the coroutine's task is made but has not run yet
+            event_loop.call_soon_threadsafe(time.sleep, 0.3)
+        if hand_off != "never":
             real(coroutine, event_loop)
+        if hand_off == "started":
             time.sleep(0.1)  # the loop starts the coroutine before the caller gets its future
         raise KeyboardInterrupt
 
     monkeypatch.setattr(loop.asyncio, "run_coroutine_threadsafe", interrupted_hand_off)
     coroutine = phase()
+    began = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         loop.run_sync(coroutine)
+    assert time.monotonic() - began < loop.CANCEL_WAIT_S  # it knew when the coroutine was done with
     time.sleep(0.7)  # longer than the coroutine takes: left running, it would have completed
-    assert events == (["started", "cancelled"] if handed_off else [])
+    assert events == (["started", "cancelled"] if hand_off == "started" else [])
     assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+
+def test_run_sync_refuses_to_block_the_llm_loop_it_would_wait_for():
+    """Called on the LLM loop's thread, run_sync would wait for the loop it blocks: it refuses, and
+    closes the coroutine so that nothing warns later that it was never awaited."""
+    import inspect
+
+    from socialsim.llm.loop import run_sync
+
+    async def inner():
+        return 1
+
+    coroutine = inner()
+    outcome: list[BaseException | int] = []
+
+    def on_the_loops_thread():  # a stand-in thread of that name: the real one would deadlock if let through
+        try:
+            outcome.append(run_sync(coroutine))
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=on_the_loops_thread, name="socialsim-llm")
+    thread.start()
+    thread.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError)
+    assert "from inside the LLM loop" in str(outcome[0])
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+
+def test_ctrl_c_caught_by_another_thread_still_reaches_the_waiting_caller_promptly():
+    """The OS may hand a process's SIGINT to any thread; Python runs the handler in the main thread
+    the next time it runs Python code, so the waiting caller wakes up now and then to let it."""
+    import asyncio
+
+    from socialsim.llm import loop
+
+    events: list[str] = []
+
+    async def phase():
+        events.append("started")
+        try:
+            await asyncio.sleep(3.0)
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+        events.append("completed")
+
+    loop.run_sync(asyncio.sleep(0))  # the loop's thread is running
+    loop_thread = next(t for t in threading.enumerate() if t.name == "socialsim-llm")
+
+    def ctrl_c_to_the_loop_thread():
+        while not events:
+            time.sleep(0.01)
+        signal.pthread_kill(loop_thread.ident, signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_to_the_loop_thread, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        loop.run_sync(phase())
+    assert events == ["started", "cancelled"]
