@@ -271,7 +271,7 @@ class Gateway:
                 for agent in agents:  # started one loop turn apart: see _start
                     await _start(branch(agent), tasks)
                 results = await asyncio.gather(*tasks, return_exceptions=True)
-            except BaseException:  # interrupted while starting: no call completes behind the caller's back
+            except BaseException:  # interrupted (starting or waiting): no call completes behind the caller's back
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
