@@ -30,11 +30,51 @@ def toy(monkeypatch):
 
 
 def test_projection_counts_rule_decisions_and_prompt_tokens(toy):
-    proj = rp.project(_protocol(), "rules", seeds=3)
-    assert proj.calls > 0 and proj.prompt_tokens > proj.calls  # every decision has a rendered prompt
-    assert proj.cost_usd == 0.0
-    one = rp.project(_protocol(), "rules", seeds=1)
+    proj = rp.project(_protocol(), "openai/gpt-4o-mini", seeds=3)
+    assert proj.calls == proj.decisions > 0 and proj.prompt_tokens > proj.calls  # every call has a rendered prompt
+    assert proj.cost_usd == pytest.approx(rp.price("openai/gpt-4o-mini", proj.prompt_tokens, proj.completion_tokens))
+    one = rp.project(_protocol(), "openai/gpt-4o-mini", seeds=1)
     assert proj.calls == 3 * one.calls
+
+
+def test_a_rules_projection_has_decisions_but_no_llm_call(toy):
+    proj = rp.project(_protocol(), "rules", seeds=2)
+    assert proj.decisions > 0 and proj.calls == 0 and proj.prompt_tokens == 0 and proj.cost_usd == 0.0
+    assert proj.per_model["model"].tolist() == ["rules"]
+
+
+@pytest.fixture
+def no_model_may_answer(monkeypatch):
+    """Counts every call that would reach a provider; a dry run must make none."""
+    from socialsim.llm.gateway import Gateway
+
+    asked = []
+
+    async def refuse(self, model, messages, params, fmt):
+        asked.append(model)
+        raise ConnectionError("a projection asked a model")
+
+    monkeypatch.setattr(Gateway, "_acompletion", refuse)
+    return asked
+
+
+def test_a_projection_asks_no_model_and_prices_the_judge_at_its_own_model(no_model_may_answer):
+    protocol = rp.load_protocol("crsec", judge="openai/gpt-4o")
+    proj = rp.project(protocol, "openai/gpt-4o-mini", seeds=1, probe_steps=1)
+    assert no_model_may_answer == []
+    by_model = proj.per_model.set_index("model")
+    assert set(by_model.index) == {"openai/gpt-4o", "openai/gpt-4o-mini"}  # the judge's decisions on its route
+    assert by_model.loc["openai/gpt-4o", "decisions"] > 0
+    expected = sum(rp.price(m, row.prompt_tokens, row.completion_tokens) for m, row in by_model.iterrows())
+    assert proj.cost_usd == pytest.approx(expected)
+    assert proj.calls == by_model["decisions"].sum()
+
+
+def test_a_judge_that_is_also_the_actors_model_is_refused_before_anything_runs(no_model_may_answer):
+    protocol = rp.load_protocol("crsec", judge="openai/gpt-4o-mini")
+    with pytest.raises(ValueError, match="also an actors' model"):
+        rp.project(protocol, "openai/gpt-4o-mini", seeds=1, probe_steps=1)
+    assert no_model_may_answer == []
 
 
 def test_price_from_litellms_local_map():

@@ -200,7 +200,7 @@ class Gateway:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         num_retries: int = DEFAULT_RETRIES,
         api_base: str | None = None,
-        estimate_prompts: bool = False,
+        dry_run: bool = False,
         price: tuple[float, float] | None = None,
         json_schema: bool | None = None,
         breaker: int | None = DEFAULT_BREAKER,
@@ -228,10 +228,11 @@ class Gateway:
         self.capped_chars = 0  # characters cut from them
         self.step = 0
         self._formats: dict[tuple[str, QuestionKind], dict[str, Any]] = {}  # per (model, question)
-        # rules engine only: also render each prompt and count its tokens (cost projections)
-        self.estimate_prompts = estimate_prompts
+        # a cost projection's dry run: every decision is answered by its operation's rule, never by
+        # a model, and recorded under its route's model with the tokens its prompt would take
+        self.dry_run = dry_run
         self._semaphore: asyncio.Semaphore | None = None
-        if any(is_embedded(m) for m in self.routes.models()):
+        if not dry_run and any(is_embedded(m) for m in self.routes.models()):
             from socialsim.llm.engines.embedded import register
 
             register()
@@ -241,7 +242,7 @@ class Gateway:
         tape, ledger and budget, replay mode, endpoint, limits, timeout, retries and prices."""
         return Gateway(routes, self.tape, self.ledger, replay=self.replay, max_concurrency=self.max_concurrency,
                        rpm=self.rpm, tpm=self.tpm, timeout_s=self.timeout_s, num_retries=self.num_retries,
-                       api_base=self.api_base, estimate_prompts=self.estimate_prompts, price=self.price,
+                       api_base=self.api_base, dry_run=self.dry_run, price=self.price,
                        json_schema=self.json_schema, breaker=self.breaker)
 
     # --- phases -----------------------------------------------------------------------------
@@ -305,10 +306,10 @@ class Gateway:
         if self.order_probe is not None:
             await asyncio.sleep(self.order_probe.random() * ORDER_PROBE_S)
         model = self.routes.model_for(op.name, op.module)
-        if model == RULES:
+        if model == RULES or self.dry_run:
             value = op.rule(ctx, rng)
             estimate = []
-            if self.estimate_prompts:  # what this decision would cost as an LLM call (about 4 chars a token)
+            if self.dry_run:  # what this decision would cost as an LLM call (about 4 chars a token)
                 chars = sum(len(m["content"]) for m in op.messages(ctx))
                 estimate = [Completion("", chars // 4 + 1, op.max_tokens, 0.0, 0.0, False)]
             self._record(op, agent_id, model, "rules", "rules", estimate, path=path)

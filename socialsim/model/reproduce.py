@@ -5,11 +5,12 @@ function ``protocol(judge: str | None) -> Protocol``: the runs (scenario, steps,
 per ablation or variant), how to measure one finished run, and the paper's figures. This module is
 the same for all of them:
 
-1. **Project** the cost: every distinct run is dry-run for a few steps on the ``rules`` engine with
-   prompt rendering switched on, which counts the decisions each operation makes and the prompt
-   tokens its prompt would have; completions are counted at each operation's ``max_tokens``. The
-   figures per step are scaled to the protocol's length and priced by litellm's local cost map. A
-   projection is an estimate from a baseline's decisions, and says so.
+1. **Project** the cost: every distinct run is dry-run for a few steps with its real routes (the
+   actors' model, the protocol's, a judge's) but every decision answered by its rule, so no model is
+   asked; this counts the decisions each operation makes and the prompt tokens its prompt would
+   have; completions are counted at each operation's ``max_tokens``. The figures per step are scaled
+   to the protocol's length and priced per model by litellm's local cost map. A projection is an
+   estimate from a baseline's decisions, and says so.
 2. **Run** only with ``--yes``, or with ``--max-cost`` at least the projection; the budget is shared
    by all runs (each run gets what is left).
 3. **Report** the paper's figures beside the runs' mean, standard deviation and count over seeds,
@@ -56,11 +57,13 @@ class Protocol:
 
 @dataclass
 class Projection:
-    calls: int
+    decisions: int  # every operation answered, by a model or by the rules
+    calls: int  # of those, the ones a model answers; tokens and cost are theirs
     prompt_tokens: int
     completion_tokens: int
-    cost_usd: float | None  # None: the model has no price in litellm's cost map
+    cost_usd: float | None  # None: a model has no price in litellm's cost map
     per_run: pd.DataFrame
+    per_model: pd.DataFrame  # decisions, tokens and cost_usd per model (the actors', a judge's, rules)
 
 
 def load_protocol(arch: str, judge: str | None = None) -> Protocol:
@@ -69,6 +72,7 @@ def load_protocol(arch: str, judge: str | None = None) -> Protocol:
     except ModuleNotFoundError:
         raise ValueError(f"architecture {arch!r} has no paper protocol (known: crsec, asvo, itcmas)") from None
     return module.protocol(judge=judge)
+
 
 
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
@@ -81,33 +85,45 @@ def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | Non
 
 
 def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) -> Projection:
-    """Estimate calls, tokens and cost of the whole protocol from short rules dry runs."""
+    """Estimate calls, tokens and cost of the whole protocol from short dry runs.
+
+    A dry run routes every operation as the real run will (the actors' model, the protocol's routes,
+    a judge set in the architecture's parameters) but answers each decision by its rule: nothing is
+    asked of any model, and each decision's tokens are priced at the model its route names."""
     from socialsim.llm.gateway import Gateway
     from socialsim.llm.ledger import Ledger
-    from socialsim.llm.routing import RouteTable
+    from socialsim.llm.routing import RULES, RouteTable
     from socialsim.model.runner import RunConfig
     from socialsim.model.society import SocietyModel
 
-    rows = []
+    rows, usage = [], []
     for spec in protocol.runs:
-        config = RunConfig(scenario=spec.scenario, arch=protocol.arch, model="rules", steps=spec.steps,
-                           preset=spec.preset, rng=1, arch_params=spec.arch_params).resolved()
-        gateway = Gateway(RouteTable("rules", {}), ledger=Ledger(), estimate_prompts=True)
+        config = RunConfig(scenario=spec.scenario, arch=protocol.arch, model=model, routes=dict(protocol.routes),
+                           steps=spec.steps, preset=spec.preset, rng=1, arch_params=spec.arch_params).resolved()
+        gateway = Gateway(RouteTable(config.model, dict(config.routes)), ledger=Ledger(), dry_run=True)
         society = SocietyModel(config.scenario, arch=protocol.arch, gateway=gateway, rng=1, **config.arch_params)
         probe = min(probe_steps, config.steps)
         for _ in range(probe):
             society.step()
         frame = gateway.ledger.frame()
-        scale = config.steps / probe
-        rows.append({
-            "run": spec.label, "steps": config.steps,
-            "calls": math.ceil(len(frame) * scale) * seeds,
-            "prompt_tokens": math.ceil(frame["prompt_tokens"].sum() * scale) * seeds,
-            "completion_tokens": math.ceil(frame["completion_tokens"].sum() * scale) * seeds,
-        })
-    per_run = pd.DataFrame(rows)
-    calls, pt, ct = (int(per_run[c].sum()) for c in ("calls", "prompt_tokens", "completion_tokens"))
-    return Projection(calls, pt, ct, price(model, pt, ct), per_run)
+        by_model = frame.groupby("model", sort=True).agg(
+            decisions=("op", "size"), prompt_tokens=("prompt_tokens", "sum"),
+            completion_tokens=("completion_tokens", "sum"))
+        by_model = (by_model * (config.steps / probe)).apply(lambda column: column.map(math.ceil)) * seeds
+        usage.append(by_model)
+        asked = by_model.drop(index=RULES, errors="ignore")
+        rows.append({"run": spec.label, "steps": config.steps, "decisions": int(by_model["decisions"].sum()),
+                     "calls": int(asked["decisions"].sum()), "prompt_tokens": int(asked["prompt_tokens"].sum()),
+                     "completion_tokens": int(asked["completion_tokens"].sum())})
+    per_run = pd.DataFrame(rows, columns=["run", "steps", "decisions", "calls", "prompt_tokens", "completion_tokens"])
+    per_model = pd.concat(usage).groupby(level=0, sort=True).sum().astype(int).reset_index()
+    costs = [price(m, pt, ct)
+             for m, pt, ct in per_model[["model", "prompt_tokens", "completion_tokens"]].itertuples(index=False)]
+    per_model["cost_usd"] = costs
+    cost = None if any(c is None for c in costs) else float(sum(costs))
+    decisions, calls, pt, ct = (int(per_run[c].sum()) for c in ("decisions", "calls", "prompt_tokens",
+                                                                  "completion_tokens"))
+    return Projection(decisions, calls, pt, ct, cost, per_run, per_model)
 
 
 def summarize(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
@@ -153,9 +169,12 @@ def reproduce(
     proj = project(protocol, model, seeds)
     echo(f"Protocol: {protocol.description or arch} — {len(protocol.runs)} run(s) x {seeds} seed(s) on {model}")
     echo(proj.per_run.to_string(index=False))
+    if len(proj.per_model) > 1:
+        echo(proj.per_model.to_string(index=False))
     cost = "unknown (no price in litellm's cost map)" if proj.cost_usd is None else f"${proj.cost_usd:.4f}"
-    echo(f"Projected: {proj.calls} calls, {proj.prompt_tokens} prompt + {proj.completion_tokens} completion tokens, "
-         f"cost {cost} (estimated from a rules dry run of each arm; completions at each operation's max_tokens)")
+    echo(f"Projected: {proj.decisions} decisions, {proj.calls} of them LLM calls with {proj.prompt_tokens} prompt + "
+         f"{proj.completion_tokens} completion tokens, cost {cost} (estimated from a dry run of each arm answered by "
+         f"the rules, no model asked; completions at each operation's max_tokens)")
     if not yes:
         if max_cost is None:
             echo("Not run: add --yes to run it, or --max-cost USD to run it under a budget.")
