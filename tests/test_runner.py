@@ -112,6 +112,29 @@ def test_unknown_model_fails_before_step_one(tmp_path):
     assert not (tmp_path / "run" / "model.parquet").exists()
 
 
+def test_a_judge_named_in_the_settings_is_checked_before_step_one(tmp_path, monkeypatch):
+    """A judge is a model the run asks too: unknown or without its key, it stops the run before
+    anything is written (not six failed calls into step 1)."""
+    with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/judge'"):
+        run(RunConfig(arch="crsec", model="rules", steps=1, arch_params={"judge": "nosuchprovider/judge"}),
+            tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for arch, scenario, params in [("crsec", "hobbs-cafe", {"judge": "openai/gpt-4o"}),
+                                   ("asvo", "school-micro", {"judges": ["openai/gpt-4o"]})]:
+        with pytest.raises(ModelUnavailable, match="'openai/gpt-4o' needs OPENAI_API_KEY"):
+            run(RunConfig(scenario=scenario, arch=arch, model="rules", steps=1, arch_params=params),
+                tmp_path / arch, progress=False)
+        assert not (tmp_path / arch).exists()
+
+
+def test_a_budget_needs_a_price_for_the_judge_too(tmp_path):
+    with pytest.raises(ValueError, match=r"openai/unpriced-judge has no price"):
+        run(RunConfig(arch="crsec", model="rules", steps=1, max_cost=1.0,
+                      arch_params={"judge": "openai/unpriced-judge"}), tmp_path / "run", progress=False, preflight=False)
+    assert not (tmp_path / "run").exists()
+
+
 def test_missing_key_is_named(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ModelUnavailable, match="OPENAI_API_KEY"):

@@ -16,6 +16,7 @@ import pytest
 from socialsim.batch.exports import export
 from socialsim.batch.sweepfile import SweepFileError, load_sweep
 from socialsim.batch.sweeps import RUNS, SweepModel, is_done, plan, sweep
+from socialsim.llm.engines import ModelUnavailable
 from socialsim.model.society import SocietyModel
 
 # 2 routes x 2 lengths x 2 replicates = 8 runs; with `model: rules` the routes cannot change a
@@ -290,6 +291,14 @@ def test_a_parameter_the_architecture_rejects_fails_before_any_run(tmp_path):
     message = str(info.value)
     assert message.startswith(f"{path}: parameters: the run with arch=crsec, model=rules, enable_chatt=True")
     assert "unknown crsec parameter(s) ['enable_chatt']" in message
+    assert not list((tmp_path / "out" / RUNS).iterdir())
+
+
+def test_an_unknown_judge_in_the_grid_fails_before_any_run(tmp_path):
+    path = write(tmp_path, "parameters:\n  arch: crsec\n  model: rules\n  judge: [rules, nosuchprovider/judge]\n",
+                 "judge.yaml")
+    with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/judge'"):
+        sweep(path, tmp_path / "out", progress=False)
     assert not list((tmp_path / "out" / RUNS).iterdir())
 
 

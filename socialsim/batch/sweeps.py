@@ -316,6 +316,7 @@ def check_grid(pending: list[PlannedRun], spec: SweepSpec) -> None:
     from socialsim.llm.engines import check_models
 
     seen = set()
+    judges: set[str] = set()  # models an architecture's settings name (a judge), beside the routes'
     for p in pending:
         c = p.config
         key = json.dumps([c.scenario, c.arch, c.arch_params], sort_keys=True, default=str)
@@ -323,11 +324,11 @@ def check_grid(pending: list[PlannedRun], spec: SweepSpec) -> None:
             continue
         seen.add(key)
         try:
-            SocietyModel(c.scenario, arch=c.arch, model="rules", rng=0, **c.arch_params)
+            judges |= SocietyModel(c.scenario, arch=c.arch, model="rules", rng=0, **c.arch_params).llm.models()
         except (ValueError, TypeError) as exc:
             where = ", ".join(f"{k}={encode(v)}" for k, v in p.params.items())
             raise SweepFileError(f"{spec.source}: parameters: the run with {where} cannot be built: {exc}") from None
-    models = set().union(*(RouteTable(p.config.model, p.config.routes).models() for p in pending)) if pending else set()
+    models = set().union(judges, *(RouteTable(p.config.model, p.config.routes).models() for p in pending))
     check_models(models, api_base=spec.api_base)
 
 

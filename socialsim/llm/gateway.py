@@ -232,6 +232,7 @@ class Gateway:
         # a model, and recorded under its route's model with the tokens its prompt would take
         self.dry_run = dry_run
         self._semaphore: asyncio.Semaphore | None = None
+        self._derived: list[Gateway] = []  # see derive() and models()
         if not dry_run and any(is_embedded(m) for m in self.routes.models()):
             from socialsim.llm.engines.embedded import register
 
@@ -240,10 +241,17 @@ class Gateway:
     def derive(self, routes: RouteTable) -> Gateway:
         """A gateway for other routes (e.g. an architecture's judges) that shares this run's
         tape, ledger and budget, replay mode, endpoint, limits, timeout, retries and prices."""
-        return Gateway(routes, self.tape, self.ledger, replay=self.replay, max_concurrency=self.max_concurrency,
-                       rpm=self.rpm, tpm=self.tpm, timeout_s=self.timeout_s, num_retries=self.num_retries,
-                       api_base=self.api_base, dry_run=self.dry_run, price=self.price,
-                       json_schema=self.json_schema, breaker=self.breaker)
+        derived = Gateway(routes, self.tape, self.ledger, replay=self.replay, max_concurrency=self.max_concurrency,
+                          rpm=self.rpm, tpm=self.tpm, timeout_s=self.timeout_s, num_retries=self.num_retries,
+                          api_base=self.api_base, dry_run=self.dry_run, price=self.price,
+                          json_schema=self.json_schema, breaker=self.breaker)
+        self._derived.append(derived)
+        return derived
+
+    def models(self) -> set[str]:
+        """Every model this gateway may ask: its routes' and those of the gateways derived from it
+        (a judge an architecture's settings name), so a run checks and prices them all before step 1."""
+        return self.routes.models().union(*(g.models() for g in self._derived))
 
     # --- phases -----------------------------------------------------------------------------
     def run_phase(

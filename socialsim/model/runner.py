@@ -109,8 +109,6 @@ def run(
     that is how a run stopped by its budget resumes.
     """
     config = config.resolved()
-    if config.max_cost is not None and replay_from is None:
-        check_priced(config)
     routes = RouteTable(config.model, dict(config.routes))
     replay = replay_from is not None
     run_dir = Path(out) if out else Path("runs") / f"{Path(config.scenario).stem}-{config.arch}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -122,12 +120,15 @@ def run(
     if order_probe is not None:
         gateway.order_probe = random.Random(order_probe)
     model = build_model(config, gateway)  # bad parameters fail here, before anything is written ...
+    models = gateway.models()  # the routes' and any judge's the architecture's settings name
+    if config.max_cost is not None and not replay:
+        check_priced(config, models)  # ... a budget that cannot be kept ...
     if preflight and not replay:
-        check_models(routes.models(), api_base=config.api_base)  # ... and an unknown or unreachable model
+        check_models(models, api_base=config.api_base)  # ... and an unknown or unreachable model
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = _log_to(run_dir / "run.log")
     try:
-        notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
+        notes = [n for m in sorted(models) if (n := engine_note(m))]
         for note in notes:
             log.warning(note)
         save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
@@ -172,10 +173,10 @@ def run(
         handler.close()
 
 
-def check_priced(config: RunConfig) -> None:
-    """A budget needs prices: refuse --max-cost when a routed model has none (before anything
-    is written)."""
-    models = RouteTable(config.model, dict(config.routes)).models()
+def check_priced(config: RunConfig, models: set[str] | None = None) -> None:
+    """A budget needs prices: refuse --max-cost when a model the run may ask (``models``, else the
+    routed ones) has none (before anything is written)."""
+    models = RouteTable(config.model, dict(config.routes)).models() if models is None else models
     unpriced = sorted(m for m in models if m != "rules" and token_cost(m, 1, 1, config.price) is None)
     if unpriced:
         raise ValueError(f"--max-cost {config.max_cost:g} cannot be kept: {', '.join(unpriced)} "
