@@ -74,7 +74,6 @@ def load_protocol(arch: str, judge: str | None = None) -> Protocol:
     return module.protocol(judge=judge)
 
 
-
 def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
     """USD for these tokens as the gateway would charge them (0 for our offline engines, None if unknown)."""
     if model == "rules":

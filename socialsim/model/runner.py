@@ -128,7 +128,7 @@ def run(
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = _log_to(run_dir / "run.log")
     try:
-        notes = [n for m in sorted(models) if (n := engine_note(m))]
+        notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]  # the actors' engines
         for note in notes:
             log.warning(note)
         save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
