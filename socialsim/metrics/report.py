@@ -7,6 +7,8 @@ interaction heat map and LLM calls per step.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,26 @@ import pandas as pd  # noqa: E402
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
+
+log = logging.getLogger("socialsim")
+
+
+def end_of_run_measurement[T](model: SocietyModel, what: str, measure: Callable[[], T]) -> T | None:
+    """Run a measurement that asks a model after the last step (a judge, an embedding model).
+
+    A budget or an outage stopping it must not lose the run or its report: the stop is noted on
+    the model (the run's status then says so and ``--resume`` finishes it, its recorded calls free)
+    and None is returned, so the report is written without this measurement."""
+    from socialsim.llm.gateway import ProviderOutage
+    from socialsim.llm.ledger import BudgetExhausted
+
+    try:
+        return measure()
+    except (BudgetExhausted, ProviderOutage) as exc:
+        kind = "budget" if isinstance(exc, BudgetExhausted) else "provider outage"
+        model.measurement_stopped = f"stopped by {kind} in the end-of-run measurement ({what}): {exc}"
+        log.warning("%s; everything recorded so far is saved; resume with --resume", model.measurement_stopped)
+        return None
 
 
 def interaction_matrix(model: SocietyModel) -> pd.DataFrame:
@@ -72,6 +94,12 @@ def usage_markdown(model: SocietyModel) -> str:
 def write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[str]) -> Path:
     figures = run_dir / "figures"
     figures.mkdir(exist_ok=True)
+    # the architecture's sections first: their measurements may ask a model (their calls belong in
+    # the usage below) or be stopped by the budget (the status below then says so)
+    extra = getattr(type(next(iter(model.agents), None)), "report_sections", None)
+    sections = extra(model, run_dir) if extra is not None else []
+    if model.measurement_stopped and status == "completed":
+        status = model.measurement_stopped
     plot_interactions(model, figures / "interactions.png")
     plot_usage(model, figures / "llm_usage.png")
     totals = model.llm.ledger.totals()
@@ -97,9 +125,8 @@ def write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[st
         "![interactions](figures/interactions.png)",
         "![LLM usage](figures/llm_usage.png)",
     ]
-    extra = getattr(type(next(iter(model.agents), None)), "report_sections", None)
-    if extra is not None:
-        parts += ["", *extra(model, run_dir)]
+    if sections:
+        parts += ["", *sections]
     path = run_dir / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path

@@ -165,8 +165,10 @@ def run(
         result = RunResult(run_dir, status, _steps_done(model), model)
         recorded = len(gateway.ledger.rows)
         write_report(result, notes)
-        if len(gateway.ledger.rows) != recorded:  # the report asked a model (e.g. embeddings): keep its rows
-            save(model, run_dir, config, status, notes)
+        if model.measurement_stopped and status == "completed":  # a judge stopped by the budget: not done
+            result.status = status = model.measurement_stopped
+        if len(gateway.ledger.rows) != recorded or model.measurement_stopped:
+            save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
         return result
     finally:
         logging.getLogger("socialsim").removeHandler(handler)

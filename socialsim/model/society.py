@@ -49,6 +49,9 @@ class SocietyModel(Model):
             RouteTable(default_model(model), dict(routes or {})),
             ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
         )
+        # set when an end-of-run measurement that asks a model (a judge, an embedding) was stopped
+        # by the budget or an outage: the run's status says so and --resume finishes it
+        self.measurement_stopped: str | None = None
         self.interactions = nx.DiGraph()
         self.world = World(self.scenario_spec.map, self.random) if self.scenario_spec.map else None
         names = [a.name for a in self.scenario_spec.agents]

@@ -25,6 +25,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, STANCES, SVO_TYPES  # noqa: E402
+from socialsim.metrics.report import end_of_run_measurement  # noqa: E402
 from socialsim.metrics.separability import PAPER_TABLE_2, plot_tsne, separability  # noqa: E402
 
 if TYPE_CHECKING:
@@ -192,13 +193,19 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
                   _markdown(judge_table(judgements)), "", "All judges averaged per action, then per SVO type:", "",
                   _markdown(judges_averaged(judgements)), ""]
 
-    sep = action_separability(actions, settings.embedding_model, gateway=model.llm)
-    save_separability(sep, Path(run_dir))
-    parts += ["### Cluster separability of actions by SVO", "",
-              f"{len(sep.labels)} actions, embeddings: {sep.embedding or settings.embedding_model or 'none'}; t-SNE to 2-D; silhouette and separation ratio on "
-              f"the t-SNE points; the chance row shuffles the SVO labels over the same points. {sep.note}", "", table_2(setting_of(model.scenario_spec.name), settings.use_svo, sep), ""]
-    if plot_tsne(sep, figures / "asvo_tsne.png"):
-        parts += ["![t-SNE of actions](figures/asvo_tsne.png)", ""]
+    sep = end_of_run_measurement(model, "the action embeddings",
+                                 lambda: action_separability(actions, settings.embedding_model, gateway=model.llm))
+    parts += ["### Cluster separability of actions by SVO", ""]
+    if sep is None:  # the embedding model was stopped by the budget or an outage: the status says so
+        parts += [f"Not measured: {model.measurement_stopped}.", ""]
+    else:
+        save_separability(sep, Path(run_dir))
+        parts += [f"{len(sep.labels)} actions, embeddings: {sep.embedding or settings.embedding_model or 'none'}; "
+                  f"t-SNE to 2-D; silhouette and separation ratio on the t-SNE points; the chance row shuffles the "
+                  f"SVO labels over the same points. {sep.note}", "",
+                  table_2(setting_of(model.scenario_spec.name), settings.use_svo, sep), ""]
+        if plot_tsne(sep, figures / "asvo_tsne.png"):
+            parts += ["![t-SNE of actions](figures/asvo_tsne.png)", ""]
 
     if not predictions.empty:
         tom = predictions.groupby("observable", as_index=False).agg(estimates=("error", "size"),

@@ -356,6 +356,8 @@ def ratings_text(model: SocietyModel, ratings: pd.DataFrame | None) -> str:
     settings = model.society.settings
     if settings.judge == "rules":
         return "not measured: the Appendix-E questionnaire needs an LLM judge (--set crsec.judge=MODEL)"
+    if ratings is None and model.measurement_stopped:
+        return f"not measured: {model.measurement_stopped}"
     if ratings is None or not ratings["pairs"].sum():
         return f"not measured: no pair to rate (questionnaire_items={settings.questionnaire_items})"
     rated = ratings[ratings["pairs"] > 0]
@@ -370,6 +372,7 @@ def run_questionnaire(model: SocietyModel, run_dir: str | Path) -> pd.DataFrame 
     """Ask the Appendix-E questionnaire of the judge over pairs sampled from this run's tables; the
     ratings are saved beside the tables (``reproduce`` reads them). None when it is not asked."""
     from socialsim.agents.crsec import questionnaire as q
+    from socialsim.metrics.report import end_of_run_measurement
 
     settings = model.society.settings
     if settings.judge == "rules" or settings.questionnaire_items == 0:
@@ -378,7 +381,11 @@ def run_questionnaire(model: SocietyModel, run_dir: str | Path) -> pd.DataFrame 
     tables = {name: dc.get_table_dataframe(name) for name in dc.tables}
     rng = random.Random(model.random.getrandbits(64))  # drawn after the last step: the run is unchanged
     items = q.sample_items(tables, rng, settings.questionnaire_items)
-    ratings = q.ask_questionnaire(model.society.judge, items, {a.name: a.description for a in model.agents}, rng)
+    descriptions = {a.name: a.description for a in model.agents}
+    ratings = end_of_run_measurement(model, "the Appendix-E questionnaire",
+                                     lambda: q.ask_questionnaire(model.society.judge, items, descriptions, rng))
+    if ratings is None:  # stopped by the budget or an outage: the run's status says so
+        return None
     (Path(run_dir) / "tables").mkdir(parents=True, exist_ok=True)
     ratings.to_parquet(Path(run_dir) / "tables" / QUESTIONNAIRE_FILE, index=False)
     return q.summary(ratings)

@@ -49,6 +49,7 @@ from socialsim.agents.itcmas.operations import (
     MatrixEntry,
     Protention,
     ProtentionContext,
+    check_judge,
 )
 from socialsim.agents.itcmas.phenomenal import (
     Consciousness,
@@ -92,6 +93,7 @@ class ITCMASociety:
     def __init__(self, model: SocietyModel) -> None:
         self.config: ITCMASConfig = load_config(model.scenario_spec.itcmas, model.arch_params,
                                                 f"{model.scenario_spec.name} itcmas")
+        check_judge(model.llm.routes)  # the end-of-run judge must not be an actors' model
         names = {a.name for a in model.scenario_spec.agents}
         areas = {a.name for a in model.scenario_spec.map.areas} if model.scenario_spec.map else set()
         for agent, home in self.config.homes.items():

@@ -8,7 +8,10 @@
   differ from the actors' models, or by the ``rules`` baseline (labelled so everywhere);
   ``judge_table`` prints the paper's Table 1 beside ours.
 
-Run the judge on a finished run: ``python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL``.
+A run judges itself at its end with the model routed to the judge (``--route itcmas_judge=MODEL``,
+a model no actor uses), else the rules baseline, on the run's tape, ledger and budget, and writes
+the scores to ``tables/itcmas_judge.parquet``. Judge a finished run again with another model:
+``python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from socialsim.agents.itcmas.operations import DIMENSIONS, JUDGE, JudgeContext  # noqa: E402
+from socialsim.agents.itcmas.operations import (  # noqa: E402
+    DIMENSIONS,
+    JUDGE,
+    JudgeContext,
+    actor_models,
+    run_judge,
+)
+from socialsim.llm.routing import RULES, RouteTable  # noqa: E402
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
@@ -168,6 +178,9 @@ def _verb(action: str) -> str:
     return "other"
 
 
+JUDGE_FILE = "itcmas_judge.parquet"
+
+
 def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules",
               actor_models: set[str] | None = None, rng_seed: int = 0, run_gateway=None) -> pd.DataFrame:
     """Scores per agent on the five dimensions (1-7). An LLM judge must not be an actor's model.
@@ -176,7 +189,6 @@ def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules
 
     from socialsim.llm.gateway import Gateway
     from socialsim.llm.loop import run_sync
-    from socialsim.llm.routing import RULES, RouteTable
 
     if judge_model != RULES and judge_model in (actor_models or set()):
         raise ValueError(f"the judge model {judge_model!r} also played the agents; use a different model "
@@ -236,12 +248,29 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         *(f"![{name}](figures/{name})" for name in written),
     ]
     if not actions.empty:
-        scores = judge_run(actions, len(model.world.areas) if model.world else 1, run_gateway=model.llm)
-        parts += ["", "### Five dimensions (7-point)", "",
-                  "The `rules` judge below is a transparent baseline, not an LLM judgement; judge with an LLM "
-                  "different from the actors' via `python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL`.", "",
-                  judge_table(scores, cfg.ablation)]
+        parts += ["", "### Five dimensions (7-point)", "", *judge_section(model, actions, run_dir)]
     return parts
+
+
+def judge_section(model: SocietyModel, actions: pd.DataFrame, run_dir: Path) -> list[str]:
+    """Judge the run on the paper's five dimensions (its judge route, on the run's tape and budget),
+    save the scores for ``reproduce`` and say who judged."""
+    from socialsim.metrics.report import end_of_run_measurement
+
+    routes = model.llm.routes
+    judge = run_judge(routes)
+    scores = end_of_run_measurement(model, f"the judge {judge}", lambda: judge_run(
+        actions, len(model.world.areas) if model.world else 1, judge, actor_models(routes) - {RULES},
+        run_gateway=model.llm))
+    if scores is None:  # stopped by the budget or an outage: the run's status says so
+        return [f"Not measured: {model.measurement_stopped}."]
+    (run_dir / "tables").mkdir(exist_ok=True)
+    scores.assign(judge=judge).to_parquet(run_dir / "tables" / JUDGE_FILE, index=False)
+    who = ("The `rules` judge below is a transparent baseline, not an LLM judgement; judge with an LLM no actor "
+           f"uses via `--route {JUDGE.module}=MODEL`, or afterwards via "
+           "`python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL`." if judge == RULES else
+           f"Judged by `{judge}`, an LLM no actor uses (the paper had 48 human raters).")
+    return [who, "", judge_table(scores, model.society.config.ablation)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     meta = json.loads((args.run_dir / "config.json").read_text())
     config = meta["config"]
-    actors = {config.get("model"), *config.get("routes", {}).values()}
+    actors = actor_models(RouteTable(config.get("model"), dict(config.get("routes", {}))))
     actions = pd.read_parquet(args.run_dir / "tables" / "itcmas_actions.parquet")
     from socialsim.scenarios.loader import load_scenario
 

@@ -32,6 +32,7 @@ from socialsim.llm.questions import (
     YesNo,
     YesNoQuestion,
 )
+from socialsim.llm.routing import RULES, RouteTable
 
 SYSTEM = ("You are an agent living in IrollanValley, a small world of homes, a public canteen and a public "
           "reading room. Nobody has a preset identity or role. Answer exactly in the requested format.")
@@ -468,3 +469,22 @@ CHAT = ITCMAChat()
 RANK_AGENTS = RankAgents()
 SOCIAL_FILTER = SocialFilter()
 JUDGE = JudgeTrajectory()
+
+
+def run_judge(routes: RouteTable) -> str:
+    """The run's judge: the model routed to the judge's operation or module, else the rules baseline
+    (unrouted, the judge would fall to the actors' default model and grade its own play)."""
+    return routes.routes.get(JUDGE.name) or routes.routes.get(JUDGE.module) or RULES
+
+
+def actor_models(routes: RouteTable) -> set[str]:
+    """The models that play the agents: the default and every route but the judge's."""
+    return {routes.default} | {m for key, m in routes.routes.items() if key not in (JUDGE.name, JUDGE.module)}
+
+
+def check_judge(routes: RouteTable) -> None:
+    """Refuse (before step 1) a judge that is also an actors' model: it would grade itself."""
+    judge = run_judge(routes)
+    if judge != RULES and judge in actor_models(routes):
+        raise ValueError(f"the itcmas judge {judge!r} (route {JUDGE.module}) also plays the agents; route the judge "
+                         f"to a model no actor uses, or leave it unrouted for the rules baseline")

@@ -5,9 +5,10 @@ judge's five-dimension scores beside the paper's Table 1, and the society each r
 Per run: the leader (most central in the interaction graph; NaN when the top is tied), the
 number of cliques (≥ 3 agents), isolated agents, the Gini of resources at the end (NaN without
 LTRHA), the range of P, A and D over all agents and steps, the share of chats, filtered actions,
-and the mean judge score per dimension. The judge (operation module ``itcmas_judge``) must be a
-different model from the actors'; without ``--judge`` it is the rules baseline, which measures
-shares and is not a judgement.
+and the mean judge score per dimension. The judge (route ``itcmas_judge``) scores each run at its
+end, on the run's tape and budget (``tables/itcmas_judge.parquet``); it must be a different model
+from the actors'; without ``--judge`` it is the rules baseline, which measures shares and is not a
+judgement.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from socialsim.agents.itcmas.metrics import DIMENSIONS, PAPER_TABLE, judge_run, social_structure
+from socialsim.agents.itcmas.metrics import DIMENSIONS, JUDGE_FILE, PAPER_TABLE, judge_run, social_structure
 from socialsim.model.reproduce import Protocol, ProtocolRun
 
 VARIANTS = ("base", "ltrha", "memory", "driver", "full")
@@ -38,7 +39,7 @@ def gini(values) -> float:
     return float((2 * np.arange(1, n + 1) - n - 1) @ x / (n * x.sum()))
 
 
-def measure_run(run_dir: Path, judge: str | None = None) -> dict[str, float]:
+def measure_run(run_dir: Path) -> dict[str, float]:
     run_dir = Path(run_dir)
     actions = pd.read_parquet(run_dir / "tables" / "itcmas_actions.parquet")
     interactions = pd.read_parquet(run_dir / "tables" / "interactions.parquet")
@@ -61,7 +62,8 @@ def measure_run(run_dir: Path, judge: str | None = None) -> dict[str, float]:
         out[f"{dim}_min"], out[f"{dim}_max"] = float(actions[dim].min()), float(actions[dim].max())
     late = actions[actions["step"] > actions["step"].max() - 20]
     out["P_moving_share"] = float((late.groupby("agent")["P"].std() > 0.02).mean())
-    scores = judge_run(actions, AREAS_TOTAL, judge or "rules")
+    judged = run_dir / "tables" / JUDGE_FILE  # the run's own judge, on its tape and budget
+    scores = pd.read_parquet(judged) if judged.is_file() else judge_run(actions, AREAS_TOTAL)  # older runs: rules
     for dim in DIMENSIONS:
         out[dim] = float(scores[dim].mean())
     return out
@@ -72,7 +74,8 @@ def protocol(judge: str | None = None) -> Protocol:
     paper = pd.DataFrame([{"label": v, "metric": d, "paper": PAPER_TABLE[v][i]}
                           for v in VARIANTS for i, d in enumerate(DIMENSIONS)])
     return Protocol(
-        arch="itcmas", runs=runs, measure=lambda run_dir: measure_run(run_dir, judge), paper=paper,
+        arch="itcmas", runs=runs, measure=measure_run, paper=paper,
         description="ITCMA-S + LTRHA (Table 1): five architectures on IrollanValley, 75 steps; 48 human "
-                    "raters in the paper, an LLM judge (module itcmas_judge) here.",
+                    "raters in the paper, here the judge " + (f"{judge} (route itcmas_judge), at the end of each run."
+                    if judge else "rules: the baseline's measured shares, not a judgement (--judge MODEL for an LLM)."),
         routes={"itcmas_judge": judge} if judge else {})

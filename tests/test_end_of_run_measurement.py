@@ -1,0 +1,147 @@
+"""A measurement that asks a model after the last step (CRSEC's questionnaire, ITCMA-S's judge,
+ASVO's embeddings) runs on the run's tape, ledger and budget; a budget or an outage stopping it
+keeps the run and its report, says so in the status, and --resume finishes it."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.gateway import ProviderOutage
+from socialsim.llm.ledger import BudgetExhausted
+from socialsim.metrics.report import end_of_run_measurement
+from socialsim.model.runner import RunConfig, replay, run
+from socialsim.model.society import SocietyModel
+
+JUDGE = "openai/fake-judge"
+
+
+def judge_policy(messages):
+    """A 1-7 rating for a questionnaire item, five for a trajectory, else the first option."""
+    text = messages[-1]["content"]
+    if "personification" in text:
+        return json.dumps(dict.fromkeys(("personification", "consistency", "logicality", "exploration",
+                                         "proactiveness"), 6))
+    if "score" in text:
+        return json.dumps({"score": 5, "reason": "plausible"})
+    return "1"
+
+
+@pytest.fixture
+def server(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=judge_policy) as s:
+        yield s
+
+
+def test_a_stop_inside_the_measurement_is_noted_and_anything_else_raises():
+    model = SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1)
+
+    def budget():
+        raise BudgetExhausted("max_calls=3 reached")
+
+    assert end_of_run_measurement(model, "the judge", budget) is None
+    assert model.measurement_stopped == "stopped by budget in the end-of-run measurement (the judge): max_calls=3 reached"
+
+    def outage():
+        raise ProviderOutage("5 calls in a row failed")
+
+    assert end_of_run_measurement(model, "the embeddings", outage) is None
+    assert model.measurement_stopped.startswith("stopped by provider outage in the end-of-run measurement (the embeddings)")
+    assert end_of_run_measurement(model, "x", lambda: 7) == 7
+
+    def bug():
+        raise KeyError("a defect is not a stop")
+
+    with pytest.raises(KeyError):
+        end_of_run_measurement(model, "x", bug)
+
+
+def _crsec(server, out, max_calls=None):
+    config = RunConfig(scenario="hobbs-cafe", arch="crsec", model="rules", steps=8, rng=1, api_base=server.api_base,
+                       max_calls=max_calls, arch_params={"judge": JUDGE, "questionnaire_items": 2})
+    return run(config, out, progress=False, preflight=False)
+
+
+def test_the_questionnaire_stopped_by_the_budget_keeps_the_run_and_resume_finishes_it(server, tmp_path):
+    whole = _crsec(server, tmp_path / "whole")
+    assert whole.status == "completed"
+    calls = pd.read_parquet(tmp_path / "whole" / "llm_calls.parquet")
+    asked = calls[calls["engine"] == "llm"]
+    rated = int((asked["op"] == "RateOperation").sum())
+    assert rated >= 4  # the questionnaire asked something worth cutting short
+    before_rating = len(asked) - rated
+
+    requests = len(server.requests)
+    stopped = _crsec(server, tmp_path / "cut", max_calls=before_rating + rated // 2)
+    assert stopped.status.startswith("stopped by budget in the end-of-run measurement (the Appendix-E questionnaire)")
+    saved = json.loads((tmp_path / "cut" / "config.json").read_text())
+    assert saved["status"] == stopped.status and saved["steps_done"] == 8  # every step kept
+    report = (tmp_path / "cut" / "report.md").read_text()
+    assert f"Status: {stopped.status}" in report and "not measured: stopped by budget" in report
+    assert not (tmp_path / "cut" / "tables" / "crsec_questionnaire.parquet").exists()
+    live_when_cut = len(server.requests) - requests
+
+    requests = len(server.requests)
+    resumed = _crsec(server, tmp_path / "cut")  # --resume: the same directory, no budget
+    assert resumed.status == "completed"
+    ratings = pd.read_parquet(tmp_path / "cut" / "tables" / "crsec_questionnaire.parquet")
+    assert ratings.equals(pd.read_parquet(tmp_path / "whole" / "tables" / "crsec_questionnaire.parquet"))
+    assert len(server.requests) - requests == len(asked) - live_when_cut  # what was recorded was free
+
+
+def _itcmas(server, out, judge=JUDGE, default="rules"):
+    config = RunConfig(scenario="irollan-valley", arch="itcmas", model=default, steps=3, rng=1,
+                       api_base=server.api_base, routes={"itcmas_judge": judge}, breaker=2)
+    return run(config, out, progress=False, preflight=False)
+
+
+def test_the_itcmas_judge_scores_the_run_on_its_route_tape_and_outage_rules(server, tmp_path):
+    server.down = True  # the judge's provider is out when the run ends
+    stopped = _itcmas(server, tmp_path / "r")
+    assert stopped.status.startswith(f"stopped by provider outage in the end-of-run measurement (the judge {JUDGE})")
+    assert stopped.steps_done == 3 and not (tmp_path / "r" / "tables" / "itcmas_judge.parquet").exists()
+    assert "Not measured: stopped by provider outage" in (tmp_path / "r" / "report.md").read_text()
+
+    server.down = False
+    resumed = _itcmas(server, tmp_path / "r")
+    assert resumed.status == "completed"
+    scores = pd.read_parquet(tmp_path / "r" / "tables" / "itcmas_judge.parquet")
+    assert set(scores["judge"]) == {JUDGE} and (scores["personification"] == 6).all() and len(scores) == 6
+    assert f"Judged by `{JUDGE}`" in (tmp_path / "r" / "report.md").read_text()
+    taped = [json.loads(line) for line in (tmp_path / "r" / "tape.jsonl").read_text().splitlines()]
+    answered = [r for r in taped if r["op"] == "JudgeTrajectory" and not r.get("error")]
+    assert len(answered) == 6 and len(taped) - len(answered) == 2  # one per agent; the outage's 2 failures kept
+
+    requests = len(server.requests)
+    replayed, same = replay(tmp_path / "r", progress=False)
+    assert same and replayed.status == "completed" and len(server.requests) == requests  # the judge from the tape
+
+    from socialsim.agents.itcmas.reproduce import measure_run
+
+    assert measure_run(tmp_path / "r")["personification"] == 6.0  # reproduce reads the run's own judge
+
+
+def test_without_a_judge_route_the_rules_baseline_judges_and_no_model_is_asked(server, tmp_path):
+    result = run(RunConfig(scenario="irollan-valley", arch="itcmas", model="rules", steps=2, rng=1),
+                 tmp_path / "r", progress=False, preflight=False)
+    assert result.status == "completed" and server.requests == []
+    assert set(pd.read_parquet(tmp_path / "r" / "tables" / "itcmas_judge.parquet")["judge"]) == {"rules"}
+
+
+def test_a_judge_that_also_plays_the_agents_is_refused_before_anything_is_written(server, tmp_path):
+    with pytest.raises(ValueError, match="the itcmas judge 'openai/fake-judge' .* also plays the agents"):
+        _itcmas(server, tmp_path / "r", default=JUDGE)
+    assert not (tmp_path / "r").exists() and server.requests == []
+
+
+def test_asvo_embeddings_stopped_by_the_budget_leave_separability_unmeasured(server, tmp_path):
+    config = RunConfig(scenario="school-micro", arch="asvo", model="rules", steps=4, rng=1, max_calls=0,
+                       api_base=server.api_base, arch_params={"embedding_model": "openai/fake-embed"})
+    result = run(config, tmp_path / "r", progress=False, preflight=False)
+    assert result.status.startswith("stopped by budget in the end-of-run measurement (the action embeddings)")
+    assert result.steps_done == 4 and server.requests == []
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["status"] == result.status  # resumable
+    assert "Not measured: stopped by budget" in (tmp_path / "r" / "report.md").read_text()
+    assert not (tmp_path / "r" / "asvo_separability.json").exists()  # reproduce does not read a half figure
