@@ -1,7 +1,8 @@
-"""`socialsim run | replay | models | sweep | dashboard` — the command line.
+"""`socialsim run | replay | models | sweep | reproduce | dashboard` — the command line.
 
 Bad arguments get a one-line message naming what was wrong (exit code 2); a run that stops on
-its budget exits 3 with everything recorded so far saved.
+its budget exits 3 with everything recorded so far saved, and so does a reproduction one of whose
+runs stopped short; a reproduction only projected (no --yes, or over --max-cost) exits 4.
 """
 
 from __future__ import annotations
@@ -375,7 +376,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                             max_cost=args.max_cost, out=args.out, steps=args.steps)
     except (ScenarioError, ModelUnavailable, ValueError) as exc:
         return _fail(str(exc))
-    return 0 if summary is not None else 4
+    if summary is None:
+        return 4
+    return 0 if summary.attrs["complete"] else 3
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
@@ -391,9 +394,29 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return serve(target, args.host, args.port, arch=args.arch, model=args.model, seed=args.rng)
 
 
+class EngineNotesOnce(logging.Filter):
+    """An engine's note (what `rules` or the embedded model can show) once per command on the
+    console: a reproduction or a sweep starts many runs, and each run's run.log keeps its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from socialsim.llm.engines import NOTES
+
+        message = record.getMessage()
+        if message not in NOTES.values():
+            return True
+        seen = message in self.shown
+        self.shown.add(message)
+        return not seen
+
+
 def main(argv: list[str] | None = None) -> int:
     console = logging.StreamHandler()
     console.setLevel(logging.WARNING)  # a run's INFO notes (e.g. each reply cut at max_tokens) go to run.log only
+    console.addFilter(EngineNotesOnce())
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[console])
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep, "reproduce": cmd_reproduce,

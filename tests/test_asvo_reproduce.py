@@ -24,3 +24,20 @@ def test_a_short_rules_reproduction_measures_every_metric(tmp_path, monkeypatch)
     row = summary[(summary["label"] == "school-meso / ASVO") & (summary["metric"] == "silhouette")].iloc[0]
     assert row["paper"] == 0.12 and not math.isnan(row["mean"])
     assert (tmp_path / "report.md").exists()
+
+
+def test_table_2_itself_satisfies_the_findings_and_swapped_arms_fail_them():
+    from socialsim.model.reproduce import check_findings
+
+    protocol = asvo_reproduce.protocol(judge=None)
+    wide = protocol.paper.pivot(index="label", columns="metric", values="paper").reset_index()
+    wide["silhouette_shuffled"], wide["seed"] = 0.0, 1  # chance: a silhouette of zero
+    as_paper = check_findings(protocol, wide)
+    assert len(as_paper) == 24 and set(as_paper["verdict"]) == {"holds"}
+    swapped = wide.assign(label=wide["label"].map(
+        lambda s: s.replace("w/o ASVO", "@").replace("ASVO", "w/o ASVO").replace("@", "ASVO")))
+    verdicts = check_findings(protocol, swapped).set_index("finding")["verdict"]
+    assert verdicts["school-micro: actions separate by SVO type more with ASVO than without (silhouette)"] == "does not hold"
+    assert verdicts["family-meso: ... and by the separation ratio"] == "does not hold"
+    assert verdicts["workplace-micro: with ASVO, above the shuffled-label chance level (silhouette)"] == "holds"
+    assert verdicts["school-micro: with ASVO, above the shuffled-label chance level (silhouette)"] == "does not hold"

@@ -76,3 +76,44 @@ def test_light_commands_never_import_litellm_llama_cpp_or_solara(action):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1:] in ([""], []), f"{action} imported {done.stdout.strip()}"
+
+
+def test_an_engine_note_is_shown_once_per_command_however_many_runs_it_starts():
+    import io
+    import logging
+
+    from socialsim.cli import EngineNotesOnce
+    from socialsim.llm.engines import NOTES
+
+    shown = io.StringIO()
+    console = logging.StreamHandler(shown)
+    console.addFilter(EngineNotesOnce())
+    log = logging.getLogger("socialsim.test-notes")
+    log.addHandler(console)
+    log.propagate = False
+    try:
+        for _ in range(3):  # three runs of a reproduction, each saying what its engine is
+            log.warning(NOTES["rules"])
+            log.warning("school-meso seed 1: 2 answers fell back to the rule")
+    finally:
+        log.removeHandler(console)
+    lines = shown.getvalue().splitlines()
+    assert lines.count(NOTES["rules"]) == 1
+    assert lines.count("school-meso seed 1: 2 answers fell back to the rule") == 3  # other warnings all shown
+
+
+@pytest.mark.parametrize(("outcome", "code"), [("complete", 0), ("stopped short", 3), ("only projected", 4)])
+def test_reproduce_exit_codes_say_how_far_the_protocol_got(outcome, code, monkeypatch):
+    import pandas as pd
+
+    from socialsim.model import reproduce as rp
+
+    def fake(*args, **kwargs):
+        if outcome == "only projected":
+            return None
+        summary = pd.DataFrame()
+        summary.attrs["complete"] = outcome == "complete"
+        return summary
+
+    monkeypatch.setattr(rp, "reproduce", fake)
+    assert main(["reproduce", "crsec", "--model", "rules"]) == code

@@ -47,3 +47,28 @@ def test_compliance_over_day_2_counts_the_agents_who_breached_in_the_second_half
     assert measure(tmp_path)["compliance[no smoking indoors] over day 2"] == 1.0
     (tmp_path / "agents.parquet").unlink()  # no agents recorded: nothing to measure
     assert math.isnan(measure(tmp_path)["compliance[no smoking indoors] over day 2"])
+
+
+def _figures(adoption, compliance, tipping, conflict_trend):
+    row = {"label": "hobbs-cafe / paper", "seed": 1, "adoption[tip after meals] at end": tipping,
+           "conflicts last quarter / first quarter": conflict_trend}
+    for norm in ("no smoking indoors", "be quiet in public"):
+        row[f"adoption[{norm}] at end"], row[f"compliance[{norm}] over day 2"] = adoption, compliance
+    return pd.DataFrame([row])
+
+
+def test_the_papers_findings_hold_for_its_own_outcome_and_fail_for_the_baselines():
+    from socialsim.model.reproduce import check_findings
+
+    p = protocol(judge=None)
+    paper_like = check_findings(p, _figures(1.0, 1.0, 0.4, 0.0))
+    assert set(paper_like["verdict"]) == {"holds"} and len(paper_like) == 6
+    # the rules baseline's 2-day figures (docs/crsec.md): adoption and compliance plateau, conflicts recur
+    baseline = check_findings(p, _figures(0.79, 0.72, 0.56, 1.2)).set_index("finding")["verdict"]
+    assert baseline["every agent has adopted 'no smoking indoors' by the end of day 2"] == "does not hold"
+    assert baseline["every agent complies with 'be quiet in public' all through day 2"] == "does not hold"
+    assert baseline["conflicts fall: fewer in the last quarter of the run than in the first"] == "does not hold"
+    assert baseline["'tip after meals' emerges: some agents have adopted it by the end of day 2"] == "holds"
+    no_conflict_at_first = check_findings(p, _figures(1.0, 1.0, 0.0, float("nan"))).set_index("finding")["verdict"]
+    assert no_conflict_at_first["conflicts fall: fewer in the last quarter of the run than in the first"] == "not measured"
+    assert no_conflict_at_first["'tip after meals' emerges: some agents have adopted it by the end of day 2"] == "does not hold"

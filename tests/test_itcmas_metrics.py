@@ -75,3 +75,30 @@ def test_cli_run_writes_itcmas_report(tmp_path):
     assert list(interactions.columns) == ["step", "initiator", "receiver", "kind", "content"]
     assert len(pd.read_parquet(tables / "itcmas_actions.parquet")) == 30
     assert result.status == "completed"
+
+
+def _table_1(table, cliques=2.0):
+    from socialsim.agents.itcmas.reproduce import DIMENSIONS
+
+    return pd.DataFrame([{"label": v, "seed": 1, "cliques": cliques, **dict(zip(DIMENSIONS, scores, strict=True))}
+                         for v, scores in table.items()])
+
+
+def test_table_1_itself_satisfies_the_findings_and_a_swap_breaks_each_one():
+    from socialsim.agents.itcmas.reproduce import protocol
+    from socialsim.model.reproduce import check_findings
+
+    p = protocol()
+    assert set(check_findings(p, _table_1(PAPER_TABLE))["verdict"]) == {"holds"}
+    full_first = "full ITCMA-S is rated above every ablation on every dimension"
+    ltrha_second = "LTRHA alone is rated above compressed memory alone, driver alone and base on every dimension"
+    base_last = "base ITCMA is rated below every other architecture on every dimension"
+    clique = "full ITCMA-S's agents form at least one clique (3 or more agents)"
+    one_tie = {**PAPER_TABLE, "ltrha": (*PAPER_TABLE["ltrha"][:4], PAPER_TABLE["full"][4])}  # a tie on one dimension
+    verdicts = check_findings(p, _table_1(one_tie, cliques=0.0)).set_index("finding")["verdict"]
+    assert verdicts[full_first] == "does not hold" and verdicts[clique] == "does not hold"
+    assert verdicts[ltrha_second] == verdicts[base_last] == "holds"
+    swapped = {**PAPER_TABLE, "memory": PAPER_TABLE["ltrha"], "ltrha": PAPER_TABLE["memory"],
+               "base": PAPER_TABLE["driver"], "driver": PAPER_TABLE["base"]}
+    verdicts = check_findings(p, _table_1(swapped)).set_index("finding")["verdict"]
+    assert verdicts[full_first] == "holds" and verdicts[ltrha_second] == verdicts[base_last] == "does not hold"

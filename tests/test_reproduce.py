@@ -111,3 +111,101 @@ def test_runs_every_seed_and_puts_the_paper_beside_the_mean(toy, tmp_path):
 def test_unknown_architecture_protocol():
     with pytest.raises(ValueError, match="no paper protocol"):
         rp.load_protocol("generic")
+
+
+# --- the paper's findings, checked ------------------------------------------------------------------
+def _measured(rows):
+    return pd.DataFrame(rows, columns=["label", "seed", "score", "chance"])
+
+
+FINDINGS = [rp.compare("A scores above B", ("A", "score"), ">", ("B", "score")),
+            rp.compare("A scores above chance", ("A", "score"), ">", ("A", "chance")),
+            rp.compare("B scores at least 1", ("B", "score"), ">=", 1.0)]
+
+
+def test_a_finding_is_checked_on_the_mean_and_counted_seed_by_seed():
+    protocol = rp.Protocol("generic", [], measure=dict, paper=pd.DataFrame(), findings=FINDINGS)
+    measured = _measured([("A", 1, 3.0, 0.5), ("B", 1, 1.0, 0.5),   # seed 1: A above B
+                          ("A", 2, 1.0, 2.0), ("B", 2, 2.0, 0.5),   # seed 2: B above A, A below chance
+                          ("A", 3, 2.5, float("nan")), ("B", 3, 1.0, 0.5)])
+    checked = rp.check_findings(protocol, measured).set_index("finding")
+    # means: A 2.17 > B 1.33; A's chance is measured in two seeds only (mean 1.25)
+    assert checked.loc["A scores above B"].tolist() == ["holds", 2, 3]
+    assert checked.loc["A scores above chance"].tolist() == ["holds", 1, 2]  # seed 3: not measured
+    assert checked.loc["B scores at least 1"].tolist() == ["holds", 3, 3]
+    worse = measured.assign(score=measured["score"] - 1.0)  # B's mean drops to 0.33
+    assert rp.check_findings(protocol, worse).set_index("finding").loc["B scores at least 1", "verdict"] == "does not hold"
+
+
+def test_a_finding_whose_figure_is_missing_or_nan_is_not_measured():
+    protocol = rp.Protocol("generic", [], measure=dict, paper=pd.DataFrame(), findings=FINDINGS)
+    only_a = _measured([("A", 1, 3.0, float("nan"))])
+    checked = rp.check_findings(protocol, only_a)
+    assert checked["verdict"].tolist() == ["not measured"] * 3
+    assert checked["seeds_measured"].tolist() == [0, 0, 0]
+    assert "3 could not be measured" in rp.findings_section(checked, "rules")
+
+
+def _toy_with_findings(steps=2):
+    protocol = _protocol()
+    protocol.runs[0].steps = steps
+    protocol.findings = [rp.compare("every run completes its steps", ("cafe", "steps_done"), ">=", 2.0),
+                         rp.compare("the seed is above 5", ("cafe", "seed_echo"), ">", 5.0)]
+    return protocol
+
+
+def test_the_report_says_which_findings_this_engine_does_not_reproduce(monkeypatch, tmp_path):
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: _toy_with_findings())
+    said = []
+    summary = rp.reproduce("generic", "rules", seeds=2, yes=True, out=tmp_path / "r", echo=said.append)
+    assert summary.attrs["complete"]
+    found = pd.read_csv(tmp_path / "r" / "findings.csv").set_index("finding")
+    assert found.loc["every run completes its steps", "verdict"] == "holds"
+    assert found.loc["the seed is above 5", "verdict"] == "does not hold"
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "| the seed is above 5 | does not hold | 0 of 2 |" in report
+    assert "1 of 2 findings hold on the mean; 1 do not (not reproduced by this engine" in report
+    assert "| steps_done |" in report  # the figures stay beside the paper's
+    assert "--steps" not in report  # the protocol's own length: no shortened-run note
+    rp.reproduce("generic", "rules", seeds=1, yes=True, steps=1, out=tmp_path / "short", echo=said.append)
+    assert "Every run was cut to 1 steps (--steps)" in (tmp_path / "short" / "report.md").read_text()
+
+
+def test_a_run_stopped_short_stops_the_protocol_and_is_not_measured(monkeypatch, tmp_path):
+    """Ctrl-C in seed 2's run: seed 1 is reported, seed 2 is listed, seed 3 never starts."""
+    from socialsim.model.society import SocietyModel
+
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: _toy_with_findings())
+    step = SocietyModel.step
+
+    def interrupted_in_seed_2(self):
+        if self._seed == 2:  # Mesa's record of the rng the run was given
+            raise KeyboardInterrupt
+        step(self)
+
+    monkeypatch.setattr(SocietyModel, "step", interrupted_in_seed_2)
+    said = []
+    summary = rp.reproduce("generic", "rules", seeds=3, yes=True, out=tmp_path / "r", echo=said.append)
+    assert not summary.attrs["complete"]
+    assert summary.set_index("metric").loc["steps_done", "n"] == 1  # seed 1 only
+    assert not (tmp_path / "r" / "cafe" / "seed-3").exists()
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "cafe seed 2: interrupted after 0 steps" in report and "Not started (1): cafe seed 3" in report
+    assert any(line.startswith("[2/3] cafe seed 2: interrupted") for line in said)
+
+
+def test_a_run_that_cannot_be_measured_keeps_the_others_figures(monkeypatch, tmp_path):
+    protocol = _toy_with_findings()
+    measure = protocol.measure
+
+    def fails_on_seed_2(run_dir):
+        if run_dir.name == "seed-2":
+            raise FileNotFoundError("tables/missing.parquet")
+        return measure(run_dir)
+
+    protocol.measure = fails_on_seed_2
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: protocol)
+    summary = rp.reproduce("generic", "rules", seeds=3, yes=True, out=tmp_path / "r", echo=lambda _: None)
+    assert not summary.attrs["complete"]
+    assert summary.set_index("metric").loc["seed_echo", "mean"] == 2.0  # seeds 1 and 3
+    assert "cafe seed 2: could not be measured (FileNotFoundError" in (tmp_path / "r" / "report.md").read_text()

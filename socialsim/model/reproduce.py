@@ -14,7 +14,13 @@ the same for all of them:
 2. **Run** only with ``--yes``, or with ``--max-cost`` at least the projection; the budget is shared
    by all runs (each run gets what is left).
 3. **Report** the paper's figures beside the runs' mean, standard deviation and count over seeds,
-   with the engine that produced them, as ``summary.csv`` and ``report.md``.
+   with the engine that produced them, as ``summary.csv`` and ``report.md``; and the paper's
+   findings (an ablation beats another, everyone adopts a norm, ...) each checked on the mean over
+   seeds and in each seed, as ``findings.csv``: a finding this engine does not reproduce is
+   reported as such.
+
+A run that stops short (budget, outage, Ctrl-C) stops the protocol: what finished is reported, the
+rest is listed, and the same command with the same ``--out`` resumes (recorded calls are free).
 """
 
 from __future__ import annotations
@@ -30,6 +36,37 @@ from typing import Any
 import pandas as pd
 
 log = logging.getLogger("socialsim")
+
+
+class NotMeasured(Exception):
+    """A figure a finding needs is missing or NaN: the finding cannot be checked."""
+
+
+# (label, metric) -> the measured figure; raises NotMeasured when there is none
+Figures = Callable[[str, str], float]
+
+
+@dataclass
+class Finding:
+    """A finding the paper states, as a check of measured figures (True: it holds here)."""
+
+    text: str
+    holds: Callable[[Figures], bool]
+
+
+OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b}
+
+
+def compare(text: str, left: tuple[str, str], op: str, right: tuple[str, str] | float) -> Finding:
+    """A finding that one figure is above (or below) another figure or a number."""
+    test = OPERATORS[op]
+
+    def holds(figure: Figures) -> bool:
+        other = right if isinstance(right, (int, float)) else figure(*right)
+        return test(figure(*left), other)
+
+    return Finding(text, holds)
 
 
 @dataclass
@@ -53,6 +90,7 @@ class Protocol:
     paper: pd.DataFrame
     description: str = ""
     routes: dict[str, str] = field(default_factory=dict)  # e.g. {"judge": JUDGE_MODEL}
+    findings: list[Finding] = field(default_factory=list)  # what the paper reports, checked per run
 
 
 @dataclass
@@ -143,6 +181,62 @@ def summarize(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
     return out[["label", "metric", "paper", "mean", "std", "n"]]
 
 
+VERDICTS = ("holds", "does not hold", "not measured")
+
+
+def _verdict(finding: Finding, figures: dict[tuple[str, str], float]) -> str:
+    def figure(label: str, metric: str) -> float:
+        value = figures.get((label, metric), math.nan)
+        if value is None or math.isnan(value):
+            raise NotMeasured(f"{label}: {metric}")
+        return float(value)
+
+    try:
+        return VERDICTS[0] if finding.holds(figure) else VERDICTS[1]
+    except NotMeasured:
+        return VERDICTS[2]
+
+
+def check_findings(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
+    """Each of the paper's findings checked on the mean over seeds (the figures the report shows)
+    and in each seed on its own: columns finding, verdict, seeds_holding, seeds_measured."""
+    columns = ["finding", "verdict", "seeds_holding", "seeds_measured"]
+    if measured.empty or not protocol.findings:
+        return pd.DataFrame(columns=columns)
+    metrics = [c for c in measured.columns if c not in ("label", "seed")]
+    numbers = measured.assign(**{c: pd.to_numeric(measured[c], errors="coerce") for c in metrics})
+
+    def figures(frame: pd.DataFrame) -> dict[tuple[str, str], float]:
+        means = frame.groupby("label", sort=False)[metrics].mean()
+        return {(label, metric): value for (label, metric), value in means.stack(future_stack=True).items()}
+
+    on_mean = figures(numbers)
+    per_seed = [figures(frame) for _, frame in numbers.groupby("seed", sort=True)]
+    rows = []
+    for finding in protocol.findings:
+        seeds = [_verdict(finding, f) for f in per_seed]
+        rows.append({"finding": finding.text, "verdict": _verdict(finding, on_mean),
+                     "seeds_holding": seeds.count(VERDICTS[0]),
+                     "seeds_measured": len(seeds) - seeds.count(VERDICTS[2])})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def findings_section(checked: pd.DataFrame, engine: str) -> str:
+    """The findings table and a one-line verdict, for the report."""
+    if checked.empty:
+        return ""
+    counts = checked["verdict"].value_counts()
+    held, failed, unmeasured = (int(counts.get(v, 0)) for v in VERDICTS)
+    table = checked.assign(seeds=checked["seeds_holding"].astype(str) + " of " + checked["seeds_measured"].astype(str))
+    lines = [f"## The paper's findings on {engine}", "",
+             "Each finding checked on the mean over seeds; `seeds`: in how many of the seeds that measured it "
+             "it holds on its own.", "", markdown_table(table[["finding", "verdict", "seeds"]]), "",
+             f"**{held} of {len(checked)} findings hold on the mean; {failed} do not"
+             + (" (not reproduced by this engine: a result, not a bug)" if failed else "")
+             + (f"; {unmeasured} could not be measured" if unmeasured else "") + ".**"]
+    return "\n".join(lines)
+
+
 def reproduce(
     arch: str,
     model: str,
@@ -156,7 +250,8 @@ def reproduce(
     progress: bool = False,
     echo: Callable[[str], None] = print,
 ) -> pd.DataFrame | None:
-    """Project, then (if allowed) run the protocol and return the summary table; None if not run."""
+    """Project, then (if allowed) run the protocol and return the summary table; None if not run.
+    ``summary.attrs["complete"]`` is False when a run stopped short or could not be measured."""
     from socialsim.llm.routing import default_model
     from socialsim.model.runner import RunConfig, run
 
@@ -183,29 +278,55 @@ def reproduce(
             return None
     out = Path(out or Path("reproduce") / f"{arch}-{model.replace('/', '_')}")
     out.mkdir(parents=True, exist_ok=True)
-    spent = 0.0
-    rows = []
-    for spec in protocol.runs:
-        for seed in range(1, seeds + 1):
-            left = None if max_cost is None else max(max_cost - spent, 0.0)
-            config = RunConfig(scenario=spec.scenario, arch=arch, model=model, routes=dict(protocol.routes),
-                               steps=spec.steps, preset=spec.preset, rng=seed, max_cost=left,
-                               arch_params=dict(spec.arch_params))
-            run_dir = out / _slug(spec.label) / f"seed-{seed}"
-            result = run(config, run_dir, progress=progress)
-            spent += result.model.llm.ledger.totals()["cost_usd"]
+    planned = [(spec, seed) for spec in protocol.runs for seed in range(1, seeds + 1)]
+    spent, rows, problems, not_started = 0.0, [], [], []
+    for i, (spec, seed) in enumerate(planned, 1):
+        left = None if max_cost is None else max(max_cost - spent, 0.0)
+        config = RunConfig(scenario=spec.scenario, arch=arch, model=model, routes=dict(protocol.routes),
+                           steps=spec.steps, preset=spec.preset, rng=seed, max_cost=left,
+                           arch_params=dict(spec.arch_params))
+        run_dir = out / _slug(spec.label) / f"seed-{seed}"
+        result = run(config, run_dir, progress=progress)
+        cost = result.model.llm.ledger.totals()["cost_usd"]
+        spent += cost
+        echo(f"[{i}/{len(planned)}] {spec.label} seed {seed}: {result.status} ({result.steps_done} steps, "
+             f"${cost:.4f})")
+        if result.status != "completed":  # a budget, an outage or Ctrl-C stops the protocol here
+            problems.append(f"{spec.label} seed {seed}: {result.status} after {result.steps_done} steps "
+                            f"(not measured: a partial run is not the protocol's)")
+            not_started = [f"{s.label} seed {k}" for s, k in planned[i:]]
+            break
+        try:
             rows.append({"label": spec.label, "seed": seed, **protocol.measure(run_dir)})
-            if result.status != "completed":
-                echo(f"{spec.label} seed {seed}: {result.status}")
-                break
-    summary = summarize(protocol, pd.DataFrame(rows))
+        except Exception as exc:  # noqa: BLE001 - one unmeasurable run must not lose the others' figures
+            log.warning("%s seed %s could not be measured: %s: %s", spec.label, seed, type(exc).__name__, exc)
+            problems.append(f"{spec.label} seed {seed}: could not be measured ({type(exc).__name__}: {exc})")
+    measured = pd.DataFrame(rows)
+    summary = summarize(protocol, measured)
     summary.to_csv(out / "summary.csv", index=False)
+    checked = check_findings(protocol, measured)
+    checked.to_csv(out / "findings.csv", index=False)
     engine = "the rules baseline (a null model, not an LLM)" if model == "rules" else model
+    notes = []
+    if steps is not None:
+        notes.append(f"Every run was cut to {steps} steps (--steps): a quick look, not the paper's protocol; "
+                     f"the findings below are this shortened run's.")
+    if problems:
+        notes.append("Not in the figures: " + "; ".join(problems) + ".")
+    if not_started:
+        notes.append(f"Not started ({len(not_started)}): " + ", ".join(not_started)
+                     + ". The same command with the same --out resumes: recorded calls are free.")
+    findings = findings_section(checked, engine)
     text = (f"# Reproduction of {arch}\n\nEngine: {engine}; seeds 1..{seeds}; spent ${spent:.4f}.\n\n"
-            f"{protocol.description}\n\n" + markdown_table(summary) + "\n")
+            + "".join(f"{n}\n\n" for n in notes) + f"{protocol.description}\n\n"
+            + (f"{findings}\n\n## The paper's figures beside the runs'\n\n" if findings else "")
+            + markdown_table(summary) + "\n")
     (out / "report.md").write_text(text)
-    echo(text)
-    echo(f"reproduction directory: {out}")
+    for note in notes:
+        echo(note)
+    echo(findings or markdown_table(summary))
+    echo(f"reproduction directory: {out} (report.md: every figure beside the paper's)")
+    summary.attrs["complete"] = not problems and not not_started
     return summary
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from socialsim.agents.asvo.metrics import SEPARABILITY_FILE, action_separability, cooperation_table, setting_of
 from socialsim.agents.asvo.svo import SVO_TYPES
 from socialsim.metrics.separability import PAPER_TABLE_2
-from socialsim.model.reproduce import Protocol, ProtocolRun
+from socialsim.model.reproduce import Finding, Protocol, ProtocolRun, compare
 
 SCENARIOS = ("school-micro", "school-meso", "school-macro", "workplace-micro", "workplace-meso",
              "workplace-macro", "family-micro", "family-meso")
@@ -58,6 +58,22 @@ def paper_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def findings() -> list[Finding]:
+    """Table 2's findings per scenario: actions separate by SVO type better with ASVO than without
+    (silhouette and separation ratio), and with ASVO better than the same actions with shuffled
+    SVO labels (the paper's positive silhouettes; chance is the honest zero)."""
+    out = []
+    for s in SCENARIOS:
+        with_svo, without = label(s, "ASVO"), label(s, "w/o ASVO")
+        out += [compare(f"{s}: actions separate by SVO type more with ASVO than without (silhouette)",
+                        (with_svo, "silhouette"), ">", (without, "silhouette")),
+                compare(f"{s}: ... and by the separation ratio",
+                        (with_svo, "separation_ratio"), ">", (without, "separation_ratio")),
+                compare(f"{s}: with ASVO, above the shuffled-label chance level (silhouette)",
+                        (with_svo, "silhouette"), ">", (with_svo, "silhouette_shuffled"))]
+    return out
+
+
 def protocol(judge: str | None) -> Protocol:
     params = {"judges": [judge]} if judge else {}
     runs = [ProtocolRun(label(s, arm), s, preset="paper", arch_params={**params, "use_svo": use_svo})
@@ -67,4 +83,5 @@ def protocol(judge: str | None) -> Protocol:
         description=("ASVO (AAMAS 2026) Table 2: silhouette and separation ratio of actions by SVO type, "
                      "eight scenarios x {ASVO, w/o ASVO}, paper preset; plus the shuffled-label silhouette "
                      "(chance) and the cooperation rate per SVO type. Judge: "
-                     f"{judge or 'rules (the baseline: labels read from simulated effects)'}."))
+                     f"{judge or 'rules (the baseline: labels read from simulated effects)'}."),
+        findings=findings())

@@ -16,7 +16,7 @@ import pandas as pd
 
 from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE, unbroken_share
 from socialsim.agents.crsec.questionnaire import TASKS, summary
-from socialsim.model.reproduce import Protocol, ProtocolRun
+from socialsim.model.reproduce import Finding, Protocol, ProtocolRun, compare
 
 TRACKED = ("no smoking indoors", "be quiet in public", "tip after meals")
 
@@ -38,6 +38,27 @@ PAPER = pd.DataFrame([
     # Sec. 3.3, Figure 4: human raters' mean 7-point Likert score per module; here an LLM judge's
     *({"label": "*", "metric": f"rating[{t.name}]", "paper": t.paper} for t in TASKS),
 ])
+
+
+RUN = "hobbs-cafe / paper"
+INJUNCTIVE = ("no smoking indoors", "be quiet in public")
+
+
+def findings() -> list[Finding]:
+    """Sec. 3.2's findings: the injunctive norms adopted and complied with by everyone by the end of
+    day 2, tipping emerging, conflicts falling."""
+    out = []
+    for norm in INJUNCTIVE:
+        out += [compare(f"every agent has adopted '{norm}' by the end of day 2",
+                        (RUN, f"adoption[{norm}] at end"), ">=", 1.0),
+                compare(f"every agent complies with '{norm}' all through day 2",
+                        (RUN, f"compliance[{norm}] over day 2"), ">=", 1.0)]
+    return out + [
+        compare("'tip after meals' emerges: some agents have adopted it by the end of day 2",
+                (RUN, "adoption[tip after meals] at end"), ">", 0.0),
+        compare("conflicts fall: fewer in the last quarter of the run than in the first",
+                (RUN, "conflicts last quarter / first quarter"), "<", 1.0),
+    ]
 
 
 def measure(run_dir: Path) -> dict[str, float]:
@@ -75,11 +96,11 @@ def compliance_over_second_half(run_dir: Path, frame: pd.DataFrame) -> dict[str,
 def protocol(judge: str | None) -> Protocol:
     return Protocol(
         arch="crsec",
-        runs=[ProtocolRun("hobbs-cafe / paper", "hobbs-cafe", preset="paper",
-                          arch_params={"judge": judge} if judge else {})],
+        runs=[ProtocolRun(RUN, "hobbs-cafe", preset="paper", arch_params={"judge": judge} if judge else {})],
         measure=measure,
         paper=PAPER,
         description=("Hobbs Cafe, the paper's preset (2 days of 10-minute steps, 10 agents, 3 entrepreneurs). "
                      "Compliance 'at end' covers only the last hour of day 2, a quiet evening; 'over day 2' is "
                      "the share of agents who never breached the norm that day."),
+        findings=findings(),
     )

@@ -13,6 +13,7 @@ judgement.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import networkx as nx
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from socialsim.agents.itcmas.metrics import DIMENSIONS, JUDGE_FILE, PAPER_TABLE, judge_run, social_structure
-from socialsim.model.reproduce import Protocol, ProtocolRun
+from socialsim.model.reproduce import Figures, Finding, Protocol, ProtocolRun, compare
 
 VARIANTS = ("base", "ltrha", "memory", "driver", "full")
 AGENTS = ("AY", "SG", "MD", "WL", "LL", "WM")  # IrollanValley's inhabitants, for the leader column
@@ -69,6 +70,26 @@ def measure_run(run_dir: Path) -> dict[str, float]:
     return out
 
 
+def rated_above(variant: str, others: tuple[str, ...]) -> Callable[[Figures], bool]:
+    """``variant``'s mean score is above each of ``others``' on every dimension."""
+    return lambda figure: all(figure(variant, d) > figure(o, d) for d in DIMENSIONS for o in others)
+
+
+def findings() -> list[Finding]:
+    """Sec. 5.2-5.3's findings: full ITCMA-S rated best and base ITCMA worst on every dimension, LTRHA
+    alone second only to the full architecture, and the full architecture's agents forming a clique."""
+    return [
+        Finding("full ITCMA-S is rated above every ablation on every dimension",
+                rated_above("full", ("base", "ltrha", "memory", "driver"))),
+        Finding("LTRHA alone is rated above compressed memory alone, driver alone and base on every dimension",
+                rated_above("ltrha", ("memory", "driver", "base"))),
+        Finding("base ITCMA is rated below every other architecture on every dimension",
+                lambda figure: all(figure(o, d) > figure("base", d)
+                                   for d in DIMENSIONS for o in ("ltrha", "memory", "driver", "full"))),
+        compare("full ITCMA-S's agents form at least one clique (3 or more agents)", ("full", "cliques"), ">=", 1.0),
+    ]
+
+
 def protocol(judge: str | None = None) -> Protocol:
     runs = [ProtocolRun(label=v, scenario="irollan-valley", steps=75, preset=v) for v in VARIANTS]
     paper = pd.DataFrame([{"label": v, "metric": d, "paper": PAPER_TABLE[v][i]}
@@ -78,4 +99,4 @@ def protocol(judge: str | None = None) -> Protocol:
         description="ITCMA-S + LTRHA (Table 1): five architectures on IrollanValley, 75 steps; 48 human "
                     "raters in the paper, here the judge " + (f"{judge} (route itcmas_judge), at the end of each run."
                     if judge else "rules: the baseline's measured shares, not a judgement (--judge MODEL for an LLM)."),
-        routes={"itcmas_judge": judge} if judge else {})
+        routes={"itcmas_judge": judge} if judge else {}, findings=findings())
