@@ -209,3 +209,23 @@ def test_a_run_that_cannot_be_measured_keeps_the_others_figures(monkeypatch, tmp
     assert not summary.attrs["complete"]
     assert summary.set_index("metric").loc["seed_echo", "mean"] == 2.0  # seeds 1 and 3
     assert "cafe seed 2: could not be measured (FileNotFoundError" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_calls_after_each_run_are_counted_apart_from_the_priced_projection(no_model_may_answer):
+    crsec = rp.project(rp.load_protocol("crsec", judge="openai/gpt-4o"), "openai/gpt-4o-mini", seeds=2, probe_steps=1)
+    assert crsec.not_projected == {"the Appendix-E questionnaire asked of openai/gpt-4o": 2 * 20 * 11}
+    assert rp.project(rp.load_protocol("crsec"), "rules", seeds=2, probe_steps=1).not_projected == {}
+    itcmas = rp.load_protocol("itcmas", judge="openai/gpt-4o")
+    itcmas.runs = itcmas.runs[:2]  # two of the five variants, to keep the test short
+    assert rp.project(itcmas, "rules", seeds=3, probe_steps=1).not_projected == {
+        "the five-dimension judge openai/gpt-4o": 2 * 3 * 6}
+    assert no_model_may_answer == []
+
+
+def test_the_projection_says_what_it_does_not_price(monkeypatch, tmp_path):
+    protocol = _protocol()
+    protocol.after_run = lambda spec: ("a judge's questionnaire", 3)
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: protocol)
+    said = []
+    rp.reproduce("generic", "rules", seeds=2, out=tmp_path / "r", echo=said.append)
+    assert "Not in the projection: a judge's questionnaire, up to 6 more calls in all" in " ".join(said)

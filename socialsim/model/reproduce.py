@@ -91,6 +91,9 @@ class Protocol:
     description: str = ""
     routes: dict[str, str] = field(default_factory=dict)  # e.g. {"judge": JUDGE_MODEL}
     findings: list[Finding] = field(default_factory=list)  # what the paper reports, checked per run
+    # calls a run makes after its last step (a judge's questionnaire), which a probe of a few steps
+    # cannot count: one arm -> (what, most calls per run), or None when that arm makes none
+    after_run: Callable[[ProtocolRun], tuple[str, int] | None] = lambda spec: None
 
 
 @dataclass
@@ -102,6 +105,7 @@ class Projection:
     cost_usd: float | None  # None: a model has no price in litellm's cost map
     per_run: pd.DataFrame
     per_model: pd.DataFrame  # decisions, tokens and cost_usd per model (the actors', a judge's, rules)
+    not_projected: dict[str, int] = field(default_factory=dict)  # after-run measurement -> most calls, all runs
 
 
 def load_protocol(arch: str, judge: str | None = None) -> Protocol:
@@ -133,8 +137,10 @@ def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) ->
     from socialsim.model.runner import RunConfig
     from socialsim.model.society import SocietyModel
 
-    rows, usage = [], []
+    rows, usage, after = [], [], {}
     for spec in protocol.runs:
+        if extra := protocol.after_run(spec):
+            after[extra[0]] = after.get(extra[0], 0) + extra[1] * seeds
         config = RunConfig(scenario=spec.scenario, arch=protocol.arch, model=model, routes=dict(protocol.routes),
                            steps=spec.steps, preset=spec.preset, rng=1, arch_params=spec.arch_params).resolved()
         gateway = Gateway(RouteTable(config.model, dict(config.routes)), ledger=Ledger(), dry_run=True)
@@ -160,7 +166,7 @@ def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) ->
     cost = None if any(c is None for c in costs) else float(sum(costs))
     decisions, calls, pt, ct = (int(per_run[c].sum()) for c in ("decisions", "calls", "prompt_tokens",
                                                                   "completion_tokens"))
-    return Projection(decisions, calls, pt, ct, cost, per_run, per_model)
+    return Projection(decisions, calls, pt, ct, cost, per_run, per_model, after)
 
 
 def summarize(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
@@ -269,6 +275,9 @@ def reproduce(
     echo(f"Projected: {proj.decisions} decisions, {proj.calls} of them LLM calls with {proj.prompt_tokens} prompt + "
          f"{proj.completion_tokens} completion tokens, cost {cost} (estimated from a dry run of each arm answered by "
          f"the rules, no model asked; completions at each operation's max_tokens)")
+    for what, calls in proj.not_projected.items():
+        echo(f"Not in the projection: {what}, up to {calls} more calls in all (asked after each run's last "
+             f"step, on the same budget)")
     if not yes:
         if max_cost is None:
             echo("Not run: add --yes to run it, or --max-cost USD to run it under a budget.")

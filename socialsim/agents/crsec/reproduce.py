@@ -16,6 +16,7 @@ import pandas as pd
 
 from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE, unbroken_share
 from socialsim.agents.crsec.questionnaire import TASKS, summary
+from socialsim.agents.crsec.settings import CRSECSettings
 from socialsim.model.reproduce import Finding, Protocol, ProtocolRun, compare
 
 TRACKED = ("no smoking indoors", "be quiet in public", "tip after meals")
@@ -93,6 +94,16 @@ def compliance_over_second_half(run_dir: Path, frame: pd.DataFrame) -> dict[str,
             if f"compliance[{n}]" in frame else float("nan") for n in TRACKED}
 
 
+def questionnaire_calls(spec: ProtocolRun) -> tuple[str, int] | None:
+    """The Appendix-E questionnaire a judge is asked after the run: at most ``questionnaire_items``
+    pairs per task, one call per question of the task."""
+    judge = spec.arch_params.get("judge", "rules")
+    items = spec.arch_params.get("questionnaire_items", CRSECSettings.model_fields["questionnaire_items"].default)
+    if judge == "rules" or not items:
+        return None
+    return f"the Appendix-E questionnaire asked of {judge}", items * sum(len(t.questions) for t in TASKS)
+
+
 def protocol(judge: str | None) -> Protocol:
     return Protocol(
         arch="crsec",
@@ -103,4 +114,5 @@ def protocol(judge: str | None) -> Protocol:
                      "Compliance 'at end' covers only the last hour of day 2, a quiet evening; 'over day 2' is "
                      "the share of agents who never breached the norm that day."),
         findings=findings(),
+        after_run=questionnaire_calls,
     )

@@ -90,6 +90,11 @@ def findings() -> list[Finding]:
     ]
 
 
+def judge_calls(judge: str | None) -> Callable[[ProtocolRun], tuple[str, int] | None]:
+    """The five-dimension judge asked after each run: one call per agent."""
+    return lambda spec: (f"the five-dimension judge {judge}", len(AGENTS)) if judge else None
+
+
 def protocol(judge: str | None = None) -> Protocol:
     runs = [ProtocolRun(label=v, scenario="irollan-valley", steps=75, preset=v) for v in VARIANTS]
     paper = pd.DataFrame([{"label": v, "metric": d, "paper": PAPER_TABLE[v][i]}
@@ -99,4 +104,4 @@ def protocol(judge: str | None = None) -> Protocol:
         description="ITCMA-S + LTRHA (Table 1): five architectures on IrollanValley, 75 steps; 48 human "
                     "raters in the paper, here the judge " + (f"{judge} (route itcmas_judge), at the end of each run."
                     if judge else "rules: the baseline's measured shares, not a judgement (--judge MODEL for an LLM)."),
-        routes={"itcmas_judge": judge} if judge else {}, findings=findings())
+        routes={"itcmas_judge": judge} if judge else {}, findings=findings(), after_run=judge_calls(judge))
