@@ -192,6 +192,10 @@ def test_a_run_stopped_short_stops_the_protocol_and_is_not_measured(monkeypatch,
     report = (tmp_path / "r" / "report.md").read_text()
     assert "cafe seed 2: interrupted after 0 steps" in report and "Not started (1): cafe seed 3" in report
     assert any(line.startswith("[2/3] cafe seed 2: interrupted") for line in said)
+    monkeypatch.setattr(SocietyModel, "step", step)  # the same command again: it resumes and completes
+    again = rp.reproduce("generic", "rules", seeds=3, yes=True, out=tmp_path / "r", echo=said.append)
+    assert again.attrs["complete"] and again.set_index("metric").loc["steps_done", "n"] == 3
+    assert "Not started" not in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_a_run_that_cannot_be_measured_keeps_the_others_figures(monkeypatch, tmp_path):
