@@ -367,3 +367,12 @@ def test_a_run_is_keyed_by_the_scenario_content_not_its_name(tmp_path):
     assert run_id_of(run_config(params, 1)) == before
     path.write_text(text.replace("step_minutes: 10", "step_minutes: 15"))
     assert run_id_of(run_config(params, 1)) != before
+
+
+def test_a_judge_that_is_also_a_grid_points_actors_model_fails_before_any_run(tmp_path):
+    path = write(tmp_path, "parameters:\n  arch: crsec\n  model: [rules, openai/gpt-4o-mini]\n"
+                           "  judge: openai/gpt-4o-mini\n", "self-judge.yaml")
+    with pytest.raises(SweepFileError, match="model=openai/gpt-4o-mini.*cannot be built: crsec judge "
+                                             "'openai/gpt-4o-mini' is also an actors' model"):
+        sweep(path, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out" / RUNS).exists() or not list((tmp_path / "out" / RUNS).iterdir())

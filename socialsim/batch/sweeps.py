@@ -319,12 +319,15 @@ def check_grid(pending: list[PlannedRun], spec: SweepSpec) -> None:
     judges: set[str] = set()  # models an architecture's settings name (a judge), beside the routes'
     for p in pending:
         c = p.config
-        key = json.dumps([c.scenario, c.arch, c.arch_params], sort_keys=True, default=str)
+        key = json.dumps([c.scenario, c.arch, c.arch_params, c.model, c.routes], sort_keys=True, default=str)
         if key in seen:
             continue
         seen.add(key)
+        # built with the run's own routes (so a judge that is also an actors' model is refused here),
+        # on a dry-run gateway: nothing is asked of any model and no engine is loaded
+        dry = Gateway(RouteTable(c.model, dict(c.routes)), ledger=Ledger(), dry_run=True)
         try:
-            judges |= SocietyModel(c.scenario, arch=c.arch, model="rules", rng=0, **c.arch_params).llm.models()
+            judges |= SocietyModel(c.scenario, arch=c.arch, gateway=dry, rng=0, **c.arch_params).llm.models()
         except (ValueError, TypeError) as exc:
             where = ", ".join(f"{k}={encode(v)}" for k, v in p.params.items())
             raise SweepFileError(f"{spec.source}: parameters: the run with {where} cannot be built: {exc}") from None
