@@ -72,3 +72,10 @@ def test_the_papers_findings_hold_for_its_own_outcome_and_fail_for_the_baselines
     no_conflict_at_first = check_findings(p, _figures(1.0, 1.0, 0.0, float("nan"))).set_index("finding")["verdict"]
     assert no_conflict_at_first["conflicts fall: fewer in the last quarter of the run than in the first"] == "not measured"
     assert no_conflict_at_first["'tip after meals' emerges: some agents have adopted it by the end of day 2"] == "does not hold"
+
+
+def test_conflicts_that_stay_level_have_not_fallen():
+    from socialsim.model.reproduce import check_findings
+
+    verdicts = check_findings(protocol(judge=None), _figures(1.0, 1.0, 0.4, 1.0)).set_index("finding")["verdict"]
+    assert verdicts["conflicts fall: fewer in the last quarter of the run than in the first"] == "does not hold"

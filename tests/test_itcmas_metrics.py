@@ -102,3 +102,14 @@ def test_table_1_itself_satisfies_the_findings_and_a_swap_breaks_each_one():
                "base": PAPER_TABLE["driver"], "driver": PAPER_TABLE["base"]}
     verdicts = check_findings(p, _table_1(swapped)).set_index("finding")["verdict"]
     assert verdicts[full_first] == "holds" and verdicts[ltrha_second] == verdicts[base_last] == "does not hold"
+
+
+def test_ltrha_second_needs_it_above_base_as_well():
+    from socialsim.agents.itcmas.reproduce import protocol
+    from socialsim.model.reproduce import check_findings
+
+    base_high = {**PAPER_TABLE, "base": (5.0, 2.46, 2.50, 2.85, 2.65)}  # base above LTRHA on personification only
+    verdicts = check_findings(protocol(), _table_1(base_high)).set_index("finding")["verdict"]
+    assert verdicts["LTRHA alone is rated above compressed memory alone, driver alone and base on every dimension"] \
+        == "does not hold"
+    assert verdicts["full ITCMA-S is rated above every ablation on every dimension"] == "holds"
