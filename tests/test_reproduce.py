@@ -233,3 +233,23 @@ def test_the_projection_says_what_it_does_not_price(monkeypatch, tmp_path):
     said = []
     rp.reproduce("generic", "rules", seeds=2, out=tmp_path / "r", echo=said.append)
     assert "Not in the projection: a judge's questionnaire, up to 6 more calls in all" in " ".join(said)
+
+
+def test_nothing_measured_gives_an_empty_findings_table_and_no_section():
+    protocol = rp.Protocol("generic", [], measure=dict, paper=pd.DataFrame(), findings=FINDINGS)
+    checked = rp.check_findings(protocol, pd.DataFrame())  # every run stopped before it could be measured
+    assert checked.empty and checked.columns.tolist() == ["finding", "verdict", "seeds_holding", "seeds_measured"]
+    assert rp.findings_section(checked, "rules") == ""
+
+
+def test_the_verdict_line_counts_each_kind_and_says_only_what_applies():
+    def checked(*verdicts):
+        return pd.DataFrame({"finding": [f"f{i}" for i in range(len(verdicts))], "verdict": list(verdicts),
+                             "seeds_holding": 0, "seeds_measured": 1})
+
+    all_hold = rp.findings_section(checked("holds", "holds"), "openai/gpt-4o")
+    assert all_hold.endswith("**2 of 2 findings hold on the mean; 0 do not.**")
+    none_hold = rp.findings_section(checked("does not hold", "not measured"), "rules")
+    assert none_hold.endswith("**0 of 2 findings hold on the mean; 1 do not (not reproduced by this engine: "
+                              "a result, not a bug); 1 could not be measured.**")
+    assert "## The paper's findings on rules" in none_hold and "| f0 | does not hold | 0 of 1 |" in none_hold
