@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
     sw.add_argument("--export", action="store_true", help="also write tidy Parquet/CSV frames to SWEEP_DIR/export")
 
-    rp = sub.add_parser("reproduce", help="run a paper's protocol: cost projected first, then the paper beside the run")
+    rp = sub.add_parser("reproduce", help="run a paper's protocol: cost projected first, then the paper beside the run and its findings checked")
     rp.add_argument("arch", choices=["crsec", "asvo", "itcmas"], help="the paper's architecture")
     rp.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' (default: $SOCIALSIM_MODEL)")
     rp.add_argument("--judge", help="judge model for the paper's evaluation (must differ from --model)")
