@@ -43,6 +43,11 @@ def end_of_run_measurement[T](model: SocietyModel, what: str, measure: Callable[
         return None
 
 
+def run_status(model: SocietyModel, status: str) -> str:
+    """A run whose steps completed but whose end-of-run measurement was stopped is not done."""
+    return model.measurement_stopped if model.measurement_stopped and status == "completed" else status
+
+
 def interaction_matrix(model: SocietyModel) -> pd.DataFrame:
     """Initiator x receiver counts of interactions (rows initiate)."""
     names = [a.name for a in sorted(model.agents, key=lambda a: a.unique_id)]
@@ -98,8 +103,7 @@ def write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[st
     # the usage below) or be stopped by the budget (the status below then says so)
     extra = getattr(type(next(iter(model.agents), None)), "report_sections", None)
     sections = extra(model, run_dir) if extra is not None else []
-    if model.measurement_stopped and status == "completed":
-        status = model.measurement_stopped
+    status = run_status(model, status)
     plot_interactions(model, figures / "interactions.png")
     plot_usage(model, figures / "llm_usage.png")
     totals = model.llm.ledger.totals()

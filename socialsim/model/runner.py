@@ -164,9 +164,7 @@ def run(
             step_log.close()
         result = RunResult(run_dir, status, _steps_done(model), model)
         recorded = len(gateway.ledger.rows)
-        write_report(result, notes)
-        if model.measurement_stopped and status == "completed":  # a judge stopped by the budget: not done
-            result.status = status = model.measurement_stopped
+        result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
         if len(gateway.ledger.rows) != recorded or model.measurement_stopped:
             save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
         return result
@@ -346,7 +344,10 @@ def _steps_done(model: SocietyModel) -> int:
     return len(model.datacollector.model_vars.get("step", []))
 
 
-def write_report(result: RunResult, notes: list[str]) -> None:
+def write_report(result: RunResult, notes: list[str]) -> str:
+    """Write the report; returns the run's final status (an end-of-run measurement may stop it)."""
+    from socialsim.metrics.report import run_status
     from socialsim.metrics.report import write_report as _write
 
     _write(result.model, result.run_dir, result.status, notes)
+    return run_status(result.model, result.status)
