@@ -44,10 +44,11 @@ run: $(STAMP)
 	$(VENV)/bin/socialsim run $(or $(ARGS),$(DEFAULT_RUN))
 
 # The suite runs on every core (pytest-xdist), a test module on one worker (its module fixtures, such
-# as the browser tests' one server and page, are built once and its tests run in file order);
+# as the browser tests' one server and page, are built once and its tests run in file order), the
+# longest modules first (tests/conftest.py's LONGEST_FIRST);
 # PYTEST_ARGS="-k crsec" etc. narrows it.
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n auto --dist loadscope $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n auto --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The dashboard's browser tests drive Debian's chromium (playwright never downloads a browser):
 # installed with apt-get when missing (as root, or through passwordless sudo), else a clear stop.

@@ -11,6 +11,33 @@ import pytest
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
+# Under pytest-xdist each worker's embedded engine (and the runs it starts) gets its share of the
+# CPUs: llama.cpp's threads wait for each other, so two of them on a CPU another worker is using hold
+# each other up (tests/test_embedded.py took 120 s instead of 70 s beside a busy process on 2 CPUs).
+_suite_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _suite_workers > 1 and hasattr(os, "sched_getaffinity"):
+    os.environ.setdefault("SOCIALSIM_EMBEDDED_CPUS", str(max(1, len(os.sched_getaffinity(0)) // _suite_workers)))
+
+# The modules that take longest (seconds on one worker of 2 AMD EPYC cores) go to the workers first, so
+# that they end together: the last minute is short modules on both workers, not one long module on one.
+# `make test` keeps this order (--no-loadscope-reorder: xdist would otherwise send the modules with
+# the most tests first).
+LONGEST_FIRST = (
+    "test_embedded.py",  # 126
+    "test_dashboard_browser.py",  # 101
+    "test_crash_resume.py",  # 83
+    "test_asvo_embedded.py",  # 32
+    "test_gateway.py",  # 31
+    "test_check_order.py",  # 28
+    "test_itcmas_embedded.py",  # 23
+    "test_end_of_run_measurement.py",  # 22
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
 
 class ScriptedLLM:
     """Stands in for litellm.acompletion: replies from a script, keyed by prompt text.

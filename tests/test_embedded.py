@@ -87,15 +87,15 @@ def test_every_question_kind_parses_under_its_grammar(kind):
 
 
 def test_make_run_works_end_to_end_and_its_run_replays_without_a_call(tmp_path):
-    """The README's `make run` on the embedded model (generic agents, 2 steps): it prints its run
+    """The README's `make run` on the embedded model (generic agents, a step): it prints its run
     directory, every answer parses, and the run replays identically from its tape with zero calls."""
     out = tmp_path / "make-run"
-    done = subprocess.run(["make", "-s", "run", f"ARGS=--arch generic --steps 2 --rng 5 --no-progress --out {out}"],
+    done = subprocess.run(["make", "-s", "run", f"ARGS=--arch generic --steps 1 --rng 5 --no-progress --out {out}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"run directory: {out}" in done.stdout
     calls = pd.read_parquet(out / "llm_calls.parquet")
-    assert calls["live_calls"].sum() >= 20 and calls["model"].eq("local/smollm2").all()
+    assert calls["live_calls"].sum() >= 10 and calls["model"].eq("local/smollm2").all()
     assert not calls["status"].eq("fallback").any()
     assert "far too small" in (out / "report.md").read_text()
     replayed, same = replay(out, progress=False)
@@ -343,6 +343,7 @@ def test_answers_are_the_same_from_one_context_or_two_working_at_once(monkeypatc
         finally:
             embedded._close()
 
+    monkeypatch.delenv("SOCIALSIM_EMBEDDED_CPUS", raising=False)  # the suite's workers get one CPU each
     cpus = min(4, embedded._cpus())
     (one, contexts_one), (two, contexts_two) = answers(1), answers(2)
     assert contexts_one == 1 and contexts_two == 2
@@ -380,3 +381,24 @@ def test_closing_the_engine_cancels_the_calls_still_queued(monkeypatch):
     assert len(started) == len(done) <= embedded.workers()  # without the cancel, all 20 would run
     assert all(f.result()["choices"][0]["message"]["content"] == "ok" for f in done)
     assert sum(f.cancelled() for f in futures) == 20 - len(done) >= 20 - embedded.workers()
+
+
+def test_the_engine_uses_no_more_cpus_than_it_is_given(monkeypatch):
+    """SOCIALSIM_EMBEDDED_CPUS caps the CPUs: one context with one thread on a machine whose other
+    CPUs are busy (a thread without a CPU holds the others up); a bad value is a clear error."""
+    from socialsim.llm.engines import ModelUnavailable, embedded
+
+    monkeypatch.setattr(embedded.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.delenv("SOCIALSIM_EMBEDDED_WORKERS", raising=False)
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_CPUS", "1")
+    assert (embedded._cpus(), embedded.workers(), embedded._threads_now()) == (1, 1, 1)
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_CPUS", "3")
+    monkeypatch.setattr(embedded, "_busy", 2)
+    assert (embedded._cpus(), embedded.workers(), embedded._threads_now()) == (3, 2, 1)
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_CPUS", "16")  # never more than the process may run on
+    assert embedded._cpus() == 4
+    monkeypatch.delenv("SOCIALSIM_EMBEDDED_CPUS")
+    assert embedded._cpus() == 4
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_CPUS", "none")
+    with pytest.raises(ModelUnavailable, match="SOCIALSIM_EMBEDDED_CPUS='none': give a whole number"):
+        embedded.check_embedded("local/smollm2")

@@ -95,7 +95,7 @@ def check_embedded(model: str) -> None:
             raise ImportError("the PyPI package llama-cpp-python is not installed (pip install llama-cpp-python)")
         gguf_path(name)
         weights.layout()
-        workers()
+        workers(), _cpus()
     except (ImportError, FileNotFoundError, ValueError) as exc:
         raise ModelUnavailable(f"the embedded model {model!r} is not installed: {exc}") from None
 
@@ -120,10 +120,18 @@ def workers() -> int:
 
 
 def _cpus() -> int:
-    """The CPUs this process may run on (all of them where the OS cannot say)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """The CPUs the engine may use: those this process may run on (all of them where the OS cannot
+    say), or fewer with SOCIALSIM_EMBEDDED_CPUS, for a machine whose other CPUs are busy. llama.cpp's
+    threads wait for each other at every matrix product, so a thread without a CPU of its own holds
+    up the rest: with another process busy on one of 2 CPUs, two threads took 1.7 times as long as
+    one (``tests/test_embedded.py``, 120 s against 70 s)."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    raw = os.environ.get("SOCIALSIM_EMBEDDED_CPUS", "").strip()
+    if not raw:
+        return available
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"SOCIALSIM_EMBEDDED_CPUS={raw!r}: give a whole number of at least 1")
+    return min(int(raw), available)
 
 
 def _threads_now() -> int:
