@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--judge", help="judge model for the paper's evaluation (must differ from --model)")
     rp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm (default 3)")
     rp.add_argument("--steps", type=int, help="override every run's length (a quick look; not the paper's protocol)")
-    rp.add_argument("--yes", action="store_true", help="run whatever the projected cost")
+    rp.add_argument("--yes", action="store_true", help="run whatever the projected cost (not needed when no model is asked, e.g. --model rules)")
     rp.add_argument("--max-cost", type=float, help="run only if the projection is under this many USD; the runs share it")
     rp.add_argument("--out", type=Path, help="output directory (default reproduce/ARCH-MODEL)")
 

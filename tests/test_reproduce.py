@@ -83,11 +83,27 @@ def test_price_from_litellms_local_map():
     assert rp.price("nobody/knows-this-model", 1000, 1000) is None
 
 
-def test_not_run_without_yes_or_budget(toy, tmp_path):
+def test_not_run_without_yes_or_budget(toy, tmp_path, no_model_may_answer):
     said = []
-    assert rp.reproduce("generic", "rules", seeds=2, out=tmp_path / "r", echo=said.append) is None
-    assert not (tmp_path / "r").exists()
-    assert any("Projected" in s for s in said) and any("--yes" in s for s in said)
+    assert rp.reproduce("generic", "openai/gpt-4o-mini", seeds=2, out=tmp_path / "r", echo=said.append) is None
+    assert not (tmp_path / "r").exists() and no_model_may_answer == []
+    assert any("Projected" in s for s in said) and any("Not run: add --yes" in s for s in said)
+
+
+def test_a_protocol_no_model_is_asked_in_runs_without_yes(toy, tmp_path):
+    said = []
+    summary = rp.reproduce("generic", "rules", seeds=1, out=tmp_path / "r", echo=said.append)
+    assert summary is not None and summary.attrs["complete"] and (tmp_path / "r" / "report.md").is_file()
+    assert "No model is asked (the rules answer every decision): running without --yes." in said
+
+
+def test_calls_after_the_runs_still_need_yes_with_the_rules_as_actors(monkeypatch, tmp_path):
+    protocol = _protocol()
+    protocol.after_run = lambda spec: ("a judge's questionnaire", 3)  # a judge model asked after each run
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: protocol)
+    said = []
+    assert rp.reproduce("generic", "rules", seeds=1, out=tmp_path / "r", echo=said.append) is None
+    assert not (tmp_path / "r").exists() and any("Not run: add --yes" in s for s in said)
 
 
 def test_budget_below_an_unknown_price_refuses(toy, tmp_path):

@@ -11,8 +11,8 @@ the same for all of them:
    have; completions are counted at each operation's ``max_tokens``. The figures per step are scaled
    to the protocol's length and priced per model by litellm's local cost map. A projection is an
    estimate from a baseline's decisions, and says so.
-2. **Run** only with ``--yes``, or with ``--max-cost`` at least the projection; the budget is shared
-   by all runs (each run gets what is left).
+2. **Run** only with ``--yes``, or with ``--max-cost`` at least the projection, or when no model is
+   asked at all (``--model rules``); the budget is shared by all runs (each run gets what is left).
 3. **Report** the paper's figures beside the runs' mean, standard deviation and count over seeds,
    with the engine that produced them, as ``summary.csv`` and ``report.md``; and the paper's
    findings (an ablation beats another, everyone adopts a norm, ...) each checked on the mean over
@@ -278,7 +278,10 @@ def reproduce(
     for what, calls in proj.not_projected.items():
         echo(f"Not in the projection: {what}, up to {calls} more calls in all (asked after each run's last "
              f"step, on the same budget)")
-    if not yes:
+    free = proj.calls == 0 and not proj.not_projected  # the rules answer everything: nothing to pay or wait for
+    if free and not yes:
+        echo("No model is asked (the rules answer every decision): running without --yes.")
+    elif not yes:
         if max_cost is None:
             echo("Not run: add --yes to run it, or --max-cost USD to run it under a budget.")
             return None
