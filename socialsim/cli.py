@@ -164,11 +164,12 @@ def _call_options(args: argparse.Namespace) -> dict:
 
 def _resumed_config(args: argparse.Namespace):
     """The saved config of ``--resume RUN_DIR`` with the allowed changes; refuses any other."""
+    from socialsim.model.run_dir import not_a_run_dir
     from socialsim.model.runner import RunConfig
 
     path = args.resume / "config.json"
     if not path.is_file():
-        raise ValueError(f"--resume {args.resume}: not a run directory (no config.json)")
+        raise ValueError(f"--resume {not_a_run_dir(args.resume)}")
     try:
         saved = RunConfig.model_validate(json.loads(path.read_text())["config"])
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
@@ -263,10 +264,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from socialsim.llm.tape import TapeMiss
+    from socialsim.model.run_dir import is_run_dir, not_a_run_dir
     from socialsim.model.runner import check_order, first_difference, replay
 
-    if not (args.run_dir / "config.json").is_file():
-        return _fail(f"{args.run_dir} is not a run directory (no config.json)")
+    if not is_run_dir(args.run_dir):
+        return _fail(not_a_run_dir(args.run_dir))
     try:
         result, same = replay(args.run_dir, args.out, progress=not args.no_progress)
         order = check_order(args.run_dir) if args.check_order and same else None

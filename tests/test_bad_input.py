@@ -171,7 +171,7 @@ ARG_CASES = [
     ("unknown-arch-param", ["--set", "generic.nope=1"], ["nope"]),
     ("unpriced-max-cost", ["--model", "openai/unknown-model-xyz", "--max-cost", "1"],
      ["openai/unknown-model-xyz has no price", "--price IN,OUT"]),
-    ("resume-not-a-run", ["--resume", "/nonexistent/run"], ["--resume /nonexistent/run: not a run directory"]),
+    ("resume-not-a-run", ["--resume", "/nonexistent/run"], ["--resume /nonexistent/run is not a run directory"]),
     ("out-unwritable", ["--out", "/proc/forbidden/run"], ["--out /proc/forbidden/run: cannot write there"]),
     ("unknown-model", ["--model", "nosuch/model"], ["unknown model 'nosuch/model'", "PROVIDER/MODEL"]),
     ("breaker-negative", ["--breaker", "-1"], ["--breaker expects a whole number >= 0, got -1"]),

@@ -29,11 +29,11 @@ from socialsim.dashboards.session import (
     ReplaySession,
     check_parameter,
     check_parameters,
-    is_run_dir,
     parameter_controls,
     scenario_default_arch,
 )
 from socialsim.llm.redact import redact
+from socialsim.model.run_dir import is_run_dir
 from socialsim.scenarios.loader import available_scenarios
 
 DEFAULT_ARCH = "(scenario default)"

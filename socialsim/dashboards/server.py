@@ -19,13 +19,13 @@ DEFAULT_PORT = 8765
 
 def check_target(target: str) -> str:
     """A scenario name/file or a run directory; raise ValueError naming what is wrong."""
-    from socialsim.dashboards.session import is_run_dir
+    from socialsim.model.run_dir import is_run_dir, not_a_run_dir
     from socialsim.scenarios.loader import load_scenario
 
     if is_run_dir(target):
         return str(Path(target).resolve())
     if Path(target).is_dir():
-        raise ValueError(f"{target} is a directory but not a run directory (no config.json)")
+        raise ValueError(not_a_run_dir(target))
     load_scenario(target)  # raises ScenarioError with the reason
     return target
 

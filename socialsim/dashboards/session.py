@@ -344,5 +344,3 @@ class ReplaySession:
         return True
 
 
-def is_run_dir(path: str | Path) -> bool:
-    return (Path(path) / "config.json").is_file()

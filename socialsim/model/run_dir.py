@@ -1,0 +1,33 @@
+"""What a run directory is (a directory with the run's ``config.json``), and a message naming the
+runs inside a directory that is not one, such as a reproduction's or a sweep's, so the user can
+pick one. Imports nothing heavy: the command line uses it before any model is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# a reproduction's runs are OUT/ARM/seed-K, a sweep's SWEEP/runs/ID: two levels below, at most three
+_RUNS_BELOW = ("*/config.json", "*/*/config.json", "*/*/*/config.json")
+_NAMED = 3
+
+
+def is_run_dir(path: str | Path) -> bool:
+    return (Path(path) / "config.json").is_file()
+
+
+def runs_below(path: str | Path) -> list[Path]:
+    """The run directories up to three levels below ``path``, in order."""
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    return sorted({found.parent for pattern in _RUNS_BELOW for found in path.glob(pattern)})
+
+
+def not_a_run_dir(path: str | Path) -> str:
+    """Why ``path`` is not a run directory, naming the runs it holds if it holds some."""
+    message = f"{path} is not a run directory (no config.json)"
+    runs = runs_below(path)
+    if not runs:
+        return message
+    named = ", ".join(str(r) for r in runs[:_NAMED]) + (f" and {len(runs) - _NAMED} more" if len(runs) > _NAMED else "")
+    return f"{message}; it holds {len(runs)} run{'s' if len(runs) > 1 else ''} ({named}): give one of them"
