@@ -49,12 +49,12 @@ def test_rules_judge_is_a_transparent_baseline():
 
 def test_llm_judge_must_differ_from_the_actors():
     with pytest.raises(ValueError, match="also played the agents"):
-        judge_run(actions_table(), 9, judge_model="openai/gpt-4o-mini", actor_models={"openai/gpt-4o-mini"})
+        judge_run(actions_table(), 9, judge_model="openai/gpt-4o-mini", actors={"openai/gpt-4o-mini"})
 
 
 def test_llm_judge_scores_from_a_record(scripted):
     scripted(default='{"personification": 5, "consistency": 4, "logicality": 6, "exploration": 3, "proactiveness": 2}')
-    frame = judge_run(actions_table(), 9, judge_model="openai/judge-model", actor_models={"rules"})
+    frame = judge_run(actions_table(), 9, judge_model="openai/judge-model", actors={"rules"})
     assert frame.iloc[0][["personification", "logicality", "proactiveness"]].tolist() == [5, 6, 2]
     assert frame.attrs["judge"] == "openai/judge-model"
 

@@ -182,7 +182,7 @@ JUDGE_FILE = "itcmas_judge.parquet"
 
 
 def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules",
-              actor_models: set[str] | None = None, rng_seed: int = 0, run_gateway=None) -> pd.DataFrame:
+              actors: set[str] | None = None, rng_seed: int = 0, run_gateway=None) -> pd.DataFrame:
     """Scores per agent on the five dimensions (1-7). An LLM judge must not be an actor's model.
     With ``run_gateway`` (a run's gateway), the judge shares its tape, ledger, endpoint and limits."""
     import random
@@ -190,7 +190,7 @@ def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules
     from socialsim.llm.gateway import Gateway
     from socialsim.llm.loop import run_sync
 
-    if judge_model != RULES and judge_model in (actor_models or set()):
+    if judge_model != RULES and judge_model in (actors or set()):
         raise ValueError(f"the judge model {judge_model!r} also played the agents; use a different model "
                          f"(or 'rules' for the baseline)")
     routes = RouteTable(judge_model)
