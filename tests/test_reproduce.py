@@ -231,15 +231,41 @@ def test_a_run_that_cannot_be_measured_keeps_the_others_figures(monkeypatch, tmp
     assert "cafe seed 2: could not be measured (FileNotFoundError" in (tmp_path / "r" / "report.md").read_text()
 
 
-def test_calls_after_each_run_are_counted_apart_from_the_priced_projection(no_model_may_answer):
-    crsec = rp.project(rp.load_protocol("crsec", judge="openai/gpt-4o"), "openai/gpt-4o-mini", seeds=2, probe_steps=1)
-    assert crsec.not_projected == {"the Appendix-E questionnaire asked of openai/gpt-4o": 2 * 20 * 11}
-    assert rp.project(rp.load_protocol("crsec"), "rules", seeds=2, probe_steps=1).not_projected == {}
+def _judge_usage(proj, judge="openai/gpt-4o"):
+    return proj.per_model.set_index("model").loc[judge]
+
+
+def test_calls_after_each_run_are_priced_from_their_prompts_on_the_dry_run(no_model_may_answer):
+    questionnaire = "the Appendix-E questionnaire asked of openai/gpt-4o"
+    crsec = rp.load_protocol("crsec", judge="openai/gpt-4o")
+    with_it = rp.project(crsec, "openai/gpt-4o-mini", seeds=2, probe_steps=1)
+    crsec.runs[0].arch_params["questionnaire_items"] = 0
+    without = rp.project(crsec, "openai/gpt-4o-mini", seeds=2, probe_steps=1)
+    assert with_it.after_run == {questionnaire: 2 * 20 * 11} and with_it.not_projected == {}
+    extra = _judge_usage(with_it) - _judge_usage(without)
+    assert extra["decisions"] == 2 * 20 * 11 and 200 < extra["prompt_tokens"] / extra["decisions"] < 2000
+    assert with_it.cost_usd == pytest.approx(without.cost_usd + rp.price("openai/gpt-4o", extra["prompt_tokens"],
+                                                                           extra["completion_tokens"]))
+    assert rp.project(rp.load_protocol("crsec"), "rules", seeds=2, probe_steps=1).after_run == {}
+
     itcmas = rp.load_protocol("itcmas", judge="openai/gpt-4o")
-    itcmas.runs = itcmas.runs[:2]  # two of the five variants, to keep the test short
-    assert rp.project(itcmas, "rules", seeds=3, probe_steps=1).not_projected == {
-        "the five-dimension judge openai/gpt-4o": 2 * 3 * 6}
+    itcmas.runs = itcmas.runs[:1]  # one of the five variants, to keep the test short
+    long = rp.project(itcmas, "rules", seeds=3, probe_steps=2)
+    assert long.after_run == {"the five-dimension judge openai/gpt-4o": 3 * 6} and long.calls == 3 * 6
+    itcmas.runs[0].steps = 2
+    short = rp.project(itcmas, "rules", seeds=3, probe_steps=2)
+    # the judge reads each agent's trajectory: 75 steps make a longer prompt than the probe's 2
+    assert _judge_usage(long)["decisions"] == _judge_usage(short)["decisions"] == 18
+    assert _judge_usage(long)["prompt_tokens"] > 3 * _judge_usage(short)["prompt_tokens"]
     assert no_model_may_answer == []
+
+
+def test_calls_after_a_run_with_nothing_to_ask_on_the_probe_are_counted_not_priced(monkeypatch, tmp_path):
+    protocol = _protocol()
+    protocol.after_run = lambda spec: ("a judge's questionnaire", 3)
+    protocol.after_run_probe = lambda society, steps: None  # the probe's steps gave it nothing to ask
+    proj = rp.project(protocol, "openai/gpt-4o-mini", seeds=2)
+    assert proj.not_projected == {"a judge's questionnaire": 6} and proj.after_run == {}
 
 
 def test_the_projection_says_what_it_does_not_price(monkeypatch, tmp_path):

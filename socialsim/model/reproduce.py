@@ -9,8 +9,9 @@ the same for all of them:
    actors' model, the protocol's, a judge's) but every decision answered by its rule, so no model is
    asked; this counts the decisions each operation makes and the prompt tokens its prompt would
    have; completions are counted at each operation's ``max_tokens``. The figures per step are scaled
-   to the protocol's length and priced per model by litellm's local cost map. A projection is an
-   estimate from a baseline's decisions, and says so.
+   to the protocol's length and priced per model by litellm's local cost map; what a run asks after
+   its last step (a judge's questionnaire) is asked on the dry run too, at the run's length
+   (``Protocol.after_run_probe``). A projection is an estimate from a baseline's decisions, and says so.
 2. **Run** only with ``--yes``, or with ``--max-cost`` at least the projection, or when no model is
    asked at all (``--model rules``); the budget is shared by all runs (each run gets what is left).
 3. **Report** the paper's figures beside the runs' mean, standard deviation and count over seeds,
@@ -94,6 +95,9 @@ class Protocol:
     # calls a run makes after its last step (a judge's questionnaire), which a probe of a few steps
     # cannot count: one arm -> (what, most calls per run), or None when that arm makes none
     after_run: Callable[[ProtocolRun], tuple[str, int] | None] = lambda spec: None
+    # asks those calls on a (dry) society's gateway as if its run had lasted the given steps, so the
+    # projection can measure their prompts; None: they are counted but not priced
+    after_run_probe: Callable[[Any, int], None] | None = None
 
 
 @dataclass
@@ -106,6 +110,7 @@ class Projection:
     per_run: pd.DataFrame
     per_model: pd.DataFrame  # decisions, tokens and cost_usd per model (the actors', a judge's, rules)
     not_projected: dict[str, int] = field(default_factory=dict)  # after-run measurement -> most calls, all runs
+    after_run: dict[str, int] = field(default_factory=dict)  # the same, priced in the figures above
 
 
 def load_protocol(arch: str, judge: str | None = None) -> Protocol:
@@ -137,10 +142,8 @@ def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) ->
     from socialsim.model.runner import RunConfig
     from socialsim.model.society import SocietyModel
 
-    rows, usage, after = [], [], {}
+    rows, usage, after, priced_after = [], [], {}, {}
     for spec in protocol.runs:
-        if extra := protocol.after_run(spec):
-            after[extra[0]] = after.get(extra[0], 0) + extra[1] * seeds
         config = RunConfig(scenario=spec.scenario, arch=protocol.arch, model=model, routes=dict(protocol.routes),
                            steps=spec.steps, preset=spec.preset, rng=1, arch_params=spec.arch_params).resolved()
         gateway = Gateway(RouteTable(config.model, dict(config.routes)), ledger=Ledger(), dry_run=True)
@@ -153,6 +156,14 @@ def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) ->
             decisions=("op", "size"), prompt_tokens=("prompt_tokens", "sum"),
             completion_tokens=("completion_tokens", "sum"))
         by_model = (by_model * (config.steps / probe)).apply(lambda column: column.map(math.ceil)) * seeds
+        if extra := protocol.after_run(spec):
+            what, most = extra
+            measured = after_run_usage(protocol, society, config.steps, most)
+            if measured is None:
+                after[what] = after.get(what, 0) + most * seeds
+            else:
+                priced_after[what] = priced_after.get(what, 0) + most * seeds
+                by_model = pd.concat([by_model, measured * seeds]).groupby(level=0, sort=True).sum()
         usage.append(by_model)
         asked = by_model.drop(index=RULES, errors="ignore")
         rows.append({"run": spec.label, "steps": config.steps, "decisions": int(by_model["decisions"].sum()),
@@ -166,7 +177,27 @@ def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) ->
     cost = None if any(c is None for c in costs) else float(sum(costs))
     decisions, calls, pt, ct = (int(per_run[c].sum()) for c in ("decisions", "calls", "prompt_tokens",
                                                                   "completion_tokens"))
-    return Projection(decisions, calls, pt, ct, cost, per_run, per_model, after)
+    return Projection(decisions, calls, pt, ct, cost, per_run, per_model, after, priced_after)
+
+
+def after_run_usage(protocol: Protocol, society: Any, steps: int, calls: int) -> pd.DataFrame | None:
+    """Decisions and tokens per model of what a run asks after its last step (at most ``calls``),
+    each call's tokens measured by asking it on the probe's dry gateway as if the run had lasted
+    ``steps`` steps (the architecture's probe extends what its judge reads to that length);
+    completions at ``max_tokens``. None: nothing to measure (no probe, or nothing to ask yet)."""
+    if protocol.after_run_probe is None:
+        return None
+    ledger = society.llm.ledger
+    start = len(ledger.rows)
+    protocol.after_run_probe(society, steps)
+    asked = pd.DataFrame([{"model": r.model, "prompt_tokens": r.prompt_tokens,
+                           "completion_tokens": r.completion_tokens} for r in ledger.rows[start:]])
+    if asked.empty:
+        return None
+    share = asked["model"].value_counts(normalize=True).sort_index()  # of the calls, each model's
+    usage = asked.groupby("model", sort=True).mean().mul(share * calls, axis=0).map(math.ceil)
+    usage.insert(0, "decisions", (share * calls).map(math.ceil))
+    return usage.astype(int)
 
 
 def summarize(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
@@ -275,6 +306,9 @@ def reproduce(
     echo(f"Projected: {proj.decisions} decisions, {proj.calls} of them LLM calls with {proj.prompt_tokens} prompt + "
          f"{proj.completion_tokens} completion tokens, cost {cost} (estimated from a dry run of each arm answered by "
          f"the rules, no model asked; completions at each operation's max_tokens)")
+    for what, calls in proj.after_run.items():
+        echo(f"Included: {what}, up to {calls} calls in all after each run's last step (their prompts measured "
+             f"on the dry run, extended to the run's length)")
     for what, calls in proj.not_projected.items():
         echo(f"Not in the projection: {what}, up to {calls} more calls in all (asked after each run's last "
              f"step, on the same budget)")

@@ -10,6 +10,7 @@ The paper's figures are the ones its text states (Sec. 3.2); qualitative finding
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,7 @@ from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE, unbroken_share
 from socialsim.agents.crsec.questionnaire import TASKS, summary
 from socialsim.agents.crsec.settings import CRSECSettings
 from socialsim.model.reproduce import Finding, Protocol, ProtocolRun, compare
+from socialsim.model.society import SocietyModel
 
 TRACKED = ("no smoking indoors", "be quiet in public", "tip after meals")
 
@@ -104,6 +106,21 @@ def questionnaire_calls(spec: ProtocolRun) -> tuple[str, int] | None:
     return f"the Appendix-E questionnaire asked of {judge}", items * sum(len(t.questions) for t in TASKS)
 
 
+def questionnaire_probe(society: SocietyModel, steps: int) -> None:
+    """The questionnaire asked on a (dry) society's gateway over the pairs its few steps gave, for
+    the projection to measure its prompts (a pair's prompt does not grow with the run's length)."""
+    from socialsim.agents.crsec import questionnaire as q
+
+    settings = society.society.settings
+    if settings.judge == "rules" or not settings.questionnaire_items:
+        return
+    dc = society.datacollector
+    rng = random.Random(0)
+    items = q.sample_items({name: dc.get_table_dataframe(name) for name in dc.tables}, rng,
+                           settings.questionnaire_items)
+    q.ask_questionnaire(society.society.judge, items, {a.name: a.description for a in society.agents}, rng)
+
+
 def protocol(judge: str | None) -> Protocol:
     return Protocol(
         arch="crsec",
@@ -115,4 +132,5 @@ def protocol(judge: str | None) -> Protocol:
                      "the share of agents who never breached the norm that day."),
         findings=findings(),
         after_run=questionnaire_calls,
+        after_run_probe=questionnaire_probe,
     )

@@ -13,6 +13,7 @@ judgement.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import pandas as pd
 
 from socialsim.agents.itcmas.metrics import DIMENSIONS, JUDGE_FILE, PAPER_TABLE, judge_run, social_structure
 from socialsim.model.reproduce import Figures, Finding, Protocol, ProtocolRun, compare
+from socialsim.model.society import SocietyModel
 
 VARIANTS = ("base", "ltrha", "memory", "driver", "full")
 AGENTS = ("AY", "SG", "MD", "WL", "LL", "WM")  # IrollanValley's inhabitants, for the leader column
@@ -95,6 +97,25 @@ def judge_calls(judge: str | None) -> Callable[[ProtocolRun], tuple[str, int] | 
     return lambda spec: (f"the five-dimension judge {judge}", len(AGENTS)) if judge else None
 
 
+def judge_probe(judge: str | None) -> Callable[[SocietyModel, int], None] | None:
+    """The judge asked on a (dry) society's gateway as if its run had lasted ``steps`` steps, for the
+    projection to measure its prompts: each holds the agent's trajectory, one line a step (the last
+    40), so the probe's few steps are repeated to the run's length."""
+    if not judge:
+        return None
+
+    def probe(society: SocietyModel, steps: int) -> None:
+        actions = society.datacollector.get_table_dataframe("itcmas_actions")
+        if actions.empty:
+            return
+        probed = int(actions["step"].max())
+        extended = pd.concat([actions.assign(step=actions["step"] + k * probed)
+                              for k in range(math.ceil(steps / probed))], ignore_index=True)
+        judge_run(extended[extended["step"] <= steps], AREAS_TOTAL, judge, run_gateway=society.llm)
+
+    return probe
+
+
 def protocol(judge: str | None = None) -> Protocol:
     runs = [ProtocolRun(label=v, scenario="irollan-valley", steps=75, preset=v) for v in VARIANTS]
     paper = pd.DataFrame([{"label": v, "metric": d, "paper": PAPER_TABLE[v][i]}
@@ -104,4 +125,5 @@ def protocol(judge: str | None = None) -> Protocol:
         description="ITCMA-S + LTRHA (Table 1): five architectures on IrollanValley, 75 steps; 48 human "
                     "raters in the paper, here the judge " + (f"{judge} (route itcmas_judge), at the end of each run."
                     if judge else "rules: the baseline's measured shares, not a judgement (--judge MODEL for an LLM)."),
-        routes={"itcmas_judge": judge} if judge else {}, findings=findings(), after_run=judge_calls(judge))
+        routes={"itcmas_judge": judge} if judge else {}, findings=findings(), after_run=judge_calls(judge),
+        after_run_probe=judge_probe(judge))
