@@ -23,14 +23,14 @@ if _suite_workers > 1 and hasattr(os, "sched_getaffinity"):
 # `make test` keeps this order (--no-loadscope-reorder: xdist would otherwise send the modules with
 # the most tests first).
 LONGEST_FIRST = (
-    "test_embedded.py",  # 126
-    "test_dashboard_browser.py",  # 101
-    "test_crash_resume.py",  # 83
-    "test_asvo_embedded.py",  # 32
-    "test_gateway.py",  # 31
-    "test_check_order.py",  # 28
-    "test_itcmas_embedded.py",  # 23
-    "test_end_of_run_measurement.py",  # 22
+    "test_dashboard_browser.py",  # 104 (much of it waiting on the browser and a slow test server)
+    "test_embedded.py",  # 102
+    "test_crash_resume.py",  # 79
+    "test_asvo_embedded.py",  # 33
+    "test_check_order.py",  # 32
+    "test_gateway.py",  # 30
+    "test_itcmas_embedded.py",  # 28
+    "test_end_of_run_measurement.py",  # 24
 )
 
 

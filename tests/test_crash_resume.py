@@ -1,9 +1,8 @@
-"""Crash safety: a run killed with SIGKILL at a random step resumes (``--resume``) to frames and
+"""Crash safety: a run killed with SIGKILL in any step but the last resumes (``--resume``) to frames and
 tables identical to an uninterrupted run; a resumed run refuses changed arguments."""
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -63,7 +62,7 @@ def uninterrupted(server, tmp_path_factory):
     return frames(out)
 
 
-@pytest.mark.parametrize("kill_after", sorted(random.Random(14).sample(range(0, STEPS - 1), 2)) + [0])
+@pytest.mark.parametrize("kill_after", range(STEPS - 1))  # killed in each step but the last (was 0, 2, 0)
 def test_kill_9_then_resume_gives_the_uninterrupted_frames(kill_after, server, uninterrupted, tmp_path):
     out = tmp_path / "run"
     proc = cli("--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
