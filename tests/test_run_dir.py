@@ -26,6 +26,10 @@ def test_the_runs_of_a_reproduction_and_of_a_sweep_are_found_and_named(tmp_path)
     assert f"{repro[1]}, {repro[2]}, {repro[0]} and 1 more): give one of them" in message
     sweep = _runs(tmp_path / "sweep", "runs/abc123")
     assert not_a_run_dir(tmp_path / "sweep").endswith(f"it holds 1 run ({sweep[0]}): give one of them")
+    three = _runs(tmp_path / "three", "a/seed-1", "a/seed-2", "b/seed-1")  # all named, no "and 0 more"
+    assert not_a_run_dir(tmp_path / "three").endswith(f"3 runs ({three[0]}, {three[1]}, {three[2]}): give one of them")
+    three_down = _runs(tmp_path / "sweeps", "hobbs/runs/abc")
+    assert runs_below(tmp_path / "sweeps") == three_down
     _runs(tmp_path / "deep", "a/b/c/d")  # four levels down: not searched
     assert not_a_run_dir(tmp_path / "deep") == f"{tmp_path / 'deep'} is not a run directory (no config.json)"
     assert runs_below(tmp_path / "nowhere") == []
