@@ -123,6 +123,22 @@ def test_the_itcmas_judge_scores_the_run_on_its_route_tape_and_outage_rules(serv
     assert measure_run(tmp_path / "r")["personification"] == 6.0  # reproduce reads the run's own judge
 
 
+def test_a_finished_run_judged_again_keeps_its_calls_on_a_tape_of_their_own(server, tmp_path, capsys):
+    from socialsim.agents.itcmas.metrics import main as rejudge
+
+    _itcmas(server, tmp_path / "r", judge="rules")
+    recorded = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
+    assert rejudge([str(tmp_path / "r"), "--judge", JUDGE, "--api-base", server.api_base]) == 0
+    scores = pd.read_parquet(tmp_path / "r" / "rejudged" / "openai_fake-judge.parquet")
+    assert len(scores) == 6 and (scores["personification"] == 6).all() and set(scores["judge"]) == {JUDGE}
+    assert "live calls 6" in capsys.readouterr().out and len(server.requests) == 6
+    assert rejudge([str(tmp_path / "r"), "--judge", JUDGE, "--api-base", server.api_base]) == 0
+    assert "live calls 0" in capsys.readouterr().out and len(server.requests) == 6  # answered by its tape
+    assert all(p.read_bytes() == data for p, data in recorded.items())  # the run's own files untouched
+    replayed, same = replay(tmp_path / "r", progress=False)
+    assert same
+
+
 def test_without_a_judge_route_the_rules_baseline_judges_and_no_model_is_asked(server, tmp_path):
     result = run(RunConfig(scenario="irollan-valley", arch="itcmas", model="rules", steps=2, rng=1),
                  tmp_path / "r", progress=False, preflight=False)

@@ -11,7 +11,8 @@
 A run judges itself at its end with the model routed to the judge (``--route itcmas_judge=MODEL``,
 a model no actor uses), else the rules baseline, on the run's tape, ledger and budget, and writes
 the scores to ``tables/itcmas_judge.parquet``. Judge a finished run again with another model:
-``python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL``.
+``python -m socialsim.agents.itcmas.metrics RUN_DIR --judge MODEL``, its calls on a tape of their own
+and its scores in ``RUN_DIR/rejudged/`` (``main``).
 """
 
 from __future__ import annotations
@@ -273,12 +274,22 @@ def judge_section(model: SocietyModel, actions: pd.DataFrame, run_dir: Path) -> 
     return [who, "", judge_table(scores, model.society.config.ablation)]
 
 
+REJUDGED = "rejudged"  # a finished run's later judgements: beside its recorded files, never among them
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Judge a finished run again, e.g. with an LLM: the calls go on their own tape in the run's
+    ``rejudged/`` folder (the same command again answers from it, at no cost), and the scores are
+    saved there as ``JUDGE.parquet``; the run's own files, which replay checks, are not touched."""
     import argparse
+
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.tape import Tape
 
     parser = argparse.ArgumentParser(description="Judge an ITCMA-S run on the paper's five dimensions")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--judge", default="rules", help="judge model (must differ from the actors'); default: rules")
+    parser.add_argument("--api-base", default=None, help="the judge's OpenAI-compatible endpoint, if not its provider's")
     args = parser.parse_args(argv)
     meta = json.loads((args.run_dir / "config.json").read_text())
     config = meta["config"]
@@ -288,10 +299,19 @@ def main(argv: list[str] | None = None) -> int:
 
     scenario = load_scenario(config["scenario"])
     ablation = {**(scenario.itcmas or {}), **config.get("arch_params", {})}.get("ablation", "full")
-    scores = judge_run(actions, len(scenario.map.areas) if scenario.map else 1, args.judge, actors)
+    folder = args.run_dir / REJUDGED
+    gateway = Gateway(RouteTable(args.judge), tape=Tape(folder / "tape.jsonl"), api_base=args.api_base)
+    scores = judge_run(actions, len(scenario.map.areas) if scenario.map else 1, args.judge, actors,
+                       run_gateway=gateway)
+    folder.mkdir(exist_ok=True)
+    saved = folder / f"{args.judge.replace('/', '_')}.parquet"
+    scores.assign(judge=args.judge).to_parquet(saved, index=False)
     print(scores.to_string(index=False))
     print()
     print(judge_table(scores, ablation))
+    usage = gateway.ledger.totals()
+    print(f"\nsaved: {saved}; live calls {gateway.ledger.live_calls}, cost ${usage['cost_usd']:.4f} "
+          f"(the same command again answers from {folder / 'tape.jsonl'})")
     return 0
 
 
