@@ -43,6 +43,10 @@ def test_replay_and_resume_name_the_runs_inside(argv, tmp_path, capsys):
 
 
 def test_the_dashboard_names_the_runs_inside(tmp_path):
+    from socialsim.dashboards.session import ReplaySession
+
     (run,) = _runs(tmp_path / "sweep", "runs/abc")
     with pytest.raises(ValueError, match="it holds 1 run .*: give one of them"):
-        server.check_target(str(tmp_path / "sweep"))
+        server.check_target(str(tmp_path / "sweep"))  # socialsim dashboard FOLDER
+    with pytest.raises(FileNotFoundError, match=f"it holds 1 run \\({run}\\): give one of them"):
+        ReplaySession(tmp_path / "sweep")  # the page's "Replay a run" card
