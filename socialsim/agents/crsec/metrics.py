@@ -368,22 +368,36 @@ def ratings_text(model: SocietyModel, ratings: pd.DataFrame | None) -> str:
 QUESTIONNAIRE_FILE = "crsec_questionnaire.parquet"
 
 
+def asks_questionnaire(model: SocietyModel) -> bool:
+    """An LLM judge asks the questionnaire at the end of the run (the rules judge does not)."""
+    settings = model.society.settings
+    return settings.judge != "rules" and settings.questionnaire_items > 0
+
+
+def ask_questionnaire_of_judge(model: SocietyModel, rng: random.Random) -> pd.DataFrame | None:
+    """The Appendix-E questionnaire asked of the run's judge over pairs sampled with ``rng`` from
+    its tables (a projection asks it on a dry run to price it); None when no LLM judge asks it."""
+    from socialsim.agents.crsec import questionnaire as q
+
+    if not asks_questionnaire(model):
+        return None
+    dc = model.datacollector
+    items = q.sample_items({name: dc.get_table_dataframe(name) for name in dc.tables}, rng,
+                           model.society.settings.questionnaire_items)
+    return q.ask_questionnaire(model.society.judge, items, {a.name: a.description for a in model.agents}, rng)
+
+
 def run_questionnaire(model: SocietyModel, run_dir: str | Path) -> pd.DataFrame | None:
     """Ask the Appendix-E questionnaire of the judge over pairs sampled from this run's tables; the
     ratings are saved beside the tables (``reproduce`` reads them). None when it is not asked."""
     from socialsim.agents.crsec import questionnaire as q
     from socialsim.metrics.report import end_of_run_measurement
 
-    settings = model.society.settings
-    if settings.judge == "rules" or settings.questionnaire_items == 0:
+    if not asks_questionnaire(model):
         return None
-    dc = model.datacollector
-    tables = {name: dc.get_table_dataframe(name) for name in dc.tables}
     rng = random.Random(model.random.getrandbits(64))  # drawn after the last step: the run is unchanged
-    items = q.sample_items(tables, rng, settings.questionnaire_items)
-    descriptions = {a.name: a.description for a in model.agents}
     ratings = end_of_run_measurement(model, "the Appendix-E questionnaire",
-                                     lambda: q.ask_questionnaire(model.society.judge, items, descriptions, rng))
+                                     lambda: ask_questionnaire_of_judge(model, rng))
     if ratings is None:  # stopped by the budget or an outage: the run's status says so
         return None
     (Path(run_dir) / "tables").mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE, unbroken_share
+from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE, ask_questionnaire_of_judge, unbroken_share
 from socialsim.agents.crsec.questionnaire import TASKS, summary
 from socialsim.agents.crsec.settings import CRSECSettings
 from socialsim.model.reproduce import Finding, Protocol, ProtocolRun, compare
@@ -109,16 +109,7 @@ def questionnaire_calls(spec: ProtocolRun) -> tuple[str, int] | None:
 def questionnaire_probe(society: SocietyModel, steps: int) -> None:
     """The questionnaire asked on a (dry) society's gateway over the pairs its few steps gave, for
     the projection to measure its prompts (a pair's prompt does not grow with the run's length)."""
-    from socialsim.agents.crsec import questionnaire as q
-
-    settings = society.society.settings
-    if settings.judge == "rules" or not settings.questionnaire_items:
-        return
-    dc = society.datacollector
-    rng = random.Random(0)
-    items = q.sample_items({name: dc.get_table_dataframe(name) for name in dc.tables}, rng,
-                           settings.questionnaire_items)
-    q.ask_questionnaire(society.society.judge, items, {a.name: a.description for a in society.agents}, rng)
+    ask_questionnaire_of_judge(society, random.Random(0))
 
 
 def protocol(judge: str | None) -> Protocol:
