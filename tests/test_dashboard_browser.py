@@ -423,8 +423,9 @@ def test_no_tab_spills_sideways_at_common_screen_sizes(browser_page, width, heig
 @pytest.fixture(scope="module")
 def slow_page(tmp_path_factory, chromium_browser):
     """A live society of generic agents on the project's OpenAI-compatible test server, which
-    answers each call after 2 s: a step waits on the provider."""
-    with FakeOpenAIServer(delay_s=2.0) as provider:
+    answers each call after 5 s: a step waits on the provider. (With 2 s, a loaded machine let the
+    step finish before the pause had shown, about 1 s on an idle one: the test failed for no fault.)"""
+    with FakeOpenAIServer(delay_s=5.0) as provider:
         env = {**server_env("hobbs-cafe", "generic", "openai/fake-model", 42), "SOCIALSIM_DASHBOARD_STEPS": "50",
                "SOCIALSIM_DASHBOARD_API_BASE": provider.api_base, "OPENAI_API_KEY": "placeholder-key"}
         with dashboard(env, tmp_path_factory.mktemp("slow") / "server.log") as url, open_page(chromium_browser, url) as opened:
