@@ -14,8 +14,9 @@ import shutil
 import sys
 from pathlib import Path
 
-# litellm, llama.cpp and Solara are imported inside the commands that need them (gateway.py configures
-# litellm on its first import), so `socialsim --help`, `socialsim models` and scenario checks stay fast.
+# litellm, llama.cpp and Solara are imported where they are needed (litellm through llm/litellm_setup.py,
+# on a run's first provider call or model check), so `socialsim --help`, `socialsim models`, scenario
+# checks, runs on the rules and replays stay fast.
 
 
 def _parser() -> argparse.ArgumentParser:

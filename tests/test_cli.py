@@ -65,6 +65,29 @@ print(",".join(m for m in {heavy!r} if m in sys.modules))
 )
 def test_light_commands_never_import_litellm_llama_cpp_or_solara(action):
     """`--help`, `models` and scenario checks stay fast: the heavy libraries load only for a run."""
+    assert _heavy_imports_after(action) == [], f"{action} imported them"
+
+
+def test_a_run_on_the_rules_and_a_replay_of_a_live_run_never_import_litellm(tmp_path, monkeypatch):
+    """Neither asks a provider, so neither pays litellm's import (some 4 s of CPU)."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    live = tmp_path / "live"
+    with FakeOpenAIServer() as server:
+        assert main(["run", "--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
+                     "--steps", "1", "--out", str(live), "--no-progress"]) == 0
+    rules, replayed = tmp_path / "rules", tmp_path / "replayed"
+    action = (f"assert cli.main(['run', '--arch', 'generic', '--model', 'rules', '--steps', '1', '--out', {str(rules)!r}, "
+              f"'--no-progress']) == 0; assert cli.main(['replay', {str(live)!r}, '--out', {str(replayed)!r}, "
+              f"'--no-progress']) == 0")
+    assert _heavy_imports_after(action) == []
+    assert (rules / "model.parquet").is_file() and (replayed / "model.parquet").is_file()
+
+
+def _heavy_imports_after(action: str) -> list[str]:
+    """Which of HEAVY a fresh interpreter has imported after ``action`` (Python run after ``from
+    socialsim import cli``)."""
     import os
     import subprocess
     import sys
@@ -75,7 +98,7 @@ def test_light_commands_never_import_litellm_llama_cpp_or_solara(action):
     code = _IMPORTS_AFTER.format(action=action, heavy=HEAVY)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1:] in ([""], []), f"{action} imported {done.stdout.strip()}"
+    return [m for m in done.stdout.strip().splitlines()[-1:] if m]
 
 
 def test_an_engine_note_is_shown_once_per_command_however_many_runs_it_starts():

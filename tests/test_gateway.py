@@ -377,8 +377,9 @@ def test_litellms_import_and_first_call_are_left_out_of_later_garbage_collection
     script = """
 import gc, os, random
 os.environ["OPENAI_API_KEY"] = "placeholder"
-from socialsim.llm.gateway import Gateway
+from socialsim.llm import litellm_setup  # how socialsim imports litellm (on its first need)
 after_import = gc.get_freeze_count()
+from socialsim.llm.gateway import Gateway
 from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext

@@ -497,7 +497,7 @@ def _check_judge_name(judge: str) -> None:
     """A misspelt judge model fails at once, not as a run full of judge fallbacks."""
     if judge == RULES or judge.startswith("local/"):
         return
-    import litellm
+    from socialsim.llm.litellm_setup import litellm
 
     try:
         litellm.get_llm_provider(judge)

@@ -63,9 +63,7 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
 
 
 def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
-    import litellm
-
-    from socialsim.llm import litellm_setup  # noqa: F401
+    from socialsim.llm.litellm_setup import litellm
     from socialsim.llm.redact import redact
 
     try:
@@ -123,10 +121,9 @@ def probe_json_schema(model: str, api_base: str | None = None, timeout_s: float 
     custom endpoint, e.g. vLLM or Ollama)."""
     import json
 
-    import litellm
     from pydantic import BaseModel, Field, ValidationError
 
-    from socialsim.llm import litellm_setup  # noqa: F401
+    from socialsim.llm.litellm_setup import litellm
     from socialsim.llm.loop import run_sync
     from socialsim.llm.redact import redact
 

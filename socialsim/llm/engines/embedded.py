@@ -414,7 +414,6 @@ def _start_from_best_prefix(llama: Any, prompt: list[int]) -> None:
 
 
 def _handler() -> Any:
-    import litellm
     from litellm.llms.custom_llm import CustomLLM
 
     class EmbeddedLLM(CustomLLM):
@@ -430,6 +429,8 @@ def _handler() -> Any:
             return _to_response(result, model)
 
     def _to_response(result: dict[str, Any], model: str) -> Any:
+        from socialsim.llm.litellm_setup import litellm
+
         return litellm.ModelResponse(
             model=f"local/{model}",
             choices=[{"message": {"role": "assistant", "content": result["choices"][0]["message"]["content"]},
