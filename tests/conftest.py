@@ -25,7 +25,7 @@ if _suite_workers > 1 and hasattr(os, "sched_getaffinity"):
 LONGEST_FIRST = (
     "test_dashboard_browser.py",  # 104 (much of it waiting on the browser and a slow test server)
     "test_embedded.py",  # 102
-    "test_crash_resume.py",  # 79
+    "test_crash_resume.py",  # 50
     "test_asvo_embedded.py",  # 33
     "test_check_order.py",  # 32
     "test_gateway.py",  # 30

@@ -1,9 +1,11 @@
-"""Crash safety: a run killed with SIGKILL in any step but the last resumes (``--resume``) to frames and
-tables identical to an uninterrupted run; a resumed run refuses changed arguments."""
+"""Crash safety: a run killed with SIGKILL in any step but the last resumes (``--resume``), and resumes
+again after a kill of its resumed process, to frames and tables identical to an uninterrupted run;
+a resumed run refuses changed arguments."""
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,21 +64,42 @@ def uninterrupted(server, tmp_path_factory):
     return frames(out)
 
 
-@pytest.mark.parametrize("kill_after", range(STEPS - 1))  # killed in each step but the last (was 0, 2, 0)
-def test_kill_9_then_resume_gives_the_uninterrupted_frames(kill_after, server, uninterrupted, tmp_path):
-    out = tmp_path / "run"
-    proc = cli("--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
-               "--steps", str(STEPS), "--rng", "3", "--out", str(out))
+def kill_when_done(proc: subprocess.Popen, run_dir: Path, steps: int) -> int:
+    """SIGKILL ``proc`` once ``run_dir`` records ``steps`` complete steps (so it dies in a later
+    one); returns the steps it had recorded."""
     deadline = time.monotonic() + 240
-    while steps_done(out) < kill_after and proc.poll() is None and time.monotonic() < deadline:
+    while steps_done(run_dir) < steps and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    assert (out / "config.json").is_file()
-    killed_at = steps_done(out)
-    assert killed_at >= kill_after
-    resumed = cli("--resume", str(out))
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    assert (run_dir / "config.json").is_file()
+    return steps_done(run_dir)
+
+
+@pytest.fixture(scope="module")
+def killed_in_every_step(server, tmp_path_factory):
+    """One run killed with SIGKILL in each step but the last: started and killed, then resumed and
+    killed again (each resumed process records at least one more step), then resumed to its end.
+    Returns the run directory, a copy of it as the last kill left it, and the steps recorded at
+    each kill."""
+    base = tmp_path_factory.mktemp("killed")
+    out = base / "run"
+    proc = cli("--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
+               "--steps", str(STEPS), "--rng", "3", "--out", str(out))
+    killed_at: list[int] = []
+    for kill_after in range(STEPS - 1):
+        killed_at.append(kill_when_done(proc, out, max(kill_after, killed_at[-1] + 1 if killed_at else 0)))
+        if len(killed_at) == STEPS - 1:
+            shutil.copytree(out, base / "as-killed")
+        proc = cli("--resume", str(out))
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    return out, base / "as-killed", killed_at
+
+
+def test_kill_9_in_each_step_then_resume_gives_the_uninterrupted_frames(killed_in_every_step, uninterrupted):
+    """A resumed run resumes again after its own kill, and the end is the uninterrupted run's."""
+    out, _, killed_at = killed_in_every_step
+    assert killed_at == sorted(set(killed_at)) and killed_at[0] >= 0 and killed_at[-1] < STEPS  # killed in 3 steps
     assert json.loads((out / "config.json").read_text())["steps_done"] == STEPS
     got = frames(out)
     assert list(got) == list(uninterrupted)
@@ -96,19 +119,14 @@ def test_resume_refuses_changed_arguments_and_lists_them(tmp_path):
     assert (out / "model.parquet").read_bytes() == before
 
 
-def test_a_killed_runs_complete_steps_are_read_from_its_per_step_records(server, uninterrupted, tmp_path):
+def test_a_killed_runs_complete_steps_are_read_from_its_per_step_records(killed_in_every_step, uninterrupted,
+                                                                         tmp_path):
     from socialsim.model.steplog import consolidate, has_parts
 
-    out = tmp_path / "run"
-    proc = cli("--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
-               "--steps", str(STEPS), "--rng", "3", "--out", str(out))
-    deadline = time.monotonic() + 240
-    while steps_done(out) < 2 and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    _, as_killed, killed_ats = killed_in_every_step
+    out = shutil.copytree(as_killed, tmp_path / "run")
     killed_at = steps_done(out)
-    assert 2 <= killed_at < STEPS and has_parts(out)
+    assert killed_at == killed_ats[-1] and 2 <= killed_at < STEPS and has_parts(out)
     with (out / "parts" / "model.jsonl").open("a") as torn:  # a line cut by the kill
         torn.write('{"step": 99, "llm_ca')
     assert consolidate(out) >= killed_at and not has_parts(out)
