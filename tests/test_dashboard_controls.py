@@ -192,3 +192,58 @@ def test_while_playing_the_panels_draw_a_new_snapshot_only_every_render_interval
     assert frames_to_draw(drawn, at(12), playing=False, every=5).steps_done == 12  # paused or stepping: latest
     assert frames_to_draw(drawn, at(0), playing=True, every=5).steps_done == 0  # a Reset: the new society
     assert frames_to_draw(None, at(3), playing=True, every=5).steps_done == 3
+
+
+class _FinishingWhileRead(LiveSession):
+    """A live session whose worker finishes its step just as a render first reads its frames: it
+    stores the step's frames, then stops being busy (the worker's order)."""
+
+    def __init__(self, config, before, after):
+        super().__init__(config)
+        self._now, self._after, self._busy_now = before, after, True
+
+    @property
+    def frames(self):
+        shown = self._now
+        if self._after is not None:
+            self._now, self._after, self._busy_now = self._after, None, False
+        return shown
+
+    @frames.setter
+    def frames(self, value):  # set by LiveSession.__init__; this session's frames are scripted
+        pass
+
+    @property
+    def busy(self):
+        return self._busy_now
+
+
+def test_a_page_that_says_idle_shows_the_last_step_even_if_the_step_ends_during_its_render(monkeypatch):
+    """The page reads the worker's state before its frames: read the other way round, a step ending
+    between the two reads gave a render saying "idle" beside the step before (seen as a flaky
+    browser test: Pause, idle at step 5, then step 6 appeared)."""
+    import solara
+
+    from socialsim.dashboards import app
+
+    config = LiveConfig(scenario="makerspace", arch="generic", model="rules", seed=1)
+    live = LiveSession(config)
+    live.step(2)
+    assert live.wait(60)
+    two = live.frames
+    live.step(1)
+    assert live.wait(60)
+    session = _FinishingWhileRead(config, two, live.frames)
+    monkeypatch.setattr(app, "initial_session", lambda: session)
+    texts: list[tuple[str, str]] = []
+    text = solara.Text
+    monkeypatch.setattr(solara, "Text", lambda t, **kw: (texts.append((kw.get("classes", [""])[0], t)), text(t, **kw))[1])
+    solara.render(app.Page(), handle_error=False)
+    shown, counter = [], None
+    for kind, value in texts:
+        if kind == "step-counter":
+            counter = value.split(" · ")[0]
+        elif kind == "run-state":
+            shown.append((counter, value.split(" · ")[0]))
+    assert ("Step 2", "stepping") in shown and shown[-1] == ("Step 3", "idle")
+    assert ("Step 2", "idle") not in shown

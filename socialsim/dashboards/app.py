@@ -488,9 +488,13 @@ def Page() -> None:
     render_every, set_render_every = solara.use_state(1)
     drawn = solara.use_ref((None, None))  # (session, the snapshot the panels last drew): the render interval
 
+    # the worker's state is read before its frames: the worker stores a step's frames before it stops
+    # being busy, so a render that says "idle" shows the last step (read the other way round, a render
+    # could say "idle" beside the step before, until the next poll redrew it)
+    busy, playing = session.busy, session.playing
     latest = session.frames
     before = drawn.current[1] if drawn.current[0] is session else None  # never another society's frames
-    frames = latest if session.replay else frames_to_draw(before, latest, session.playing, render_every)
+    frames = latest if session.replay else frames_to_draw(before, latest, playing, render_every)
     drawn.current = (session, frames)
     done = latest.steps_done if latest is not None else 0
     step = min(max(cursor, 1), done) if session.replay else (frames.steps_done if frames is not None else 0)
@@ -504,7 +508,7 @@ def Page() -> None:
         # a replay's controls are rebuilt from its recorded settings; a live Reset keeps the same
         # controls (and buttons), so the user's choices stay and a click during the swap is not lost
         key = f"controls-{id(session)}" if session.replay else "controls-live"
-        Controls(session, set_session, cursor, set_cursor, busy=session.busy, playing=session.playing,
+        Controls(session, set_session, cursor, set_cursor, busy=busy, playing=playing,
                  on_command=lambda: set_tick(time.monotonic()), current=current, render_every=render_every,
                  set_render_every=set_render_every).key(key)
     with solara.Column(style="padding:4px 8px"):
@@ -518,11 +522,11 @@ def Page() -> None:
             with solara.Div(classes=["replay-scrubber"]):
                 solara.SliderInt("replay step", value=step, min=1, max=done, on_value=set_cursor, thumb_label=True)
         if not session.replay:
-            state = "playing" if session.playing else ("stepping" if session.busy else "idle")
+            state = "playing" if playing else ("stepping" if busy else "idle")
             drawing = f" · plots show step {step} (render interval {render_every})" if step != done else ""
             solara.Text(f"{state} · Play stops at step {session.length}{drawing}", classes=["run-state"],
                         style="font-size:12px;color:#555")
-        if session.busy:
+        if busy:
             solara.ProgressLinear(True)
             solara.Text(session.progress(), classes=["progress-text"])
         if getattr(session, "stop_reason", ""):
