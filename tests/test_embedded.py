@@ -109,12 +109,12 @@ def test_an_answer_does_not_depend_on_the_prompt_before_it():
     would depend on the order in which concurrent calls reach the engine."""
     from socialsim.llm.engines.embedded import complete
 
-    fixed = "You judge behaviour in a cafe. " + " ".join(f"Principle {i}: be kind, quiet and fair." for i in range(20))
+    fixed = "You judge behaviour in a cafe. " + " ".join(f"Principle {i}: be kind, quiet and fair." for i in range(10))
     inputs = ["Carlos smokes at his table.", "Sam shouts into his phone.", "Ann leaves a tip.", "Bob plays loud music."]
 
     def ask(text):
         return complete([{"role": "system", "content": fixed}, {"role": "user", "content": text}],
-                        {"max_tokens": 30, "temperature": 0.7, "seed": 5})["choices"][0]["message"]["content"]
+                        {"max_tokens": 16, "temperature": 0.7, "seed": 5})["choices"][0]["message"]["content"]
 
     alone = []
     for text in inputs:
@@ -137,13 +137,13 @@ def test_a_prompt_starts_from_any_earlier_prompt_with_the_same_head_and_answers_
 
     llama = engine_model
     personas = {name: f"You are {name}, a regular at Hobbs Cafe. " + " ".join(
-        f"{name} has habit number {i}: a quiet coffee, a short talk, a kind word." for i in range(12))
+        f"{name} has habit number {i}: a quiet coffee, a short talk, a kind word." for i in range(6))
         for name in ("Ann", "Bob", "Cem")}
 
     def ask(name, question):
         llama_cpp.llama_perf_context_reset(llama._ctx.ctx)
         answer = embedded.complete([{"role": "system", "content": personas[name]}, {"role": "user", "content": question}],
-                                   {"max_tokens": 20, "temperature": 0.7, "seed": 3})
+                                   {"max_tokens": 12, "temperature": 0.7, "seed": 3})
         evaluated = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval
         return answer["choices"][0]["message"]["content"], evaluated, answer["usage"]["prompt_tokens"]
 
