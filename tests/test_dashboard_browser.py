@@ -423,9 +423,10 @@ def test_no_tab_spills_sideways_at_common_screen_sizes(browser_page, width, heig
 @pytest.fixture(scope="module")
 def slow_page(tmp_path_factory, chromium_browser):
     """A live society of generic agents on the project's OpenAI-compatible test server, which
-    answers each call after 5 s: a step waits on the provider. (With 2 s, a loaded machine let the
-    step finish before the pause had shown, about 1 s on an idle one: the test failed for no fault.)"""
-    with FakeOpenAIServer(delay_s=5.0) as provider:
+    answers each call of a step after 5 s (the test sets the delay once the society is built, so the
+    dashboard's check of the model is not slowed): a step waits on the provider. (With 2 s, a loaded
+    machine let the step finish before the pause had shown, about 1 s on an idle one.)"""
+    with FakeOpenAIServer() as provider:
         env = {**server_env("hobbs-cafe", "generic", "openai/fake-model", 42), "SOCIALSIM_DASHBOARD_STEPS": "50",
                "SOCIALSIM_DASHBOARD_API_BASE": provider.api_base, "OPENAI_API_KEY": "placeholder-key"}
         with dashboard(env, tmp_path_factory.mktemp("slow") / "server.log") as url, open_page(chromium_browser, url) as opened:
@@ -435,6 +436,7 @@ def slow_page(tmp_path_factory, chromium_browser):
 def test_the_page_answers_and_pause_takes_effect_while_a_step_waits_on_a_slow_provider(slow_page):
     page, requests, server, provider = slow_page
     _idle(page)
+    provider.delay_s = 5.0
     page.locator(".btn-play").click()
     deadline = time.monotonic() + WAIT_MS / 1000
     while provider.in_flight == 0:  # step 1 is waiting on the provider
