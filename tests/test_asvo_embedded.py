@@ -7,16 +7,18 @@ from socialsim.model.society import SocietyModel
 
 @pytest.mark.embedded
 def test_one_asvo_step_on_the_embedded_engine():
+    # one desire (of 8) and one candidate action keep the step short; every LLM operation is still asked
     model = SocietyModel("family-micro", model="local/smollm2", rng=5, n_candidates=1, tom_scope="none",
-                         max_retries=0, desire_pool=2)
+                         max_retries=0, desire_pool=1)
     model.step()
     ledger = model.llm.ledger.frame()
     llm = ledger[ledger["engine"] == "llm"]
-    assert set(llm["op"]) >= {"ProposeActions", "SimulateOutcome", "SelectAction", "UpdateDesire"}
+    assert set(llm["op"]) >= {"ProposeActions", "SimulateOutcome", "SelectAction", "UpdateDesire", "CheckUpdate",
+                              "ReflectUpdate"}
     assert llm["prompt_tokens"].sum() > 0 and llm["calls"].sum() >= len(llm)
     judged = ledger[ledger["op"] == "JudgeAction"]
     assert (judged["engine"] == "rules").all()  # the default judge is the rule baseline, never the actor
     for agent in model.agents:
         assert agent.action and agent.stance
-        assert set(agent.state.values) == {"comfort", "joyfulness"}
+        assert set(agent.state.values) == {"comfort"}
         assert all(0.0 <= v <= 8.0 for v in agent.state.values.values())
