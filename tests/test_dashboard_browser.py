@@ -372,6 +372,23 @@ def test_a_replayed_run_scrubs_in_view_without_calling_a_model(browser_page, run
     assert _external(requests, server) == []
 
 
+def test_a_folder_of_runs_lists_them_and_one_opens_from_the_list(browser_page, run_dir, tmp_path):
+    """Given a sweep's folder rather than a run, the card says so and lists the runs inside."""
+    page, requests, server = browser_page
+    folder = tmp_path / "sweep"
+    for name in ("first", "second"):
+        shutil.copytree(run_dir, folder / "runs" / name)
+    chosen = folder / "runs" / "second"
+    page.locator(".run-dir input").fill(str(folder))
+    page.locator(".btn-open").click()
+    expect(page.locator(".panel-replay")).to_contain_text("is not a run directory (no config.json); it holds 2 runs")
+    _choose(page, page.locator(".run-picker"), str(chosen))
+    expect(page.locator(".step-counter")).to_contain_text(f"replay of {chosen}")
+    expect(page.locator(".run-dir input")).to_have_value(str(chosen))  # the card shows the run it opened ...
+    expect(page.locator(".run-picker")).to_have_count(0)  # ... and no longer the list
+    assert _external(requests, server) == []
+
+
 @pytest.fixture(scope="module")
 def other_runs(tmp_path_factory):
     itcmas = tmp_path_factory.mktemp("itcmas-run")

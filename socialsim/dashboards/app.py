@@ -33,7 +33,7 @@ from socialsim.dashboards.session import (
     scenario_default_arch,
 )
 from socialsim.llm.redact import redact
-from socialsim.model.run_dir import is_run_dir
+from socialsim.model.run_dir import is_run_dir, runs_below
 from socialsim.scenarios.loader import available_scenarios
 
 DEFAULT_ARCH = "(scenario default)"
@@ -368,7 +368,8 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
     built_arch = config.arch or scenario_default_arch(config.scenario)
     changed, set_changed = solara.use_state({built_arch: dict(config.params)})
     run_dir, set_run_dir = solara.use_state(str(getattr(session, "run_dir", "")))
-    open_error, set_open_error = solara.use_state("")
+    # why the last Open failed, and the runs inside the folder it was given (a sweep's, a reproduction's)
+    open_error, set_open_error = solara.use_state(("", ()))
     reset_error, set_reset_error = solara.use_state("")
     scenarios = available_scenarios()
     mine = changed.get(chosen, {})
@@ -387,13 +388,15 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         new.start()
         set_session(new)
 
-    def open_run() -> None:
+    def open_run(path: str | None = None) -> None:
+        path = (run_dir if path is None else path).strip()
         try:
-            replay = ReplaySession(run_dir.strip())
+            replay = ReplaySession(path)
         except Exception as exc:  # a wrong path or a damaged directory: say which
-            set_open_error(redact(f"cannot open {run_dir!r}: {exc}"))
+            inside = () if is_run_dir(path) else tuple(str(r) for r in runs_below(path))
+            set_open_error((redact(f"cannot open {path!r}: {exc}"), inside))
             return
-        set_open_error("")
+        set_open_error(("", ()))
         set_cursor(replay.frames.steps_done)  # before the session, so the new slider starts at the end
         set_session(replay)
 
@@ -446,9 +449,18 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         ParameterControls(chosen, mine, lambda name, value: set_changed({**changed, chosen: {**mine, name: value}}))
     with solara.Card("Replay a run", classes=["panel-replay"]):
         solara.InputText("run directory", value=run_dir, on_value=set_run_dir, classes=["run-dir"])
-        solara.Button("Open", on_click=open_run, classes=["btn-open"])
-        if open_error:
-            solara.Error(open_error)
+        solara.Button("Open", on_click=lambda: open_run(), classes=["btn-open"])
+        message, inside = open_error
+        if message:
+            solara.Error(message)
+        if inside:
+            def pick(path: str | None) -> None:
+                if path:
+                    set_run_dir(path)
+                    open_run(path)
+
+            solara.Select(f"open one of its {len(inside)} runs", values=list(inside), value=None, on_value=pick,
+                          dense=True, classes=["run-picker"])
 
 
 # --- the page --------------------------------------------------------------------------------------------
