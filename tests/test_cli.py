@@ -80,8 +80,9 @@ def test_a_run_on_the_rules_and_a_replay_of_a_live_run_never_import_litellm(tmp_
     rules, replayed = tmp_path / "rules", tmp_path / "replayed"
     action = (f"assert cli.main(['run', '--arch', 'generic', '--model', 'rules', '--steps', '1', '--out', {str(rules)!r}, "
               f"'--no-progress']) == 0; assert cli.main(['replay', {str(live)!r}, '--out', {str(replayed)!r}, "
-              f"'--no-progress']) == 0")
-    assert _heavy_imports_after(action) == []
+              f"'--no-progress']) == 0; from socialsim.llm.gateway import Gateway; "
+              f"from socialsim.llm.routing import RouteTable; Gateway(RouteTable('local/smollm2'), replay=True)")
+    assert _heavy_imports_after(action) == []  # a replay of an embedded run loads no engine either
     assert (rules / "model.parquet").is_file() and (replayed / "model.parquet").is_file()
 
 
