@@ -454,9 +454,8 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         if message:
             solara.Error(message)
         if inside:
-            def pick(path: str | None) -> None:
+            def pick(path: str | None) -> None:  # the card is rebuilt for the replay, showing its path
                 if path:
-                    set_run_dir(path)
                     open_run(path)
 
             solara.Select(f"open one of its {len(inside)} runs", values=list(inside), value=None, on_value=pick,
