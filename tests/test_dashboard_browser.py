@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect, sync_playwright
 
 from socialsim.dashboards.server import server_command, server_env
@@ -129,8 +130,14 @@ def _steps(page) -> int:
 
 def _tab(page, name: str) -> None:
     tab = page.locator(".v-tab", has_text=name)
-    tab.scroll_into_view_if_needed()
-    tab.click()
+    for attempt in range(3):
+        try:  # Playwright finds the tab, then scrolls it; a render replacing the tab bar in between
+            tab.scroll_into_view_if_needed()  # detaches the one found (seen once in CI): find it again
+            break
+        except PlaywrightError as exc:
+            if "not attached" not in str(exc) or attempt == 2:
+                raise
+    tab.click()  # a click finds its element again by itself
 
 
 ARM_JS = """([watch, text]) => { window.__shown = new Promise((resolve, reject) => {
