@@ -33,7 +33,7 @@ from socialsim.dashboards.session import (
     scenario_default_arch,
 )
 from socialsim.llm.redact import redact
-from socialsim.model.run_dir import is_run_dir, runs_below
+from socialsim.model.run_dir import is_run_dir
 from socialsim.scenarios.loader import available_scenarios
 
 DEFAULT_ARCH = "(scenario default)"
@@ -393,7 +393,7 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         try:
             replay = ReplaySession(path)
         except Exception as exc:  # a wrong path or a damaged directory: say which
-            inside = () if is_run_dir(path) else tuple(str(r) for r in runs_below(path))
+            inside = tuple(str(r) for r in getattr(exc, "runs", ()))  # a folder of runs (NotARunDir)
             set_open_error((redact(f"cannot open {path!r}: {exc}"), inside))
             return
         set_open_error(("", ()))

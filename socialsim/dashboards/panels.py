@@ -21,7 +21,7 @@ import pandas as pd
 
 from socialsim.llm.engines import engine_note
 from socialsim.llm.redact import redact
-from socialsim.model.run_dir import not_a_run_dir
+from socialsim.model.run_dir import NotARunDir
 
 # --- frames ---------------------------------------------------------------------------------------
 
@@ -111,7 +111,7 @@ def frames_from_run(run_dir: str | Path) -> Frames:
     run_dir = Path(run_dir)
     meta_path = run_dir / "config.json"
     if not meta_path.is_file():
-        raise FileNotFoundError(not_a_run_dir(run_dir))
+        raise NotARunDir(run_dir)
     consolidate(run_dir)  # a killed run: its complete steps, from the per-step records
     meta = json.loads(meta_path.read_text())
     config = meta["config"]

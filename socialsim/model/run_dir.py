@@ -23,11 +23,21 @@ def runs_below(path: str | Path) -> list[Path]:
     return sorted({found.parent for pattern in _RUNS_BELOW for found in path.glob(pattern)})
 
 
+class NotARunDir(FileNotFoundError):
+    """``path`` has no config.json; ``runs`` are the run directories below it, so a caller can offer
+    them (the dashboard lists them) without looking for them again."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.runs = runs_below(path)
+        message = f"{path} is not a run directory (no config.json)"
+        if self.runs:
+            runs = self.runs
+            named = ", ".join(str(r) for r in runs[:_NAMED]) + (f" and {len(runs) - _NAMED} more"
+                                                               if len(runs) > _NAMED else "")
+            message += f"; it holds {len(runs)} run{'s' if len(runs) > 1 else ''} ({named}): give one of them"
+        super().__init__(message)
+
+
 def not_a_run_dir(path: str | Path) -> str:
     """Why ``path`` is not a run directory, naming the runs it holds if it holds some."""
-    message = f"{path} is not a run directory (no config.json)"
-    runs = runs_below(path)
-    if not runs:
-        return message
-    named = ", ".join(str(r) for r in runs[:_NAMED]) + (f" and {len(runs) - _NAMED} more" if len(runs) > _NAMED else "")
-    return f"{message}; it holds {len(runs)} run{'s' if len(runs) > 1 else ''} ({named}): give one of them"
+    return str(NotARunDir(path))
