@@ -169,3 +169,18 @@ def test_the_baseline_judge_marks_down_word_for_word_repetition_only():
     assert judged(-0.5, -0.5, previous="share lunch") == (3, 2)
     scores = rule(ops.JUDGE_ACTION, ops.JudgeContext("Ann", "s", "x y z", -1, -1, "x y z"))
     assert scores.reason == "rule baseline: harms everyone=True, repeats itself=True"
+
+
+@pytest.mark.parametrize("raw", ["Text", "text", "Neutral", "QuasiCooperation", "stance.", "Your recent memory: 4.9",
+                                 "Your recent memory,", "Environment"])
+def test_repair_refuses_the_answer_format_s_words_and_the_prompt_s_headings(raw):
+    """What SmolLM2 wrote as ASVO actions: the field's title, stances, the prompt's headings."""
+    prompt = "You are Amy.\nEnvironment: a dormitory\nYour recent memory:\n- Alice went to bed early"
+    assert ops.repair_action(raw, prompt=prompt) is None
+
+
+def test_repair_keeps_a_heading_word_the_prompt_lists_as_an_action():
+    prompt = "You are Amy.\nTidy the desk: once a week\nPossible: tidy the desk"
+    assert ops.repair_action("Tidy the desk", prompt=prompt) is None
+    assert ops.repair_action("Tidy the desk", prompt=prompt, allowed=("Tidy the desk",)) == "Tidy the desk"
+    assert ops.repair_action("tidy the desk and the shelf", prompt=prompt) == "tidy the desk and the shelf"

@@ -1,5 +1,7 @@
 """Question kinds: strict parsing and validation of raw replies."""
 
+import json
+
 import pytest
 from pydantic import BaseModel, Field
 
@@ -107,3 +109,38 @@ def test_record_grammar_bounds_small_integer_ranges():
     assert '"100"' in grammar and '"1"' in grammar
     assert '"101"' not in grammar and '"0"' not in grammar
     assert RecordQuestion(Norm).json_schema()["properties"]["utility"]["maximum"] == 100  # providers keep it
+
+
+class _Part(BaseModel):
+    title: str  # a field named like the keyword: kept
+    size: int = Field(ge=1, le=3)
+
+
+class _Whole(BaseModel):
+    parts: list[_Part]
+    note: str
+
+
+class _Tree(BaseModel):
+    label: str
+    children: list["_Tree"] = []
+
+
+def test_a_record_prompt_shows_its_schema_without_titles_and_with_each_reference_inlined():
+    """Titles only repeat the field names (a small model wrote "Text" as an action) and a "$defs"
+    reference was copied as a value: the prompt's schema has neither, the provider's keeps both."""
+    question = RecordQuestion(_Whole)
+    shown = json.loads(question.instruction().split("\n", 1)[1])
+    assert shown == {"properties": {
+        "parts": {"items": {"properties": {"title": {"type": "string"},
+                                           "size": {"maximum": 3, "minimum": 1, "type": "integer"}},
+                            "required": ["title", "size"], "type": "object"}, "type": "array"},
+        "note": {"type": "string"}}, "required": ["parts", "note"], "type": "object"}
+    assert "$defs" in question.json_schema() and question.json_schema()["title"] == "_Whole"
+
+
+def test_a_recursive_record_keeps_the_reference_it_cannot_inline():
+    shown = json.loads(RecordQuestion(_Tree).instruction().split("\n", 1)[1])
+    assert shown["properties"]["children"]["items"] == {"$ref": "#/$defs/_Tree"}
+    assert shown["$defs"]["_Tree"]["properties"]["label"] == {"type": "string"}
+    assert "title" not in json.dumps(shown)

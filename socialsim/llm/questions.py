@@ -236,6 +236,34 @@ class ShortTextQuestion(QuestionKind):
         return Text(text=text[: self.max_chars])
 
 
+def _schema_for_prompt(schema: dict[str, Any]) -> Any:
+    """A JSON schema as the prompt shows it: each ``$ref`` replaced by the definition it names, and
+    without pydantic's ``title`` keywords, which only repeat the field names capitalised. A small
+    model copied both as values: SmolLM2 proposed the ASVO activity "Text" (the title of the field
+    ``text``), then "$defs/Activity". Names under ``properties`` are kept, even a field called
+    ``title``. Providers' ``response_format`` gets the schema as it is (``json_schema``)."""
+    definitions, recursive = schema.get("$defs", {}), set()
+
+    def show(node: Any, inside: tuple[str, ...] = ()) -> Any:
+        if isinstance(node, list):
+            return [show(item, inside) for item in node]
+        if not isinstance(node, dict):
+            return node
+        name = str(node.get("$ref", "")).rsplit("/", 1)[-1]
+        if name in inside:  # a recursive definition stays a reference
+            recursive.add(name)
+        elif name in definitions:
+            node, inside = {**definitions[name], **{k: v for k, v in node.items() if k != "$ref"}}, (*inside, name)
+        return {key: ({field: show(sub, inside) for field, sub in value.items()} if key == "properties"
+                      else show(value, inside))
+                for key, value in node.items() if key not in ("title", "$defs")}
+
+    shown = show(schema)
+    if recursive:
+        shown["$defs"] = {name: show(definitions[name], (name,)) for name in sorted(recursive)}
+    return shown
+
+
 @dataclass(frozen=True)
 class RecordQuestion(QuestionKind):
     """A JSON record validated by a pydantic model (ranges enforced by its Field bounds)."""
@@ -247,7 +275,7 @@ class RecordQuestion(QuestionKind):
         return self.model
 
     def instruction(self) -> str:
-        schema = json.dumps(self.json_schema(), separators=(",", ":"))
+        schema = json.dumps(_schema_for_prompt(self.json_schema()), separators=(",", ":"))
         return f"Answer with one JSON object matching this schema and nothing else:\n{schema}"
 
     def gbnf(self) -> str:

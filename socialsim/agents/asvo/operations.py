@@ -11,9 +11,10 @@ desires follow others' outcomes, a competitive agent's follow its rank, and so o
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, create_model
 
@@ -265,20 +266,28 @@ class ProposeActions(Operation):
 
 
 SCHEMA_MARKERS = ("$defs", "\"properties\"", "\"type\":", "activities", "\"stance\"")
+# the answer format's own words: a field's name or a stance given as the action ("Text", "Neutral")
+FORMAT_WORDS = frozenset({"text", "stance", *(s.lower() for s in get_args(Activity.model_fields["stance"].annotation))})
 
 
 def repair_action(text: str, prompt: str = "", allowed: tuple[str, ...] = ()) -> str | None:
     """A usable action text, or None: trimmed of quotes, bullets and an "Action:" prefix; refused
-    when empty, when it is schema text (``$defs``, ``"properties"``...) or a copy of the prompt's
-    own words (an action the prompt lists as seen, remembered or possible is fine)."""
+    when empty, when it is schema text (``$defs``, ``"properties"``...) or a word of the answer
+    format ("Text", a stance), or a copy of the prompt's own words: a long passage, or one of its
+    headings ("Your recent memory: 4.9"). An action the prompt lists as seen, remembered or possible
+    is fine. SmolLM2 wrote all of these where an action belongs."""
     cleaned = text.strip().strip("\"'`*-• ").strip()
     for prefix in ("Action:", "action:", "Activity:", "activity:"):
         cleaned = cleaned.removeprefix(prefix).strip()
     if len(cleaned) < 3 or any(m in cleaned for m in SCHEMA_MARKERS):
         return None
-    quoted = any(cleaned in t for t in allowed)  # actions the prompt lists (seen, remembered, catalogue)
-    if prompt and len(cleaned) > 40 and cleaned in prompt and not quoted:
+    if cleaned.lower().strip(" .,:;") in FORMAT_WORDS:
         return None
+    quoted = any(cleaned in t for t in allowed)  # actions the prompt lists (seen, remembered, catalogue)
+    if prompt and not quoted:
+        headings = {line.split(":", 1)[0].strip() for line in prompt.splitlines() if ":" in line}
+        if len(cleaned) > 40 and cleaned in prompt or re.sub(r"[\s:,.;0-9]+$", "", cleaned) in headings:
+            return None
     return cleaned
 
 
