@@ -606,3 +606,39 @@ def test_an_agents_persona_opens_its_talk_thought_and_turn_prompts_alike():
                                             "for", memories=memories)))]
     head = f"You are Ann Lee. {description}\n\nRELEVANT MEMORIES (in the order they happened):\n- {memories[0]}\n\n"
     assert all(text.startswith(head) for text in texts)
+
+
+@pytest.mark.parametrize(("reply", "line"), [
+    ('Tamara Taylor: "Please step outside to smoke."', "Please step outside to smoke."),
+    ('Bob: "Tamara Taylor: "It is my habit..."', "It is my habit..."),  # a label on a label, cut
+    ("my next line to Bob is: I will stop.", "I will stop."),
+    ('"Sure."', "Sure."), ("'Fine'", "Fine"),
+    ('It\'s fine: really "ok"', 'It\'s fine: really "ok"'),  # only framing at the start goes
+    ("Bob is right, I will stop.", "Bob is right, I will stop."),  # a name that is not a label stays
+    ('My next line to Bob is: "My next line to Bob is: "My next line to Bob', ""),  # all framing
+    ("Bob:", ""),
+])
+def test_a_conversation_turn_loses_the_transcript_s_framing(reply, line):
+    """SmolLM2 began its lines with a speaker label or 'My next line to X is:', and each turn quoted
+    the one before with one more label."""
+    assert ops.spoken_line(reply, "Tamara Taylor", "Bob") == line
+
+
+def test_a_conversation_keeps_the_lines_as_said_and_a_line_of_framing_only_is_the_fallback(scripted):
+    from socialsim.model.society import SocietyModel
+
+    def first_conversation(**routes):
+        model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=3, routes=routes)
+        while model.datacollector.get_table_dataframe("conversations").empty:
+            model.step()
+        table = model.datacollector.get_table_dataframe("conversations")
+        return table[table["step"] == table["step"].min()]
+
+    rows = first_conversation()  # who talks first, on the rules (the lines do not decide it)
+    sender, receiver = rows["sender"].iloc[0], rows["receiver"].iloc[0]
+    scripted(replies={f"Say your next line to {receiver}.": [f'{sender}: "Please do not smoke in here."'],
+                      f"Say your next line to {sender}.": [f"My next line to {sender} is:"]})
+    rows = first_conversation(ConverseTurn="openai/scripted-talk")
+    rows = rows[(rows["sender"] == sender) & (rows["receiver"] == receiver)]
+    said = dict(zip(rows["speaker"], rows["text"], strict=False))
+    assert said == {sender: "Please do not smoke in here.", receiver: "I see."}  # label gone; framing only: fallback

@@ -436,7 +436,8 @@ class CRSECAgent(GenerativeAgent):
             # sender (whose calls are sequential) and drawing from the sender's phase RNG, so the ledger's
             # order never depends on which agent's calls finished first (replay --check-order caught it)
             answer = await self.ask(ops.CONVERSE_TURN, ctx)
-            conversation.lines.append((speaker.name, answer.value.text))
+            line = ops.spoken_line(answer.value.text, speaker.name, partner.name)
+            conversation.lines.append((speaker.name, line or ops.CONVERSE_TURN.fallback(ctx).text))
         self.pending = conversation
 
     async def _observe(self, facts: list[ObservedFact]) -> None:

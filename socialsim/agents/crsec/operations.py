@@ -97,6 +97,24 @@ def _quoted(lines: list[tuple[str, str]]) -> str:
     return "\n".join(f'{speaker}: "{text}"' for speaker, text in lines) or "(nothing said)"
 
 
+def spoken_line(reply: str, speaker: str, partner: str) -> str:
+    """A conversation turn as said: without the transcript's own framing a model may write before
+    it - a speaker label (``Tamara Taylor: "...``, either person's, even repeated), an echo of the
+    request (``My next line to Abigail Chen is:``) - and the quotes around it. The embedded SmolLM2
+    wrote such lines, and each turn then quoted the last with one more label; a line that is all
+    framing is "" (the caller says its fallback)."""
+    framing = re.compile(rf"(?:{re.escape(speaker)}|{re.escape(partner)})\s*:|my next line to {re.escape(partner)}"
+                         r"(?: is)?\s*:?", re.IGNORECASE)
+    line = reply.strip()
+    while True:
+        if line[:1] in ('"', "'"):  # an opening quote, and its closing one if the reply has it
+            line = line[1:].removesuffix(line[0]).strip()
+        label = framing.match(line)
+        if label is None:
+            return line
+        line = line[label.end():].strip()
+
+
 # --- 1. Creation & Representation -------------------------------------------------------------------
 
 
