@@ -336,6 +336,29 @@ def test_match_norm_rule_uses_keywords_and_contrary_phrases():
     assert match("Multiple people should queue.") == (None, None)  # 'tip' inside a word is not a tip
 
 
+@pytest.mark.parametrize(("text", "matched"), [
+    ("Nobody may smoke indoors.", ("no smoking indoors", None)),  # SmolLM2's norm, read as the contrary before
+    ("No one may smoke indoors.", ("no smoking indoors", None)),
+    ("It is not true that smoking is allowed here.", ("no smoking indoors", None)),
+    ("Nobody should not tip.", ("tip after meals", None)),
+    ("People may smoke indoors.", (None, "no smoking indoors")),
+    ("Guests may smoke. Nobody minds.", (None, "no smoking indoors")),  # the negator is in another sentence
+    ("Smoking is allowed, never banned.", (None, "no smoking indoors")),  # after the phrase, not before
+    ("People may not tip after meals.", (None, "tip after meals")),
+])
+def test_a_negated_contrary_phrase_says_the_norm_itself(text, matched):
+    """The measurement's lexical matcher: "may smoke" is the contrary of no smoking indoors, but not
+    after "nobody" - adoption of the norm was counted as its opposite."""
+    ctx = ops.MatchContext(text, TRACKED)
+    assert ops.match_result(ctx, rule(ops.MATCH_NORM, ctx)) == matched
+
+
+def test_negation_looks_at_the_last_four_words_of_the_phrase_s_sentence():
+    assert ops.negated("nobody") and ops.negated("it is not true that ") and ops.negated("no one else here ")
+    assert not ops.negated("nobody said that people really ")  # five words back
+    assert not ops.negated("not now. people ") and not ops.negated("nobody minds; guests ")
+
+
 def test_match_norm_parses_an_option_number(scripted):
     scripted(default="4")
     ctx = ops.MatchContext("Tip the staff.", TRACKED)

@@ -654,15 +654,20 @@ class MatchNorm(Operation):
                 f"else, or 'the opposite of' one of them if it says the contrary.\n\nNORM: {ctx.content}")
 
     def rule(self, ctx: MatchContext, rng: random.Random) -> Choice:
-        """Contrary phrases first, then topic keywords, from each tracked norm's scenario data."""
+        """Contrary phrases first (unless negated: "Nobody may smoke indoors" says the norm, not its
+        contrary "may smoke"), then topic keywords, from each tracked norm's scenario data."""
         text = ctx.content.lower()
         n = len(ctx.tracked)
 
         def said(phrase: str) -> bool:  # at the start of a word: "tip" matches "tipping", not "multiple"
             return re.search(r"\b" + re.escape(phrase.lower()), text) is not None
 
+        def said_unnegated(phrase: str) -> bool:
+            return any(not negated(text[: m.start()])
+                       for m in re.finditer(r"\b" + re.escape(phrase.lower()), text))
+
         for i, t in enumerate(ctx.tracked):
-            if any(said(p) for p in t.contrary):
+            if any(said_unnegated(p) for p in t.contrary):
                 return Choice(index=1 + n + i, text=ctx.options[1 + n + i])
         for i, t in enumerate(ctx.tracked):
             if any(said(k) for k in t.keywords):
@@ -671,6 +676,17 @@ class MatchNorm(Operation):
 
     def fallback(self, ctx: MatchContext) -> Choice:
         return Choice(index=0, text=ctx.options[0])
+
+
+NEGATORS = frozenset({"no", "not", "nobody", "never", "none", "neither", "nor", "cannot", "can't", "mustn't",
+                      "shouldn't", "isn't", "aren't", "don't", "doesn't", "won't", "no-one"})
+
+
+def negated(before: str) -> bool:
+    """Whether the words just before a phrase, in its sentence, negate it ("nobody may", "it is not
+    true that", "no one should"): one of the last four words is a negator."""
+    clause = re.split(r"[.;:!?]", before)[-1]
+    return any(word in NEGATORS for word in re.findall(r"[a-z'-]+", clause)[-4:])
 
 
 def match_result(ctx: MatchContext, choice: Choice) -> tuple[str | None, str | None]:
