@@ -353,3 +353,22 @@ def test_actions_are_repaired_or_replaced_and_counted(triad, monkeypatch):
     model.step()
     assert all("$defs" not in a.action and a.action for a in model.agents)
     assert model.datacollector.get_model_vars_dataframe()["invalid_actions"].iloc[-1] == 3 * 3
+
+
+def test_the_report_says_how_many_proposed_actions_were_replaced(triad, monkeypatch, tmp_path):
+    from socialsim.agents.asvo.metrics import report_sections
+
+    honest = SocietyModel(triad, model="rules", rng=1)
+    honest.step()
+    assert not any("not actions" in part for part in report_sections(honest, tmp_path))
+
+    def half_schema_text(ctx, rng):
+        good = ops.Activity(text="help Bob with the dishes", stance="Cooperation")
+        bad = ops.Activity(text="Text", stance="Neutral")
+        return ops.candidates_model(ctx.n)(activities=[good, *[bad] * (ctx.n - 1)])
+
+    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", half_schema_text)
+    model = SocietyModel(triad, model="rules", rng=1)
+    model.step()
+    line = next(part for part in report_sections(model, tmp_path) if "not actions" in part)
+    assert ": 6 of 9, each replaced" in line  # 3 agents x 3 candidates, 2 of each agent's 3 refused

@@ -171,6 +171,7 @@ class ASVOAgent(GenerativeAgent):
         self.unreasonable: list[str] = []  # the history of unreasonable-update examples
         self.reflections_total = 0
         self.invalid_actions = 0  # proposed actions refused by validation and replaced
+        self.proposed_actions = 0  # proposed actions validated, refused or not
         self.pending: dict[str, float] = {}
         self.update_rows: list[dict] = []
         self.new_reflections: list[tuple[str, str]] = []
@@ -295,6 +296,7 @@ class ASVOAgent(GenerativeAgent):
         allowed = (*(t for t, _, _ in catalogue), *(a for _, a, _ in self.visible), *self.memory)
         out = []
         for a in activities:
+            self.proposed_actions += 1
             text = ops.repair_action(a.text, prompt, allowed)
             if text is None:
                 self.invalid_actions += 1

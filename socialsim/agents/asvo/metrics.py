@@ -176,6 +176,12 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
         return parts + ["(no actions recorded)"]
 
     by_svo = cooperation_table(actions, "svo")
+    proposed = sum(a.proposed_actions for a in model.agents)
+    replaced = sum(a.invalid_actions for a in model.agents)
+    if replaced:
+        parts += [f"**Proposed actions that were not actions** (schema text, a word of the answer format, a "
+                  f"heading or long copy of the prompt): {replaced} of {proposed}, each replaced by the "
+                  f"scenario's ordinary action; the actions below include those replacements.", ""]
     parts += ["### Cooperation and competition", "",
               "Labels from the five-way classifier" + (" (rule baseline judge: read from the action's simulated "
                                                         "effect on the others, never from the SVO)"
