@@ -665,3 +665,13 @@ def test_a_conversation_keeps_the_lines_as_said_and_a_line_of_framing_only_is_th
     rows = rows[(rows["sender"] == sender) & (rows["receiver"] == receiver)]
     said = dict(zip(rows["speaker"], rows["text"], strict=False))
     assert said == {sender: "Please do not smoke in here.", receiver: "I see."}  # label gone; framing only: fallback
+
+
+def test_the_type_criteria_s_descriptive_example_is_no_norm_the_run_tracks():
+    """It was 'People tip after meals', a tracked norm, named in four prompts (the paper's own example
+    is shaking hands); the injunctive one is the paper's 'No smoking indoors'."""
+    import re
+
+    example = re.search(r"descriptive: [^(]*\(e\.g\. '([^']+)'\)", ops.TYPE_CRITERIA).group(1)
+    ctx = ops.MatchContext(example, TRACKED)
+    assert ops.match_result(ctx, rule(ops.MATCH_NORM, ctx)) == (None, None)

@@ -41,9 +41,14 @@ PRINCIPLES = (
     "(3) prescriptive, proscriptive or descriptive; (4) an accepted way of living together. "
     "A social norm is not: an instinct or a reaction, a personal taste or feeling, or a personal habit."
 )
+# The paper's own examples of the two types (Sec. 2: shaking hands on meeting is descriptive, no smoking
+# indoors injunctive). The descriptive one was 'People tip after meals', a norm Hobbs Cafe tracks: an
+# example in four prompts that named the very norm whose later emergence the run measures. The
+# injunctive one is the paper's, as are the plan prompt's "tip after eating" and its action example's
+# "No smoking indoors" (Figures B11-B12): kept as the paper asked them, a priming docs/crsec.md names.
 TYPE_CRITERIA = (
-    "descriptive: states what most people actually do in a situation (e.g. 'People tip after meals'); "
-    "injunctive: states what ought or ought not to be done (e.g. 'No smoking indoors')."
+    "descriptive: states what most people actually do in a situation (e.g. 'People shake hands when they "
+    "meet'); injunctive: states what ought or ought not to be done (e.g. 'No smoking indoors')."
 )
 
 
