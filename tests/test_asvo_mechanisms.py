@@ -372,3 +372,35 @@ def test_the_report_says_how_many_proposed_actions_were_replaced(triad, monkeypa
     model.step()
     line = next(part for part in report_sections(model, tmp_path) if "not actions" in part)
     assert ": 6 of 9, each replaced" in line  # 3 agents x 3 candidates, 2 of each agent's 3 refused
+
+
+def test_the_report_says_when_the_rule_judge_s_labels_are_the_actors_declared_stances(triad, monkeypatch, tmp_path,
+                                                                                     scripted):
+    """An action outside the catalogue has no simulated effect but its declared stance's payoff, so
+    the rule judge reads back the actor's own stance: the report must not pass that off as measured."""
+    from socialsim.agents.asvo.metrics import report_sections
+
+    honest = SocietyModel(triad, model="rules", rng=1)
+    honest.step()
+    sources = honest.datacollector.get_table_dataframe("asvo_actions")["effect_source"]
+    assert set(sources) == {"catalogue"}
+    assert not any("not in the scenario's catalogue" in part for part in report_sections(honest, tmp_path))
+
+    def novel(ctx, rng):
+        return ops.candidates_model(ctx.n)(activities=[
+            ops.Activity(text=f"invent game {i} for everyone", stance="Cooperation") for i in range(ctx.n)])
+
+    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", novel)
+    model = SocietyModel(triad, model="rules", rng=1)
+    model.step()
+    actions = model.datacollector.get_table_dataframe("asvo_actions")
+    assert set(actions["effect_source"]) == {"declared stance"}
+    assert set(actions["label"]) == {"Cooperation"}  # the rule judge gave back the declared stance
+    line = next(p for p in report_sections(model, tmp_path) if "not in the scenario's catalogue" in p)
+    assert line.startswith("**3 of 3 actions")
+
+    scripted(default="1")  # an LLM judge labels the same actions itself: nothing to warn of
+    judged = SocietyModel(triad, model="rules", rng=1, judges=["openai/scripted-judge"])
+    judged.step()
+    assert set(judged.datacollector.get_table_dataframe("asvo_actions")["effect_source"]) == {"declared stance"}
+    assert not any("not in the scenario's catalogue" in part for part in report_sections(judged, tmp_path))

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
 
 ACTION_COLUMNS = ["step", "agent", "svo", "use_svo", "action", "stance", "label", "candidates",
-                  "own_gain", "others_gain", "rank", "score"]
+                  "own_gain", "others_gain", "rank", "score", "effect_source"]
 PREDICTION_COLUMNS = ["step", "observer", "target", "observable", "action", "desire", "predicted", "true", "error"]
 UPDATE_COLUMNS = ["step", "agent", "desire", "before", "proposed", "after", "attempts", "accepted"]
 REFLECTION_COLUMNS = ["step", "agent", "desire", "reflection"]
@@ -162,6 +162,8 @@ class ASVOAgent(GenerativeAgent):
         self.candidates: list[tuple[str, str]] = []
         self.effects: dict[str, tuple[float, float]] = {}  # candidate text -> (own, others) simulated effects
         self.effect: tuple[float, float] = (0.0, 0.0)  # the chosen action's
+        self.catalogued: set[str] = set()  # this step's candidates whose effects the scenario's catalogue gives
+        self.effect_source = ""  # "catalogue", or "declared stance": an action the catalogue lacks
         self.intent: tuple[str, str] | None = None
         self.action, self.stance, self.label, self.previous_action = "", "", "", ""
         self.channels: dict[str, float] = {}
@@ -274,6 +276,7 @@ class ASVOAgent(GenerativeAgent):
         self.candidates = self._validated(proposal.value.activities, ops.PROPOSE_ACTIONS.prompt(ctx), catalogue)
         known = {text: (own, others) for text, own, others in catalogue}
         self.effects = {t: known.get(t, PAYOFF[s]) for t, s in self.candidates}  # an LLM's action: its stance's payoff
+        self.catalogued = {t for t, _ in self.candidates if t in known}
         tom = self._tom_inputs(known)
         rngs = [random.Random(rng_propose.getrandbits(64)) for _ in self.candidates]
         if not settings.simulate_outcomes:  # the switch: choose without imagining any outcome
@@ -326,6 +329,7 @@ class ASVOAgent(GenerativeAgent):
             self.previous_action = self.action
             self.action, self.stance = self.intent
             self.effect = self.effects.get(self.action, PAYOFF[self.stance])
+            self.effect_source = "catalogue" if self.action in self.catalogued else "declared stance"
             self.last_action = self.action
             self.intent = None
 
@@ -467,7 +471,7 @@ class ASVOAgent(GenerativeAgent):
             "step": step, "agent": self.name, "svo": self.svo, "use_svo": self.use_svo, "action": self.action,
             "stance": self.stance, "label": self.label, "candidates": " || ".join(t for t, _ in self.candidates),
             "own_gain": self.channels.get("own", 0.0), "others_gain": self.channels.get("others", 0.0),
-            "rank": float(self.rank), "score": float(self.score)})
+            "rank": float(self.rank), "score": float(self.score), "effect_source": self.effect_source})
 
 
 def _distinct(texts: list[str]) -> list[str]:
