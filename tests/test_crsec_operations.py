@@ -251,6 +251,9 @@ def test_identify_parses_no_or_a_norm(scripted, reply, found):
     '{"found": true, "content": "Be quiet.", "type": "sort of", "utility": 90}',  # unknown type
     '{"found": true, "content": "Be quiet.", "type": "injunctive", "utility": 900}',  # out of range
     "Yes",  # not a record at all
+    # the schema's own description as the norm (SmolLM2 in makerspace)
+    '{"found": true, "content": "Either \'no normative information\' or a norm with its type and utility.", '
+    '"type": "injunctive"}',
 ])
 def test_identify_malformed_answers_fall_back_to_nothing(scripted, bad):
     fake = scripted(default=bad)

@@ -1,6 +1,7 @@
 """Question kinds: strict parsing and validation of raw replies."""
 
 import json
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel, Field
@@ -144,3 +145,28 @@ def test_a_recursive_record_keeps_the_reference_it_cannot_inline():
     assert shown["properties"]["children"]["items"] == {"$ref": "#/$defs/_Tree"}
     assert shown["$defs"]["_Tree"]["properties"]["label"] == {"type": "string"}
     assert "title" not in json.dumps(shown)
+
+
+class _Finding(BaseModel):
+    """Either nothing found or a finding with its kind."""
+
+    found: bool
+    content: str = ""
+    kind: str = Field("ordinary kind of finding", json_schema_extra={"enum": ["ordinary kind of finding", "rare"]})
+    source: Literal["the one source it has"] | None = None
+    note: str = "nothing more to say here"
+
+
+def test_a_record_that_copies_its_answer_format_is_no_answer():
+    """SmolLM2 gave the schema's description as a norm's content: the reply is refused (then repaired
+    once or falls back, like any unusable reply)."""
+    question = RecordQuestion(_Finding)
+    with pytest.raises(AnswerError, match="copies the answer format"):
+        question.parse('{"found": true, "content": "Either nothing found or a finding with its kind."}')
+    with pytest.raises(AnswerError, match="copies the answer format"):
+        question.parse('{"found": true, "content": "  EITHER NOTHING FOUND or a finding "}')  # a piece, any case
+    assert question.parse('{"found": true, "content": "a finding"}').content == "a finding"  # short: left alone
+    kept = question.parse('{"found": true, "content": "People queue at the counter.", "kind": "ordinary kind of finding"}')
+    assert kept.kind == "ordinary kind of finding"  # an enum value is an answer, however long
+    kept = question.parse('{"found": false, "source": "the one source it has", "note": "nothing more to say here"}')
+    assert kept.source == "the one source it has" and kept.note == "nothing more to say here"  # a const, a default

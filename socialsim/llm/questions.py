@@ -264,6 +264,28 @@ def _schema_for_prompt(schema: dict[str, Any]) -> Any:
     return shown
 
 
+def _choices(schema: Any) -> list[Any]:
+    """Every ``enum``, ``const`` and ``default`` value in a JSON schema: answers the format offers."""
+    if isinstance(schema, list):
+        return [c for item in schema for c in _choices(item)]
+    if not isinstance(schema, dict):
+        return []
+    own = [*schema.get("enum", []), *(schema[k] for k in ("const", "default") if k in schema)]
+    return own + [c for key, value in schema.items() if key not in ("enum", "const", "default")
+                  for c in _choices(value)]
+
+
+def _texts(value: Any) -> list[str]:
+    """Every string in a dumped record, however deep."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _texts(v)]
+    return []
+
+
 @dataclass(frozen=True)
 class RecordQuestion(QuestionKind):
     """A JSON record validated by a pydantic model (ranges enforced by its Field bounds)."""
@@ -304,6 +326,9 @@ class RecordQuestion(QuestionKind):
         return None
 
     def parse(self, raw: str) -> BaseModel:
+        return self._not_a_copy_of_the_format(self._record(raw))
+
+    def _record(self, raw: str) -> BaseModel:
         text = _FENCE.sub("", (raw or "").strip()).strip()
         start, end = text.find("{"), text.rfind("}")
         if start < 0 or end < start:
@@ -318,3 +343,18 @@ class RecordQuestion(QuestionKind):
                 f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()
             )
             raise AnswerError(f"invalid record: {problems}") from None
+
+    def _not_a_copy_of_the_format(self, record: BaseModel) -> BaseModel:
+        """A record whose free text (12 characters or more) is a piece of the answer format shown in
+        the prompt is no answer: SmolLM2 gave the normative-info schema's description, "Either 'no
+        normative information' or a norm with its type and utility.", as a norm's content, and
+        "$defs/Activity" as an action. Short values are left alone: an enum's or a name's text is
+        in the format by design."""
+        schema = self.json_schema()
+        shown = json.dumps(_schema_for_prompt(schema)).lower()
+        allowed = {v.lower() for v in _texts(_choices(schema))}  # enum, const and default values are answers
+        for value in _texts(record.model_dump()):
+            text = value.strip().lower()
+            if len(text) >= 12 and text in shown and text not in allowed:
+                raise AnswerError(f"the record copies the answer format: {value.strip()[:60]!r}")
+        return record
