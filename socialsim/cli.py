@@ -208,15 +208,22 @@ def _writable_dir(path: Path) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from socialsim.agents.params import parse_assignments
-    from socialsim.llm.engines import ModelUnavailable
-    from socialsim.llm.routing import RouteTable, parse_route
-    from socialsim.model.runner import RunConfig, check_priced, run
     from socialsim.scenarios.loader import ScenarioError, load_scenario
 
     if message := _check_run_arguments(args):
         return _fail(message)
+    if not args.resume:  # a broken scenario file is reported before the simulation's imports (0.3 s, not 1 s)
+        try:
+            load_scenario(args.scenario or "hobbs-cafe")
+        except (ScenarioError, FileNotFoundError) as exc:
+            return _fail(str(exc))
+
     import signal
+
+    from socialsim.agents.params import parse_assignments
+    from socialsim.llm.engines import ModelUnavailable
+    from socialsim.llm.routing import RouteTable, parse_route
+    from socialsim.model.runner import RunConfig, check_priced, run
 
     signal.signal(signal.SIGTERM, _interrupt)  # a terminated run saves a resumable state, like Ctrl-C
     try:

@@ -68,6 +68,16 @@ def test_light_commands_never_import_litellm_llama_cpp_or_solara(action):
     assert _heavy_imports_after(action) == [], f"{action} imported them"
 
 
+def test_a_broken_scenario_file_is_reported_before_the_simulation_s_imports(tmp_path, capsys):
+    """A typo in a scenario file costs 0.2 s, not the second mesa, pandas and scipy take to import."""
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\nagents:\n  - name: A\n    start_area: nowhere\n")
+    assert main(["run", str(broken), "--steps", "1"]) == 2
+    assert "agents.0.description: Field required" in capsys.readouterr().err
+    action = f"assert cli.main(['run', {str(broken)!r}]) == 2"
+    assert _heavy_imports_after(action, ("mesa", "pandas", "litellm", "socialsim.model.runner")) == []
+
+
 def test_a_run_on_the_rules_and_a_replay_of_a_live_run_never_import_litellm(tmp_path, monkeypatch):
     """Neither asks a provider, so neither pays litellm's import (some 4 s of CPU)."""
     from socialsim.llm.fake_server import FakeOpenAIServer
@@ -86,8 +96,8 @@ def test_a_run_on_the_rules_and_a_replay_of_a_live_run_never_import_litellm(tmp_
     assert (rules / "model.parquet").is_file() and (replayed / "model.parquet").is_file()
 
 
-def _heavy_imports_after(action: str) -> list[str]:
-    """Which of HEAVY a fresh interpreter has imported after ``action`` (Python run after ``from
+def _heavy_imports_after(action: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    """Which of ``heavy`` a fresh interpreter has imported after ``action`` (Python run after ``from
     socialsim import cli``)."""
     import os
     import subprocess
@@ -96,7 +106,7 @@ def _heavy_imports_after(action: str) -> list[str]:
 
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    code = _IMPORTS_AFTER.format(action=action, heavy=HEAVY)
+    code = _IMPORTS_AFTER.format(action=action, heavy=heavy)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=120)
     assert done.returncode == 0, done.stderr
     return [m for m in done.stdout.strip().splitlines()[-1:] if m]
