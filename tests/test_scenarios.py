@@ -70,3 +70,23 @@ def test_cross_references_are_checked(tmp_path):
     path.write_text(GOOD + "  doors: [[room, garden]]\n")
     with pytest.raises(ScenarioError, match="doors\\[0\\]: unknown area 'garden'"):
         load_scenario(path)
+
+
+@pytest.mark.parametrize(("shipped", "broken", "arch", "error"), [
+    ("makerspace", ("  tracked_norms:", "  tracked_norms: 3\n  ignored_norms:"), "crsec", ScenarioError),
+    ("school-micro", ("  svo_assignment: explicit", "  svo_assignment: 12"), "asvo", ValueError),
+    ("irollan-valley", ("  blend_threshold: 0.9", "  blend_threshold: many"), "itcmas", ValueError),
+])
+def test_an_error_in_a_copied_scenario_names_the_copy_not_the_shipped_file(tmp_path, shipped, broken, arch, error):
+    """A copy keeps the shipped scenario's `name:`; the error named the shipped file instead (crsec)
+    or only the name (asvo, itcmas)."""
+    from socialsim.model.society import SocietyModel
+    from socialsim.scenarios.loader import scenario_path
+
+    text = scenario_path(shipped).read_text()
+    assert broken[0] in text
+    copy = tmp_path / f"my-{shipped}.yaml"
+    copy.write_text(text.replace(broken[0], broken[1], 1))
+    with pytest.raises(error, match=f"^{copy}: .*{arch}") as raised:
+        SocietyModel(str(copy), arch=arch, model="rules", rng=1)
+    assert str(scenario_path(shipped)) not in str(raised.value)

@@ -54,7 +54,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level")
     try:
-        return Scenario.model_validate(data)
+        scenario = Scenario.model_validate(data)
+        scenario._file = str(path)
+        return scenario
     except ValidationError as exc:
         problems = []
         for err in exc.errors():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -117,6 +117,13 @@ class Scenario(Strict):
     crsec: dict[str, Any] | None = None
     asvo: dict[str, Any] | None = None
     itcmas: dict[str, Any] | None = None
+    _file: str = PrivateAttr(default="")  # the file it was loaded from (``load_scenario``)
+
+    @property
+    def where(self) -> str:
+        """How an error in this scenario names it: its file when it came from one (a copy of a shipped
+        scenario keeps its ``name:``, so the name alone sent people to the shipped file)."""
+        return self._file or f"scenario {self.name!r}"
 
     @field_validator("presets")
     @classmethod

@@ -139,12 +139,12 @@ class ASVOScenario(_Strict):
     @classmethod
     def from_scenario(cls, scenario) -> ASVOScenario:
         if scenario.asvo is None:
-            raise ValueError(f"scenario {scenario.name!r} has no 'asvo:' section (needed by the asvo "
+            raise ValueError(f"{scenario.where} has no 'asvo:' section (needed by the asvo "
                              f"architecture: at least 'actions:', a list of {{text, self, others}})")
         try:
             return cls.model_validate(scenario.asvo)
         except ValidationError as exc:
-            raise ValueError(f"scenario {scenario.name!r}: invalid asvo section: " + "; ".join(
+            raise ValueError(f"{scenario.where}: invalid asvo section: " + "; ".join(
                 f"asvo.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
 
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from socialsim.scenarios.loader import ScenarioError, scenario_path
+from socialsim.scenarios.loader import ScenarioError
 from socialsim.scenarios.schema import Scenario
 
 Stance = Literal["for", "against", "neutral"]
@@ -211,13 +211,6 @@ def clock_text(total_minutes: int) -> str:
     return f"{total_minutes // 60:02d}:{total_minutes % 60:02d}"
 
 
-def _where(scenario: Scenario) -> str:
-    try:
-        return str(scenario_path(scenario.name))
-    except ScenarioError:
-        return f"scenario {scenario.name!r}"
-
-
 def _problems(exc: ValidationError, prefix: str) -> str:
     lines = []
     for err in exc.errors():
@@ -232,12 +225,12 @@ def _problems(exc: ValidationError, prefix: str) -> str:
 def load_settings(scenario: Scenario) -> CRSECSettings:
     """Validate a scenario's ``crsec`` section and its agents' CRSEC traits."""
     if scenario.crsec is None:
-        raise ScenarioError(f"{_where(scenario)}: the crsec architecture needs a 'crsec:' section "
+        raise ScenarioError(f"{scenario.where}: the crsec architecture needs a 'crsec:' section "
                             f"(tracked_norms at least)")
     try:
         settings = CRSECSettings.model_validate(scenario.crsec)
     except ValidationError as exc:
-        raise ScenarioError(f"{_where(scenario)}: invalid crsec section\n" + _problems(exc, "crsec")) from None
+        raise ScenarioError(f"{scenario.where}: invalid crsec section\n" + _problems(exc, "crsec")) from None
     names = {t.name for t in settings.tracked_norms}
     behaviours = {b.text for b in scenario.map.behaviours} if scenario.map else set()
     areas = {a.name for a in scenario.map.areas} if scenario.map else set()
@@ -273,5 +266,5 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
     if scenario.map is None:
         problems.append("  map: the crsec architecture needs a map (areas inside and outside)")
     if problems:
-        raise ScenarioError(f"{_where(scenario)}: invalid crsec settings\n" + "\n".join(problems))
+        raise ScenarioError(f"{scenario.where}: invalid crsec settings\n" + "\n".join(problems))
     return settings

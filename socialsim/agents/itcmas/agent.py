@@ -91,16 +91,16 @@ class ITCMASociety:
     """Society-level state of one model: the validated parameters, topics and the matrix log."""
 
     def __init__(self, model: SocietyModel) -> None:
-        self.config: ITCMASConfig = load_config(model.scenario_spec.itcmas, model.arch_params,
-                                                f"{model.scenario_spec.name} itcmas")
+        where = model.scenario_spec.where
+        self.config: ITCMASConfig = load_config(model.scenario_spec.itcmas, model.arch_params, where)
         check_judge(model.llm.routes)  # the end-of-run judge must not be an actors' model
         names = {a.name for a in model.scenario_spec.agents}
         areas = {a.name for a in model.scenario_spec.map.areas} if model.scenario_spec.map else set()
         for agent, home in self.config.homes.items():
             if agent not in names:
-                raise ValueError(f"invalid itcmas parameters: homes: unknown agent {agent!r}")
+                raise ValueError(f"{where}: invalid itcmas parameters: homes: unknown agent {agent!r}")
             if home not in areas:
-                raise ValueError(f"invalid itcmas parameters: homes.{agent}: unknown area {home!r}")
+                raise ValueError(f"{where}: invalid itcmas parameters: homes.{agent}: unknown area {home!r}")
         self.topics: dict[str, float] = {}
         self.pending_ranking: list[str] | None = None
         self.matrix_runs = 0

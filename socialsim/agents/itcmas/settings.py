@@ -142,7 +142,7 @@ class ITCMASConfig(_Strict):
         return EmotionWeights(P=self.emotion.P, A=self.emotion.A, D=self.emotion.D)
 
 
-def load_config(section: dict[str, Any] | None, params: dict[str, Any], where: str = "itcmas") -> ITCMASConfig:
+def load_config(section: dict[str, Any] | None, params: dict[str, Any], where: str = "the itcmas section") -> ITCMASConfig:
     """Merge the scenario section with the model parameters and validate; errors name the field."""
     data = {**(section or {}), **params}
     try:
@@ -153,4 +153,4 @@ def load_config(section: dict[str, Any] | None, params: dict[str, Any], where: s
             + ("" if isinstance(e.get("input"), (dict, list)) or e.get("input") is None else f" (got {e['input']!r})")
             for e in exc.errors()
         )
-        raise ValueError(f"invalid {where} parameters: {problems}") from None
+        raise ValueError(f"{where}: invalid itcmas parameters: {problems}") from None
