@@ -381,3 +381,18 @@ def test_neighbours_on_the_map_are_labelled_on_opposite_sides_of_their_dots(crse
     assert len(neighbours) >= 4  # the cafe's morning: most agents in the dining room
     for a, b in neighbours:  # first names are wider than a cell: side by side they would overlap
         assert a["baseline"] != b["baseline"] and abs(a["ty"] - b["ty"]) > 0.8
+
+
+def test_the_usage_panel_shows_each_engine_s_note_once_as_written(generic, monkeypatch):
+    """The note begins with the engine's name; the panel said "Engine rules: rules is ..."."""
+    import solara
+
+    from socialsim.dashboards import app
+    from socialsim.llm.engines import NOTES
+
+    frames = panels.frames_from_model(generic.model)
+    shown: list[str] = []
+    warning = solara.Warning
+    monkeypatch.setattr(solara, "Warning", lambda label, **kw: (shown.append(label), warning(label, **kw))[1])
+    solara.render(app.UsagePanel(frames, 4, panels.usage_totals(frames, 4)), handle_error=False)
+    assert shown == [NOTES["rules"]]

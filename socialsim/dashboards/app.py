@@ -287,8 +287,8 @@ def EventLogPanel(frames: panels.Frames, step: int) -> None:
 def UsagePanel(frames: panels.Frames, step: int, totals: dict[str, float]) -> None:
     table = solara.use_memo(lambda: panels.usage_table(frames, step), [frames, step])
     with solara.Card("LLM usage", classes=["panel-usage"]):
-        for engine, note in panels.engine_notes(frames):
-            solara.Warning(f"Engine {engine}: {note}", dense=True)
+        for _, note in panels.engine_notes(frames):
+            solara.Warning(note, dense=True, classes=["engine-note"])  # each note begins with its engine's name
         solara.Text(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()), classes=["usage-totals"])
         Table(table.to_dict("records"), panels.USAGE_COLUMNS, ["usage-table"])
 
