@@ -169,3 +169,18 @@ def test_no_key_reaches_the_run_directory(tmp_path, monkeypatch):
     for path in (tmp_path / "run").rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.filterwarnings("ignore:Items .* ReadOnly:UserWarning")  # litellm's Ollama types, on import
+def test_a_local_ollama_needs_no_key_and_an_unreachable_one_says_how_to_point_at_it(monkeypatch):
+    """OLLAMA_API_BASE is no key: litellm calls a local Ollama without it, and --api-base names
+    another (the check stopped both with "needs OLLAMA_API_BASE in the environment")."""
+    from socialsim.llm.engines import check_models
+
+    monkeypatch.delenv("OLLAMA_API_BASE", raising=False)
+    check_models({"ollama/llama3.1"}, ping=False)
+    check_models({"ollama/llama3.1"}, ping=False, api_base="http://127.0.0.1:11434")
+    with pytest.raises(ModelUnavailable, match="unreachable") as down:
+        check_models({"ollama/llama3.1"}, api_base="http://127.0.0.1:9")
+    assert str(down.value).endswith("is its server running? --api-base URL gives its address")
+    assert "ssl:<" not in str(down.value)  # aiohttp's SSL context, by its memory address

@@ -11,6 +11,7 @@ naming it instead of filling a run with fallbacks.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from socialsim.llm.routing import EMBEDDED, RULES
@@ -73,10 +74,13 @@ def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
             f"unknown model {model!r}: litellm knows no provider for it (use PROVIDER/MODEL, e.g. "
             f"openai/gpt-4o-mini or ollama/llama3.1; or 'local/smollm2' or 'rules')"
         ) from None
-    env = litellm.validate_environment(model=model)
-    if not env.get("keys_in_environment", True) and env.get("missing_keys"):
+    env = litellm.validate_environment(model=model, api_base=api_base)
+    # an endpoint litellm wants in the environment (OLLAMA_API_BASE) has a default it calls without one
+    # (a local Ollama's): not a missing key; the ping below says whether it answers
+    missing = [k for k in env.get("missing_keys") or [] if not k.endswith("_API_BASE")]
+    if not env.get("keys_in_environment", True) and missing:
         raise ModelUnavailable(
-            f"model {model!r} needs {', '.join(env['missing_keys'])} in the environment (keys are read "
+            f"model {model!r} needs {', '.join(missing)} in the environment (keys are read "
             f"from the environment only)"
         )
     if not ping:
@@ -88,8 +92,11 @@ def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
                                      max_tokens=1, timeout=30, num_retries=0,
                                      **({"api_base": api_base} if api_base else {})))
     except Exception as exc:
+        detail = re.sub(r"ssl:<[^>]*> ?", "", str(exc))[:200]  # aiohttp names its SSL context's address
+        hint = ("; is its server running? --api-base URL gives its address"
+                if isinstance(exc, litellm.APIConnectionError) else "")
         raise ModelUnavailable(
-            redact(f"model {model!r} is unreachable: {type(exc).__name__}: {str(exc)[:200]}")
+            redact(f"model {model!r} is unreachable: {type(exc).__name__}: {detail}{hint}")
         ) from None
 
 
