@@ -171,7 +171,7 @@ def test_no_key_reaches_the_run_directory(tmp_path, monkeypatch):
             assert secret.encode() not in path.read_bytes(), path
 
 
-@pytest.mark.filterwarnings("ignore:Items .* ReadOnly:UserWarning")  # litellm's Ollama types, on import
+@pytest.mark.filterwarnings("ignore:Items .*ReadOnly:UserWarning")  # litellm's Ollama types, on import
 def test_a_local_ollama_needs_no_key_and_an_unreachable_one_says_how_to_point_at_it(monkeypatch):
     """OLLAMA_API_BASE is no key: litellm calls a local Ollama without it, and --api-base names
     another (the check stopped both with "needs OLLAMA_API_BASE in the environment")."""
