@@ -12,6 +12,7 @@ import json
 import logging
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 # litellm, llama.cpp and Solara are imported where they are needed (litellm through llm/litellm_setup.py,
@@ -262,6 +263,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(f"{type(exc).__name__}: {exc}")
     print(f"run directory: {result.run_dir}")
     print(f"status: {result.status} ({result.steps_done} steps)")
+    repaired, fallback = (result.model.llm.ledger.with_status(s) for s in ("repaired", "fallback"))
+    if repaired or fallback:
+        print(f"unusable answers: {sum(repaired.values())} repaired by asking once more, {sum(fallback.values())} "
+              f"answered by the operation's fallback (" + ", ".join(f"{op} {n}" for op, n in (repaired + fallback).most_common())
+              + "); each failure is in run.log")
     if cut := result.model.llm.ledger.truncated_by_operation():
         print(f"replies cut at max_tokens: {sum(cut.values())} ("
               + ", ".join(f"{op} {n}" for op, n in cut.most_common())
@@ -424,10 +430,33 @@ class EngineNotesOnce(logging.Filter):
         return not seen
 
 
+class FailuresInBrief(logging.Filter):
+    """The first few failed answers of each operation on the console, then one line saying the rest
+    go to run.log only: a weak model fails thousands of times in a long run, and the console is for
+    seeing that it does (every failure stays in run.log, and the run's closing line counts them)."""
+
+    SHOWN = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: Counter[str] = Counter()
+
+    def filter(self, record: logging.LogRecord) -> bool | logging.LogRecord:
+        operation = getattr(record, "operation", None)
+        if operation is None:
+            return True
+        self.seen[operation] += 1
+        if self.seen[operation] == self.SHOWN + 1:  # a copy for the console: run.log keeps the failure itself
+            return logging.makeLogRecord({**record.__dict__, "msg": "%s: more failures, in run.log only",
+                                          "args": (operation,)})
+        return self.seen[operation] <= self.SHOWN
+
+
 def main(argv: list[str] | None = None) -> int:
     console = logging.StreamHandler()
     console.setLevel(logging.WARNING)  # a run's INFO notes (e.g. each reply cut at max_tokens) go to run.log only
     console.addFilter(EngineNotesOnce())
+    console.addFilter(FailuresInBrief())
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[console])
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep, "reproduce": cmd_reproduce,

@@ -151,3 +151,35 @@ def test_reproduce_exit_codes_say_how_far_the_protocol_got(outcome, code, monkey
 
     monkeypatch.setattr(rp, "reproduce", fake)
     assert main(["reproduce", "crsec", "--model", "rules"]) == code
+
+
+def test_a_weak_model_s_failures_show_in_brief_on_the_console_and_in_full_in_run_log(tmp_path, capsys, monkeypatch):
+    """A model that answers "1" to everything fails every record; the console shows the first three
+    failures of each operation and a line saying the rest are in run.log, which keeps them all, and
+    the run's closing line counts the decisions repaired and fallen back."""
+    import io
+    import logging
+
+    from socialsim.cli import FailuresInBrief
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    shown = io.StringIO()
+    console = logging.StreamHandler(shown)
+    console.addFilter(FailuresInBrief())
+    logging.getLogger().addHandler(console)
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    try:
+        with FakeOpenAIServer() as server:
+            assert main(["run", "hobbs-cafe", "--model", "hosted_vllm/weak", "--api-base", server.api_base,
+                         "--steps", "1", "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    finally:
+        logging.getLogger().removeHandler(console)
+    out = capsys.readouterr().out
+    closing = next(line for line in out.splitlines() if line.startswith("unusable answers:"))
+    assert closing.startswith("unusable answers: 0 repaired by asking once more, 23 answered by the operation's fallback")
+    assert "GenerateNormativePlans 10" in closing
+    lines = [line for line in shown.getvalue().splitlines() if "unusable answer" in line or "more failures" in line]
+    plans = [line for line in lines if "GenerateNormativePlans" in line]
+    assert len(plans) == 4 and plans[-1] == "GenerateNormativePlans: more failures, in run.log only"
+    logged = (tmp_path / "run" / "run.log").read_text()
+    assert logged.count("GenerateNormativePlans: unusable answer") == 20 and "more failures" not in logged

@@ -116,9 +116,15 @@ class Ledger:
         with self._lock:
             self.failures[op] += 1
             self._totals["llm_failures"] += 1
-        log.warning("step %s agent %s %s: %s", step, agent, op, redact(reason))
+        log.warning("step %s agent %s %s: %s", step, agent, op, redact(reason), extra={"operation": op})
 
     # --- views -------------------------------------------------------------------------------
+    def with_status(self, status: str) -> Counter[str]:
+        """Decisions per operation whose answer ended with ``status`` ("repaired", "fallback"): the
+        run's closing line counts them instead of a console warning each."""
+        with self._lock:
+            return Counter(row.op for row in self.rows if row.status == status)
+
     def truncated_by_operation(self) -> Counter[str]:
         """Replies cut at max_tokens, per operation: one closing line for the run instead of a
         console warning per reply (each is still in run.log and the ``truncated`` column)."""

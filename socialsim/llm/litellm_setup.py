@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -17,6 +18,8 @@ import litellm  # noqa: E402
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
+# litellm's own warnings (a model missing from its cost map, said at each registration) are ours to say
+logging.getLogger("LiteLLM").setLevel(logging.ERROR)
 
 # litellm's import leaves some 300k long-lived objects; a full collection walks them all, a pause of
 # 0.25-0.5 s inside a phase of concurrent calls (bench/bench_sdk.py). Frozen, they are left out of
