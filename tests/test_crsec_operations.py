@@ -678,3 +678,35 @@ def test_the_type_criteria_s_descriptive_example_is_no_norm_the_run_tracks():
     example = re.search(r"descriptive: [^(]*\(e\.g\. '([^']+)'\)", ops.TYPE_CRITERIA).group(1)
     ctx = ops.MatchContext(example, TRACKED)
     assert ops.match_result(ctx, rule(ops.MATCH_NORM, ctx)) == (None, None)
+
+
+@pytest.mark.parametrize(("text", "matched"), [
+    ("Smoking indoors is fine.", (None, None)),  # about smoking, not against it: counted as adoption before
+    ("Smoking is a personal freedom.", (None, None)),
+    ("Sing loudly whenever you like.", (None, None)),
+    ("Noise is fine here.", (None, None)),  # the cue "no" is a whole word, not the start of "noise"
+    ("Smoke outside, please.", ("no smoking indoors", None)),
+    ("The cafe should be smoke-free.", ("no smoking indoors", None)),
+    ("Lower your voice.", ("be quiet in public", None)),
+    ("Customers are tipping after meals.", ("tip after meals", None)),  # no cues: a keyword suffices
+])
+def test_a_keyword_expresses_a_norm_only_with_one_of_its_cues(text, matched):
+    ctx = ops.MatchContext(text, TRACKED)
+    assert ops.match_result(ctx, rule(ops.MATCH_NORM, ctx)) == matched
+
+
+def test_the_cues_leave_every_catalogue_norm_matched_as_without_them():
+    """The scenarios' own norms (what the rules baseline creates and spreads) are matched as before
+    the cues, so its runs are unchanged; and each one about a tracked norm is matched to it, to its
+    contrary when it opposes it, or to nothing (a theme-level norm such as fresh air)."""
+    for name in ("hobbs-cafe", "makerspace"):
+        settings = load_settings(load_scenario(name))
+        tracked = list(settings.tracked_norms)
+        assert any(t.cues for t in tracked)
+        bare = [t.model_copy(update={"cues": []}) for t in tracked]
+        for norm in settings.norm_catalogue:
+            with_cues = ops.match_result(ctx := ops.MatchContext(norm.content, tracked), rule(ops.MATCH_NORM, ctx))
+            without = ops.match_result(ctx := ops.MatchContext(norm.content, bare), rule(ops.MATCH_NORM, ctx))
+            assert with_cues == without, norm.content
+            declared = (None, norm.about) if norm.opposes else (norm.about, None)
+            assert with_cues in {declared, (None, None)}, norm.content

@@ -660,12 +660,17 @@ class MatchNorm(Operation):
 
     def rule(self, ctx: MatchContext, rng: random.Random) -> Choice:
         """Contrary phrases first (unless negated: "Nobody may smoke indoors" says the norm, not its
-        contrary "may smoke"), then topic keywords, from each tracked norm's scenario data."""
+        contrary "may smoke"), then topic keywords with one of the norm's cues where it has any (a
+        keyword alone names the topic: "Smoking indoors is fine" is about smoking, not against it),
+        from each tracked norm's scenario data."""
         text = ctx.content.lower()
         n = len(ctx.tracked)
 
         def said(phrase: str) -> bool:  # at the start of a word: "tip" matches "tipping", not "multiple"
             return re.search(r"\b" + re.escape(phrase.lower()), text) is not None
+
+        def said_word(word: str) -> bool:  # a whole word: the cue "no" is not the start of "noise"
+            return re.search(r"\b" + re.escape(word.lower()) + r"\b", text) is not None
 
         def said_unnegated(phrase: str) -> bool:
             return any(not negated(text[: m.start()])
@@ -675,7 +680,7 @@ class MatchNorm(Operation):
             if any(said_unnegated(p) for p in t.contrary):
                 return Choice(index=1 + n + i, text=ctx.options[1 + n + i])
         for i, t in enumerate(ctx.tracked):
-            if any(said(k) for k in t.keywords):
+            if any(said(k) for k in t.keywords) and (not t.cues or any(said_word(c) for c in t.cues)):
                 return Choice(index=1 + i, text=ctx.options[1 + i])
         return Choice(index=0, text=ctx.options[0])
 

@@ -67,6 +67,9 @@ class TrackedNorm(_Strict):
     violated_by: ViolationSpec
     keywords: list[str] = Field(min_length=1)  # the matching rule: words that show a norm is about it
     contrary: list[str] = Field(default_factory=list)  # phrases that show a norm contradicts it
+    # words one of which a norm must say too, besides a keyword, to express this one: a keyword only
+    # names the topic ("Smoking indoors is fine" names smoking); empty: a keyword suffices
+    cues: list[str] = Field(default_factory=list)
     alternatives: dict[str, str] = Field(default_factory=dict)  # behaviour -> compliant behaviour
     theme: str | None = None
 
