@@ -688,7 +688,8 @@ def test_the_type_criteria_s_descriptive_example_is_no_norm_the_run_tracks():
     ("Smoke outside, please.", ("no smoking indoors", None)),
     ("The cafe should be smoke-free.", ("no smoking indoors", None)),
     ("Lower your voice.", ("be quiet in public", None)),
-    ("Customers are tipping after meals.", ("tip after meals", None)),  # no cues: a keyword suffices
+    ("Customers are tipping after meals.", ("tip after meals", None)),
+    ("Tipping is optional.", (None, None)),
 ])
 def test_a_keyword_expresses_a_norm_only_with_one_of_its_cues(text, matched):
     ctx = ops.MatchContext(text, TRACKED)
