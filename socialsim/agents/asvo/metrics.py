@@ -183,15 +183,16 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
                   f"heading or long copy of the prompt): {replaced} of {proposed}, each replaced by the "
                   f"scenario's ordinary action; the actions below include those replacements.", ""]
     parts += ["### Cooperation and competition", ""]
+    rule_judge = bool(runtime.judges) and runtime.judges[0][0] == "rules"
     declared = int((actions["effect_source"] == "declared stance").sum()) if "effect_source" in actions else 0
-    if declared and runtime.judges and runtime.judges[0][0] == "rules":
+    if declared and rule_judge:
         parts += [f"**{declared} of {len(actions)} actions are not in the scenario's catalogue**: their simulated "
                   "effect is the payoff of the stance the actor declared for them, so the rule judge's label of "
                   "those is the actor's own stance, a self-report rather than a measurement. Judge them with an "
                   "LLM that is not the actors' (`--set 'asvo.judges=[\"MODEL\"]'`, `reproduce asvo --judge MODEL`).", ""]
     parts += ["Labels from the five-way classifier" + (" (rule baseline judge: read from the action's simulated "
                                                         "effect on the others, never from the SVO)"
-                                                        if runtime.judges and runtime.judges[0][0] == "rules" else "")
+                                                        if rule_judge else "")
               + "; quasi labels count 0.5.", "", "Per SVO type:", "", _markdown(by_svo), "",
               "Per agent:", "", _markdown(cooperation_table(actions, "agent")), ""]
     plot_cooperation(by_svo, figures / "asvo_cooperation.png")
