@@ -266,8 +266,9 @@ class ProposeActions(Operation):
 
 
 SCHEMA_MARKERS = ("$defs", "\"properties\"", "\"type\":", "activities", "\"stance\"")
-# the answer format's own words: a field's name or a stance given as the action ("Text", "Neutral")
-FORMAT_WORDS = frozenset({"text", "stance", *(s.lower() for s in get_args(Activity.model_fields["stance"].annotation))})
+# the answer format's own words: a field's name or a stance given as the action ("Text", "Neutral"),
+# read from the Activity record itself
+FORMAT_WORDS = frozenset({*Activity.model_fields, *(s.lower() for s in get_args(Activity.model_fields["stance"].annotation))})
 
 
 def repair_action(text: str, prompt: str = "", allowed: tuple[str, ...] = ()) -> str | None:
