@@ -274,3 +274,20 @@ def test_an_agents_recalled_memories_are_listed_in_the_order_they_happened_whate
     assert ranked_first == list(reversed(happened))  # retrieval ranks each query's own match first
     for query in happened:
         assert run_sync(agent.recall(query)) == [f"(step 0, observation) {text}" for text in happened]
+
+
+def test_a_norm_repeated_in_one_creation_answer_is_held_once_and_reported(scripted):
+    """SmolLM2 answered the creation prompt with one norm four times; held four times, its utility
+    counted four times towards the synthesis threshold."""
+    from socialsim.agents.crsec.metrics import measurement_lines
+
+    norm = '{"content": "People shake hands when they meet.", "type": "descriptive", "utility": 90}'
+    scripted(default='{"norms": [' + ", ".join([norm] * 4) + ']}')
+    model = society(1, routes={"CreateNorm": "openai/scripted-creator"})
+    entrepreneurs = [a for a in model.agents if a.entrepreneur]
+    assert entrepreneurs
+    for a in entrepreneurs:
+        assert [n.content for n in a.norms.norms] == ["People shake hands when they meet."]
+        assert a.norms.utility_sum() == 90 and a.repeated_creations == 3
+    assert (f"Norms an entrepreneur's creation answer repeated were kept once: {3 * len(entrepreneurs)} repeats "
+            "dropped.") in measurement_lines(model)

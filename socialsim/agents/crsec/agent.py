@@ -20,6 +20,7 @@ One step (10 simulated minutes by default) runs these phases:
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -48,6 +49,8 @@ from socialsim.spaces.actions import Action
 if TYPE_CHECKING:
     from socialsim.llm.gateway import Gateway
     from socialsim.model.society import SocietyModel
+
+log = logging.getLogger("socialsim")
 
 MAX_CONVERSATIONS_HEARD = 2  # conversations a receiver reflects on per step
 
@@ -185,6 +188,7 @@ class CRSECAgent(GenerativeAgent):
         self.start_area = spec.start_area
         self.norms = NormDatabase(self.name)
         self.created = not self.entrepreneur
+        self.repeated_creations = 0  # norms my creation answer repeated (kept once)
         self.counts: Counter[str] = Counter()
         self.facts: list[ObservedFact] = []
         self.plan: list[dict] = []
@@ -321,6 +325,12 @@ class CRSECAgent(GenerativeAgent):
                                 dict(self.crsec_traits.stance), list(self.settings.norm_catalogue))
         drafts = (await self.ask(ops.CREATE_NORM, ctx)).value.norms
         for d in drafts[: self.settings.initial_norms]:
+            if self.norms.holds_content(d.content):
+                # a database holds a norm once: a repeat would add its utility again and bring
+                # synthesis (a threshold on the utilities' sum) early for no new norm [ours]
+                self.repeated_creations += 1
+                log.info("crsec: %s created %r again in one answer; it is kept once", self.name, d.content)
+                continue
             norm = self.norms.add(d.content, d.utility, d.type, qualified=True, origin="created",
                                   step=self.model.steps, theme=self._theme_of(d.content))
             await self._match(norm)

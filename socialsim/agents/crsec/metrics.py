@@ -340,16 +340,21 @@ def judge_agreement(matches: pd.DataFrame) -> tuple[int, float, float]:
 
 
 def measurement_lines(model: SocietyModel) -> list[str]:
-    """Who measured: the judge route, and its agreement with the lexical matcher when it is an LLM."""
+    """Who measured: the judge route, and its agreement with the lexical matcher when it is an LLM;
+    and how many created norms repeated another (dropped, so they do not count twice)."""
+    repeats = sum(a.repeated_creations for a in model.agents)
+    kept_once = [f"Norms an entrepreneur's creation answer repeated were kept once: {repeats} repeats dropped."
+                 ] if repeats else []
     judge = model.society.settings.judge
     if judge == "rules":
         return ["Held norms were matched to the tracked norms, and plans judged, by the lexical matcher "
-                "(each tracked norm's keywords and contrary phrases in the scenario file), not by the actors."]
+                "(each tracked norm's keywords and contrary phrases in the scenario file), not by the actors.",
+                *kept_once]
     matches = model.datacollector.get_table_dataframe("norm_matches")
     n, agree, kappa = judge_agreement(matches)
     return [f"Held norms were matched to the tracked norms, and plans judged, by the judge `{judge}` (not an "
             f"actors' model). Agreement with the lexical matcher over {n} norms: {agree:.0%}, Cohen's kappa "
-            f"{kappa:.2f}." if n else f"Judge `{judge}`: no norm was matched in this run."]
+            f"{kappa:.2f}." if n else f"Judge `{judge}`: no norm was matched in this run.", *kept_once]
 
 
 def ratings_text(model: SocietyModel, ratings: pd.DataFrame | None) -> str:
