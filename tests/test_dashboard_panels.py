@@ -340,6 +340,9 @@ def test_series_and_heat_map_charts_carry_the_data_and_the_interactions(generic)
     assert len(rows) == frame.notna().sum().sum()
     assert {p["name"] for p in spec["params"]} == {"pick", "zoom"}  # legend pick and zoom along the steps
     assert spec["params"][0]["bind"] == "legend" and spec["encoding"]["tooltip"]
+    assert "scale" not in spec["encoding"]["y"]  # counts: Vega-Lite's own range
+    share = charts.series_chart("Norm adoption (share of agents)", frame, 4)
+    assert share["encoding"]["y"]["scale"]["domain"] == [0, 1]
     counts = panels.interaction_counts(frames, 4)
     heat = charts.heatmap_chart(counts, 4).to_dict()
     cells = next(iter(heat["datasets"].values()))

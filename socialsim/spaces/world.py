@@ -218,6 +218,8 @@ class World:
         if action.verb == "go to":
             if action.target not in self.areas:
                 return f"there is no place called {action.target}"
+            if action.target == area:
+                return f"you are already in {area}"
             if action.target not in self.doors[area]:
                 return f"there is no door from {area} to {action.target}"
         elif action.verb == "leave":
