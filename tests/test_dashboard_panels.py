@@ -347,6 +347,9 @@ def test_series_and_heat_map_charts_carry_the_data_and_the_interactions(generic)
     heat = charts.heatmap_chart(counts, 4).to_dict()
     cells = next(iter(heat["datasets"].values()))
     assert len(cells) == counts.size and sum(c["interactions"] for c in cells) == counts.values.sum() > 0
+    assert heat["encoding"]["color"]["scale"]["domain"] == [0, counts.values.max()]
+    none = charts.heatmap_chart(counts * 0, 0).to_dict()  # before any interaction: the scale's low end
+    assert none["encoding"]["color"]["scale"]["domain"] == [0, 1]
 
 
 def test_offline_assets_answer_the_versions_the_charts_ask_for(tmp_path):

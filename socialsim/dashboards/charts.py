@@ -82,7 +82,9 @@ def heatmap_chart(matrix: pd.DataFrame, step: int) -> alt.Chart:
         .encode(
             x=alt.X("receiver:N", sort=order, axis=alt.Axis(labelAngle=-50, labelLimit=120)),
             y=alt.Y("initiator:N", sort=order, axis=alt.Axis(labelLimit=120)),
-            color=alt.Color("interactions:Q", scale=alt.Scale(scheme="blues", domainMin=0)),
+            # from 0 to at least 1: with no interaction yet every cell is drawn as none, not mid-blue
+            color=alt.Color("interactions:Q", scale=alt.Scale(
+                scheme="blues", domain=[0, max(1, int(data["interactions"].max()) if len(data) else 1)])),
             tooltip=["initiator:N", "receiver:N", "interactions:Q"],
         )
         .properties(usermeta=EMBED)
