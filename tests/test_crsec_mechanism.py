@@ -291,3 +291,12 @@ def test_a_norm_repeated_in_one_creation_answer_is_held_once_and_reported(script
         assert a.norms.utility_sum() == 90 and a.repeated_creations == 3
     assert (f"Norms an entrepreneur's creation answer repeated were kept once: {3 * len(entrepreneurs)} repeats "
             "dropped.") in measurement_lines(model)
+
+
+def test_each_step_count_has_a_running_total_so_a_runs_last_row_says_how_many_happened(paper_run):
+    from socialsim.agents.crsec.agent import STEP_COUNTS
+
+    frame = paper_run.datacollector.get_model_vars_dataframe()
+    for name in STEP_COUNTS:
+        assert frame[f"{name}_total"].tolist() == frame[name].cumsum().tolist(), name
+    assert frame["norm_chats_total"].iloc[-1] > frame["norm_chats"].iloc[-1]  # the last step alone says less

@@ -52,7 +52,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("socialsim")
 
-MAX_CONVERSATIONS_HEARD = 2  # conversations a receiver reflects on per step
+MAX_CONVERSATIONS_HEARD = 2
+# model columns that count one step's events; each has a running total, NAME_total, so that a run's
+# last row (a sweep's or batch_run's summary) says how many happened, not how many in the last step
+STEP_COUNTS = ("conflicts", "norm_thoughts", "norm_chats", "syntheses", "breaches")  # conversations a receiver reflects on per step
 
 
 @dataclass
@@ -74,7 +77,7 @@ class Conversation:
 
 
 class CRSECState:
-    """What the society shares: settings, the door graph, and this step's breaches."""
+    """What the society shares: settings, the door graph, this step's breaches and the events so far."""
 
     def __init__(self, model: SocietyModel) -> None:
         settings = load_settings(model.scenario_spec)
@@ -94,6 +97,7 @@ class CRSECState:
         self.tags = {text: tuple(b.tags) for text, b in world.behaviours.items()}
         self.options = tuple(sorted(f"go to {a}" for a in world.areas)) + tuple(sorted(world.behaviours))
         self.breaches: list[metrics.Breach] = []
+        self.totals: Counter[str] = Counter()  # STEP_COUNTS summed over the steps so far
         self.judge = self._judge_gateway(model, settings.judge)
 
     @staticmethod
@@ -137,6 +141,7 @@ class CRSECAgent(GenerativeAgent):
             "norm_chats": lambda m: sum(a.counts["norm_chats"] for a in m.agents),
             "syntheses": lambda m: sum(a.counts["syntheses"] for a in m.agents),
             "breaches": lambda m: len(m.society.breaches),
+            **{f"{name}_total": (lambda m, n=name: m.society.totals[n]) for name in STEP_COUNTS},
         }
 
     @classmethod
@@ -609,9 +614,13 @@ class CRSECAgent(GenerativeAgent):
     # --- phase 6: account (model scope, sync) -------------------------------------------------------
     @classmethod
     def account(cls, model: SocietyModel) -> None:
-        """Read this step's breaches from the world facts; they drive compliance in actions."""
+        """Read this step's breaches from the world facts (they drive compliance in actions); add the
+        step's events to the running totals."""
         state = model.society
         state.breaches = metrics.breaches(model.world, state.settings, model.steps, model.scenario_spec.step_minutes)
+        state.totals["breaches"] += len(state.breaches)
+        for agent in model.agents:
+            state.totals.update({name: agent.counts[name] for name in STEP_COUNTS if name != "breaches"})
         for name, norm in metrics.compliant_acts(model.world, state.settings, model.steps,
                                                      model.scenario_spec.step_minutes):
             model.agent_named(name).first_compliant_act.setdefault(norm, model.steps)
