@@ -76,3 +76,48 @@ def test_the_page_opens_what_the_command_line_named(monkeypatch, tmp_path):
     monkeypatch.setattr(ReplaySession, "__init__", lambda self, run_dir: setattr(self, "run_dir", run_dir))
     monkeypatch.setenv("SOCIALSIM_DASHBOARD_TARGET", str(_fake_run_dir(tmp_path / "run")))
     assert isinstance(app.initial_session(), ReplaySession)
+
+
+def test_a_port_in_use_is_refused_before_the_server_starts(monkeypatch, capsys):
+    import socket
+
+    started = []
+    monkeypatch.setattr(server.subprocess, "Popen", lambda *a, **kw: started.append(a))
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        assert cli.main(["dashboard", "hobbs-cafe", "--port", str(port)]) == 2
+    err = capsys.readouterr()
+    assert f"127.0.0.1:{port}" in err.err and "--port" in err.err and not started
+    assert "socialsim dashboard on" not in err.out
+
+
+def test_stopping_the_command_stops_its_server(tmp_path):
+    """SIGTERM (``kill``, a process manager) or SIGHUP (a closed terminal) to `socialsim dashboard`
+    reaches the server it started; it used to keep running on the port, orphaned."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "server.pid"
+    stand_in = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    script = ("import sys; from socialsim.dashboards import server; "
+              f"server.server_command = lambda host, port: [sys.executable, '-c', {stand_in!r}]; "
+              "sys.exit(server.serve('hobbs-cafe', port=0))")
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        pid_file.unlink(missing_ok=True)
+        command = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and command.poll() is None
+            time.sleep(0.05)
+        server_pid = int(pid_file.read_text())
+        command.send_signal(sig)
+        assert command.wait(timeout=30) == 0
+        with pytest.raises(ProcessLookupError):  # the stand-in server is gone too (and reaped)
+            for _ in range(200):
+                os.kill(server_pid, 0)
+                time.sleep(0.05)

@@ -9,6 +9,8 @@ drive the simulation and spend its LLM budget, hence the warning.
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -85,11 +87,39 @@ def server_command(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[st
             "--production", "--no-open", "--no-check-version", "--log-level", "warning"]
 
 
+def port_in_use(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port`` (None when it can), said before it starts,
+    so a second dashboard does not print its address and then die in uvicorn's traceback."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return (f"cannot listen on {host}:{port} ({exc.strerror or exc}): is another dashboard running? "
+                    f"--port N picks another port")
+    return None
+
+
 def serve(target: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT, arch: str | None = None,
           model: str | None = None, seed: int = 42) -> int:
-    """Run the server in the foreground until Ctrl-C."""
+    """Run the server in the foreground until Ctrl-C, or until this process is told to stop:
+    SIGTERM or SIGHUP (a closed terminal, ``kill``) is passed on to the server, which would
+    otherwise be left running on the port with nobody to stop it."""
+    if busy := port_in_use(host, port):
+        print(f"socialsim: error: {busy}", file=sys.stderr)
+        return 2
     print(f"socialsim dashboard on http://{host if ':' not in host else f'[{host}]'}:{port}  (Ctrl-C stops it)")
+    proc = subprocess.Popen(server_command(host, port), env=server_env(target, arch, model, seed))
+    stop_signals = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    previous = {sig: signal.signal(sig, lambda sig, _frame: proc.send_signal(sig)) for sig in stop_signals}
     try:
-        return subprocess.call(server_command(host, port), env=server_env(target, arch, model, seed))
-    except KeyboardInterrupt:
-        return 0
+        while True:
+            try:
+                code = proc.wait()
+                return 0 if code in (0, -signal.SIGINT, *(-sig for sig in stop_signals)) else code
+            except KeyboardInterrupt:  # Ctrl-C reached the server too (same process group): let it finish
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
