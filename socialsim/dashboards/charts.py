@@ -43,7 +43,7 @@ def series_chart(title: str, frame: pd.DataFrame, step: int) -> dict:
 
 
 SERIES = "series"  # the name of a time-series chart's per-step data set
-SHARE = "(share of agents)"  # in a chart's title: its values are shares, drawn from 0 to 1
+SHARE = "(share of"  # in a chart's title: its values are shares, drawn from 0 to 1
 
 
 @lru_cache(maxsize=64)
@@ -55,7 +55,7 @@ def _series_template(title: str) -> dict:
         .mark_line(point=alt.OverlayMarkDef(size=30))
         .encode(
             x=alt.X("step:Q", scale=alt.Scale(domain=[0.5, 1.5]), axis=alt.Axis(tickMinStep=1)),
-            # a share of agents is drawn on its whole range, so 0.3 of them does not look like all
+            # a share is drawn on its whole range, so 0.3 of the agents does not look like all of them
             y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 1]) if SHARE in title else alt.Undefined),
             color=alt.Color("series:N", legend=alt.Legend(title=None, orient="right", labelLimit=160,
                                                           symbolLimit=0, columns=1)),

@@ -352,7 +352,9 @@ MODEL_GROUPS = [
     ("Norm adoption (share of agents)", lambda c: c.startswith("adoption[")),
     ("Norm compliance (share of agents)", lambda c: c.startswith("compliance[")),
     ("Conflicts and norm events", lambda c: c in ("conflicts", "norm_thoughts", "norm_chats", "syntheses", "breaches")),
-    ("Cooperation", lambda c: c in ("cooperation_rate", "competition_index", "tom_error")),
+    ("Cooperation and competition (share of actions, quasi- at half weight)",
+     lambda c: c in ("cooperation_rate", "competition_index")),
+    ("Theory of mind: mean absolute error of predicted desires (0-10 scale)", lambda c: c == "tom_error"),
     ("Society (ITCMA-S)", lambda c: c in ("filtered_actions", "resources_total", "memory_total", "matrix_runs")),
 ]
 AGENT_GROUPS = [
