@@ -217,7 +217,7 @@ def test_itcmas_panels_show_emotions_driver_resources_and_topics(itcmas):
         series = panels.time_series(frames)
         assert list(series["Emotion P/A/D (mean over agents)"].columns) == ["P", "A", "D"]
         assert set(series["Driver (per agent)"].columns) == set(frames.names)
-        assert "Topic per area" in series
+        assert panels.TOPIC_TITLE in series
         info = panels.inspect_agent(frames, frames.names[0], 3)
         agent = itcmas.model.agent_named(frames.names[0])
         assert info["emotions"]["P"] == pytest.approx(agent.emotion.P, abs=1e-3)

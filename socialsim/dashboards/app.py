@@ -167,7 +167,8 @@ def HeatmapPanel(frames: panels.Frames, step: int) -> None:
 def _structure_line(frames: panels.Frames, step: int) -> str:
     s = panels.society_structure(frames, step)
     cliques = "; ".join(", ".join(c) for c in s["cliques"]) or "none"
-    return (f"Leader: {s['leader'] or 'none (a tie at the top, or no interaction)'} · cliques (3+ agents who all "
+    return (f"Leader (most interaction partners, then interactions): "
+            f"{s['leader'] or 'none (a tie at the top, or no interaction)'} · cliques (3+ agents who all "
             f"interacted): {cliques} · isolated: {', '.join(s['isolated']) or 'none'}")
 
 

@@ -362,6 +362,8 @@ AGENT_GROUPS = [
     ("Emotion P/A/D (mean over agents)", lambda c: c in ("P", "A", "D")),
 ]
 PER_AGENT = [("Driver (per agent)", "driver"), ("Resources (per agent)", "resources")]
+# ITCMA-S's locale topic (LTRHA eq. 17): the mood of the agents in an area, from -1 to 1
+TOPIC_TITLE = "Topic per area (mean of pleasure x (arousal + 1) / 2 of the agents there)"
 
 
 def time_series(frames: Frames, step: int | None = None) -> dict[str, pd.DataFrame]:
@@ -380,7 +382,7 @@ def time_series(frames: Frames, step: int | None = None) -> dict[str, pd.DataFra
         if "topics" in model:
             topics = pd.DataFrame([_as_dict(v) for v in model["topics"]], index=model.index)
             if not topics.empty and len(topics.columns):
-                out["Topic per area"] = topics.apply(_numeric)
+                out[TOPIC_TITLE] = topics.apply(_numeric)
         usage = [c for c in ("llm_calls", "rule_decisions", "fallbacks") if c in model]
         if usage:
             cumulative = model[usage].apply(_numeric)
