@@ -69,3 +69,9 @@ def test_cli_set_reaches_the_model(tmp_path):
                  "--set", "crsec.enable_chat=false", "--no-progress"]) == 0
     saved = json.loads((out / "config.json").read_text())
     assert saved["config"]["arch_params"]["enable_chat"] is False
+
+
+@pytest.mark.parametrize("arch", ["crsec", "asvo", "itcmas"])
+def test_every_parameter_says_what_it_means(arch):
+    """`socialsim models --params ARCH` and the dashboard show each parameter's meaning."""
+    assert [p.name for p in parameters(arch) if len(p.help.strip()) < 12] == []

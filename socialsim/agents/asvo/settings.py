@@ -35,24 +35,40 @@ class _Strict(BaseModel):
 class ASVOSettings(_Strict):
     """Architecture parameters: ``SocietyModel(..., arch="asvo", use_svo=False, n_candidates=3)``."""
 
-    use_svo: bool = True  # False: the ablation "w/o ASVO" (no SVO text, no SVO instructions)
-    svo_assignment: Literal["scenario", "cycle", "mix", "explicit"] = "scenario"
-    svo_mix: dict[str, float] | None = None  # e.g. {altruistic: 0.5, competitive: 0.5}
-    svo_agents: dict[str, str] | None = None  # explicit per agent: {Alice: competitive}
-    desire_pool: int = Field(default=8, ge=1, le=len(DESIRES))  # the first N desires of the pool
-    n_candidates: int = Field(default=3, ge=1, le=8)
-    max_retries: int = Field(default=1, ge=0, le=5)  # R: retries of an unreasonable update
-    memory_steps: int = Field(default=5, ge=1)
-    decay_per_hour: float = Field(default=1.0, ge=0)
-    step_minutes: float | None = Field(default=None, gt=0)  # None: the scenario's
-    satisfaction_floor: float = 0.0
-    satisfaction_cap: float = 8.0
-    dynamic_expected: bool = False  # the paper's dynamic expected-value update (off by default)
-    tom_scope: Literal["all", "observed", "none"] = "all"  # whose desires an agent estimates
-    evaluate: bool = True  # judge and classify every action during the run
-    judges: list[str] = Field(default_factory=lambda: ["rules"])  # judge models ("rules" = baseline)
-    reflection_examples: int = Field(default=5, ge=0)  # unreasonable examples shown in a prompt
-    embedding_model: str | None = None  # None: the offline embedding; else a litellm model
+    use_svo: bool = Field(True, description=(
+        "ablation: False is the paper's 'w/o ASVO' arm (no SVO text, no SVO instructions)"))
+    svo_assignment: Literal["scenario", "cycle", "mix", "explicit"] = Field("scenario", description=(
+        "how agents get their SVO: the scenario's, cycling through the four types, drawn from svo_mix, "
+        "or svo_agents"))
+    svo_mix: dict[str, float] | None = Field(None, description=(
+        "weights of the SVO types for svo_assignment=mix, e.g. {altruistic: 0.5, competitive: 0.5}"))
+    svo_agents: dict[str, str] | None = Field(None, description=(
+        "each agent's SVO for svo_assignment=explicit, e.g. {Alice: competitive}"))
+    desire_pool: int = Field(default=8, ge=1, le=len(DESIRES), description=(
+        "how many of the pool's desires an agent has (the first N) [paper: 8]"))
+    n_candidates: int = Field(default=3, ge=1, le=8, description=(
+        "candidate actions proposed, and their outcomes imagined, per step [ours]"))
+    max_retries: int = Field(default=1, ge=0, le=5, description=(
+        "R: retries of a desire update found unreasonable, each after a reflection [ours]"))
+    memory_steps: int = Field(default=5, ge=1, description=(
+        "steps of own actions and outcomes kept in the prompts' memory [paper: 5]"))
+    decay_per_hour: float = Field(default=1.0, ge=0, description=(
+        "satisfaction lost per simulated hour, scaled by the step's length [paper: linear decay; rate ours]"))
+    step_minutes: float | None = Field(default=None, gt=0, description=(
+        "simulated minutes per step; none: the scenario's [paper: 20]"))
+    satisfaction_floor: float = Field(0.0, description="lowest satisfaction decay reaches [paper: 0.0]")
+    satisfaction_cap: float = Field(8.0, description="highest satisfaction a desire keeps [paper: 8.0]")
+    dynamic_expected: bool = Field(False, description=(
+        "the paper's optional update of each desire's expected value, 10% toward the value a step [rate ours]"))
+    tom_scope: Literal["all", "observed", "none"] = Field("all", description=(
+        "whose desires an agent estimates (theory of mind): everyone's, those it observes, nobody's"))
+    evaluate: bool = Field(True, description="measurement: judge and classify every action during the run")
+    judges: list[str] = Field(default_factory=lambda: ["rules"], description=(
+        "measurement: the judge models that label actions; 'rules' = the baseline, labels from simulated effects"))
+    reflection_examples: int = Field(default=5, ge=0, description=(
+        "earlier unreasonable updates shown as examples in an update prompt [ours]"))
+    embedding_model: str | None = Field(None, description=(
+        "measurement: a litellm embedding model for separability; none: the offline character n-gram embedding"))
     # mechanism switches (each has a test showing a recorded observable changes when it is off)
     simulate_outcomes: bool = Field(default=True, description="imagine each candidate's outcome before "
                                     "choosing; off: no simulation, the choice among candidates is random")

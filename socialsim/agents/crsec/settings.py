@@ -101,16 +101,23 @@ class ScheduledActivity(_Strict):
 
 
 class CRSECSettings(_Strict):
-    initial_norms: int = Field(default=5, ge=1, le=20)
-    synthesis_threshold: int = Field(default=350, ge=1)
-    conversation_turns: int = Field(default=4, ge=2, le=10)
-    max_observed_facts: int = Field(default=2, ge=1, le=10)
-    day_start: str = "08:00"
-    day_end: str = "22:00"
-    plan_item_minutes: int = Field(default=60, ge=5, le=240)
-    action_minutes: int = Field(default=5, ge=1, le=60)
-    actions_per_call: int = Field(default=6, ge=1, le=48)  # a plan item is decomposed this many actions at a time
-    compliance_window_steps: int = Field(default=6, ge=1)
+    initial_norms: int = Field(default=5, ge=1, le=20, description=(
+        "norms each entrepreneur creates on the first step (a repeated one is held once) [paper: 5]"))
+    synthesis_threshold: int = Field(default=350, ge=1, description=(
+        "long-term synthesis runs when an agent's qualified norms' utilities sum above this [paper: 350]"))
+    conversation_turns: int = Field(default=4, ge=2, le=10, description=(
+        "lines of a conversation, the sender's and the receiver's in turn [ours]"))
+    max_observed_facts: int = Field(default=2, ge=1, le=10, description=(
+        "behaviours bearing on a tracked norm that an agent attends to per step, drawn at random [ours]"))
+    day_start: str = Field("08:00", description="the simulated day's first step, HH:MM [ours]")
+    day_end: str = Field("22:00", description="the simulated day's end, HH:MM; plans end here [ours]")
+    plan_item_minutes: int = Field(default=60, ge=5, le=240, description=(
+        "plan items start at day_start and every this many minutes after it [ours]"))
+    action_minutes: int = Field(default=5, ge=1, le=60, description="length of one action [paper: 5 minutes]")
+    actions_per_call: int = Field(default=6, ge=1, le=48, description=(
+        "actions one GenerateNormativeActions call decomposes the current plan item into [ours]"))
+    compliance_window_steps: int = Field(default=6, ge=1, description=(
+        "an agent complies in actions when none of its actions breached the norm within this many steps [ours]"))
     # --- the rules baseline's named parameters (the LLM decides these from the persona itself) ---------
     accept_for: float = Field(default=0.9, ge=0, le=1, description=(
         "rules: chance that one conversation or observation persuades an agent whose stance is 'for'"))
@@ -127,7 +134,8 @@ class CRSECSettings(_Strict):
     temptation: float = Field(default=0.25, ge=0, le=1, description=(
         "rules: chance that an agent does one of its habits as it likes although a held norm forbids it "
         "there (a held norm broken); 0 switches temptation off"))
-    filler_behaviour: str = "drink a coffee"
+    filler_behaviour: str = Field("drink a coffee", description=(
+        "what the rules (and every fallback) do when a plan item leaves time over [ours]"))
     enable_creation: bool = Field(True, description="ablation: entrepreneurs create their personal norms")
     enable_chat: bool = Field(True, description="ablation: spreading by conversation")
     enable_thoughts: bool = Field(True, description="ablation: spreading by observation (thoughts)")
@@ -155,8 +163,10 @@ class CRSECSettings(_Strict):
         description="ablation: which of the four immediate-evaluation checks run")
     schedule: list[ScheduledActivity] = Field(default_factory=list, description=(
         "rules: behaviours the plans put at fixed times of day (scenario data, e.g. meals); none by default"))
-    tracked_norms: list[TrackedNorm] = Field(min_length=1)
-    norm_catalogue: list[CatalogueNorm] = Field(default_factory=list)
+    tracked_norms: list[TrackedNorm] = Field(min_length=1, description=(
+        "measurement: the norms whose adoption and compliance are recorded (scenario data)"))
+    norm_catalogue: list[CatalogueNorm] = Field(default_factory=list, description=(
+        "rules: the norm texts the rules write, supporting and contrary (scenario data)"))
 
     @field_validator("day_start", "day_end")
     @classmethod

@@ -67,11 +67,16 @@ def _sum_to_one(what: str, total: float) -> None:
 
 
 class ITCMASConfig(_Strict):
-    ablation: Ablation = "full"
-    goal: str = Field("Live well in IrollanValley: explore, meet the others, eat, read and rest.", min_length=1)
+    ablation: Ablation = Field("full", description=(
+        "ablation: the paper's variants: base (original ITCMA), base with one of ltrha, memory (blending and "
+        "compression) or driver (eq. 13-15), or full (all three)"))
+    goal: str = Field("Live well in IrollanValley: explore, meet the others, eat, read and rest.", min_length=1,
+                      description="every agent's goal, in its prompts (the paper gives none) [ours]")
     homes: dict[str, str] = Field(default_factory=dict, description="agent name -> its home area")
-    similarity: SphericalWeights = Field(default_factory=SphericalWeights)
-    emotion: PADWeights = Field(default_factory=PADWeights)
+    similarity: SphericalWeights = Field(default_factory=SphericalWeights, description=(
+        "ω of the spherical similarity (eq. 3: gamma, theta, phi) and of a row similarity (eq. 4: a, pos)"))
+    emotion: PADWeights = Field(default_factory=PADWeights, description=(
+        "ω_P, ω_A, ω_D of the driver's bias (eq. 13); they sum to 1"))
     blend_threshold: float = Field(0.9, gt=0, le=1, description="T of Algorithm 1 [ours: 0.9 keeps a compressed memory about one frame in size]")
     blend_rate: float = Field(0.3, ge=0, le=1, description="r of Algorithm 1 [ours]")
     retention: int = Field(3, ge=1, description="frames kept in retention [ours]")
@@ -82,8 +87,10 @@ class ITCMASConfig(_Strict):
     initial_driver: float = Field(1.0, ge=-100, le=100, description="d^0, the driver at start")
     emotion_decay: float = Field(0.8, ge=0, le=1, description="decay of the desire/pain accumulators [ours]")
     initial_resources: float = Field(1.0, ge=-100, le=100, description="S_i^0, every agent's resources at start")
-    s_min: float = Field(0.0, ge=0, description="eq. 19")
-    s_max: float = Field(1.0, gt=0, description="eq. 19")
+    s_min: float = Field(0.0, ge=0, description=(
+        "eq. 19: the smallest resources a matrix reallocation moves (to or from the agents next to the middle)"))
+    s_max: float = Field(1.0, gt=0, description=(
+        "eq. 19: the resources the matrix gives the first-ranked agent and takes from the last"))
     matrix_every: int = Field(5, ge=1, description="steps between two matrix reallocations [ours]")
     signal_scale: float = Field(0.3, gt=0, le=5, description="desire/pain added per unit event (a success, a "
                                 "chat heard, a failure) [ours: 0.3 with decay 0.8 keeps tanh in its slope]")
