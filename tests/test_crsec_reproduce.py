@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from socialsim.agents.crsec.reproduce import measure, protocol
+from socialsim.agents.crsec.reproduce import TIPPING_EMERGES, measure, protocol
 
 
 def test_protocol_is_the_papers_preset_and_sets_the_judge_only_when_given():
@@ -61,17 +61,22 @@ def test_the_papers_findings_hold_for_its_own_outcome_and_fail_for_the_baselines
     from socialsim.model.reproduce import check_findings
 
     p = protocol(judge=None)
-    paper_like = check_findings(p, _figures(1.0, 1.0, 0.4, 0.0))
+    paper_like = check_findings(p, _figures(1.0, 1.0, 0.8, 0.0))
     assert set(paper_like["verdict"]) == {"holds"} and len(paper_like) == 6
     # the rules baseline's 2-day figures (docs/crsec.md): adoption and compliance plateau, conflicts recur
     baseline = check_findings(p, _figures(0.79, 0.72, 0.56, 1.2)).set_index("finding")["verdict"]
     assert baseline["every agent has adopted 'no smoking indoors' by the end of day 2"] == "does not hold"
     assert baseline["every agent complies with 'be quiet in public' all through day 2"] == "does not hold"
     assert baseline["conflicts fall: fewer in the last quarter of the run than in the first"] == "does not hold"
-    assert baseline["'tip after meals' emerges: some agents have adopted it by the end of day 2"] == "holds"
+    assert baseline[TIPPING_EMERGES] == "holds"
+    # the two entrepreneurs who favour tipping hold it from the start: 2 of 10 is seeding, not emergence
+    seeded_only = check_findings(p, _figures(1.0, 1.0, 0.2, 0.5)).set_index("finding")["verdict"]
+    assert seeded_only[TIPPING_EMERGES] == "does not hold"
+    assert check_findings(p, _figures(1.0, 1.0, 0.5, 0.5)).set_index("finding")["verdict"][TIPPING_EMERGES] \
+        == "does not hold"  # half is not most
     no_conflict_at_first = check_findings(p, _figures(1.0, 1.0, 0.0, float("nan"))).set_index("finding")["verdict"]
     assert no_conflict_at_first["conflicts fall: fewer in the last quarter of the run than in the first"] == "not measured"
-    assert no_conflict_at_first["'tip after meals' emerges: some agents have adopted it by the end of day 2"] == "does not hold"
+    assert no_conflict_at_first[TIPPING_EMERGES] == "does not hold"
 
 
 def test_conflicts_that_stay_level_have_not_fallen():

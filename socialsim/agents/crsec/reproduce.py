@@ -24,7 +24,7 @@ from socialsim.model.society import SocietyModel
 TRACKED = ("no smoking indoors", "be quiet in public", "tip after meals")
 
 # Ren et al. (CRSEC), Sec. 3.2: 100% adopt and comply with both injunctive norms by the end of day 2;
-# tipping (descriptive) emerges by the end of day 2 (no share stated); conflicts fall (no count stated).
+# tipping (descriptive) emerges by the end of day 2 (most agents; no share stated); conflicts fall (no count stated).
 PAPER = pd.DataFrame([
     {"label": "*", "metric": "adoption[no smoking indoors] at end", "paper": 1.0},
     {"label": "*", "metric": "compliance[no smoking indoors] at end", "paper": 1.0},
@@ -44,6 +44,7 @@ PAPER = pd.DataFrame([
 
 
 RUN = "hobbs-cafe / paper"
+TIPPING_EMERGES = "'tip after meals' emerges: most agents (over half) have adopted it by the end of day 2"
 INJUNCTIVE = ("no smoking indoors", "be quiet in public")
 
 
@@ -57,8 +58,9 @@ def findings() -> list[Finding]:
                 compare(f"every agent complies with '{norm}' all through day 2",
                         (RUN, f"compliance[{norm}] over day 2"), ">=", 1.0)]
     return out + [
-        compare("'tip after meals' emerges: some agents have adopted it by the end of day 2",
-                (RUN, "adoption[tip after meals] at end"), ">", 0.0),
+        # "emerged" is the paper's word for most agents adopting (and keeping) a norm (Sec. 3.2); two
+        # entrepreneurs favour tipping and may hold it from step 1, so "some agents" would hold by seeding
+        compare(TIPPING_EMERGES, (RUN, "adoption[tip after meals] at end"), ">", 0.5),
         compare("conflicts fall: fewer in the last quarter of the run than in the first",
                 (RUN, "conflicts last quarter / first quarter"), "<", 1.0),
     ]
