@@ -77,11 +77,11 @@ def test_cli_run_writes_itcmas_report(tmp_path):
     assert result.status == "completed"
 
 
-def _table_1(table, cliques=2.0):
+def _table_1(table, cliques=2.0, outside=2.0):
     from socialsim.agents.itcmas.reproduce import DIMENSIONS
 
-    return pd.DataFrame([{"label": v, "seed": 1, "cliques": cliques, **dict(zip(DIMENSIONS, scores, strict=True))}
-                         for v, scores in table.items()])
+    return pd.DataFrame([{"label": v, "seed": 1, "cliques": cliques, "outside_cliques": outside,
+                          **dict(zip(DIMENSIONS, scores, strict=True))} for v, scores in table.items()])
 
 
 def test_table_1_itself_satisfies_the_findings_and_a_swap_breaks_each_one():
@@ -113,3 +113,26 @@ def test_ltrha_second_needs_it_above_base_as_well():
     assert verdicts["LTRHA alone is rated above compressed memory alone, driver alone and base on every dimension"] \
         == "does not hold"
     assert verdicts["full ITCMA-S is rated above every ablation on every dimension"] == "holds"
+
+
+def test_a_clique_of_everyone_is_not_the_papers_society(tmp_path):
+    """Sec. 5.3: a clique formed around a leader and the agents outside it stayed mostly isolated."""
+    from socialsim.agents.itcmas.reproduce import AGENTS, measure_run, protocol
+    from socialsim.model.reproduce import check_findings
+
+    outside = "full ITCMA-S: some agents stay outside every clique"
+    verdicts = check_findings(protocol(), _table_1(PAPER_TABLE, outside=0.0)).set_index("finding")["verdict"]
+    assert verdicts[outside] == "does not hold"
+    assert verdicts["full ITCMA-S's agents form at least one clique (3 or more agents)"] == "holds"
+    # measured from the run's interactions: a clique of four, the other agents apart
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    rows = [{"step": 1, "agent": a, "area": "Outside", "thought": "", "action": "rest", "status": "done",
+             "resources": 1.0, "P": 0.0, "A": 0.0, "D": 0.0} for a in AGENTS]
+    pd.DataFrame(rows).to_parquet(tables / "itcmas_actions.parquet")
+    four = AGENTS[:4]
+    pairs = [(a, b) for a in four for b in four if a != b]
+    pd.DataFrame([{"step": 1, "initiator": a, "receiver": b, "kind": "chat", "content": ""} for a, b in pairs]
+                 ).to_parquet(tables / "interactions.parquet")
+    got = measure_run(tmp_path)
+    assert got["cliques"] == 1.0 and got["outside_cliques"] == len(AGENTS) - 4
