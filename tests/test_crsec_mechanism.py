@@ -300,3 +300,49 @@ def test_each_step_count_has_a_running_total_so_a_runs_last_row_says_how_many_ha
     for name in STEP_COUNTS:
         assert frame[f"{name}_total"].tolist() == frame[name].cumsum().tolist(), name
     assert frame["norm_chats_total"].iloc[-1] > frame["norm_chats"].iloc[-1]  # the last step alone says less
+
+
+def test_neutral_prompt_examples_name_no_tracked_norm_and_reach_every_prompt_that_has_examples(monkeypatch):
+    """The paper's prompts give 'No smoking indoors' as the injunctive type's example, CreateNorm's
+    example and tipping in the plan's: the switch swaps them, so a run can measure the priming."""
+    import dataclasses
+
+    from socialsim.agents.crsec import operations as ops
+    from socialsim.llm.gateway import Gateway
+
+    with_examples = {"CreateNorm", "GenerateNormativePlans", "IdentifyNormFromChat", "IdentifyNormFromThought",
+                     "CheckType", "GenerateAbstractNorm"}
+    asked: dict[str, list[tuple[str, str, str]]] = {}
+    real_ask = Gateway.ask
+
+    async def spy(self, op, ctx, **kw):
+        if op.name in with_examples:
+            paper = op.prompt(dataclasses.replace(ctx, examples="paper"))
+            asked.setdefault(op.name, []).append((ctx.examples, op.prompt(ctx), paper))
+        return await real_ask(self, op, ctx, **kw)
+
+    monkeypatch.setattr(Gateway, "ask", spy)
+    society(20, prompt_examples="neutral")
+    assert set(asked) == with_examples  # each of them asked within 20 steps, with the setting's examples
+    assert {e for calls in asked.values() for e, _, _ in calls} == {"neutral"}
+    for name, calls in asked.items():
+        for _, neutral, paper in calls:
+            assert neutral != paper, name  # its examples were swapped ...
+            pairs = zip(ops.EXAMPLES["neutral"], ops.EXAMPLES["paper"], strict=True)
+            for mine, theirs in sorted(pairs, key=lambda pair: -len(pair[0])):  # "X." before "X"
+                neutral = neutral.replace(mine, theirs)
+            assert neutral == paper, name  # ... and nothing else
+    # where the prompt holds no input norm, none of the paper's examples is left
+    assert not [t for _, t, _ in asked["CreateNorm"] if "smoke indoors" in t or "No smoking indoors" in t]
+    assert not [t for _, t, _ in asked["GenerateNormativePlans"] if "tip after" in t]
+    # the neutral examples name no norm a shipped scenario tracks
+    for scenario in ("hobbs-cafe", "makerspace"):
+        for norm in SocietyModel(scenario, arch="crsec", model="rules", rng=1).society.settings.tracked_norms:
+            words = {w for example in ops.EXAMPLES["neutral"] for w in example.lower().split()}
+            assert not words & {k.lower() for k in norm.keywords}, norm.name
+
+
+def test_the_rules_read_no_examples_so_their_society_is_the_same_with_either():
+    paper = society(30).datacollector.get_model_vars_dataframe()
+    neutral = society(30, prompt_examples="neutral").datacollector.get_model_vars_dataframe()
+    pd.testing.assert_frame_equal(paper, neutral)

@@ -327,7 +327,8 @@ class CRSECAgent(GenerativeAgent):
             self.created = True
             return
         ctx = ops.CreateContext(self.name, self.description, self.settings.initial_norms,
-                                dict(self.crsec_traits.stance), list(self.settings.norm_catalogue))
+                                dict(self.crsec_traits.stance), list(self.settings.norm_catalogue),
+                                examples=self.settings.prompt_examples)
         drafts = (await self.ask(ops.CREATE_NORM, ctx)).value.norms
         for d in drafts[: self.settings.initial_norms]:
             if self.norms.holds_content(d.content):
@@ -387,7 +388,7 @@ class CRSECAgent(GenerativeAgent):
             tuple(self.shared.inside), home, self.shared.outside, list(self.crsec_traits.habits),
             s.filler_behaviour, list(s.tracked_norms), self.shared.tags, self.shared.inside,
             dict(self.crsec_traits.stance), temptation=s.temptation,
-            schedule={minutes(i.time): (i.behaviour, i.place) for i in s.schedule})
+            schedule={minutes(i.time): (i.behaviour, i.place) for i in s.schedule}, examples=s.prompt_examples)
 
     def _item_index(self, now: int) -> int | None:
         if not self.plan:
@@ -470,7 +471,8 @@ class CRSECAgent(GenerativeAgent):
                                   stance, fact.doing, memories,
                                   accept=self.accept(topic), contrary=self._contrary_for(topic),
                                   contrary_rate=self.settings.contrary_rate,
-                                  recall_overlap=self.settings.recall_overlap)
+                                  recall_overlap=self.settings.recall_overlap,
+                                  examples=self.settings.prompt_examples)
         info = (await self.ask(ops.IDENTIFY_FROM_THOUGHT, ctx)).value
         self._row("thoughts", {"step": self.model.steps, "agent": self.name, "observation": fact.text,
                                "thought": thought, "normative_info": info.content if info.found else ""})
@@ -505,7 +507,8 @@ class CRSECAgent(GenerativeAgent):
         qualified = self.views([n for n in self.norms.qualified() if n.id not in members and n.id != norm.id])
         expected = self.settings.tracked(norm.canonical).type if norm.canonical else None
         theme = self.settings.tracked(topic).theme if topic else None
-        ctx = ops.CheckContext(self.views([norm])[0], source, topic, theme, qualified, expected)
+        ctx = ops.CheckContext(self.views([norm])[0], source, topic, theme, qualified, expected,
+                               examples=self.settings.prompt_examples)
         checks = set(self.settings.checks)  # an ablation may leave some out
         if "consistency" in checks and not (await self.ask(ops.CHECK_CONSISTENCY, ctx)).value.yes:
             self.norms.reject(norm, "consistency", step)
@@ -555,7 +558,8 @@ class CRSECAgent(GenerativeAgent):
                                       conversation.matter, await self.recall(conversation.conflict),
                                       accept=self.accept(topic), contrary=self._contrary_for(topic),
                                       contrary_rate=self.settings.contrary_rate,
-                                      recall_overlap=self.settings.recall_overlap)
+                                      recall_overlap=self.settings.recall_overlap,
+                                      examples=self.settings.prompt_examples)
             info = (await self.ask(ops.IDENTIFY_FROM_CHAT, ctx)).value
             if info.found:
                 await self._take_in(info, "conversation", conversation.text, topic)
@@ -581,7 +585,8 @@ class CRSECAgent(GenerativeAgent):
             if len(members) < 2:
                 continue
             views = self.views(members)
-            abstract = (await self.ask(ops.GENERATE_ABSTRACT_NORM, ops.AbstractContext(category.theme, views))).value
+            asked = ops.AbstractContext(category.theme, views, self.settings.prompt_examples)
+            abstract = (await self.ask(ops.GENERATE_ABSTRACT_NORM, asked)).value
             if not abstract.content.strip():
                 continue
             ids = tuple(m.id for m in members)

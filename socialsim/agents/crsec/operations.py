@@ -46,10 +46,21 @@ PRINCIPLES = (
 # example in four prompts that named the very norm whose later emergence the run measures. The
 # injunctive one is the paper's, as are the plan prompt's "tip after eating" and its action example's
 # "No smoking indoors" (Figures B11-B12): kept as the paper asked them, a priming docs/crsec.md names.
+# The `prompt_examples="neutral"` setting swaps them for examples that name no norm a shipped scenario
+# tracks, so a run can measure how much the paper's examples prime an LLM society [ours].
 TYPE_CRITERIA = (
     "descriptive: states what most people actually do in a situation (e.g. 'People shake hands when they "
     "meet'); injunctive: states what ought or ought not to be done (e.g. 'No smoking indoors')."
 )
+EXAMPLES = {  # per prompt_examples: the injunctive type's example, CreateNorm's example, the plan's follow-up
+    "paper": ("No smoking indoors", "Nobody may smoke indoors.", "have lunch and tip after eating at 12:00"),
+    "neutral": ("Return what you borrow", "Return what you borrow.", "have lunch and then read the news at 12:00"),
+}
+
+
+def type_criteria(examples: str = "paper") -> str:
+    """The two types' definitions, with the paper's examples or neutral ones."""
+    return TYPE_CRITERIA.replace("'No smoking indoors'", f"'{EXAMPLES[examples][0]}'")
 
 
 # --- structured inputs shared by the operations ---------------------------------------------------
@@ -146,6 +157,7 @@ class CreateContext:
     count: int
     stance: dict[str, str] = field(default_factory=dict)
     catalogue: list[CatalogueNorm] = field(default_factory=list)
+    examples: str = "paper"  # the prompt's examples: the paper's or neutral ones (prompt_examples)
 
 
 class CreateNorm(Operation):
@@ -168,8 +180,8 @@ class CreateNorm(Operation):
             f"and the NORM DEFINITION. Classify each as descriptive or injunctive and rate how important it is "
             f"to the agent from 1 (trivial) to 100 (essential).\n\n"
             f"AGENT DESCRIPTION: {ctx.description}\n\nNORM DEFINITION: {NORM_DEFINITION}\n"
-            f"TYPES: {TYPE_CRITERIA}\n\n"
-            'EXAMPLE: {"norms": [{"content": "Nobody may smoke indoors.", "type": "injunctive", "utility": 95}]}\n\n'
+            f"TYPES: {type_criteria(ctx.examples)}\n\n"
+            f'EXAMPLE: {{"norms": [{{"content": "{EXAMPLES[ctx.examples][1]}", "type": "injunctive", "utility": 95}}]}}\n\n'
             f"ATTENTION: output the JSON only, with at most {ctx.count} norms."
         )
 
@@ -392,6 +404,7 @@ class IdentifyContext:
     contrary: CatalogueNorm | None = None  # rules: the contrary norm an unpersuaded agent may form instead
     contrary_rate: float = 0.0  # rules: chance an unpersuaded 'against' agent forms it
     recall_overlap: float = 1.0  # rules: share of the matter's words a memory must hold to recall it
+    examples: str = "paper"  # the prompt's examples: the paper's or neutral ones (prompt_examples)
 
 
 class IdentifyNormativeInformation(Operation):
@@ -414,7 +427,7 @@ class IdentifyNormativeInformation(Operation):
             "Step 2: decide whether a norm - an accepted way of living together - is needed to prevent such "
             "conflicts, following the NORM DEFINITION and PRINCIPLES. Step 3: if not, answer found=false; if so, "
             "summarise the solution as one social norm with its type and importance (1-100).\n\n"
-            f"NORM DEFINITION: {NORM_DEFINITION}\nPRINCIPLES: {PRINCIPLES}\nTYPES: {TYPE_CRITERIA}"
+            f"NORM DEFINITION: {NORM_DEFINITION}\nPRINCIPLES: {PRINCIPLES}\nTYPES: {type_criteria(ctx.examples)}"
         )
 
     def input_text(self, ctx: IdentifyContext) -> str:
@@ -498,6 +511,7 @@ class CheckContext:
     source_theme: str | None = None  # that tracked norm's theme
     qualified: list[NormView] = field(default_factory=list)  # qualified norms (members excluded)
     expected_type: str | None = None  # the tracked norm's type when the info expresses one
+    examples: str = "paper"  # the prompt's examples: the paper's or neutral ones (prompt_examples)
 
 
 class CheckConsistency(Operation):
@@ -582,7 +596,7 @@ class CheckType(Operation):
     def prompt(self, ctx: CheckContext) -> str:
         return (
             "TASK: [Type accuracy check] following the CRITERIA, is the type of the INPUT norm correct? If not, "
-            f"say which type it should be.\n\nCRITERIA: {TYPE_CRITERIA}\n"
+            f"say which type it should be.\n\nCRITERIA: {type_criteria(ctx.examples)}\n"
             'EXAMPLE: INPUT: "type": "injunctive", "content": "Wait in line to order." OUTPUT: correct\n\n'
             f'INPUT: "type": "{ctx.info.type}", "content": "{ctx.info.content}"'
         )
@@ -772,6 +786,7 @@ class AbstractNorm(BaseModel):
 class AbstractContext:
     theme: str
     members: list[NormView]
+    examples: str = "paper"  # the prompt's examples: the paper's or neutral ones (prompt_examples)
 
 
 class GenerateAbstractNorm(Operation):
@@ -790,7 +805,7 @@ class GenerateAbstractNorm(Operation):
             "TASK: [Synthesis] from the QUALIFIED NORM SUBSET and its theme, write one higher-level, general norm "
             "that covers them all, concisely. Give its type and, for each norm of the subset in order, a weight "
             f"saying how much it shapes the general norm.\n\nNORM DEFINITION: {NORM_DEFINITION}\n"
-            f"TYPES: {TYPE_CRITERIA}\n\n"
+            f"TYPES: {type_criteria(ctx.examples)}\n\n"
             'EXAMPLE: [public etiquette] 1. No photos in restrooms. 2. Be considerate of others in public. OUTPUT: '
             '{"content": "Respect personal boundaries and comfort in public spaces.", "type": "injunctive", '
             '"weights": [0.4, 0.6]}\n\n'
@@ -871,6 +886,7 @@ class PlanContext:
     schedule: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # minute -> (behaviour, place)
     temptation: float = 0.0  # rules: chance a habit is done as the agent likes, a held norm notwithstanding
     memories: list[str] = field(default_factory=list)  # retrieved for the day's goal
+    examples: str = "paper"  # the prompt's examples: the paper's or neutral ones (prompt_examples)
 
     @property
     def covered(self) -> set[str]:
@@ -958,7 +974,7 @@ class GenerateNormativePlans(Operation):
             "keeps the norms.\nATTENTION: if the qualified personal norms are NONE, ignore them.\n\n"
             f"Write the plan from {clock_text(ctx.start)} to {clock_text(ctx.end)} in broad strokes (at most "
             f"{min(ctx.items, MAX_LLM_PLAN_ITEMS)} items), each with its time of day, activity, place and an optional "
-            "follow-up activity (e.g. have lunch and tip after eating at 12:00)."
+            f"follow-up activity (e.g. {EXAMPLES[ctx.examples][2]})."
         )
 
     def input_text(self, ctx: PlanContext) -> str:

@@ -151,6 +151,9 @@ class CRSECSettings(_Strict):
     memory_decay: float = Field(default=0.99, gt=0, le=1, description="recency kept per step [ours]")
     memory_embedding_model: str | None = Field(default=None, description=(
         "a litellm embedding model for relevance (through the run's gateway); none: lexical word overlap"))
+    prompt_examples: Literal["paper", "neutral"] = Field("paper", description=(
+        "ablation: the prompts' examples as the paper's (they name 'No smoking indoors' and tipping) or neutral "
+        "ones naming no tracked norm, to measure how much the examples prime an LLM society; the rules read none"))
     judge: str = Field("rules", description=(
         "measurement: the model that matches held norms to the tracked ones and judges plans' compliance; "
         "it must differ from the actors' model; 'rules' = the documented lexical matcher (keywords and "
