@@ -52,10 +52,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("socialsim")
 
-MAX_CONVERSATIONS_HEARD = 2
+MAX_CONVERSATIONS_HEARD = 2  # conversations a receiver reflects on per step
 # model columns that count one step's events; each has a running total, NAME_total, so that a run's
 # last row (a sweep's or batch_run's summary) says how many happened, not how many in the last step
-STEP_COUNTS = ("conflicts", "norm_thoughts", "norm_chats", "syntheses", "breaches")  # conversations a receiver reflects on per step
+STEP_COUNTS = ("conflicts", "norm_thoughts", "norm_chats", "syntheses", "breaches")
 
 
 @dataclass
