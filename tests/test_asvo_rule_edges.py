@@ -177,6 +177,8 @@ def test_repair_refuses_the_answer_format_s_words_and_the_prompt_s_headings(raw)
     """What SmolLM2 wrote as ASVO actions: the field's title, stances, the prompt's headings."""
     prompt = "You are Amy.\nEnvironment: a dormitory\nYour recent memory:\n- Alice went to bed early"
     assert ops.repair_action(raw, prompt=prompt) is None
+    # a heading is what comes before a line's first colon, however many follow
+    assert ops.repair_action(raw, prompt=prompt.replace("a dormitory", "a dormitory: lights out: 22:00")) is None
 
 
 def test_repair_keeps_a_heading_word_the_prompt_lists_as_an_action():

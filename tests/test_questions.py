@@ -170,3 +170,19 @@ def test_a_record_that_copies_its_answer_format_is_no_answer():
     assert kept.kind == "ordinary kind of finding"  # an enum value is an answer, however long
     kept = question.parse('{"found": false, "source": "the one source it has", "note": "nothing more to say here"}')
     assert kept.source == "the one source it has" and kept.note == "nothing more to say here"  # a const, a default
+    with pytest.raises(AnswerError, match="copies the answer format"):  # 12 characters of it: a copy
+        question.parse('{"found": true, "content": "either nothi"}')
+    assert question.parse('{"found": true, "content": "either noth"}').content == "either noth"  # 11: left alone
+
+
+class _Listing(BaseModel):
+    """The things to note down today, one per line."""
+
+    items: list[str]
+
+
+def test_a_list_item_that_copies_the_answer_format_is_no_answer():
+    question = RecordQuestion(_Listing)
+    with pytest.raises(AnswerError, match="copies the answer format"):
+        question.parse('{"items": ["buy bread", "the things to note down today"]}')
+    assert question.parse('{"items": ["buy bread", "post the letters"]}').items == ["buy bread", "post the letters"]
