@@ -212,6 +212,15 @@ def test_asvo_panels_show_svo_and_desires_on_the_social_network(asvo):
         assert len(panels.event_log(frames, 2, kinds=["action"])) > 0
 
 
+def test_an_asvo_agents_last_thought_is_its_last_reflection(asvo):
+    reflections = asvo.model.datacollector.get_table_dataframe("asvo_reflections")
+    assert not reflections.empty
+    last = reflections.iloc[-1]
+    frames = panels.frames_from_model(asvo.model)
+    info = panels.inspect_agent(frames, last["agent"], frames.steps_done)
+    assert info["last_thought"] == f"on {last['desire']}: {last['reflection']}"  # as the event log has it
+
+
 def test_itcmas_panels_show_emotions_driver_resources_and_topics(itcmas):
     for frames in (panels.frames_from_model(itcmas.model), panels.frames_from_run(itcmas.run_dir)):
         series = panels.time_series(frames)

@@ -446,6 +446,7 @@ class ASVOAgent(GenerativeAgent):
         for desire, text in self.new_reflections:
             self.unreasonable.append(text)
             dc.add_table_row("asvo_reflections", {"step": step, "agent": self.name, "desire": desire, "reflection": text})
+            self.last_thought = f"on {desire}: {text}"  # as the event log shows it (the dashboard's inspector)
         self.reflections_total += len(self.new_reflections)
         errors = []
         for p in self.predictions:
