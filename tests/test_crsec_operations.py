@@ -675,7 +675,7 @@ def test_the_type_criteria_s_descriptive_example_is_no_norm_the_run_tracks():
     is shaking hands); the injunctive one is the paper's 'No smoking indoors'."""
     import re
 
-    example = re.search(r"descriptive: [^(]*\(e\.g\. '([^']+)'\)", ops.TYPE_CRITERIA).group(1)
+    example = re.search(r"descriptive: [^(]*\(e\.g\. '([^']+)'\)", ops.type_criteria()).group(1)
     ctx = ops.MatchContext(example, TRACKED)
     assert ops.match_result(ctx, rule(ops.MATCH_NORM, ctx)) == (None, None)
 

@@ -48,10 +48,6 @@ PRINCIPLES = (
 # "No smoking indoors" (Figures B11-B12): kept as the paper asked them, a priming docs/crsec.md names.
 # The `prompt_examples="neutral"` setting swaps them for examples that name no norm a shipped scenario
 # tracks, so a run can measure how much the paper's examples prime an LLM society [ours].
-TYPE_CRITERIA = (
-    "descriptive: states what most people actually do in a situation (e.g. 'People shake hands when they "
-    "meet'); injunctive: states what ought or ought not to be done (e.g. 'No smoking indoors')."
-)
 EXAMPLES = {  # per prompt_examples: the injunctive type's example, CreateNorm's example, the plan's follow-up
     "paper": ("No smoking indoors", "Nobody may smoke indoors.", "have lunch and tip after eating at 12:00"),
     "neutral": ("Return what you borrow", "Return what you borrow.", "have lunch and then read the news at 12:00"),
@@ -60,7 +56,8 @@ EXAMPLES = {  # per prompt_examples: the injunctive type's example, CreateNorm's
 
 def type_criteria(examples: str = "paper") -> str:
     """The two types' definitions, with the paper's examples or neutral ones."""
-    return TYPE_CRITERIA.replace("'No smoking indoors'", f"'{EXAMPLES[examples][0]}'")
+    return ("descriptive: states what most people actually do in a situation (e.g. 'People shake hands when they "
+            f"meet'); injunctive: states what ought or ought not to be done (e.g. '{EXAMPLES[examples][0]}').")
 
 
 # --- structured inputs shared by the operations ---------------------------------------------------
