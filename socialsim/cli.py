@@ -399,13 +399,15 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from socialsim.dashboards.server import check_target, host_warning, serve
+    from socialsim.dashboards.server import check_target, host_warning, port_in_use, serve
     from socialsim.scenarios.loader import ScenarioError
 
     try:
         target = check_target(args.target)
     except (ScenarioError, ValueError, FileNotFoundError) as exc:
         return _fail(str(exc))
+    if busy := port_in_use(args.host, args.port):
+        return _fail(busy)
     if warning := host_warning(args.host):
         logging.getLogger("socialsim").warning(warning)
     return serve(target, args.host, args.port, arch=args.arch, model=args.model, seed=args.rng)

@@ -50,6 +50,7 @@ def test_cli_rejects_a_bad_target_with_a_message(capsys):
 def test_cli_warns_when_listening_beyond_this_machine(monkeypatch, caplog):
     calls = []
     monkeypatch.setattr(server, "serve", lambda *a, **kw: calls.append((a, kw)) or 0)
+    monkeypatch.setattr(server, "port_in_use", lambda host, port: None)  # whatever else this machine runs
     with caplog.at_level(logging.WARNING, logger="socialsim"):
         assert cli.main(["dashboard", "hobbs-cafe", "--host", "0.0.0.0", "--port", "9000", "--model", "rules"]) == 0
     assert calls == [(("hobbs-cafe", "0.0.0.0", 9000), {"arch": None, "model": "rules", "seed": 42})]

@@ -106,9 +106,6 @@ def serve(target: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT, arch: 
     """Run the server in the foreground until Ctrl-C, or until this process is told to stop:
     SIGTERM or SIGHUP (a closed terminal, ``kill``) is passed on to the server, which would
     otherwise be left running on the port with nobody to stop it."""
-    if busy := port_in_use(host, port):
-        print(f"socialsim: error: {busy}", file=sys.stderr)
-        return 2
     print(f"socialsim dashboard on http://{host if ':' not in host else f'[{host}]'}:{port}  (Ctrl-C stops it)")
     proc = subprocess.Popen(server_command(host, port), env=server_env(target, arch, model, seed))
     stop_signals = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
