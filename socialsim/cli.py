@@ -96,7 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--steps", type=int, help="override every run's length (a quick look; not the paper's protocol)")
     rp.add_argument("--yes", action="store_true", help="run whatever the projected cost (not needed when no model is asked, e.g. --model rules)")
     rp.add_argument("--max-cost", type=float, help="run only if the projection is under this many USD; the runs share it")
-    rp.add_argument("--out", type=Path, help="output directory (default reproduce/ARCH-MODEL)")
+    rp.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                    help="a parameter for every run, e.g. --set crsec.prompt_examples=neutral (not one the "
+                         "protocol's arms vary; repeatable)")
+    rp.add_argument("--out", type=Path, help="output directory (default reproduce/ARCH-MODEL, plus KEY=VALUE for each --set)")
 
     dash = sub.add_parser("dashboard", help="watch, inspect and replay a society in the browser (Solara)")
     dash.add_argument("target", nargs="?", default="hobbs-cafe", metavar="SCENARIO | RUN_DIR",
@@ -380,6 +383,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.model.reproduce import reproduce
     from socialsim.scenarios.loader import ScenarioError
@@ -389,8 +393,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.steps is not None and args.steps < 1:
         return _fail(f"--steps expects a whole number >= 1, got {args.steps}")
     try:
+        settings = parse_assignments(args.arch, args.settings)
         summary = reproduce(args.arch, args.model, seeds=args.seeds, judge=args.judge, yes=args.yes,
-                            max_cost=args.max_cost, out=args.out, steps=args.steps)
+                            max_cost=args.max_cost, out=args.out, steps=args.steps, settings=settings)
     except (ScenarioError, ModelUnavailable, ValueError) as exc:
         return _fail(str(exc))
     if summary is None:

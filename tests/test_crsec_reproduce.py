@@ -3,6 +3,7 @@
 import math
 
 import pandas as pd
+import pytest
 
 from socialsim.agents.crsec.reproduce import TIPPING_EMERGES, measure, protocol
 
@@ -84,3 +85,32 @@ def test_conflicts_that_stay_level_have_not_fallen():
 
     verdicts = check_findings(protocol(judge=None), _figures(1.0, 1.0, 0.4, 1.0)).set_index("finding")["verdict"]
     assert verdicts["conflicts fall: fewer in the last quarter of the run than in the first"] == "does not hold"
+
+
+def test_set_runs_the_protocol_under_another_setting_in_a_directory_of_its_own(monkeypatch, tmp_path):
+    """`reproduce crsec --set crsec.prompt_examples=neutral`: the priming's control arm."""
+    import json
+
+    from socialsim.model import reproduce as rp
+
+    monkeypatch.chdir(tmp_path)
+    said: list[str] = []
+    rp.reproduce("crsec", "rules", seeds=1, steps=2, settings={"prompt_examples": "neutral"}, echo=said.append)
+    out = tmp_path / "reproduce" / "crsec-rules-prompt_examples-neutral"
+    config = json.loads(next(out.glob("*/seed-1/config.json")).read_text())["config"]
+    assert config["arch_params"]["prompt_examples"] == "neutral"
+    assert "crsec.prompt_examples=neutral (--set)" in (out / "report.md").read_text()
+    with pytest.raises(ValueError, match="asvo.use_svo: the protocol's arms set it"):  # what ASVO's arms compare
+        rp.reproduce("asvo", "rules", seeds=1, settings={"use_svo": False}, echo=said.append)
+    assert sorted(p.name for p in (tmp_path / "reproduce").iterdir()) == [out.name]  # nothing run for it
+
+
+def test_the_command_line_checks_each_set_before_anything_runs(capsys, monkeypatch, tmp_path):
+    from socialsim import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["reproduce", "crsec", "--model", "rules", "--set", "crsec.prompt_examples=some"]) == 2
+    assert "prompt_examples expects one of paper, neutral" in capsys.readouterr().err
+    assert cli.main(["reproduce", "itcmas", "--model", "rules", "--set", "itcmas.ablation=base"]) == 2
+    assert "itcmas.ablation: the protocol's arms set it" in capsys.readouterr().err
+    assert not (tmp_path / "reproduce").exists()

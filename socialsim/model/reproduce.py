@@ -284,11 +284,14 @@ def reproduce(
     max_cost: float | None = None,
     out: Path | None = None,
     steps: int | None = None,
+    settings: dict[str, Any] | None = None,
     progress: bool = False,
     echo: Callable[[str], None] = print,
 ) -> pd.DataFrame | None:
     """Project, then (if allowed) run the protocol and return the summary table; None if not run.
-    ``summary.attrs["complete"]`` is False when a run stopped short or could not be measured."""
+    ``summary.attrs["complete"]`` is False when a run stopped short or could not be measured.
+    ``settings`` (``--set``) go to every run, e.g. CRSEC's neutral prompt examples against the paper's;
+    a parameter the protocol's arms vary cannot be one of them."""
     from socialsim.llm.routing import default_model
     from socialsim.model.runner import RunConfig, run
 
@@ -296,6 +299,13 @@ def reproduce(
     if steps is not None:
         for spec in protocol.runs:
             spec.steps = steps
+    settings = dict(settings or {})
+    varied = sorted(_varied_between_arms(protocol) & set(settings))
+    if varied:
+        raise ValueError(f"--set {', '.join(f'{arch}.{k}' for k in varied)}: the protocol's arms set it themselves (that is what they "
+                         f"compare), so it cannot be set for all of them")
+    for spec in protocol.runs:
+        spec.arch_params = {**spec.arch_params, **settings}
     model = default_model(model)
     proj = project(protocol, model, seeds)
     echo(f"Protocol: {protocol.description or arch} — {len(protocol.runs)} run(s) x {seeds} seed(s) on {model}")
@@ -322,7 +332,9 @@ def reproduce(
         if proj.cost_usd is None or proj.cost_usd > max_cost:
             echo(f"Not run: the projection exceeds --max-cost {max_cost} (or is unknown); raise it or add --yes.")
             return None
-    out = Path(out or Path("reproduce") / f"{arch}-{model.replace('/', '_')}")
+    # another setting is another protocol: by default its runs go to a directory of their own
+    tail = "".join(f"-{_slug(f'{key}-{value}')}" for key, value in sorted(settings.items()))
+    out = Path(out or Path("reproduce") / f"{arch}-{model.replace('/', '_')}{tail}")
     out.mkdir(parents=True, exist_ok=True)
     planned = [(spec, seed) for spec in protocol.runs for seed in range(1, seeds + 1)]
     spent, rows, problems, not_started = 0.0, [], [], []
@@ -357,6 +369,9 @@ def reproduce(
     if steps is not None:
         notes.append(f"Every run was cut to {steps} steps (--steps): a quick look, not the paper's protocol; "
                      f"the findings below are this shortened run's.")
+    if settings:
+        notes.append("Every run with " + ", ".join(f"{arch}.{k}={v}" for k, v in sorted(settings.items()))
+                     + " (--set): the protocol under another setting than the paper's.")
     if problems:
         notes.append("Not in the figures: " + "; ".join(problems) + ".")
     if not_started:
@@ -374,6 +389,19 @@ def reproduce(
     echo(f"reproduction directory: {out} (report.md: every figure beside the paper's)")
     summary.attrs["complete"] = not problems and not not_started
     return summary
+
+
+def _varied_between_arms(protocol: Protocol) -> set[str]:
+    """The parameters the protocol's arms set to different values (by their presets or their own
+    parameters): ASVO's ``use_svo``, ITCMA-S's ``ablation``; none for a protocol of one arm."""
+    from socialsim.scenarios.loader import load_scenario
+
+    arms = []
+    for spec in protocol.runs:
+        preset = load_scenario(spec.scenario).presets.get(spec.preset, {}) if spec.preset else {}
+        arms.append({**{k: v for k, v in preset.items() if k != "steps"}, **spec.arch_params})
+    keys = set().union(*arms) if arms else set()
+    return {k for k in keys if len({repr(arm.get(k)) for arm in arms}) > 1}
 
 
 def _slug(label: str) -> str:
