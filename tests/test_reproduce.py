@@ -295,3 +295,12 @@ def test_the_verdict_line_counts_each_kind_and_says_only_what_applies():
     assert none_hold.endswith("**0 of 2 findings hold on the mean; 1 do not (not reproduced by this engine: "
                               "a result, not a bug); 1 could not be measured.**")
     assert "## The paper's findings on rules" in none_hold and "| f0 | does not hold | 0 of 1 |" in none_hold
+
+
+def test_only_what_the_arms_set_differently_is_theirs_to_vary():
+    arms = [rp.ProtocolRun("with", "school-micro", arch_params={"use_svo": True, "n_candidates": 3}),
+            rp.ProtocolRun("without", "school-micro", arch_params={"use_svo": False, "n_candidates": 3})]
+    protocol = rp.Protocol(arch="asvo", runs=arms, measure=lambda d: {}, paper=pd.DataFrame())
+    assert rp._varied_between_arms(protocol) == {"use_svo"}  # n_candidates is the same in both: --set may change it
+    protocol.runs = arms[:1]
+    assert rp._varied_between_arms(protocol) == set()
