@@ -108,9 +108,12 @@ def test_an_llm_judge_rates_and_the_report_gives_its_scores(scripted, tmp_path):
 def test_a_bad_rating_is_a_counted_fallback_without_a_score(scripted, tmp_path):
     scripted(replies={RATE: ['{"score": 11}']}, default="1")  # out of the 1-7 scale, repair fails too
     model = run(judge="openai/judge-model", questionnaire_items=2)
-    report_sections(model, tmp_path)
+    lines = "\n".join(report_sections(model, tmp_path))
     ratings = pd.read_parquet(tmp_path / "tables" / QUESTIONNAIRE_FILE)
     assert len(ratings) > 0 and set(ratings["status"]) == {"fallback"} and ratings["score"].isna().all()
+    # the report says the judge's answers were unusable, not that there was nothing to rate
+    assert f"none of the judge's {len(ratings)} answers was a usable rating" in lines
+    assert "no pair to rate" not in lines
     summary = q.summary(ratings)
     assert summary["pairs"].sum() == 0 and summary["fallbacks"].sum() == len(ratings)
     assert model.llm.ledger.failures.get("RateOperation", 0) >= len(ratings)

@@ -1,6 +1,8 @@
 """Analysis of ITCMA-S runs: cliques, leader and isolated agents; the judge and its rules
 baseline; the run report with the paper's figures and table."""
 
+import math
+
 import networkx as nx
 import pandas as pd
 import pytest
@@ -136,3 +138,27 @@ def test_a_clique_of_everyone_is_not_the_papers_society(tmp_path):
                  ).to_parquet(tables / "interactions.parquet")
     got = measure_run(tmp_path)
     assert got["cliques"] == 1.0 and got["outside_cliques"] == len(AGENTS) - 4
+
+
+def test_a_judges_fallback_is_no_score(tmp_path):
+    """An unusable answer falls back to the scale's midpoint (4) on every dimension: that is no
+    judgement, so it is counted apart and left out of the means the report and reproduce give."""
+    from socialsim.agents.itcmas.metrics import DIMENSIONS, JUDGE_FILE, judge_table
+    from socialsim.agents.itcmas.reproduce import AGENTS, measure_run
+
+    scores = pd.DataFrame([{"agent": a, **dict.fromkeys(DIMENSIONS, 7 if k < 2 else 4),
+                            "status": "ok" if k < 2 else "fallback"} for k, a in enumerate(AGENTS)])
+    table = judge_table(scores, "full")
+    assert "| 7.00 | 7.00 | 7.00 | 7.00 | 7.00 |" in table  # the two judged agents only
+    assert "Not counted: 4 of 6 agents' scores" in table
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    rows = [{"step": 1, "agent": a, "area": "Outside", "thought": "", "action": "rest", "status": "done",
+             "resources": 1.0, "P": 0.0, "A": 0.0, "D": 0.0} for a in AGENTS]
+    pd.DataFrame(rows).to_parquet(tables / "itcmas_actions.parquet")
+    pd.DataFrame(columns=["step", "initiator", "receiver", "kind", "content"]).to_parquet(tables / "interactions.parquet")
+    scores.to_parquet(tables / JUDGE_FILE)
+    assert measure_run(tmp_path)["personification"] == 7.0
+    scores.assign(status="fallback").to_parquet(tables / JUDGE_FILE)
+    assert math.isnan(measure_run(tmp_path)["personification"])  # nothing judged: not measured
+    assert "Not counted" not in judge_table(scores.assign(status="ok"), "full")

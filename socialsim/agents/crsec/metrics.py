@@ -363,6 +363,9 @@ def ratings_text(model: SocietyModel, ratings: pd.DataFrame | None) -> str:
         return "not measured: the Appendix-E questionnaire needs an LLM judge (--set crsec.judge=MODEL)"
     if ratings is None and model.measurement_stopped:
         return f"not measured: {model.measurement_stopped}"
+    if ratings is not None and not ratings["pairs"].sum() and ratings["fallbacks"].sum():
+        return (f"not measured: none of the judge's {int(ratings['fallbacks'].sum())} answers was a usable rating "
+                f"(each is in run.log)")
     if ratings is None or not ratings["pairs"].sum():
         return f"not measured: no pair to rate (questionnaire_items={settings.questionnaire_items})"
     rated = ratings[ratings["pairs"] > 0]

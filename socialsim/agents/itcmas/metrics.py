@@ -209,13 +209,23 @@ def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules
     return frame
 
 
+def judged(scores: pd.DataFrame) -> pd.DataFrame:
+    """The scores a judge gave: an answer that fell back holds the scale's midpoint on every
+    dimension, which no one judged, so it is left out of every mean (and counted)."""
+    return scores[scores["status"] != "fallback"] if "status" in scores else scores
+
+
 def judge_table(scores: pd.DataFrame, ablation: str) -> str:
     """Our mean scores beside the paper's Table 1 row for the same architecture (Markdown)."""
-    ours = [scores[d].mean() if not scores.empty else float("nan") for d in DIMENSIONS]
+    usable = judged(scores)
+    ours = [usable[d].mean() if not usable.empty else float("nan") for d in DIMENSIONS]
     header = "| | " + " | ".join(d.capitalize() for d in DIMENSIONS) + " |"
     lines = [header, "|" + "---|" * (len(DIMENSIONS) + 1)]
     lines.append(f"| paper, {ablation} (48 human raters) | " + " | ".join(f"{v:.2f}" for v in PAPER_TABLE[ablation]) + " |")
     lines.append(f"| ours, {scores.attrs.get('judge', '?')} | " + " | ".join(f"{v:.2f}" for v in ours) + " |")
+    if len(usable) < len(scores):
+        lines += ["", f"Not counted: {len(scores) - len(usable)} of {len(scores)} agents' scores, whose judge's "
+                      "answer was unusable (the fallback's midpoint is no judgement; each failure is in run.log)."]
     return "\n".join(lines)
 
 

@@ -21,7 +21,14 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from socialsim.agents.itcmas.metrics import DIMENSIONS, JUDGE_FILE, PAPER_TABLE, judge_run, social_structure
+from socialsim.agents.itcmas.metrics import (
+    DIMENSIONS,
+    JUDGE_FILE,
+    PAPER_TABLE,
+    judge_run,
+    judged,
+    social_structure,
+)
 from socialsim.model.reproduce import Figures, Finding, Protocol, ProtocolRun, compare
 from socialsim.model.society import SocietyModel
 
@@ -66,10 +73,11 @@ def measure_run(run_dir: Path) -> dict[str, float]:
         out[f"{dim}_min"], out[f"{dim}_max"] = float(actions[dim].min()), float(actions[dim].max())
     late = actions[actions["step"] > actions["step"].max() - 20]
     out["P_moving_share"] = float((late.groupby("agent")["P"].std() > 0.02).mean())
-    judged = run_dir / "tables" / JUDGE_FILE  # the run's own judge, on its tape and budget
-    scores = pd.read_parquet(judged) if judged.is_file() else judge_run(actions, AREAS_TOTAL)  # older runs: rules
+    judge_file = run_dir / "tables" / JUDGE_FILE  # the run's own judge, on its tape and budget
+    scores = pd.read_parquet(judge_file) if judge_file.is_file() else judge_run(actions, AREAS_TOTAL)  # older: rules
+    usable = judged(scores)  # a fallback's midpoint is no judgement
     for dim in DIMENSIONS:
-        out[dim] = float(scores[dim].mean())
+        out[dim] = float(usable[dim].mean())  # NaN when nothing was judged
     return out
 
 
