@@ -404,3 +404,18 @@ def test_the_report_says_when_the_rule_judge_s_labels_are_the_actors_declared_st
     judged.step()
     assert set(judged.datacollector.get_table_dataframe("asvo_actions")["effect_source"]) == {"declared stance"}
     assert not any("not in the scenario's catalogue" in part for part in report_sections(judged, tmp_path))
+
+
+def test_a_classification_that_fell_back_leaves_the_action_unlabelled_not_neutral(triad, tmp_path, scripted):
+    """The classifier's fallback is 'Neutral': counted as a label it would lower every cooperation
+    rate toward a judgement nobody made."""
+    from socialsim.agents.asvo.metrics import report_sections
+
+    scripted(default="9")  # no such choice, again on the repair: every classification falls back
+    model = SocietyModel(triad, model="rules", rng=1, judges=["openai/scripted-judge"])
+    model.step()
+    actions = model.datacollector.get_table_dataframe("asvo_actions")
+    assert len(actions) == 3 and set(actions["label"]) == {""}
+    assert model.datacollector.get_model_vars_dataframe()["cooperation_rate"].isna().all()
+    assert model.llm.ledger.failures.get("ClassifyBehaviour", 0) >= 3
+    assert any(p.startswith("**3 of 3 actions are unlabelled**") for p in report_sections(model, tmp_path))

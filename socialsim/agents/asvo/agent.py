@@ -419,7 +419,8 @@ class ASVOAgent(GenerativeAgent):
                                     "human_likeness": answer.value.human_likeness,
                                     "reason": answer.value.reason, "status": answer.status})
         label = await judges[0][1].ask(ops.CLASSIFY_BEHAVIOUR, ctx, agent_id=self.unique_id, rng=rng)
-        self.label = label.value.text
+        # a classification that fell back is no judgement: the action stays unlabelled, out of the rates
+        self.label = label.value.text if label.status != "fallback" else ""
 
     def _record_interactions(self) -> None:
         """Who acted towards whom: the observed people an action names, else, when it touches the

@@ -190,6 +190,10 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
                   "effect is the payoff of the stance the actor declared for them, so the rule judge's label of "
                   "those is the actor's own stance, a self-report rather than a measurement. Judge them with an "
                   "LLM that is not the actors' (`--set 'asvo.judges=[\"MODEL\"]'`, `reproduce asvo --judge MODEL`).", ""]
+    unlabelled = int((actions["label"] == "").sum()) if runtime.judges else 0
+    if unlabelled:
+        parts += [f"**{unlabelled} of {len(actions)} actions are unlabelled**: the classifier's answer was unusable "
+                  "(each failure is in run.log), and they are left out of the rates below.", ""]
     parts += ["Labels from the five-way classifier" + (" (rule baseline judge: read from the action's simulated "
                                                         "effect on the others, never from the SVO)"
                                                         if rule_judge else "")
