@@ -52,3 +52,23 @@ def test_agreement_figures():
     frame = pd.DataFrame({"judged": ["a", "a", "b", "none"], "lexical": ["a", "b", "b", "none"]})
     n, agree, kappa = judge_agreement(frame)
     assert (n, agree) == (4, 0.75) and 0 < kappa < 1
+
+
+def test_an_unusable_judge_answer_is_measured_by_the_lexical_matcher_and_counted(scripted):
+    """A judge's fallback ('none of the tracked norms', 'breaks it') would be a judgement nobody
+    made, and would bias adoption and plan compliance down: the documented offline rule measures."""
+    scripted(default="9")  # no such option, again on the repair
+    unusable = run(judge="openai/judge-model")
+    by_rules = run()
+    for column in [c for c in series(by_rules).columns if "adoption[" in c or "plan_compliance[" in c]:
+        assert series(unusable)[column].tolist() == series(by_rules)[column].tolist(), column
+    assert adoption(unusable).max() > 0
+    matches = unusable.datacollector.get_table_dataframe("norm_matches")
+    assert len(matches) > 0 and matches["judged"].isna().all()  # recorded as no answer of the judge's
+    assert judge_agreement(matches)[0] == 0  # and left out of the agreement
+    fell_back = unusable.society.judge_fallbacks
+    assert fell_back["MatchNorm"] == len(matches) and fell_back["JudgePlanCompliance"] > 0
+    lines = measurement_lines(unusable)
+    assert "none of its answers matching a held norm was usable" in lines[0]
+    assert lines[1].startswith(f"The judge's answer was unusable for {len(matches)} norm matches and "
+                               f"{fell_back['JudgePlanCompliance']} plan judgements")

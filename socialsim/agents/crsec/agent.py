@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -98,6 +98,7 @@ class CRSECState:
         self.options = tuple(sorted(f"go to {a}" for a in world.areas)) + tuple(sorted(world.behaviours))
         self.breaches: list[metrics.Breach] = []
         self.totals: Counter[str] = Counter()  # STEP_COUNTS summed over the steps so far
+        self.judge_fallbacks: Counter[str] = Counter()  # judge answers that were unusable, per operation
         self.judge = self._judge_gateway(model, settings.judge)
 
     @staticmethod
@@ -214,9 +215,15 @@ class CRSECAgent(GenerativeAgent):
                                                     s.memory_decay))
         self._vectors: dict[str, list[float]] = {}  # embeddings this agent asked for (memory relevance)
 
-    async def judged(self, op, ctx):
-        """Ask a measurement question on the judge's route (never the actors' model)."""
-        return await self.shared.judge.ask(op, ctx, agent_id=self.unique_id, rng=self.phase_rng)
+    async def judged(self, op, ctx) -> tuple[Any, bool]:
+        """Ask a measurement question on the judge's route (never the actors' model): (the answer,
+        whether the judge gave it). An unusable answer is no measurement: the documented offline
+        rule (the lexical matcher, the plan judge's rule) measures instead, and is counted."""
+        answer = await self.shared.judge.ask(op, ctx, agent_id=self.unique_id, rng=self.phase_rng)
+        if answer.status != "fallback":
+            return answer.value, True
+        self.shared.judge_fallbacks[op.name] += 1
+        return op.rule(ctx, self.phase_rng), False
 
     # --- memory ---------------------------------------------------------------------------------
     def memorize(self, kind: str, text: str, importance: float) -> None:
@@ -358,7 +365,7 @@ class CRSECAgent(GenerativeAgent):
                 self.plan_ok[t.name] = False
                 if self.norms.holds(t.name):
                     judge = ops.JudgePlanContext(self.name, text, t, self.plan, self.shared.tags, self.shared.inside)
-                    self.plan_ok[t.name] = (await self.judged(ops.JUDGE_PLAN_COMPLIANCE, judge)).value.index == 0
+                    self.plan_ok[t.name] = (await self.judged(ops.JUDGE_PLAN_COMPLIANCE, judge))[0].index == 0
             for item in self.plan:
                 self._row("plans", {"step": self.model.steps, "agent": self.name, "day": day, **item,
                                     "then": item.get("then") or ""})
@@ -491,12 +498,13 @@ class CRSECAgent(GenerativeAgent):
 
     async def _match(self, norm: Norm) -> None:
         ctx = ops.MatchContext(norm.content, list(self.settings.tracked_norms))
-        choice = (await self.judged(ops.MATCH_NORM, ctx)).value
+        choice, by_judge = await self.judged(ops.MATCH_NORM, ctx)
         canonical, opposes = ops.match_result(ctx, choice)
         lexical = ops.MATCH_NORM.rule(ctx, self.phase_rng)  # the offline matcher, beside any LLM judge
         self._row("norm_matches", {"step": self.model.steps, "agent": self.name, "norm_id": norm.id,
                                    "content": norm.content, "judge": self.settings.judge,
-                                   "judged": ctx.options[choice.index], "lexical": lexical.text})
+                                   "judged": ctx.options[choice.index] if by_judge else None,
+                                   "lexical": lexical.text})
         self.norms.set_match(norm, canonical, opposes, self.model.steps)
         if norm.theme is None and canonical:
             norm.theme = self.settings.tracked(canonical).theme

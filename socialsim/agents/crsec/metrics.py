@@ -329,6 +329,7 @@ def engine_note(model: SocietyModel) -> str:
 
 def judge_agreement(matches: pd.DataFrame) -> tuple[int, float, float]:
     """(norms matched, share where the judge and the lexical matcher agree, Cohen's kappa)."""
+    matches = matches[matches["judged"].notna()]  # the judge's unusable answers (the matcher measured those)
     if matches.empty:
         return 0, float("nan"), float("nan")
     from sklearn.metrics import cohen_kappa_score
@@ -352,9 +353,14 @@ def measurement_lines(model: SocietyModel) -> list[str]:
                 *kept_once]
     matches = model.datacollector.get_table_dataframe("norm_matches")
     n, agree, kappa = judge_agreement(matches)
+    unusable = model.society.judge_fallbacks
+    instead = [f"The judge's answer was unusable for {unusable['MatchNorm']} norm matches and "
+               f"{unusable['JudgePlanCompliance']} plan judgements: the lexical matcher and the plan rule "
+               "measured those instead (each failure is in run.log)."] if sum(unusable.values()) else []
     return [f"Held norms were matched to the tracked norms, and plans judged, by the judge `{judge}` (not an "
             f"actors' model). Agreement with the lexical matcher over {n} norms: {agree:.0%}, Cohen's kappa "
-            f"{kappa:.2f}." if n else f"Judge `{judge}`: no norm was matched in this run.", *kept_once]
+            f"{kappa:.2f}." if n else f"Judge `{judge}`: no norm was matched in this run." if matches.empty
+            else f"Judge `{judge}`: none of its answers matching a held norm was usable.", *instead, *kept_once]
 
 
 def ratings_text(model: SocietyModel, ratings: pd.DataFrame | None) -> str:
