@@ -419,3 +419,26 @@ def test_a_classification_that_fell_back_leaves_the_action_unlabelled_not_neutra
     assert model.datacollector.get_model_vars_dataframe()["cooperation_rate"].isna().all()
     assert model.llm.ledger.failures.get("ClassifyBehaviour", 0) >= 3
     assert any(p.startswith("**3 of 3 actions are unlabelled**") for p in report_sections(model, tmp_path))
+
+
+def test_a_kept_belief_is_no_prediction_and_stays_out_of_the_tom_error(triad, tmp_path, scripted):
+    """When the prediction's answer is unusable the observer keeps its previous belief (the
+    simulation goes on); that belief is recorded but is no measure of theory of mind."""
+    from socialsim.agents.asvo.metrics import report_sections
+    from socialsim.dashboards import panels
+
+    scripted(default="not a record")  # every ToM prediction falls back, on its LLM route only
+    model = SocietyModel(triad, model="rules", rng=1,
+                         routes={"PredictGuessedDesires": "openai/scripted", "PredictObservedDesires": "openai/scripted"})
+    model.step()
+    predictions = model.datacollector.get_table_dataframe("asvo_predictions")
+    assert len(predictions) > 0 and set(predictions["status"]) == {"fallback"}
+    assert all(a.tom_error is None for a in model.agents)  # no prediction, no error
+    lines = report_sections(model, tmp_path)
+    assert f"Not counted: {len(predictions)} of {len(predictions)} estimates" in "\n".join(lines)
+    assert "(no usable prediction)" in lines
+    assert panels.tom_predictions(panels.frames_from_model(model), 1).empty
+    ruled = SocietyModel(triad, model="rules", rng=1)
+    ruled.step()
+    assert all(a.tom_error is not None for a in ruled.agents)
+    assert set(ruled.datacollector.get_table_dataframe("asvo_predictions")["status"]) == {"rules"}

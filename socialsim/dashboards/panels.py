@@ -628,6 +628,8 @@ def society_structure(frames: Frames, step: int) -> dict:
 def tom_predictions(frames: Frames, step: int) -> pd.DataFrame:
     """ASVO: theory-of-mind predictions of others' desires beside their true values, up to ``step``."""
     df = upto(frames.tables.get("asvo_predictions", pd.DataFrame()), step)
+    if "status" in df:  # a belief kept because the prediction's answer was unusable is no prediction
+        df = df[df["status"] != "fallback"]
     cols = ["step", "observer", "target", "desire", "predicted", "true", "error"]
     if df.empty:
         return pd.DataFrame(columns=cols)

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 ACTION_COLUMNS = ["step", "agent", "svo", "use_svo", "action", "stance", "label", "candidates",
                   "own_gain", "others_gain", "rank", "score", "effect_source"]
-PREDICTION_COLUMNS = ["step", "observer", "target", "observable", "action", "desire", "predicted", "true", "error"]
+PREDICTION_COLUMNS = ["step", "observer", "target", "observable", "action", "desire", "predicted", "true", "error",
+                      "status"]
 UPDATE_COLUMNS = ["step", "agent", "desire", "before", "proposed", "after", "attempts", "accepted"]
 REFLECTION_COLUMNS = ["step", "agent", "desire", "reflection"]
 JUDGE_COLUMNS = ["step", "agent", "svo", "judge", "naturalness", "human_likeness", "reason", "status"]
@@ -262,7 +263,7 @@ class ASVOAgent(GenerativeAgent):
             answer = await self._ask(ops.PREDICT_GUESSED_DESIRES, ctx, rng)
             observable = False
         return {"target": target.name, "observable": observable, "action": action, "stance": stance,
-                "values": ops.record_values(answer.value)}
+                "values": ops.record_values(answer.value), "status": answer.status}
 
     async def _plan(self, rng_propose: random.Random, rng_select: random.Random) -> None:
         settings = self.runtime.settings
@@ -457,11 +458,12 @@ class ASVOAgent(GenerativeAgent):
                 if d not in target.start_values:
                     continue
                 error = abs(predicted - target.start_values[d])
-                errors.append(error)
+                if p["status"] != "fallback":  # a kept belief is no prediction: not in the agent's ToM error
+                    errors.append(error)
                 dc.add_table_row("asvo_predictions", {
                     "step": step, "observer": self.name, "target": p["target"], "observable": p["observable"],
                     "action": p["action"], "desire": d, "predicted": float(predicted),
-                    "true": float(target.start_values[d]), "error": float(error)})
+                    "true": float(target.start_values[d]), "error": float(error), "status": p["status"]})
         self.tom_error = round(mean(errors), 6) if errors else None
         scored = [j for j in self.judgements if j["status"] != "fallback"]
         self.naturalness = round(mean(j["naturalness"] for j in scored), 6) if scored else None

@@ -225,10 +225,15 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
             parts += ["![t-SNE of actions](figures/asvo_tsne.png)", ""]
 
     if not predictions.empty:
-        tom = predictions.groupby("observable", as_index=False).agg(estimates=("error", "size"),
-                                                                     mean_abs_error=("error", "mean"))
+        kept = predictions["status"] == "fallback"  # the observer kept its belief: no prediction
+        predicted = predictions[~kept]
+        tom = predicted.groupby("observable", as_index=False).agg(estimates=("error", "size"),
+                                                                   mean_abs_error=("error", "mean"))
         parts += ["### Theory of mind", "", "Predicted desires of others vs their true values (0-10):", "",
-                  _markdown(tom), ""]
+                  _markdown(tom) if not predicted.empty else "(no usable prediction)", ""]
+        if kept.any():
+            parts += [f"Not counted: {int(kept.sum())} of {len(predictions)} estimates, where the prediction's "
+                      "answer was unusable and the observer kept its previous belief (each failure is in run.log).", ""]
     reflections = int(sum(a.reflections_total for a in model.agents))
     parts += [f"Unreasonable desire updates reflected on: {reflections}.", ""]
     plot_desires(agents, figures / "asvo_desires.png")
