@@ -392,15 +392,22 @@ def test_the_map_chart_puts_every_agent_where_the_map_positions_say(generic):
     assert furniture == {f["name"] for f in frames.furniture}  # named on hover, not in overlapping labels
 
 
-def test_neighbours_on_the_map_are_labelled_on_opposite_sides_of_their_dots(crsec):
+def test_names_on_the_map_never_cover_each_other_and_go_below_their_dots_only_when_they_must(crsec):
     frames = panels.frames_from_run(crsec.run_dir)
     colours, _ = panels.agent_colours(frames, 1, "area")
     placed = charts.map_chart(frames, 1, colours, "area")["datasets"][charts.AGENTS]
-    neighbours = [(a, b) for a in placed for b in placed
-                  if a is not b and a["y"] == b["y"] and abs(a["x"] - b["x"]) <= 1]
-    assert len(neighbours) >= 4  # the cafe's morning: most agents in the dining room
-    for a, b in neighbours:  # first names are wider than a cell: side by side they would overlap
+    px = charts._map_px(frames.areas)
+
+    def touch(a, b):  # names centred on their dots, about 6 px a character
+        return abs(a["x"] - b["x"]) * px < (len(a["label"]) + len(b["label"])) * 3 + 4
+
+    pairs = [(a, b) for a in placed for b in placed if a is not b and a["y"] == b["y"] and touch(a, b)]
+    assert len(pairs) >= 4  # the cafe's morning: most agents in the dining room, side by side
+    for a, b in pairs:
         assert a["baseline"] != b["baseline"] and abs(a["ty"] - b["ty"]) > 0.8
+    below = [a for a in placed if a["baseline"] == "top"]
+    assert below and all(any(touch(a, b) for b in placed if b is not a and b["y"] == a["y"]) for a in below)
+    assert len(below) < len(placed) / 2  # most names above: fewer cross into the room beneath
 
 
 def test_the_usage_panel_shows_each_engine_s_note_once_as_written(generic, monkeypatch):

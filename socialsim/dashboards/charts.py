@@ -148,15 +148,38 @@ def map_chart(frames, step: int, colours: dict[str, str], mode: str) -> dict:
         rows = [{"agent": name, "label": name.split()[0], "x": x, "y": y, "colour": colours.get(name, "#9e9e9e"),
                  "area": str(at["area"].get(name, "")) if "area" in at else ""}
                 for name, (x, y) in sorted(positions.items())]
-        by_row: dict[float, list[dict]] = {}
-        for row in rows:
-            by_row.setdefault(row["y"], []).append(row)
-        for same_row in by_row.values():  # neighbours take turns above and below their dots: no name covers another
-            for k, row in enumerate(sorted(same_row, key=lambda r: r["x"])):
-                below = k % 2 == 1
-                row.update(ty=row["y"] + (0.42 if below else -0.42), baseline="top" if below else "bottom")
+        _place_labels(rows, _map_px(frames.areas))
     return {**template, "title": f"map (step {step}, coloured by {mode})",
             "datasets": {**template["datasets"], AGENTS: rows}}
+
+
+LABEL_PX_PER_CHAR = 6.0  # a 10 px first name is about 6 px a character wide
+
+
+def _map_px(areas: list[dict]) -> float:
+    """Pixels per cell, as the map's template draws it (fits a 1280x800 tab)."""
+    width = max((a["x"] + a["width"] for a in areas), default=1.0)
+    height = max((a["y"] + a["height"] for a in areas), default=1.0)
+    return max(12.0, min(40.0, 860.0 / max(width, 1.0), 440.0 / max(height, 1.0)))
+
+
+def _place_labels(rows: list[dict], px: float) -> None:
+    """Each agent's name above its dot, unless it would cover the name of a neighbour on its row:
+    then below (and above again when both sides are taken). Names go below only where they
+    must, so fewer of them cross into the room beneath."""
+    def clash(a: dict, b: dict | None) -> bool:  # their names, centred on their dots, would touch
+        widths = (len(a["label"]) + len(b["label"])) * LABEL_PX_PER_CHAR / 2 if b is not None else 0
+        return b is not None and abs(a["x"] - b["x"]) * px < widths + 4
+
+    by_row: dict[float, list[dict]] = {}
+    for row in rows:
+        by_row.setdefault(row["y"], []).append(row)
+    for same_row in by_row.values():
+        last = {"above": None, "below": None}
+        for row in sorted(same_row, key=lambda r: r["x"]):
+            below = clash(row, last["above"]) and not clash(row, last["below"])
+            last["below" if below else "above"] = row
+            row.update(ty=row["y"] + (0.42 if below else -0.42), baseline="top" if below else "bottom")
 
 
 AGENTS = "agents"  # the name of the map's per-step data set
@@ -172,7 +195,7 @@ def _map_template(world: str) -> dict:
     height = float(areas["y2"].max())
     scale_x = alt.Scale(domain=[0, width], nice=False, zero=True)
     scale_y = alt.Scale(domain=[0, height], reverse=True, nice=False, zero=True)  # row 0 at the top, as in the file
-    px = max(12.0, min(40.0, 860.0 / max(width, 1.0), 440.0 / max(height, 1.0)))  # fits a 1280x800 tab
+    px = _map_px(area_rows)
     size = {"width": px * width, "height": px * height}
     x, y = alt.X("x:Q", scale=scale_x, axis=None), alt.Y("y:Q", scale=scale_y, axis=None)
     rooms = alt.Chart(areas).mark_rect(stroke="#555555", strokeWidth=1.2).encode(
