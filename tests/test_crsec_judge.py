@@ -34,6 +34,9 @@ def test_an_llm_judge_decides_the_measurement_on_its_own_route(scripted):
     judged = calls[calls["op"] == "MatchNorm"]
     assert len(judged) > 0 and set(judged["model"]) == {"openai/judge-model"}
     assert {c["model"] for c in fake.calls} == {"openai/judge-model"}  # the actors stayed on rules
+    # recorded at the steps they were asked in (the judge's gateway is derived from the run's)
+    assert judged["step"].min() >= 1 and judged["step"].nunique() > 1
+    assert set(judged["step"]) == set(model.datacollector.get_table_dataframe("norm_matches")["step"])
     assert adoption(model).max() == 0  # the judge's "none" is what counts, not the matcher's keywords
     line = measurement_lines(model)[0]
     assert "`openai/judge-model`" in line and "Agreement with the lexical matcher" in line

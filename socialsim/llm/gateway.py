@@ -229,7 +229,8 @@ class Gateway:
         self.failures_in_a_row = 0
         self.capped_replies = 0  # replies longer than max_tokens allows, cut to size
         self.capped_chars = 0  # characters cut from them
-        self.step = 0
+        self._step = 0
+        self._parent: Gateway | None = None  # a derived gateway's (see derive): its steps are the run's
         self._formats: dict[tuple[str, QuestionKind], dict[str, Any]] = {}  # per (model, question)
         # a cost projection's dry run: every decision is answered by its operation's rule, never by
         # a model, and recorded under its route's model with the tokens its prompt would take
@@ -248,8 +249,19 @@ class Gateway:
                           rpm=self.rpm, tpm=self.tpm, timeout_s=self.timeout_s, num_retries=self.num_retries,
                           api_base=self.api_base, dry_run=self.dry_run, price=self.price,
                           json_schema=self.json_schema, breaker=self.breaker)
+        derived._parent = self
         self._derived.append(derived)
         return derived
+
+    @property
+    def step(self) -> int:
+        """The run's step, which the model sets on its gateway: a judge's calls on a derived
+        gateway are recorded at the step they were asked in (they were all at step 0)."""
+        return self._parent.step if self._parent is not None else self._step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self._step = value
 
     def models(self) -> set[str]:
         """Every model this gateway may ask: its routes' and those of the gateways derived from it
