@@ -84,7 +84,8 @@ def heatmap_chart(matrix: pd.DataFrame, step: int) -> alt.Chart:
             y=alt.Y("initiator:N", sort=order, axis=alt.Axis(labelLimit=120)),
             # from 0 to at least 1: with no interaction yet every cell is drawn as none, not mid-blue
             color=alt.Color("interactions:Q", scale=alt.Scale(
-                scheme="blues", domain=[0, max(1, int(data["interactions"].max()) if len(data) else 1)])),
+                scheme="blues", domain=[0, max(1, int(data["interactions"].max()) if len(data) else 1)]),
+                legend=alt.Legend(format="d", tickMinStep=1)),  # counts: whole numbers
             tooltip=["initiator:N", "receiver:N", "interactions:Q"],
         )
         .properties(usermeta=EMBED)
