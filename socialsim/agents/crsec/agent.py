@@ -500,7 +500,8 @@ class CRSECAgent(GenerativeAgent):
         ctx = ops.MatchContext(norm.content, list(self.settings.tracked_norms))
         choice, by_judge = await self.judged(ops.MATCH_NORM, ctx)
         canonical, opposes = ops.match_result(ctx, choice)
-        lexical = ops.MATCH_NORM.rule(ctx, self.phase_rng)  # the offline matcher, beside any LLM judge
+        # the offline matcher, beside any LLM judge (it has already answered when the judge's answer was unusable)
+        lexical = ops.MATCH_NORM.rule(ctx, self.phase_rng) if by_judge else choice
         self._row("norm_matches", {"step": self.model.steps, "agent": self.name, "norm_id": norm.id,
                                    "content": norm.content, "judge": self.settings.judge,
                                    "judged": ctx.options[choice.index] if by_judge else None,
