@@ -162,3 +162,25 @@ def test_a_judges_fallback_is_no_score(tmp_path):
     scores.assign(status="fallback").to_parquet(tables / JUDGE_FILE)
     assert math.isnan(measure_run(tmp_path)["personification"])  # nothing judged: not measured
     assert "Not counted" not in judge_table(scores.assign(status="ok"), "full")
+
+
+def test_the_report_warns_when_the_social_filter_blocked_every_action(scripted, tmp_path):
+    """SmolLM2 answers yes to nearly every yes/no: as LTRHA's filter it blocked all of a run's actions."""
+    from socialsim.agents.itcmas.metrics import report_sections
+    from socialsim.model.society import SocietyModel
+
+    scripted(default="Yes")
+    blocked = SocietyModel("irollan-valley", model="rules", rng=1, routes={"filter": "openai/scripted-filter"})
+    for _ in range(2):
+        blocked.step()
+    actions = blocked.datacollector.get_table_dataframe("itcmas_actions")
+    assert set(actions["status"]) == {"filtered"}
+    warning = [p for p in report_sections(blocked, tmp_path) if p.startswith("**Every action")]
+    assert warning == [f"**Every action ({len(actions)}) was filtered by LTRHA's social filter**: "
+                       f"`openai/scripted-filter` judged each one harmful to social interaction, so no agent did "
+                       "anything. A small model's yes-bias does this (SmolLM2 answers yes to nearly every yes/no "
+                       "question); route the filter to a stronger model, or to the rules (`--route filter=rules`)."]
+    ruled = SocietyModel("irollan-valley", model="rules", rng=1)
+    for _ in range(2):
+        ruled.step()
+    assert not [p for p in report_sections(ruled, tmp_path) if p.startswith("**Every action")]

@@ -248,6 +248,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         f"Actions: {json.dumps(status_counts)}. Filtered by LTRHA: {model.society.filtered_total}. "
         f"Matrix runs: {model.society.matrix_runs}.",
         "",
+        *_all_filtered(model, status_counts, len(actions)),
         "Memories per agent (stored / frames they stand for): "
         + ", ".join(f"{n} {memory[n]}/{frames[n]}" for n in memory) + ".",
         "",
@@ -261,6 +262,20 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
     if not actions.empty:
         parts += ["", "### Five dimensions (7-point)", "", *judge_section(model, actions, run_dir)]
     return parts
+
+
+def _all_filtered(model: SocietyModel, status_counts: dict[str, int], actions: int) -> list[str]:
+    """A warning when LTRHA's social filter, asked of a model, blocked every action: nothing was done,
+    so the society's structure and the judge's scores below describe agents that never acted."""
+    from socialsim.agents.itcmas.operations import SOCIAL_FILTER
+
+    filter_model = model.llm.routes.model_for(SOCIAL_FILTER.name, SOCIAL_FILTER.module)
+    if not actions or status_counts.get("filtered", 0) < actions or filter_model == RULES:
+        return []
+    return [f"**Every action ({actions}) was filtered by LTRHA's social filter**: `{filter_model}` judged each one "
+            "harmful to social interaction, so no agent did anything. A small model's yes-bias does this (SmolLM2 "
+            "answers yes to nearly every yes/no question); route the filter to a stronger model, or to the rules "
+            f"(`--route {SOCIAL_FILTER.module}=rules`).", ""]
 
 
 def judge_section(model: SocietyModel, actions: pd.DataFrame, run_dir: Path) -> list[str]:
