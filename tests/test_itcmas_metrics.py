@@ -180,7 +180,23 @@ def test_the_report_warns_when_the_social_filter_blocked_every_action(scripted, 
                        f"`openai/scripted-filter` judged each one harmful to social interaction, so no agent did "
                        "anything. A small model's yes-bias does this (SmolLM2 answers yes to nearly every yes/no "
                        "question); route the filter to a stronger model, or to the rules (`--route filter=rules`)."]
+    scripted(default="No")  # the same model letting every action through: nothing to warn of
+    passed = SocietyModel("irollan-valley", model="rules", rng=1, routes={"filter": "openai/scripted-filter"})
+    for _ in range(2):
+        passed.step()
+    assert "filtered" not in set(passed.datacollector.get_table_dataframe("itcmas_actions")["status"])
+    assert not [p for p in report_sections(passed, tmp_path) if p.startswith("**Every action")]
+
+
+def test_no_yes_bias_warning_when_the_rules_filter_blocks_everything(monkeypatch, tmp_path):
+    """The rule's verdicts are the mechanism's own, not a model's bias."""
+    from socialsim.agents.itcmas import operations as ops
+    from socialsim.agents.itcmas.metrics import report_sections
+    from socialsim.model.society import SocietyModel
+
+    monkeypatch.setattr(ops.SOCIAL_FILTER, "rule", lambda ctx, rng: ops.YesNo(yes=True))
     ruled = SocietyModel("irollan-valley", model="rules", rng=1)
     for _ in range(2):
         ruled.step()
+    assert set(ruled.datacollector.get_table_dataframe("itcmas_actions")["status"]) == {"filtered"}
     assert not [p for p in report_sections(ruled, tmp_path) if p.startswith("**Every action")]
