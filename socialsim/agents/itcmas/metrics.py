@@ -33,6 +33,7 @@ import pandas as pd  # noqa: E402
 from socialsim.agents.itcmas.operations import (  # noqa: E402
     DIMENSIONS,
     JUDGE,
+    SOCIAL_FILTER,
     JudgeContext,
     actor_models,
     run_judge,
@@ -267,8 +268,6 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
 def _all_filtered(model: SocietyModel, status_counts: dict[str, int], actions: int) -> list[str]:
     """A warning when LTRHA's social filter, asked of a model, blocked every action: nothing was done,
     so the society's structure and the judge's scores below describe agents that never acted."""
-    from socialsim.agents.itcmas.operations import SOCIAL_FILTER
-
     filter_model = model.llm.routes.model_for(SOCIAL_FILTER.name, SOCIAL_FILTER.module)
     if not actions or status_counts.get("filtered", 0) < actions or filter_model == RULES:
         return []
