@@ -442,3 +442,21 @@ def test_a_kept_belief_is_no_prediction_and_stays_out_of_the_tom_error(triad, tm
     ruled.step()
     assert all(a.tom_error is not None for a in ruled.agents)
     assert set(ruled.datacollector.get_table_dataframe("asvo_predictions")["status"]) == {"rules"}
+
+
+def test_the_run_rates_are_over_every_labelled_action_so_far():
+    """A sweep's or batch_run's row is a run's last step: cooperation_rate there is one step's few
+    actions; cooperation_rate_run is the rate over all of them, as the report's tables count it."""
+    from socialsim.agents.asvo.metrics import cooperation_table
+
+    model = SocietyModel("school-meso", model="rules", rng=1)
+    for _ in range(6):
+        model.step()
+    frame = model.datacollector.get_model_vars_dataframe().reset_index(drop=True)
+    actions = model.datacollector.get_table_dataframe("asvo_actions")
+    for step in range(1, 7):
+        upto = cooperation_table(actions[actions["step"] <= step].assign(run="run"), "run").iloc[0]
+        row = frame.iloc[step - 1]
+        assert row["cooperation_rate_run"] == pytest.approx(upto["cooperation_rate"], abs=1e-6)  # rounded to 6 places
+        assert row["competition_index_run"] == pytest.approx(upto["competition_index"], abs=1e-6)
+    assert frame["cooperation_rate_run"].iloc[-1] != frame["cooperation_rate"].iloc[-1]  # the last step alone differs

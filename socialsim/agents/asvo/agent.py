@@ -20,7 +20,7 @@ before anything is awaited, so nothing depends on which LLM call finishes first.
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections import Counter, deque
 from statistics import mean
 from typing import TYPE_CHECKING
 
@@ -69,6 +69,7 @@ class ASVORuntime:
         traits = {a.name: a.traits for a in spec.agents}
         self.svo = assign_svo([a.name for a in spec.agents], traits, self.settings, self.section, model.random)
         self.judges = self._judge_gateways(model)
+        self.labels_so_far: Counter[str] = Counter()  # every action's label so far (the *_run columns)
 
     def _judge_gateways(self, model: SocietyModel) -> list[tuple[str, object]]:
         """One gateway per judge model, sharing the run's tape and ledger. A judge must differ
@@ -120,6 +121,10 @@ class ASVOAgent(GenerativeAgent):
         return {
             "cooperation_rate": lambda m: _rate(m, COOPERATION_WEIGHT),
             "competition_index": lambda m: _rate(m, COMPETITION_WEIGHT),
+            # over every labelled action so far: a run's last row (a sweep's, batch_run's) gives the
+            # run's rate, not its last step's (a handful of actions)
+            "cooperation_rate_run": lambda m: _rate_of(m.society.labels_so_far, COOPERATION_WEIGHT),
+            "competition_index_run": lambda m: _rate_of(m.society.labels_so_far, COMPETITION_WEIGHT),
             "tom_error": lambda m: _mean([a.tom_error for a in m.agents if a.tom_error is not None]),
             "reflections": lambda m: sum(a.reflections_total for a in m.agents),
             "invalid_actions": lambda m: sum(a.invalid_actions for a in m.agents),
@@ -471,6 +476,8 @@ class ASVOAgent(GenerativeAgent):
         self._record_interactions()
         for j in self.judgements:
             dc.add_table_row("asvo_judgements", {"step": step, "agent": self.name, "svo": self.svo, **j})
+        if self.label:
+            self.runtime.labels_so_far[self.label] += 1
         dc.add_table_row("asvo_actions", {
             "step": step, "agent": self.name, "svo": self.svo, "use_svo": self.use_svo, "action": self.action,
             "stance": self.stance, "label": self.label, "candidates": " || ".join(t for t, _ in self.candidates),
@@ -498,8 +505,13 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _rate(model, weights: dict[str, float]) -> float | None:
-    labels = [a.label for a in model.agents if a.label]
-    return round(sum(weights.get(label, 0.0) for label in labels) / len(labels), 6) if labels else None
+    return _rate_of(Counter(a.label for a in model.agents if a.label), weights)
+
+
+def _rate_of(labels: Counter[str], weights: dict[str, float]) -> float | None:
+    """Weighted share of the labelled actions (quasi labels count 0.5); None when none is labelled."""
+    total = sum(labels.values())
+    return round(sum(weights.get(label, 0.0) * n for label, n in labels.items()) / total, 6) if total else None
 
 
 
