@@ -80,7 +80,7 @@ def test_bad_settings_and_sections_get_clear_messages(tmp_path):
         SocietyModel("school-micro", model="rules", extra_knob=1)
     with pytest.raises(ValueError, match="needs a scenario with a 'network:'"):
         SocietyModel("hobbs-cafe", arch="asvo", model="rules")
-    data = yaml.safe_load(open(scenario_path("school-micro")))
+    data = yaml.safe_load(scenario_path("school-micro").read_text())
     data["asvo"]["degrees"]["comfort"] = "hugely"
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -130,7 +130,7 @@ def test_a_misspelt_judge_model_is_refused_with_a_clear_message():
 
 
 def test_a_scenario_with_both_a_map_and_a_network_runs(tmp_path):
-    data = yaml.safe_load(open(scenario_path("school-micro")))
+    data = yaml.safe_load(scenario_path("school-micro").read_text())
     data["name"] = "school-map"
     data["map"] = {"areas": [{"name": "dorm", "x": 0, "y": 0, "width": 6, "height": 4}]}
     path = tmp_path / "school-map.yaml"

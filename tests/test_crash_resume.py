@@ -60,7 +60,8 @@ def uninterrupted(server, tmp_path_factory):
     out = tmp_path_factory.mktemp("full") / "run"
     proc = cli("--arch", "generic", "--model", "openai/fake-model", "--api-base", server.api_base,
                "--steps", str(STEPS), "--rng", "3", "--out", str(out))
-    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
     return frames(out)
 
 
@@ -71,7 +72,7 @@ def kill_when_done(proc: subprocess.Popen, run_dir: Path, steps: int) -> int:
     while steps_done(run_dir) < steps and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)
     assert (run_dir / "config.json").is_file()
     return steps_done(run_dir)
 
@@ -92,7 +93,8 @@ def killed_in_every_step(server, tmp_path_factory):
         if len(killed_at) == STEPS - 1:
             shutil.copytree(out, base / "as-killed")
         proc = cli("--resume", str(out))
-    assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
     return out, base / "as-killed", killed_at
 
 
@@ -109,11 +111,13 @@ def test_kill_9_in_each_step_then_resume_gives_the_uninterrupted_frames(killed_i
 
 def test_resume_refuses_changed_arguments_and_lists_them(tmp_path):
     out = tmp_path / "run"
-    assert cli("--arch", "generic", "--model", "rules", "--steps", "1", "--out", str(out)).wait(timeout=120) == 0
+    first = cli("--arch", "generic", "--model", "rules", "--steps", "1", "--out", str(out))
+    first.communicate(timeout=120)
+    assert first.returncode == 0
     before = (out / "model.parquet").read_bytes()
     proc = cli("--resume", str(out), "--model", "openai/other", "--rng", "7", "--set", "generic.x=1")
-    assert proc.wait(timeout=120) == 2
-    err = proc.stderr.read()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2
     assert "refuses changed arguments" in err and "Traceback" not in err
     assert "--model 'openai/other' (recorded: 'rules')" in err and "--rng 7 (recorded: 42)" in err and "--set" in err
     assert (out / "model.parquet").read_bytes() == before
