@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -146,9 +148,9 @@ def test_a_finding_is_checked_on_the_mean_and_counted_seed_by_seed():
                           ("A", 3, 2.5, float("nan")), ("B", 3, 1.0, 0.5)])
     checked = rp.check_findings(protocol, measured).set_index("finding")
     # means: A 2.17 > B 1.33; A's chance is measured in two seeds only (mean 1.25)
-    assert checked.loc["A scores above B"].tolist() == ["holds", 2, 3]
-    assert checked.loc["A scores above chance"].tolist() == ["holds", 1, 2]  # seed 3: not measured
-    assert checked.loc["B scores at least 1"].tolist() == ["holds", 3, 3]
+    assert checked.loc["A scores above B"].tolist() == ["holds", 2, 3, 0.5]  # 4 of 8 coin-flip outcomes
+    assert checked.loc["A scores above chance"].tolist() == ["holds", 1, 2, 0.75]  # seed 3: not measured
+    assert checked.loc["B scores at least 1"].tolist() == ["holds", 3, 3, 0.125]
     worse = measured.assign(score=measured["score"] - 1.0)  # B's mean drops to 0.33
     assert rp.check_findings(protocol, worse).set_index("finding").loc["B scores at least 1", "verdict"] == "does not hold"
 
@@ -280,21 +282,40 @@ def test_the_projection_says_what_it_does_not_price(monkeypatch, tmp_path):
 def test_nothing_measured_gives_an_empty_findings_table_and_no_section():
     protocol = rp.Protocol("generic", [], measure=dict, paper=pd.DataFrame(), findings=FINDINGS)
     checked = rp.check_findings(protocol, pd.DataFrame())  # every run stopped before it could be measured
-    assert checked.empty and checked.columns.tolist() == ["finding", "verdict", "seeds_holding", "seeds_measured"]
+    assert checked.empty and checked.columns.tolist() == ["finding", "verdict", "seeds_holding", "seeds_measured",
+                                                          "sign_p"]
     assert rp.findings_section(checked, "rules") == ""
 
 
 def test_the_verdict_line_counts_each_kind_and_says_only_what_applies():
     def checked(*verdicts):
         return pd.DataFrame({"finding": [f"f{i}" for i in range(len(verdicts))], "verdict": list(verdicts),
-                             "seeds_holding": 0, "seeds_measured": 1})
+                             "seeds_holding": 0, "seeds_measured": 1, "sign_p": 1.0})
 
     all_hold = rp.findings_section(checked("holds", "holds"), "openai/gpt-4o")
-    assert all_hold.endswith("**2 of 2 findings hold on the mean; 0 do not.**")
+    assert "**2 of 2 findings hold on the mean; 0 do not.**" in all_hold
     none_hold = rp.findings_section(checked("does not hold", "not measured"), "rules")
-    assert none_hold.endswith("**0 of 2 findings hold on the mean; 1 do not (not reproduced by this engine: "
-                              "a result, not a bug); 1 could not be measured.**")
-    assert "## The paper's findings on rules" in none_hold and "| f0 | does not hold | 0 of 1 |" in none_hold
+    assert ("**0 of 2 findings hold on the mean; 1 do not (not reproduced by this engine: "
+            "a result, not a bug); 1 could not be measured.**") in none_hold
+    assert "## The paper's findings on rules" in none_hold and "| f0 | does not hold | 0 of 1 | 1 |" in none_hold
+
+
+def test_a_finding_held_in_every_seed_is_beyond_chance_only_from_five_seeds():
+    """The sign test: unanimous seeds are p = 0.5 ** n, so two seeds (0.25) or four (0.0625) cannot
+    tell a finding from a coin flip and the report says so; five (0.03125) can."""
+    assert rp.sign_test(2, 2) == 0.25 and rp.sign_test(4, 4) == 0.0625 and rp.sign_test(5, 5) == 0.03125
+    assert rp.sign_test(0, 3) == 1.0 and math.isnan(rp.sign_test(0, 0))
+    protocol = rp.Protocol("generic", [], measure=dict, paper=pd.DataFrame(), findings=FINDINGS[2:])
+
+    def section(seeds):
+        measured = _measured([row for s in range(1, seeds + 1) for row in (("A", s, 1.0, 0.0), ("B", s, 2.0, 0.0))])
+        return rp.findings_section(rp.check_findings(protocol, measured), "rules")
+
+    assert "| B scores at least 1 | holds | 2 of 2 | 0.25 |" in section(2)
+    assert section(2).endswith("Held in more seeds than chance would give (sign test, p < 0.05): 0 of the 1; "
+                               "with 2 seeds none can: the sign test needs at least 5.")
+    assert "| B scores at least 1 | holds | 5 of 5 | 0.0312 |" in section(5)
+    assert section(5).endswith("Held in more seeds than chance would give (sign test, p < 0.05): 1 of the 1.")
 
 
 def test_only_what_the_arms_set_differently_is_theirs_to_vary():

@@ -234,10 +234,26 @@ def _verdict(finding: Finding, figures: dict[tuple[str, str], float]) -> str:
         return VERDICTS[2]
 
 
+SIGNIFICANT = 0.05  # the sign test's level in the report's summary line
+
+
+def sign_test(holding: int, measured: int) -> float:
+    """One-sided exact sign test: the chance that at least ``holding`` of ``measured`` seeds would
+    hold if each seed were a fair coin flip (NaN with no seed). A finding's seeds are independent
+    replicates, so this says whether they agree more than chance would; fewer than five seeds can
+    never reach 0.05."""
+    if measured == 0:
+        return math.nan
+    from scipy.stats import binomtest
+
+    return float(binomtest(holding, measured, 0.5, alternative="greater").pvalue)
+
+
 def check_findings(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
     """Each of the paper's findings checked on the mean over seeds (the figures the report shows)
-    and in each seed on its own: columns finding, verdict, seeds_holding, seeds_measured."""
-    columns = ["finding", "verdict", "seeds_holding", "seeds_measured"]
+    and in each seed on its own: columns finding, verdict, seeds_holding, seeds_measured, and
+    sign_p, the sign test of the seeds that hold (:func:`sign_test`)."""
+    columns = ["finding", "verdict", "seeds_holding", "seeds_measured", "sign_p"]
     if measured.empty or not protocol.findings:
         return pd.DataFrame(columns=columns)
     metrics = [c for c in measured.columns if c not in ("label", "seed")]
@@ -252,9 +268,10 @@ def check_findings(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for finding in protocol.findings:
         seeds = [_verdict(finding, f) for f in per_seed]
+        holding, measured_in = seeds.count(VERDICTS[0]), len(seeds) - seeds.count(VERDICTS[2])
         rows.append({"finding": finding.text, "verdict": _verdict(finding, on_mean),
-                     "seeds_holding": seeds.count(VERDICTS[0]),
-                     "seeds_measured": len(seeds) - seeds.count(VERDICTS[2])})
+                     "seeds_holding": holding, "seeds_measured": measured_in,
+                     "sign_p": sign_test(holding, measured_in)})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -264,13 +281,20 @@ def findings_section(checked: pd.DataFrame, engine: str) -> str:
         return ""
     counts = checked["verdict"].value_counts()
     held, failed, unmeasured = (int(counts.get(v, 0)) for v in VERDICTS)
-    table = checked.assign(seeds=checked["seeds_holding"].astype(str) + " of " + checked["seeds_measured"].astype(str))
+    table = checked.assign(seeds=checked["seeds_holding"].astype(str) + " of " + checked["seeds_measured"].astype(str),
+                           p=checked["sign_p"].map(lambda p: "" if math.isnan(p) else f"{p:.3g}"))
+    beyond_chance = int(((checked["verdict"] == VERDICTS[0]) & (checked["sign_p"] < SIGNIFICANT)).sum())
+    most_seeds = int(checked["seeds_measured"].max())
     lines = [f"## The paper's findings on {engine}", "",
              "Each finding checked on the mean over seeds; `seeds`: in how many of the seeds that measured it "
-             "it holds on its own.", "", markdown_table(table[["finding", "verdict", "seeds"]]), "",
+             "it holds on its own; `p`: the chance that at least that many seeds would hold if each were a coin "
+             "flip (one-sided sign test).", "", markdown_table(table[["finding", "verdict", "seeds", "p"]]), "",
              f"**{held} of {len(checked)} findings hold on the mean; {failed} do not"
              + (" (not reproduced by this engine: a result, not a bug)" if failed else "")
-             + (f"; {unmeasured} could not be measured" if unmeasured else "") + ".**"]
+             + (f"; {unmeasured} could not be measured" if unmeasured else "") + ".**",
+             "", f"Held in more seeds than chance would give (sign test, p < {SIGNIFICANT}): {beyond_chance} of the {held}"
+             + (f"; with {most_seeds} seed{'s' if most_seeds != 1 else ''} none can: the sign test needs at least 5"
+                if sign_test(most_seeds, most_seeds) >= SIGNIFICANT else "") + "."]
     return "\n".join(lines)
 
 
