@@ -325,3 +325,13 @@ def test_only_what_the_arms_set_differently_is_theirs_to_vary():
     assert rp._varied_between_arms(protocol) == {"use_svo"}  # n_candidates is the same in both: --set may change it
     protocol.runs = arms[:1]
     assert rp._varied_between_arms(protocol) == set()
+
+
+def test_a_finding_failing_on_the_mean_is_not_counted_beyond_chance_however_many_seeds_hold():
+    protocol = rp.Protocol("generic", [], measure=dict, paper=pd.DataFrame(), findings=FINDINGS[:1])
+    rows = [row for s in range(1, 10) for row in (("A", s, 1.1, 0.0), ("B", s, 1.0, 0.0))]  # A above B in 9 seeds
+    rows += [("A", 10, 0.0, 0.0), ("B", 10, 5.0, 0.0)]  # ... and far below in the tenth: below on the mean
+    checked = rp.check_findings(protocol, _measured(rows))
+    assert checked[["verdict", "seeds_holding", "seeds_measured"]].values.tolist() == [["does not hold", 9, 10]]
+    assert checked.loc[0, "sign_p"] < 0.05
+    assert "sign test, p < 0.05): 0 of the 0." in rp.findings_section(checked, "rules")
