@@ -167,6 +167,44 @@ def test_observable_and_unobservable_theory_of_mind_paths(triad, monkeypatch):
     assert alice_ops.index("GuessHiddenAction") < alice_ops.index("PredictGuessedDesires")
 
 
+def test_each_prediction_records_the_belief_it_replaced(triad, monkeypatch):
+    """The ToM baseline: the first belief is the neutral midpoint, every later one the observer's
+    previous estimate of that target; its error is against the same true value."""
+    force_stances(monkeypatch, {"Bob": "Cooperation", "Carol": "Competition"})
+    model = SocietyModel(triad, model="rules", rng=2)
+    for _ in range(3):
+        model.step()
+    p = model.datacollector.get_table_dataframe("asvo_predictions")
+    first = p[p["step"] == 1]
+    assert (first["prior"] == ops.NEUTRAL_BELIEF).all()
+    assert ((p["prior"] - p["true"]).abs() == p["prior_error"]).all()
+    earlier = p[p["step"] == 2].set_index(["observer", "target", "desire"])["predicted"]
+    later = p[p["step"] == 3].set_index(["observer", "target", "desire"])["prior"]
+    pd.testing.assert_series_equal(later.sort_index(), earlier.sort_index(), check_names=False)
+    assert (p[p["step"] > 1]["prior"] != ops.NEUTRAL_BELIEF).any()  # beliefs moved, so the check above bites
+
+
+def test_the_tom_table_puts_prediction_error_beside_the_belief_before_and_chance():
+    from socialsim.agents.asvo.metrics import tom_table
+
+    def rows(observable, desire, predicted, true, prior):
+        return [{"observable": observable, "desire": d, "predicted": pr, "true": t, "error": abs(pr - t),
+                 "prior": b, "prior_error": abs(b - t)} for d, pr, t, b in zip(desire, predicted, true, prior, strict=True)]
+
+    # exact predictions of two agents whose values differ: chance is off, the old beliefs further
+    exact = pd.DataFrame(rows(True, ["love", "love"], [2.0, 8.0], [2.0, 8.0], [5.0, 5.0]))
+    table = tom_table(exact).set_index("estimated from")
+    assert table.loc["a seen action", "mean_abs_error"] == 0.0
+    assert table.loc["a seen action", "belief_before_error"] == 3.0
+    assert 0.0 < table.loc["a seen action", "shuffled_targets_error"] < 6.0
+    # chance shuffles within a desire: two desires, each the same in everyone, has no chance error
+    by_desire = pd.DataFrame(rows(False, ["love", "love", "rest", "rest"], [1.0, 1.0, 9.0, 9.0],
+                                  [1.0, 1.0, 9.0, 9.0], [5.0] * 4))
+    table = tom_table(by_desire).set_index("estimated from")
+    assert table.loc["a guessed action", "shuffled_targets_error"] == 0.0 and table.loc["a guessed action", "estimates"] == 4
+    assert tom_table(exact.iloc[:0]).empty
+
+
 def run_actions(scenario: str = "school-macro", steps: int = 3, seed: int = 7, **params) -> pd.DataFrame:
     model = SocietyModel(scenario, model="rules", rng=seed, **params)
     for _ in range(steps):

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 ACTION_COLUMNS = ["step", "agent", "svo", "use_svo", "action", "stance", "label", "candidates",
                   "own_gain", "others_gain", "rank", "score", "effect_source"]
 PREDICTION_COLUMNS = ["step", "observer", "target", "observable", "action", "desire", "predicted", "true", "error",
-                      "status"]
+                      "status", "prior", "prior_error"]
 UPDATE_COLUMNS = ["step", "agent", "desire", "before", "proposed", "after", "attempts", "accepted"]
 REFLECTION_COLUMNS = ["step", "agent", "desire", "reflection"]
 JUDGE_COLUMNS = ["step", "agent", "svo", "judge", "naturalness", "human_likeness", "reason", "status"]
@@ -268,7 +268,7 @@ class ASVOAgent(GenerativeAgent):
             answer = await self._ask(ops.PREDICT_GUESSED_DESIRES, ctx, rng)
             observable = False
         return {"target": target.name, "observable": observable, "action": action, "stance": stance,
-                "values": ops.record_values(answer.value), "status": answer.status}
+                "values": ops.record_values(answer.value), "status": answer.status, "prior": prior}
 
     async def _plan(self, rng_propose: random.Random, rng_select: random.Random) -> None:
         settings = self.runtime.settings
@@ -468,7 +468,8 @@ class ASVOAgent(GenerativeAgent):
                 dc.add_table_row("asvo_predictions", {
                     "step": step, "observer": self.name, "target": p["target"], "observable": p["observable"],
                     "action": p["action"], "desire": d, "predicted": float(predicted),
-                    "true": float(target.start_values[d]), "error": float(error), "status": p["status"]})
+                    "true": float(target.start_values[d]), "error": float(error), "status": p["status"],
+                    "prior": float(p["prior"][d]), "prior_error": float(abs(p["prior"][d] - target.start_values[d]))})
         self.tom_error = round(mean(errors), 6) if errors else None
         scored = [j for j in self.judgements if j["status"] != "fallback"]
         self.naturalness = round(mean(j["naturalness"] for j in scored), 6) if scored else None

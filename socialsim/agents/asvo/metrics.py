@@ -8,6 +8,7 @@ same functions work on a live model and on a run directory's Parquet files.
 - Naturalness and Human-likeness (1-5), averaged over judges and actions, per SVO type; judge
   fallbacks are left out. A ``rules`` judge is the rule-based baseline and is labelled so.
 - Separability of action texts by SVO type (appendix D.3), beside the paper's Table 2.
+- Theory of mind: the predictions' error beside the belief held before and a shuffled-target chance.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, STANCES, SVO_TYPES  # noqa: E402
 from socialsim.metrics.report import end_of_run_measurement  # noqa: E402
-from socialsim.metrics.separability import PAPER_TABLE_2, plot_tsne, separability  # noqa: E402
+from socialsim.metrics.separability import PAPER_TABLE_2, PERMUTATIONS, plot_tsne, separability  # noqa: E402
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
@@ -93,6 +95,36 @@ def save_separability(sep, run_dir: Path) -> None:
 
 
 # --- figures --------------------------------------------------------------------------------------
+
+TOM_COLUMNS = ["estimated from", "estimates", "mean_abs_error", "belief_before_error", "shuffled_targets_error"]
+
+
+def tom_table(predicted: pd.DataFrame, seed: int = 0, n: int = PERMUTATIONS) -> pd.DataFrame:
+    """Per kind of estimate (from a seen action or a guessed one): the predictions' mean absolute
+    error beside two baselines. ``belief_before_error``: the belief the observer held before (its
+    last estimate, or the neutral midpoint at first), so whether the prediction moved it closer.
+    ``shuffled_targets_error``: chance, the same predictions scored against the true values of other
+    estimates of the same desire, shuffled ``n`` times (seeded). A theory of mind that reads
+    behaviour beats both; ``predicted`` holds usable predictions only."""
+    if predicted.empty:
+        return pd.DataFrame(columns=TOM_COLUMNS)
+    df = predicted.reset_index(drop=True)
+    rng = np.random.default_rng(seed)
+    shuffled = np.zeros(len(df))
+    for _ in range(n):
+        true = df["true"].to_numpy(float).copy()
+        for rows in df.groupby("desire", sort=True).indices.values():
+            true[rows] = rng.permutation(true[rows])
+        shuffled += np.abs(df["predicted"].to_numpy(float) - true)
+    df = df.assign(shuffled=shuffled / n,
+                   prior_error=pd.to_numeric(df.get("prior_error", pd.Series(math.nan, index=df.index))))
+    table = df.groupby("observable", as_index=False).agg(
+        estimates=("error", "size"), mean_abs_error=("error", "mean"), belief_before_error=("prior_error", "mean"),
+        shuffled_targets_error=("shuffled", "mean"))
+    seen = table.pop("observable").map(lambda o: str(o).lower() == "true")
+    table.insert(0, "estimated from", seen.map({True: "a seen action", False: "a guessed action"}))
+    return table[TOM_COLUMNS]
+
 
 def plot_desires(agent_frame: pd.DataFrame, path: Path, max_agents: int = 12) -> None:
     """Every desire over time, one small panel per agent."""
@@ -227,10 +259,11 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
     if not predictions.empty:
         kept = predictions["status"] == "fallback"  # the observer kept its belief: no prediction
         predicted = predictions[~kept]
-        tom = predicted.groupby("observable", as_index=False).agg(estimates=("error", "size"),
-                                                                   mean_abs_error=("error", "mean"))
-        parts += ["### Theory of mind", "", "Predicted desires of others vs their true values (0-10):", "",
-                  _markdown(tom) if not predicted.empty else "(no usable prediction)", ""]
+        parts += ["### Theory of mind", "", "Predicted desires of others vs their true values (0-10), beside the "
+                  "error of the belief the observer held before (its last estimate, or the neutral 5 at first) and "
+                  f"the chance level (the same predictions scored against other estimates' true values of the same "
+                  f"desire, {PERMUTATIONS} shuffles):", "",
+                  _markdown(tom_table(predicted)) if not predicted.empty else "(no usable prediction)", ""]
         if kept.any():
             parts += [f"Not counted: {int(kept.sum())} of {len(predictions)} estimates, where the prediction's "
                       "answer was unusable and the observer kept its previous belief (each failure is in run.log).", ""]
