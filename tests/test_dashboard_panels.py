@@ -317,8 +317,13 @@ def test_theory_of_mind_view_puts_each_prediction_beside_the_truth(asvo):
     assert len(tom) == len(recorded) > 0
     assert (tom["error"] - (tom["predicted"] - tom["true"]).abs()).abs().max() < 1e-6
     assert len(panels.tom_predictions(frames, 1)) < len(tom)
+    assert (tom["prior_error"] - (tom["prior"] - tom["true"]).abs()).abs().max() < 1e-6  # the belief it replaced
     spec = charts.tom_chart(tom).to_dict()
     assert any(len(rows) == len(tom) for rows in spec["datasets"].values())
+    older = frames.tables["asvo_predictions"].drop(columns=["prior", "prior_error"])  # a run from before them
+    frames.tables["asvo_predictions"] = older
+    assert panels.tom_predictions(frames, 2)["prior"].isna().all()
+    charts.tom_chart(panels.tom_predictions(frames, 2)).to_dict()
 
 
 def test_norm_view_gives_each_norm_its_provenance(crsec):

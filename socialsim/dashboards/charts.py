@@ -123,7 +123,8 @@ def tom_chart(predictions: pd.DataFrame) -> alt.LayerChart:
             color=alt.Color("desire:N", legend=alt.Legend(orient="right", labelLimit=160)),
             opacity=alt.condition(pick, alt.value(0.85), alt.value(0.08)),
             tooltip=["step:Q", "observer:N", "target:N", "desire:N", "predicted:Q", "true:Q",
-                     alt.Tooltip("error:Q", format=".2f")],
+                     alt.Tooltip("error:Q", format=".2f"), alt.Tooltip("prior:Q", title="belief before"),
+                     alt.Tooltip("prior_error:Q", title="its error", format=".2f")],
         )
         .add_params(pick)
     )

@@ -626,15 +626,17 @@ def society_structure(frames: Frames, step: int) -> dict:
 
 
 def tom_predictions(frames: Frames, step: int) -> pd.DataFrame:
-    """ASVO: theory-of-mind predictions of others' desires beside their true values, up to ``step``."""
+    """ASVO: theory-of-mind predictions of others' desires beside their true values and the belief
+    each replaced, up to ``step``."""
     df = upto(frames.tables.get("asvo_predictions", pd.DataFrame()), step)
     if "status" in df:  # a belief kept because the prediction's answer was unusable is no prediction
         df = df[df["status"] != "fallback"]
-    cols = ["step", "observer", "target", "desire", "predicted", "true", "error"]
+    cols = ["step", "observer", "target", "desire", "predicted", "true", "error", "prior", "prior_error"]
     if df.empty:
         return pd.DataFrame(columns=cols)
-    df = df.assign(**{c: _numeric(df[c]) for c in ("predicted", "true", "error")})
-    return df[cols].reset_index(drop=True)
+    df = df.reindex(columns=cols)  # runs recorded before the belief it replaced was kept: NaN there
+    df = df.assign(**{c: _numeric(df[c]) for c in ("predicted", "true", "error", "prior", "prior_error")})
+    return df.reset_index(drop=True)
 
 
 NORM_PROVENANCE_COLUMNS = ["agent", "id", "content", "state", "type", "utility", "origin", "since", "source"]
