@@ -79,10 +79,11 @@ def test_cli_run_writes_itcmas_report(tmp_path):
     assert result.status == "completed"
 
 
-def _table_1(table, cliques=2.0, outside=2.0):
+def _table_1(table, cliques=2.0, outside=2.0, largest=4.0, largest_by_chance=3.0):
     from socialsim.agents.itcmas.reproduce import DIMENSIONS
 
     return pd.DataFrame([{"label": v, "seed": 1, "cliques": cliques, "outside_cliques": outside,
+                          "largest_clique": largest, "largest_clique_chance": largest_by_chance,
                           **dict(zip(DIMENSIONS, scores, strict=True))} for v, scores in table.items()])
 
 
@@ -137,7 +138,34 @@ def test_a_clique_of_everyone_is_not_the_papers_society(tmp_path):
     pd.DataFrame([{"step": 1, "initiator": a, "receiver": b, "kind": "chat", "content": ""} for a, b in pairs]
                  ).to_parquet(tables / "interactions.parquet")
     got = measure_run(tmp_path)
-    assert got["cliques"] == 1.0 and got["outside_cliques"] == len(AGENTS) - 4
+    assert got["cliques"] == 1.0 and got["outside_cliques"] == len(AGENTS) - 4 and got["largest_clique"] == 4.0
+    # six random ties among six agents rarely close a clique of four (and spread, leave more agents out)
+    assert got["largest_clique_chance"] < 4.0 and got["outside_cliques_chance"] > len(AGENTS) - 4
+    beyond = "full ITCMA-S: its largest clique is larger than random ties as many would form"
+    assert check_findings(protocol(), _table_1(PAPER_TABLE, largest=3.0, largest_by_chance=3.0)) \
+        .set_index("finding")["verdict"][beyond] == "does not hold"  # as large as chance's: not beyond it
+    assert check_findings(protocol(), _table_1(PAPER_TABLE, largest=got["largest_clique"],
+                                               largest_by_chance=got["largest_clique_chance"])) \
+        .set_index("finding")["verdict"][beyond] == "holds"
+
+
+def test_the_chance_level_of_the_society_is_what_random_ties_as_many_give():
+    import networkx as nx
+
+    from socialsim.agents.itcmas.metrics import chance_structure
+
+    everyone = nx.complete_graph(["a", "b", "c", "d"], create_using=nx.DiGraph)  # every tie: no other graph
+    assert chance_structure(everyone) == {"ties": 6, "cliques": 1.0, "largest_clique": 4.0, "outside_cliques": 0.0}
+    apart = nx.DiGraph()
+    apart.add_nodes_from("abcde")
+    assert chance_structure(apart) == {"ties": 0, "cliques": 0.0, "largest_clique": 0.0, "outside_cliques": 5.0}
+    triangle_and_two = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a")])
+    triangle_and_two.add_nodes_from("de")
+    chance = chance_structure(triangle_and_two)  # 3 of 10 ties: a triangle in 10 of C(10, 3) = 120 ways
+    assert chance["ties"] == 3 and 0.0 < chance["cliques"] < 0.25 and 4.0 < chance["outside_cliques"] < 5.0
+    assert chance == chance_structure(triangle_and_two)  # seeded
+    weak = nx.DiGraph([("a", "b", {"weight": 1}), ("b", "c", {"weight": 5})])
+    assert chance_structure(weak, min_weight=2)["ties"] == 1  # only ties as strong as the structure's count
 
 
 def test_a_judges_fallback_is_no_score(tmp_path):

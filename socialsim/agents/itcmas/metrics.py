@@ -2,6 +2,7 @@
 
 - ``social_structure``: cliques of the (undirected) interaction graph, the leader (highest
   degree centrality, ties broken by interaction count) and the isolated agents (no ties at all);
+  ``chance_structure``: the cliques random graphs with as many ties hold (the chance level);
 - figures: driver, P/A/D, resources per agent and topic per area over time (paper Fig. 6-7);
   the heat map (Fig. 8) is the run report's ``interactions.png``;
 - ``judge_run``: the paper's five dimensions on a 7-point scale per agent, by an LLM judge that must
@@ -55,10 +56,9 @@ RULES_LABEL = "rules baseline (measured shares, not an LLM judgement)"
 
 
 # --- the society that formed ------------------------------------------------------------------------
-def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
-    """Cliques (≥ 3 agents, ties of at least ``min_weight`` interactions either way), the
-    leader (the most central: most partners, then most interactions; None if tied — never by
-    name) and the isolated agents."""
+def _ties(graph: nx.DiGraph, min_weight: int = 1) -> tuple[nx.Graph, nx.Graph]:
+    """The undirected interaction graph (weights summed both ways) and its ties of at least
+    ``min_weight`` interactions."""
     undirected = nx.Graph()
     undirected.add_nodes_from(graph.nodes)
     for a, b, data in graph.edges(data=True):
@@ -70,7 +70,42 @@ def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
     strong = nx.Graph()
     strong.add_nodes_from(undirected.nodes)
     strong.add_edges_from((a, b, d) for a, b, d in undirected.edges(data=True) if d["weight"] >= min_weight)
-    cliques = sorted((sorted(c) for c in nx.find_cliques(strong) if len(c) >= 3), key=lambda c: (-len(c), c))
+    return undirected, strong
+
+
+def _cliques(ties: nx.Graph) -> list[list[str]]:
+    return sorted((sorted(c) for c in nx.find_cliques(ties) if len(c) >= 3), key=lambda c: (-len(c), c))
+
+
+def outside(ties: nx.Graph, cliques: list[list]) -> int:
+    """How many agents belong to no clique."""
+    return len(set(ties.nodes) - {a for c in cliques for a in c})
+
+
+CHANCE_DRAWS = 200  # random graphs for the chance level of the society's structure
+
+
+def chance_structure(graph: nx.DiGraph, min_weight: int = 1, draws: int = CHANCE_DRAWS, seed: int = 0) -> dict:
+    """What random ties give: the mean number of cliques (≥ 3 agents), the largest one's size (0
+    without a clique) and the number of agents outside every clique over ``draws`` random graphs with the same agents and as many ties (G(n, m), seeded).
+    Among a few agents who meet often nearly any pattern of ties holds a clique; this says how
+    much of the society's structure the number of ties alone explains."""
+    _, ties = _ties(graph, min_weight)
+    n, m = ties.number_of_nodes(), ties.number_of_edges()
+    if n == 0:
+        return {"ties": 0, "cliques": math.nan, "largest_clique": math.nan, "outside_cliques": math.nan}
+    found = [_cliques(nx.gnm_random_graph(n, m, seed=seed + i)) for i in range(draws)]
+    return {"ties": m, "cliques": sum(map(len, found)) / draws,
+            "largest_clique": sum(len(cs[0]) if cs else 0 for cs in found) / draws,
+            "outside_cliques": sum(n - len({a for c in cs for a in c}) for cs in found) / draws}
+
+
+def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
+    """Cliques (≥ 3 agents, ties of at least ``min_weight`` interactions either way), the
+    leader (the most central: most partners, then most interactions; None if tied — never by
+    name) and the isolated agents."""
+    undirected, strong = _ties(graph, min_weight)
+    cliques = _cliques(strong)
     strength = dict(undirected.degree(weight="weight"))
     centrality = nx.degree_centrality(undirected)
     leader = None
@@ -238,6 +273,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
     cfg = model.society.config
     written = plot_over_time(model, figures)
     structure = social_structure(model.interactions)
+    chance = chance_structure(model.interactions)
     actions = model.datacollector.get_table_dataframe("itcmas_actions")
     status_counts = actions["status"].value_counts().to_dict() if not actions.empty else {}
     memory = {a.name: len(a.consciousness.long_term) for a in sorted(model.agents, key=lambda a: a.name)}
@@ -257,6 +293,13 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         "",
         f"Cliques (≥3 agents): {structure['cliques'] or 'none'}. Leader (most central): {structure['leader'] or 'none'}. "
         f"Isolated agents: {structure['isolated'] or 'none'}. Interaction strength: {json.dumps(structure['strength'])}.",
+        "",
+        "| | cliques | largest clique | agents outside every clique |",
+        "|---|---|---|---|",
+        f"| this run | {len(structure['cliques'])} | {len(structure['cliques'][0]) if structure['cliques'] else 0} | "
+        f"{outside(model.interactions.to_undirected(), structure['cliques'])} |",
+        f"| chance: random graphs with the same agents and as many ties ({chance['ties']}), {CHANCE_DRAWS} draws | "
+        f"{chance['cliques']:.2f} | {chance['largest_clique']:.2f} | {chance['outside_cliques']:.2f} |",
         "",
         *(f"![{name}](figures/{name})" for name in written),
     ]

@@ -3,7 +3,8 @@ LTRHA only, compressed memory only, driver only, full ITCMA-S) on IrollanValley 
 judge's five-dimension scores beside the paper's Table 1, and the society each run formed.
 
 Per run: the leader (most central in the interaction graph; NaN when the top is tied), the
-number of cliques (≥ 3 agents), isolated agents, the Gini of resources at the end (NaN without
+number of cliques (≥ 3 agents) and of agents outside every clique, each beside its chance level in
+random graphs with as many ties (``_chance``), isolated agents, the Gini of resources at the end (NaN without
 LTRHA), the range of P, A and D over all agents and steps, the share of chats, filtered actions,
 and the mean judge score per dimension. The judge (route ``itcmas_judge``) scores each run at its
 end, on the run's tape and budget (``tables/itcmas_judge.parquet``); it must be a different model
@@ -25,8 +26,10 @@ from socialsim.agents.itcmas.metrics import (
     DIMENSIONS,
     JUDGE_FILE,
     PAPER_TABLE,
+    chance_structure,
     judge_run,
     judged,
+    outside,
     social_structure,
 )
 from socialsim.model.reproduce import Figures, Finding, Protocol, ProtocolRun, compare
@@ -58,10 +61,15 @@ def measure_run(run_dir: Path) -> dict[str, float]:
     for (a, b), n in interactions.groupby(["initiator", "receiver"]).size().items():
         graph.add_edge(a, b, weight=int(n))
     structure = social_structure(graph)
+    chance = chance_structure(graph)
     out: dict[str, float] = {
         "cliques": float(len(structure["cliques"])),
+        "cliques_chance": chance["cliques"],
+        "largest_clique": float(len(structure["cliques"][0]) if structure["cliques"] else 0),
+        "largest_clique_chance": chance["largest_clique"],
         "isolated": float(len(structure["isolated"])),
-        "outside_cliques": float(len(set(graph.nodes) - {a for c in structure["cliques"] for a in c})),
+        "outside_cliques": float(outside(graph.to_undirected(), structure["cliques"])),
+        "outside_cliques_chance": chance["outside_cliques"],
         "chat_share": float(actions["action"].str.startswith("chat with").mean()),
         "filtered": float((actions["status"] == "filtered").sum()),
     }
@@ -89,7 +97,7 @@ def rated_above(variant: str, others: tuple[str, ...]) -> Callable[[Figures], bo
 def findings() -> list[Finding]:
     """Sec. 5.2-5.3's findings: full ITCMA-S rated best and base ITCMA worst on every dimension, LTRHA
     alone second only to the full architecture, and the full architecture's agents forming a clique
-    that leaves some of them out."""
+    that leaves some of them out, a larger one than random ties would form."""
     return [
         Finding("full ITCMA-S is rated above every ablation on every dimension",
                 rated_above("full", ("base", "ltrha", "memory", "driver"))),
@@ -101,6 +109,10 @@ def findings() -> list[Finding]:
         compare("full ITCMA-S's agents form at least one clique (3 or more agents)", ("full", "cliques"), ">=", 1.0),
         # Sec. 5.3: "agents not included in this clique were mostly isolated" (WL and MD, almost no ties)
         compare("full ITCMA-S: some agents stay outside every clique", ("full", "outside_cliques"), ">=", 1.0),
+        # ... and more than the number of ties alone explains: among six agents who meet often, random
+        # ties hold cliques too, but smaller ones (chance_structure)
+        compare("full ITCMA-S: its largest clique is larger than random ties as many would form",
+                ("full", "largest_clique"), ">", ("full", "largest_clique_chance")),
     ]
 
 
