@@ -84,3 +84,31 @@ def test_sweep_file_figures_are_written(tmp_path):
     spec = {**SWEEP, "seeds": [1], "figures": [{"outcome": "rule_decisions", "x": "steps"}]}
     result = sweep(spec, tmp_path / "s", progress=False)
     assert [p.name for p in (result.sweep_dir / "figures").iterdir()] == ["rule_decisions-by-steps.png"]
+
+
+def test_a_reproduction_exports_its_runs_by_arm_with_its_summary_and_findings(monkeypatch, tmp_path):
+    from socialsim.model import reproduce as rp
+
+    def toy(arch, judge=None):  # two arms of one scenario, one with a parameter the other leaves alone
+        return rp.Protocol(
+            arch="generic", measure=lambda d: {"score": 0.0}, description="toy",
+            paper=pd.DataFrame([{"label": "*", "metric": "score", "paper": 1.0}]),
+            runs=[rp.ProtocolRun("plain / A", "hobbs-cafe", steps=1),
+                  rp.ProtocolRun("moved: B", "hobbs-cafe", steps=2, arch_params={"social": False})],
+            findings=[rp.compare("B scores above 0", ("moved: B", "score"), ">", 0.0)])
+
+    monkeypatch.setattr(rp, "load_protocol", toy)
+    rp.reproduce("generic", "rules", seeds=2, yes=True, out=tmp_path / "r", echo=lambda line: None)
+    exp = export(tmp_path / "r")
+    runs = exp.runs.set_index("run_id")
+    assert sorted(runs.index) == ["moved__B/seed-1", "moved__B/seed-2", "plain___A/seed-1", "plain___A/seed-2"]
+    assert runs.loc["moved__B/seed-2", "arm"] == "moved: B" and runs.loc["plain___A/seed-1", "arm"] == "plain / A"
+    assert runs.loc["moved__B/seed-2", ["rng", "replicate", "steps_done"]].tolist() == [2, 1, 2]
+    assert "social" in exp.parameters and runs.loc["moved__B/seed-1", "social"] is False
+    assert exp.model.groupby("run_id")["step"].max().to_dict() == {"moved__B/seed-1": 2, "moved__B/seed-2": 2,
+                                                                  "plain___A/seed-1": 1, "plain___A/seed-2": 1}
+    assert set(exp.types["arm"]) == {"plain / A", "moved: B"}
+    back = read_export(tmp_path / "r" / "export")
+    pd.testing.assert_frame_equal(back["findings"], pd.read_csv(tmp_path / "r" / "findings.csv"))
+    assert back["findings"]["verdict"].tolist() == ["does not hold"]  # the measure gives 0: as written
+    assert set(back["summary"]["label"]) == {"plain / A", "moved: B"}

@@ -232,6 +232,16 @@ def test_a_run_that_cannot_be_measured_keeps_the_others_figures(monkeypatch, tmp
     assert "cafe seed 2: could not be measured (FileNotFoundError" in (tmp_path / "r" / "report.md").read_text()
 
 
+def test_a_measure_naming_a_figure_seed_or_label_is_refused_not_silently_merged(monkeypatch, tmp_path):
+    protocol = _toy_with_findings()
+    protocol.measure = lambda run_dir: {"seed": 5.0, "steps_done": 2.0}  # would overwrite the row's seed
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: protocol)
+    summary = rp.reproduce("generic", "rules", seeds=1, yes=True, out=tmp_path / "r", echo=lambda _: None)
+    assert not summary.attrs["complete"] and summary["mean"].isna().all()
+    assert "could not be measured (ValueError: the protocol's measure returned ['seed']" \
+        in (tmp_path / "r" / "report.md").read_text()
+
+
 def _judge_usage(proj, judge="openai/gpt-4o"):
     return proj.per_model.set_index("model").loc[judge]
 

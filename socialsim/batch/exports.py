@@ -1,9 +1,10 @@
-"""Exports: a run directory or a sweep directory as tidy pandas DataFrames, Parquet and CSV.
+"""Exports: a run, sweep or reproduction directory as tidy pandas DataFrames, Parquet and CSV.
 
 ``socialsim.export(PATH)`` reads what the runs recorded (their DataCollector frames and tables)
 and returns one frame per kind, every row tagged with its run and the run's parameters, the way
 ``mesa.batch_run`` tags its rows; see ``docs/outputs.md`` for the columns. Nothing is recomputed:
-a run's frames are the ones its DataCollector produced.
+a run's frames are the ones its DataCollector produced. A reproduction's rows are tagged with their
+arm too, and its ``summary.csv`` and ``findings.csv`` come along as they were written.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ class Export:
     llm_calls: pd.DataFrame  # one row per operation decision (LLM, tape or rule)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # events, interactions, ...
     parameters: list[str] = field(default_factory=list)  # the parameter columns
+    reproduction: dict[str, pd.DataFrame] = field(default_factory=dict)  # a reproduction's summary, findings
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """Every frame by its file name (tables as ``tables/<name>``)."""
         return {"runs": self.runs, "model": self.model, "agents": self.agents, "types": self.types,
-                "llm_calls": self.llm_calls, **{f"tables/{k}": v for k, v in self.tables.items()}}
+                "llm_calls": self.llm_calls, **{f"tables/{k}": v for k, v in self.tables.items()},
+                **self.reproduction}
 
 
 def run_dirs(path: Path) -> list[Path]:
@@ -49,8 +52,11 @@ def run_dirs(path: Path) -> list[Path]:
 
 def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, ...] = ("parquet", "csv"),
            write: bool = True) -> Export:
-    """Read RUN_DIR or SWEEP_DIR into tidy frames; write them to ``out`` (default PATH/export)."""
+    """Read RUN_DIR, SWEEP_DIR or a reproduction's directory into tidy frames; write them to ``out``
+    (default PATH/export)."""
     path = Path(path)
+    arms: dict[Path, str] = {}  # a reproduction's run directory -> its arm's label
+    reproduction: dict[str, pd.DataFrame] = {}
     if (path / RUNS).is_dir():
         sweep_meta = _json(path / "sweep.json")
         dirs = run_dirs(path)
@@ -60,13 +66,20 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         dirs, seeds = [path], []
         config = _json(path / "config.json").get("config", {})
         names = ["scenario", "arch", "model", *config.get("arch_params", {})]
+    elif (path / REPRODUCTION_SUMMARY).is_file():
+        dirs, seeds, names, arms = _reproduction_runs(path)
+        reproduction = {stem: pd.read_csv(path / f"{stem}.csv") for stem in ("summary", "findings")
+                        if (path / f"{stem}.csv").is_file()}
     else:
-        raise FileNotFoundError(f"{path}: neither a run directory (config.json) nor a sweep directory (runs/)")
+        raise FileNotFoundError(f"{path}: neither a run directory (config.json), a sweep directory (runs/) "
+                                f"nor a reproduction's ({REPRODUCTION_SUMMARY})")
 
     runs, model, agents, llm, tables = [], [], [], [], {}
     for d in dirs:
         meta = _json(d / "config.json")
-        tags = _tags(d, meta, names, seeds)
+        tags = ({"arm": arms[d]} if arms else {}) | _tags(d, meta, names, seeds)
+        if arms:  # a reproduction's folders are ARM/seed-K: the seed's folder alone is not unique
+            tags["run_id"] = f"{d.parent.name}/{d.name}"
         frame = _read(d / "model.parquet")
         model.append(_tag(frame, tags))
         final = frame.iloc[-1].to_dict() if len(frame) else {}
@@ -88,8 +101,10 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         llm_calls=_frame(llm),
         tables={name: _frame(parts) for name, parts in sorted(tables.items())},
         parameters=names,
+        reproduction=reproduction,
     )
-    result.types = _types(result.agents, [c for c in result.runs.columns if c in (*RUN_COLUMNS, *names)])
+    keys = ["arm"] if arms else []
+    result.types = _types(result.agents, [c for c in result.runs.columns if c in (*keys, *RUN_COLUMNS, *names)])
     if write:
         write_export(result, Path(out) if out else path / "export", formats)
     return result
@@ -109,6 +124,25 @@ def read_export(out: str | Path) -> dict[str, pd.DataFrame]:
 
 
 # --- helpers ------------------------------------------------------------------------------------
+REPRODUCTION_SUMMARY = "summary.csv"  # what `socialsim reproduce` writes beside its arms' folders
+
+
+def _reproduction_runs(path: Path) -> tuple[list[Path], list[int], list[str], dict[Path, str]]:
+    """A reproduction's runs (OUT/ARM/seed-K), the seeds, the parameters any of them sets (scenario,
+    architecture, model, preset and every architecture parameter) and each run's arm, named by the
+    label ``summary.csv`` gives it (the folder is that label made file-safe)."""
+    from socialsim.model.reproduce import _slug
+
+    dirs = sorted(d.parent for d in path.glob("*/seed-*/config.json"))
+    configs = [_json(d / "config.json").get("config", {}) for d in dirs]
+    seeds = sorted({c.get("rng") for c in configs if c.get("rng") is not None})
+    params = sorted({k for c in configs for k in c.get("arch_params", {})})
+    labels = pd.read_csv(path / REPRODUCTION_SUMMARY).get("label", pd.Series(dtype=str)).dropna().unique()
+    by_folder = {_slug(str(label)): str(label) for label in labels}
+    arms = {d: by_folder.get(d.parent.name, d.parent.name) for d in dirs}
+    return dirs, seeds, ["scenario", "arch", "model", "preset", *params], arms
+
+
 def _json(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())

@@ -379,7 +379,11 @@ def reproduce(
             not_started = [f"{s.label} seed {k}" for s, k in planned[i:]]
             break
         try:
-            rows.append({"label": spec.label, "seed": seed, **protocol.measure(run_dir)})
+            figures = protocol.measure(run_dir)
+            if clash := sorted({"label", "seed"} & set(figures)):
+                raise ValueError(f"the protocol's measure returned {clash}, names that say which arm and seed a "
+                                 "row is")
+            rows.append({"label": spec.label, "seed": seed, **figures})
         except Exception as exc:  # noqa: BLE001 - one unmeasurable run must not lose the others' figures
             log.warning("%s seed %s could not be measured: %s: %s", spec.label, seed, type(exc).__name__, exc)
             problems.append(f"{spec.label} seed {seed}: could not be measured ({type(exc).__name__}: {exc})")
