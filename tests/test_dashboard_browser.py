@@ -17,6 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect, sync_playwright
@@ -393,6 +394,19 @@ def test_a_folder_of_runs_lists_them_and_one_opens_from_the_list(browser_page, r
     expect(page.locator(".step-counter")).to_contain_text(f"replay of {chosen}")
     expect(page.locator(".run-dir input")).to_have_value(str(chosen))  # the card shows the run it opened ...
     expect(page.locator(".run-picker")).to_have_count(0)  # ... and no longer the list
+    expect(page.locator(".reproduction-findings")).to_have_count(0)  # a sweep has no findings
+    # a reproduction's folder (ARM/seed-K) also shows the paper's findings as it checked them
+    reproduction = tmp_path / "reproduction"
+    shutil.copytree(run_dir, reproduction / "cafe" / "seed-1")
+    pd.DataFrame({"finding": ["<b>everyone</b> adopts the norm"], "verdict": ["does not hold"], "seeds_holding": [1],
+                  "seeds_measured": [3], "sign_p": [0.875]}).to_csv(reproduction / "findings.csv", index=False)
+    page.locator(".run-dir input").fill(str(reproduction))
+    page.locator(".btn-open").click()
+    expect(page.locator(".reproduction-findings")).to_contain_text("<b>everyone</b> adopts the norm")  # escaped
+    expect(page.locator(".reproduction-findings")).to_contain_text("does not hold")
+    expect(page.locator(".reproduction-findings")).to_contain_text("1 of 3")
+    page.locator(".reproduction-findings").scroll_into_view_if_needed()
+    _shot(page, "reproduction-findings")
     assert _external(requests, server) == []
 
 

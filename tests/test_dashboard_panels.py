@@ -429,3 +429,20 @@ def test_the_usage_panel_shows_each_engine_s_note_once_as_written(generic, monke
     monkeypatch.setattr(solara, "Warning", lambda label, **kw: (shown.append(label), warning(label, **kw))[1])
     solara.render(app.UsagePanel(frames, 4, panels.usage_totals(frames, 4)), handle_error=False)
     assert shown == [NOTES["rules"]]
+
+
+def test_a_reproductions_findings_are_read_for_its_folder_and_nothing_for_others(tmp_path):
+    pd.DataFrame({"finding": ["A beats B", "C is high"], "verdict": ["holds", "does not hold"],
+                  "seeds_holding": [5, 1], "seeds_measured": [5, 3], "sign_p": [0.03125, 0.875]}
+                 ).to_csv(tmp_path / "findings.csv", index=False)
+    table = panels.reproduction_findings(tmp_path)
+    assert table.values.tolist() == [["A beats B", "holds", "5 of 5", "0.0312"],
+                                     ["C is high", "does not hold", "1 of 3", "0.875"]]
+    (tmp_path / "old").mkdir()  # written before the sign test: no p
+    pd.read_csv(tmp_path / "findings.csv").drop(columns="sign_p").to_csv(tmp_path / "old" / "findings.csv", index=False)
+    assert panels.reproduction_findings(tmp_path / "old")["p"].tolist() == ["", ""]
+    (tmp_path / "sweep").mkdir()
+    assert panels.reproduction_findings(tmp_path / "sweep").empty  # no findings file
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "findings.csv").write_text("just,some\ncolumns,here\n")
+    assert panels.reproduction_findings(tmp_path / "broken").empty

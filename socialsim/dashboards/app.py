@@ -369,8 +369,9 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
     built_arch = config.arch or scenario_default_arch(config.scenario)
     changed, set_changed = solara.use_state({built_arch: dict(config.params)})
     run_dir, set_run_dir = solara.use_state(str(getattr(session, "run_dir", "")))
-    # why the last Open failed, and the runs inside the folder it was given (a sweep's, a reproduction's)
-    open_error, set_open_error = solara.use_state(("", ()))
+    # why the last Open failed, the runs inside the folder it was given (a sweep's, a reproduction's)
+    # and, for a reproduction, the paper's findings as it checked them
+    open_error, set_open_error = solara.use_state(("", (), None))
     reset_error, set_reset_error = solara.use_state("")
     scenarios = available_scenarios()
     mine = changed.get(chosen, {})
@@ -395,9 +396,11 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
             replay = ReplaySession(path)
         except Exception as exc:  # a wrong path or a damaged directory: say which
             inside = tuple(str(r) for r in getattr(exc, "runs", ()))  # a folder of runs (NotARunDir)
-            set_open_error((redact(f"cannot open {path!r}: {exc}"), inside))
+            findings = panels.reproduction_findings(path) if inside else None
+            set_open_error((redact(f"cannot open {path!r}: {exc}"), inside,
+                            None if findings is None or findings.empty else findings))
             return
-        set_open_error(("", ()))
+        set_open_error(("", (), None))
         set_cursor(replay.frames.steps_done)  # before the session, so the new slider starts at the end
         set_session(replay)
 
@@ -449,17 +452,23 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
                         classes=["ctl-max-calls"])
         ParameterControls(chosen, mine, lambda name, value: set_changed({**changed, chosen: {**mine, name: value}}))
     with solara.Card("Replay a run", classes=["panel-replay"]):
-        solara.InputText("run directory", value=run_dir, on_value=set_run_dir, classes=["run-dir"])
+        # every keystroke reaches the state: a re-render (a poll, the society built) keeps what was typed
+        solara.InputText("run directory", value=run_dir, on_value=set_run_dir, continuous_update=True,
+                         classes=["run-dir"])
         solara.Button("Open", on_click=lambda: open_run(), classes=["btn-open"])
-        message, inside = open_error
+        message, inside, findings = open_error
         if message:
             solara.Error(message)
+        if findings is not None:  # the findings file is written by our code, but its texts are escaped all the same
+            solara.Markdown("**The paper's findings, as this reproduction checked them** (`findings.csv`; `seeds`: "
+                            "in how many seeds each holds on its own, `p`: the sign test)")
+            Table(findings.to_dict("records"), list(findings.columns), classes=["reproduction-findings"])
         if inside:
             def pick(path: str | None) -> None:  # the card is rebuilt for the replay, showing its path
                 if path:
                     open_run(path)
 
-            solara.Select(f"open one of its {len(inside)} runs", values=list(inside), value=None, on_value=pick,
+            solara.Select(f"open one of its {len(inside)} runs" if len(inside) > 1 else "open its run", values=list(inside), value=None, on_value=pick,
                           dense=True, classes=["run-picker"])
 
 

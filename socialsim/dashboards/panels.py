@@ -655,6 +655,26 @@ def norm_provenance(frames: Frames, step: int, agent: str | None = None) -> pd.D
     return last[NORM_PROVENANCE_COLUMNS].sort_values(["agent", "id"]).reset_index(drop=True)
 
 
+FINDINGS_COLUMNS = ["finding", "verdict", "seeds", "p"]
+
+
+def reproduction_findings(folder: str | Path) -> pd.DataFrame:
+    """A reproduction's findings as ``socialsim reproduce`` checked them (its ``findings.csv``):
+    verdict on the mean, seeds holding of those measured, the sign test's p; empty for a folder
+    that is not a reproduction (a sweep's), or whose findings file cannot be read."""
+    path = Path(folder) / "findings.csv"
+    try:
+        found = pd.read_csv(path)
+    except (OSError, ValueError):
+        return pd.DataFrame(columns=FINDINGS_COLUMNS)
+    if not {"finding", "verdict", "seeds_holding", "seeds_measured"} <= set(found.columns):
+        return pd.DataFrame(columns=FINDINGS_COLUMNS)
+    p = pd.to_numeric(found["sign_p"], errors="coerce") if "sign_p" in found else pd.Series(float("nan"), found.index)
+    return pd.DataFrame({"finding": found["finding"].astype(str), "verdict": found["verdict"].astype(str),
+                         "seeds": found["seeds_holding"].astype(str) + " of " + found["seeds_measured"].astype(str),
+                         "p": p.map(lambda v: "" if pd.isna(v) else f"{v:.3g}")})[FINDINGS_COLUMNS]
+
+
 def architecture_view(frames: Frames) -> str:
     """Which architecture-specific view the recorded tables allow."""
     if "matrix" in frames.tables or frames.arch == "itcmas":
