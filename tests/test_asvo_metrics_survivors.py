@@ -93,6 +93,24 @@ def test_several_judges_are_averaged_per_action_first():
     assert table.loc["prosocial", "naturalness"] == pytest.approx((4 + 7) / 2)  # not (6 + 2 + 7) / 3
 
 
+def test_judges_agreement_is_per_pair_over_actions_both_scored_and_zero_at_chance():
+    from socialsim.agents.asvo.metrics import judge_agreement
+
+    scores = [(1, 5), (2, 4), (3, 3), (4, 2), (5, 1)]  # (naturalness, human_likeness) per step, judge j1
+    rows = [(k, "Ann", "prosocial", "j1", "ok", n, h) for k, (n, h) in enumerate(scores, 1)]
+    rows += [(k, "Ann", "prosocial", "j2", "ok", n, 6 - h) for k, (n, h) in enumerate(scores, 1)]  # agrees, reverses
+    rows += [(6, "Ann", "prosocial", "j1", "ok", 1, 1), (6, "Ann", "prosocial", "j2", "fallback", 5, 5)]  # one scored
+    table = judge_agreement(judgements(rows)).set_index("score")
+    assert table["n"].tolist() == [5, 5] and set(table["judge_a"]) == {"j1"} and set(table["judge_b"]) == {"j2"}
+    assert table.loc["naturalness", "exact"] == 1.0 and table.loc["naturalness", "kappa"] == pytest.approx(1.0)
+    assert table.loc["human_likeness", "exact"] == pytest.approx(0.2)  # only the middle score is equal
+    assert table.loc["human_likeness", "kappa"] == pytest.approx(-1.0)
+    alone = judgements([r for r in rows if r[3] == "j1"])
+    assert judge_agreement(alone).empty  # one judge: nothing to agree on
+    constant = judgements([(k, "Ann", "prosocial", j, "ok", 3, 3) for k in (1, 2) for j in ("j1", "j2")])
+    assert judge_agreement(constant)["kappa"].isna().all() and (judge_agreement(constant)["exact"] == 1.0).all()
+
+
 @pytest.mark.parametrize(("name", "setting"), [("school-meso", "School"), ("Workplace-macro", "Workplace"),
                                                ("family-micro", "Family"), ("hobbs-cafe", None), ("meso", None)])
 def test_the_papers_setting_is_read_from_the_scenario_name(name, setting):

@@ -76,6 +76,31 @@ def judges_averaged(judgements: pd.DataFrame) -> pd.DataFrame:
     return per_action.groupby("svo", as_index=False)[["naturalness", "human_likeness"]].mean()
 
 
+AGREEMENT_COLUMNS = ["judge_a", "judge_b", "score", "n", "exact", "kappa"]
+
+
+def judge_agreement(judgements: pd.DataFrame) -> pd.DataFrame:
+    """How far several judges agree, per pair and score, over the actions both scored (fallbacks
+    left out): the share of equal scores and Cohen's kappa with quadratic weights, which counts a
+    1-point difference less than a 4-point one and is 0 at chance (NaN when either judge gave one
+    score only)."""
+    from itertools import combinations
+
+    from sklearn.metrics import cohen_kappa_score
+
+    df = judgements[judgements["status"] != "fallback"]
+    rows = []
+    for a, b in combinations(sorted(df["judge"].unique()), 2):
+        both = df[df["judge"] == a].merge(df[df["judge"] == b], on=["step", "agent"], suffixes=("_a", "_b"))
+        for score in ("naturalness", "human_likeness"):
+            x, y = both[f"{score}_a"].astype(int), both[f"{score}_b"].astype(int)
+            varied = x.nunique() > 1 and y.nunique() > 1
+            rows.append({"judge_a": a, "judge_b": b, "score": score, "n": len(both),
+                         "exact": float((x == y).mean()) if len(both) else math.nan,
+                         "kappa": float(cohen_kappa_score(x, y, weights="quadratic")) if varied else math.nan})
+    return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
+
+
 def action_separability(actions: pd.DataFrame, embedding_model: str | None = None, seed: int = 0,
                         gateway=None):
     df = actions[actions["action"].astype(str).str.len() > 0]
@@ -241,6 +266,10 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
                   + (" — `rules` is the rule-based baseline judge, not an LLM." if baseline else "."), "",
                   _markdown(judge_table(judgements)), "", "All judges averaged per action, then per SVO type:", "",
                   _markdown(judges_averaged(judgements)), ""]
+        agreement = judge_agreement(judgements)
+        if not agreement.empty:
+            parts += ["Agreement between judges over the actions both scored (`exact`: equal scores; `kappa`: "
+                      "Cohen's, quadratic weights, 0 at chance):", "", _markdown(agreement), ""]
 
     sep = end_of_run_measurement(model, "the action embeddings",
                                  lambda: action_separability(actions, settings.embedding_model, gateway=model.llm))
