@@ -70,6 +70,7 @@ def test_cli_run_writes_itcmas_report(tmp_path):
     result = run(RunConfig(scenario="irollan-valley", model="rules", steps=5), tmp_path / "run", progress=False)
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## ITCMA-S + LTRHA" in report and "Leader (most central)" in report
+    assert "| chance: random graphs with the same agents and as many ties (" in report
     for name in ("itcmas_driver.png", "itcmas_pad.png", "itcmas_resources.png", "itcmas_topic.png", "interactions.png"):
         assert (tmp_path / "run" / "figures" / name).is_file()
     tables = tmp_path / "run" / "tables"
@@ -164,6 +165,11 @@ def test_the_chance_level_of_the_society_is_what_random_ties_as_many_give():
     chance = chance_structure(triangle_and_two)  # 3 of 10 ties: a triangle in 10 of C(10, 3) = 120 ways
     assert chance["ties"] == 3 and 0.0 < chance["cliques"] < 0.25 and 4.0 < chance["outside_cliques"] < 5.0
     assert chance == chance_structure(triangle_and_two)  # seeded
+    spread = nx.gnm_random_graph(7, 12, seed=99, directed=False)  # cliques of several sizes in its draws
+    largest = [max((len(c) for c in nx.find_cliques(nx.gnm_random_graph(7, 12, seed=i))), default=0)
+               for i in range(200)]
+    assert chance_structure(nx.DiGraph(spread))["largest_clique"] == pytest.approx(
+        sum(size if size >= 3 else 0 for size in largest) / 200)
     weak = nx.DiGraph([("a", "b", {"weight": 1}), ("b", "c", {"weight": 5})])
     assert chance_structure(weak, min_weight=2)["ties"] == 1  # only ties as strong as the structure's count
 

@@ -77,9 +77,9 @@ def _cliques(ties: nx.Graph) -> list[list[str]]:
     return sorted((sorted(c) for c in nx.find_cliques(ties) if len(c) >= 3), key=lambda c: (-len(c), c))
 
 
-def outside(ties: nx.Graph, cliques: list[list]) -> int:
-    """How many agents belong to no clique."""
-    return len(set(ties.nodes) - {a for c in cliques for a in c})
+def outside(agents, cliques: list[list]) -> int:
+    """How many of ``agents`` belong to no clique."""
+    return len(set(agents) - {a for c in cliques for a in c})
 
 
 CHANCE_DRAWS = 200  # random graphs for the chance level of the society's structure
@@ -87,9 +87,10 @@ CHANCE_DRAWS = 200  # random graphs for the chance level of the society's struct
 
 def chance_structure(graph: nx.DiGraph, min_weight: int = 1, draws: int = CHANCE_DRAWS, seed: int = 0) -> dict:
     """What random ties give: the mean number of cliques (≥ 3 agents), the largest one's size (0
-    without a clique) and the number of agents outside every clique over ``draws`` random graphs with the same agents and as many ties (G(n, m), seeded).
-    Among a few agents who meet often nearly any pattern of ties holds a clique; this says how
-    much of the society's structure the number of ties alone explains."""
+    without a clique) and the number of agents outside every clique, over ``draws`` random graphs
+    with the same agents and as many ties (G(n, m), seeded). Among a few agents who meet often
+    nearly any pattern of ties holds a clique; this says how much of the society's structure the
+    number of ties alone explains."""
     _, ties = _ties(graph, min_weight)
     n, m = ties.number_of_nodes(), ties.number_of_edges()
     if n == 0:
@@ -97,7 +98,7 @@ def chance_structure(graph: nx.DiGraph, min_weight: int = 1, draws: int = CHANCE
     found = [_cliques(nx.gnm_random_graph(n, m, seed=seed + i)) for i in range(draws)]
     return {"ties": m, "cliques": sum(map(len, found)) / draws,
             "largest_clique": sum(len(cs[0]) if cs else 0 for cs in found) / draws,
-            "outside_cliques": sum(n - len({a for c in cs for a in c}) for cs in found) / draws}
+            "outside_cliques": sum(outside(range(n), cs) for cs in found) / draws}
 
 
 def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
@@ -297,7 +298,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         "| | cliques | largest clique | agents outside every clique |",
         "|---|---|---|---|",
         f"| this run | {len(structure['cliques'])} | {len(structure['cliques'][0]) if structure['cliques'] else 0} | "
-        f"{outside(model.interactions.to_undirected(), structure['cliques'])} |",
+        f"{outside(model.interactions.nodes, structure['cliques'])} |",
         f"| chance: random graphs with the same agents and as many ties ({chance['ties']}), {CHANCE_DRAWS} draws | "
         f"{chance['cliques']:.2f} | {chance['largest_clique']:.2f} | {chance['outside_cliques']:.2f} |",
         "",

@@ -68,7 +68,7 @@ def measure_run(run_dir: Path) -> dict[str, float]:
         "largest_clique": float(len(structure["cliques"][0]) if structure["cliques"] else 0),
         "largest_clique_chance": chance["largest_clique"],
         "isolated": float(len(structure["isolated"])),
-        "outside_cliques": float(outside(graph.to_undirected(), structure["cliques"])),
+        "outside_cliques": float(outside(graph.nodes, structure["cliques"])),
         "outside_cliques_chance": chance["outside_cliques"],
         "chat_share": float(actions["action"].str.startswith("chat with").mean()),
         "filtered": float((actions["status"] == "filtered").sum()),
