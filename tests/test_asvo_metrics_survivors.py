@@ -107,6 +107,9 @@ def test_judges_agreement_is_per_pair_over_actions_both_scored_and_zero_at_chanc
     assert table.loc["human_likeness", "kappa"] == pytest.approx(-1.0)
     alone = judgements([r for r in rows if r[3] == "j1"])
     assert judge_agreement(alone).empty  # one judge: nothing to agree on
+    same_step = judgements([(1, name, "prosocial", j, "ok", v, v) for name, v in (("Ann", 2), ("Bob", 4))
+                            for j in ("j1", "j2")])  # two agents' actions in one step: paired by agent
+    assert judge_agreement(same_step)[["n", "exact"]].values.tolist() == [[2, 1.0], [2, 1.0]]
     constant = judgements([(k, "Ann", "prosocial", j, "ok", 3, 3) for k in (1, 2) for j in ("j1", "j2")])
     assert judge_agreement(constant)["kappa"].isna().all() and (judge_agreement(constant)["exact"] == 1.0).all()
 
