@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="a parameter for every run, e.g. --set crsec.prompt_examples=neutral (not one the "
                          "protocol's arms vary; repeatable)")
     rp.add_argument("--out", type=Path, help="output directory (default reproduce/ARCH-MODEL, plus KEY=VALUE for each --set)")
+    rp.add_argument("--no-null-model", dest="null_model", action="store_false",
+                    help="with a model, do not also run the protocol on the rules null model (free; it shows which "
+                         "findings come out without any model's reasoning)")
 
     dash = sub.add_parser("dashboard", help="watch, inspect and replay a society in the browser (Solara)")
     dash.add_argument("target", nargs="?", default="hobbs-cafe", metavar="SCENARIO | RUN_DIR",
@@ -395,7 +398,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         settings = parse_assignments(args.arch, args.settings)
         summary = reproduce(args.arch, args.model, seeds=args.seeds, judge=args.judge, yes=args.yes,
-                            max_cost=args.max_cost, out=args.out, steps=args.steps, settings=settings)
+                            max_cost=args.max_cost, out=args.out, steps=args.steps, settings=settings,
+                            null_model=args.null_model)
     except (ScenarioError, ModelUnavailable, ValueError) as exc:
         return _fail(str(exc))
     if summary is None:

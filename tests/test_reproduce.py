@@ -344,3 +344,44 @@ def test_a_finding_failing_on_the_mean_is_not_counted_beyond_chance_however_many
     assert checked[["verdict", "seeds_holding", "seeds_measured"]].values.tolist() == [["does not hold", 9, 10]]
     assert checked.loc[0, "sign_p"] < 0.05
     assert "sign test, p < 0.05): 0 of the 0." in rp.findings_section(checked, "rules")
+
+
+def test_with_a_model_each_finding_stands_beside_the_rules_null_models_verdict(scripted, monkeypatch, tmp_path):
+    """A finding the null model reproduces too says nothing about the engine's reasoning: with a
+    model, reproduce runs the same protocol and seeds on the rules and puts both verdicts side by side."""
+    from socialsim.model import runner
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    monkeypatch.setattr(runner, "check_models", lambda models, api_base=None: None)  # no provider to reach
+    scripted(default="1")
+    protocol = _toy_with_findings()
+    measure = protocol.measure
+
+    def with_engine(run_dir):
+        engine = json.loads((run_dir / "config.json").read_text())["config"]["model"]
+        return {**measure(run_dir), "asked_a_model": float(engine != "rules")}
+
+    def load(arch, judge=None):
+        protocol.measure = with_engine
+        protocol.findings = [*protocol.findings[:1],
+                             rp.compare("a model answered", ("cafe", "asked_a_model"), ">", 0.5)]
+        return protocol
+
+    monkeypatch.setattr(rp, "load_protocol", load)
+    said = []
+    rp.reproduce("generic", "openai/scripted", seeds=2, yes=True, out=tmp_path / "r", echo=said.append)
+    null_config = json.loads((tmp_path / "r" / rp.NULL_DIR / "cafe" / "seed-2" / "config.json").read_text())
+    assert null_config["config"]["model"] == "rules" and null_config["config"]["rng"] == 2  # same protocol, seeds
+    found = pd.read_csv(tmp_path / "r" / "findings.csv").set_index("finding")
+    assert found.loc["a model answered", ["verdict", "null_verdict", "null_seeds_holding"]].tolist() == \
+        ["holds", "does not hold", 0]
+    assert found.loc["every run completes its steps", ["verdict", "null_verdict"]].tolist() == ["holds", "holds"]
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "| every run completes its steps | holds | 2 of 2 | 0.25 | holds (2 of 2) |" in report
+    assert "| a model answered | holds | 2 of 2 | 0.25 | does not hold (0 of 2) |" in report
+    assert "Under the rules null model (the same protocol and seeds, no language model) 1 of the 2 hold as well: " \
+           "they come out without any model's reasoning" in report
+    skipped = rp.reproduce("generic", "openai/scripted", seeds=1, yes=True, out=tmp_path / "s", echo=said.append,
+                           null_model=False)
+    assert skipped is not None and not (tmp_path / "s" / rp.NULL_DIR).exists()
+    assert "null_verdict" not in pd.read_csv(tmp_path / "s" / "findings.csv")

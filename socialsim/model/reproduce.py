@@ -275,6 +275,20 @@ def check_findings(protocol: Protocol, measured: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+NULL_DIR = "rules-null-model"  # where a reproduction with a model runs the same protocol on the rules
+
+
+def with_null_model(checked: pd.DataFrame, null: pd.DataFrame) -> pd.DataFrame:
+    """``checked`` with each finding's verdict and seeds under the rules null model beside it
+    (columns ``null_verdict``, ``null_seeds_holding``, ``null_seeds_measured``). A finding the null
+    model reproduces too comes out without any language model's reasoning, so the engine's
+    reproducing it is no evidence for that reasoning."""
+    null = null.set_index("finding")
+    return checked.assign(null_verdict=checked["finding"].map(null["verdict"]),
+                          null_seeds_holding=checked["finding"].map(null["seeds_holding"]),
+                          null_seeds_measured=checked["finding"].map(null["seeds_measured"]))
+
+
 def findings_section(checked: pd.DataFrame, engine: str) -> str:
     """The findings table and a one-line verdict, for the report."""
     if checked.empty:
@@ -283,18 +297,29 @@ def findings_section(checked: pd.DataFrame, engine: str) -> str:
     held, failed, unmeasured = (int(counts.get(v, 0)) for v in VERDICTS)
     table = checked.assign(seeds=checked["seeds_holding"].astype(str) + " of " + checked["seeds_measured"].astype(str),
                            p=checked["sign_p"].map(lambda p: "" if math.isnan(p) else f"{p:.3g}"))
+    columns = ["finding", "verdict", "seeds", "p"]
     beyond_chance = int(((checked["verdict"] == VERDICTS[0]) & (checked["sign_p"] < SIGNIFICANT)).sum())
     most_seeds = int(checked["seeds_measured"].max())
+    null_line = ""
+    if "null_verdict" in checked and checked["null_verdict"].notna().any():
+        table["rules null model"] = [f"{v} ({h:.0f} of {m:.0f})" if isinstance(v, str) else "" for v, h, m in
+                                     zip(checked["null_verdict"], checked["null_seeds_holding"],
+                                         checked["null_seeds_measured"], strict=True)]
+        columns.append("rules null model")
+        both = int(((checked["verdict"] == VERDICTS[0]) & (checked["null_verdict"] == VERDICTS[0])).sum())
+        null_line = (f" Under the rules null model (the same protocol and seeds, no language model) {both} of the "
+                     f"{held} hold as well" + (": they come out without any model's reasoning, so this engine's "
+                                               "reproducing them is no evidence for its own." if both else "."))
     lines = [f"## The paper's findings on {engine}", "",
              "Each finding checked on the mean over seeds; `seeds`: in how many of the seeds that measured it "
              "it holds on its own; `p`: the chance that at least that many seeds would hold if each were a coin "
-             "flip (one-sided sign test).", "", markdown_table(table[["finding", "verdict", "seeds", "p"]]), "",
+             "flip (one-sided sign test).", "", markdown_table(table[columns]), "",
              f"**{held} of {len(checked)} findings hold on the mean; {failed} do not"
              + (" (not reproduced by this engine: a result, not a bug)" if failed else "")
              + (f"; {unmeasured} could not be measured" if unmeasured else "") + ".**",
              "", f"Held in more seeds than chance would give (sign test, p < {SIGNIFICANT}): {beyond_chance} of the {held}"
              + (f"; with {most_seeds} seed{'s' if most_seeds != 1 else ''} none can: the sign test needs at least 5"
-                if sign_test(most_seeds, most_seeds) >= SIGNIFICANT else "") + "."]
+                if sign_test(most_seeds, most_seeds) >= SIGNIFICANT else "") + "." + null_line]
     return "\n".join(lines)
 
 
@@ -311,11 +336,14 @@ def reproduce(
     settings: dict[str, Any] | None = None,
     progress: bool = False,
     echo: Callable[[str], None] = print,
+    null_model: bool = True,
 ) -> pd.DataFrame | None:
     """Project, then (if allowed) run the protocol and return the summary table; None if not run.
     ``summary.attrs["complete"]`` is False when a run stopped short or could not be measured.
     ``settings`` (``--set``) go to every run, e.g. CRSEC's neutral prompt examples against the paper's;
-    a parameter the protocol's arms vary cannot be one of them."""
+    a parameter the protocol's arms vary cannot be one of them. With a model other than the rules,
+    ``null_model`` also runs the protocol on the rules (free, in ``OUT/rules-null-model``) and
+    sets each finding's verdict there beside this engine's (:func:`with_null_model`)."""
     from socialsim.llm.routing import default_model
     from socialsim.model.runner import RunConfig, run
 
@@ -391,6 +419,11 @@ def reproduce(
     summary = summarize(protocol, measured)
     summary.to_csv(out / "summary.csv", index=False)
     checked = check_findings(protocol, measured)
+    if null_model and model != "rules" and protocol.findings:
+        echo(f"The same protocol on the rules null model (no model asked; in {out / NULL_DIR}) ...")
+        reproduce(arch, "rules", seeds=seeds, yes=True, out=out / NULL_DIR, steps=steps, settings=settings,
+                  progress=progress, echo=lambda line: None, null_model=False)
+        checked = with_null_model(checked, pd.read_csv(out / NULL_DIR / "findings.csv"))
     checked.to_csv(out / "findings.csv", index=False)
     engine = "the rules baseline (a null model, not an LLM)" if model == "rules" else model
     notes = []
