@@ -182,6 +182,7 @@ def test_the_report_says_which_findings_this_engine_does_not_reproduce(monkeypat
     report = (tmp_path / "r" / "report.md").read_text()
     assert "| the seed is above 5 | does not hold | 0 of 2 |" in report
     assert "1 of 2 findings hold on the mean; 1 do not (not reproduced by this engine" in report
+    assert not (tmp_path / "r" / rp.NULL_DIR).exists() and "rules null model" not in report  # it is the null model
     assert "| steps_done |" in report  # the figures stay beside the paper's
     assert "--steps" not in report  # the protocol's own length: no shortened-run note
     rp.reproduce("generic", "rules", seeds=1, yes=True, steps=1, out=tmp_path / "short", echo=said.append)
@@ -385,3 +386,12 @@ def test_with_a_model_each_finding_stands_beside_the_rules_null_models_verdict(s
                            null_model=False)
     assert skipped is not None and not (tmp_path / "s" / rp.NULL_DIR).exists()
     assert "null_verdict" not in pd.read_csv(tmp_path / "s" / "findings.csv")
+
+
+def test_the_null_model_line_counts_only_findings_holding_under_both():
+    checked = pd.DataFrame({"finding": ["A", "B", "C"], "verdict": ["holds", "does not hold", "holds"],
+                            "seeds_holding": [3, 0, 3], "seeds_measured": [3, 3, 3], "sign_p": [0.125, 1.0, 0.125]})
+    null = checked.assign(verdict=["holds", "holds", "does not hold"], seeds_holding=[2, 3, 1])
+    section = rp.findings_section(rp.with_null_model(checked, null), "openai/gpt-4o")
+    assert "| B | does not hold | 0 of 3 | 1 | holds (3 of 3) |" in section
+    assert "1 of the 2 hold as well" in section  # A only: B does not hold for the engine
