@@ -380,8 +380,8 @@ def test_with_a_model_each_finding_stands_beside_the_rules_null_models_verdict(s
     report = (tmp_path / "r" / "report.md").read_text()
     assert "| every run completes its steps | holds | 2 of 2 | 0.25 | holds (2 of 2) |" in report
     assert "| a model answered | holds | 2 of 2 | 0.25 | does not hold (0 of 2) |" in report
-    assert "Under the rules null model (the same protocol and seeds, no language model) 1 of the 2 hold as well: " \
-           "they come out without any model's reasoning" in report
+    assert ("Under the rules null model (the same protocol and seeds; the rules act and judge, no language model) "
+            "1 of the 2 hold as well: they come out without any model's reasoning") in report
     skipped = rp.reproduce("generic", "openai/scripted", seeds=1, yes=True, out=tmp_path / "s", echo=said.append,
                            null_model=False)
     assert skipped is not None and not (tmp_path / "s" / rp.NULL_DIR).exists()

@@ -468,7 +468,8 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
                 if path:
                     open_run(path)
 
-            solara.Select(f"open one of its {len(inside)} runs" if len(inside) > 1 else "open its run", values=list(inside), value=None, on_value=pick,
+            solara.Select(f"open one of its {len(inside)} runs" if len(inside) > 1 else "open its run",
+                          values=list(inside), value=None, on_value=pick,
                           dense=True, classes=["run-picker"])
 
 

@@ -307,8 +307,8 @@ def findings_section(checked: pd.DataFrame, engine: str) -> str:
                                          checked["null_seeds_measured"], strict=True)]
         columns.append("rules null model")
         both = int(((checked["verdict"] == VERDICTS[0]) & (checked["null_verdict"] == VERDICTS[0])).sum())
-        null_line = (f" Under the rules null model (the same protocol and seeds, no language model) {both} of the "
-                     f"{held} hold as well" + (": they come out without any model's reasoning, so this engine's "
+        null_line = (" Under the rules null model (the same protocol and seeds; the rules act and judge, no language "
+                     f"model) {both} of the {held} hold as well" + (": they come out without any model's reasoning, so this engine's "
                                                "reproducing them is no evidence for its own." if both else "."))
     lines = [f"## The paper's findings on {engine}", "",
              "Each finding checked on the mean over seeds; `seeds`: in how many of the seeds that measured it "
@@ -317,7 +317,8 @@ def findings_section(checked: pd.DataFrame, engine: str) -> str:
              f"**{held} of {len(checked)} findings hold on the mean; {failed} do not"
              + (" (not reproduced by this engine: a result, not a bug)" if failed else "")
              + (f"; {unmeasured} could not be measured" if unmeasured else "") + ".**",
-             "", f"Held in more seeds than chance would give (sign test, p < {SIGNIFICANT}): {beyond_chance} of the {held}"
+             "", f"Held in more seeds than chance would give (sign test, p < {SIGNIFICANT}): "
+                 f"{beyond_chance} of the {held}"
              + (f"; with {most_seeds} seed{'s' if most_seeds != 1 else ''} none can: the sign test needs at least 5"
                 if sign_test(most_seeds, most_seeds) >= SIGNIFICANT else "") + "." + null_line]
     return "\n".join(lines)
