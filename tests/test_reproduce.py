@@ -371,6 +371,7 @@ def test_with_a_model_each_finding_stands_beside_the_rules_null_models_verdict(s
     monkeypatch.setattr(rp, "load_protocol", load)
     said = []
     rp.reproduce("generic", "openai/scripted", seeds=2, yes=True, out=tmp_path / "r", echo=said.append)
+    assert any(line.startswith("Afterwards: the same protocol and seeds on the rules null model") for line in said)
     null_config = json.loads((tmp_path / "r" / rp.NULL_DIR / "cafe" / "seed-2" / "config.json").read_text())
     assert null_config["config"]["model"] == "rules" and null_config["config"]["rng"] == 2  # same protocol, seeds
     found = pd.read_csv(tmp_path / "r" / "findings.csv").set_index("finding")

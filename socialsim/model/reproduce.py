@@ -372,6 +372,9 @@ def reproduce(
     for what, calls in proj.after_run.items():
         echo(f"Included: {what}, up to {calls} calls in all after each run's last step (their prompts measured "
              f"on the dry run, extended to the run's length)")
+    if null_model and model != "rules" and protocol.findings:
+        echo("Afterwards: the same protocol and seeds on the rules null model, free, to show which findings come "
+             "out without any model (--no-null-model skips it)")
     for what, calls in proj.not_projected.items():
         echo(f"Not in the projection: {what}, up to {calls} more calls in all (asked after each run's last "
              f"step, on the same budget)")
