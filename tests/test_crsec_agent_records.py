@@ -1,0 +1,146 @@
+"""What the CRSEC agent records of its own steps: who speaks in a conversation and what the sender
+says, the senders' decisions and the step counts read from them, plan compliance against adoption,
+the steps of norm changes, and the memories a conversation leaves. Written for the survivors of a
+mutmut run on ``agents/crsec/agent.py`` (docs/testing.md): each test pins a record a removed or
+broken line of the agent would change. Rules engine, so the society is a null model's."""
+
+import pandas as pd
+import pytest
+
+from socialsim.model.society import SocietyModel
+
+ENTREPRENEURS = {"Bob Johnson", "Abigail Chen", "Francisco Lopez"}
+STEPS = 30
+
+
+def society(steps=STEPS, rng=3, **kwargs):
+    model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=rng, **kwargs)
+    for _ in range(steps):
+        model.step()
+    return model
+
+
+@pytest.fixture(scope="module")
+def run():
+    return society()
+
+
+def table(model, name):
+    return model.datacollector.get_table_dataframe(name)
+
+
+def test_conversations_alternate_sender_and_receiver_and_open_with_the_norm_that_covers_the_act(run):
+    chats = table(run, "conversations")
+    changes = table(run, "norm_changes")
+    assert len(chats) > 0
+    for (step, sender, receiver, topic), lines in chats.groupby(["step", "sender", "receiver", "topic"]):
+        lines = lines.sort_values("turn")
+        expected = [sender if turn % 2 == 0 else receiver for turn in lines["turn"]]
+        assert lines["speaker"].tolist() == expected, (step, sender)
+        # the sender names a norm it holds that covers the act; its later turns repeat it, the receiver's never
+        held = changes[(changes["agent"] == sender) & (changes["canonical"] == topic) & (changes["step"] <= step)]
+        first = lines["text"].iloc[0]
+        assert first.startswith(f"Excuse me, {receiver}:")
+        said = [c for c in held["content"].unique() if c in first]
+        assert said, (step, sender, topic, first)
+        for _, line in lines.iloc[1:].iterrows():
+            assert any(c in line["text"] for c in said) == (line["speaker"] == sender), line["text"]
+
+
+def test_sender_decisions_say_who_decided_and_the_conflicts_column_counts_them(run):
+    decisions = table(run, "sender_decisions")
+    assert set(decisions.loc[decisions["identity"] == "norm entrepreneur", "agent"]) == ENTREPRENEURS
+    assert not set(decisions.loc[decisions["identity"] == "ordinary citizen", "agent"]) & ENTREPRENEURS
+    asked = decisions[decisions["talk"].notna()]
+    assert asked[asked["agent"].isin(ENTREPRENEURS)]["talk"].astype(bool).all()  # entrepreneurs always talk
+    assert asked["conflict"].astype(bool).all()  # the talk decision follows a conflict only
+    frame = run.datacollector.get_model_vars_dataframe().reset_index(drop=True)
+    per_step = decisions[decisions["conflict"].astype(bool)].groupby("step").size()
+    for step in range(1, STEPS + 1):
+        assert frame.loc[step - 1, "conflicts"] == per_step.get(step, 0), step
+    assert frame["conflicts"].sum() > 0
+
+
+def test_norm_chats_count_the_conversations_started_and_each_leaves_a_chat_event_per_line(run):
+    chats = table(run, "conversations")
+    started = chats.groupby("step")[["sender", "receiver"]].apply(lambda g: len(g.drop_duplicates()))
+    frame = run.datacollector.get_model_vars_dataframe().reset_index(drop=True)
+    for step in range(1, STEPS + 1):
+        assert frame.loc[step - 1, "norm_chats"] == started.get(step, 0), step
+    events = table(run, "events")
+    said = events[events["verb"] == "chat with"]  # the world's record of each line: speaker, other party, line
+    assert len(said) == len(chats)
+    for _, line in chats.iterrows():
+        partner = line["receiver"] if line["speaker"] == line["sender"] else line["sender"]
+        match = said[(said["step"] == line["step"]) & (said["agent"] == line["speaker"])
+                     & (said["content"] == line["text"])]
+        assert (match["target"] == partner).any(), (line["step"], line["speaker"])
+    interactions = table(run, "interactions")
+    chats_first = chats[chats["turn"] == 0]
+    recorded = interactions[interactions["kind"] == "norm chat"]
+    assert sorted(recorded["content"]) == sorted(chats_first["text"])  # the opening line, not another one
+
+
+def test_plan_compliance_never_exceeds_adoption(run):
+    """A plan complies with a norm only if it was made with the norm held."""
+    frame = run.datacollector.get_model_vars_dataframe()
+    norms = [t.name for t in run.society.settings.tracked_norms]
+    for norm in norms:
+        assert (frame[f"plan_compliance[{norm}]"] <= frame[f"adoption[{norm}]"] + 1e-12).all(), norm
+    assert sum(frame[f"plan_compliance[{n}]"].max() for n in norms) > 0
+
+
+def test_every_norm_change_is_recorded_at_a_step_of_the_run(run):
+    changes = table(run, "norm_changes")
+    steps = pd.to_numeric(changes["step"], errors="coerce")
+    assert steps.notna().all() and steps.between(0, STEPS).all()
+    assert set(changes["event"]) >= {"created", "matched", "qualified"}
+    assert steps[changes["event"] == "qualified"].max() > 1  # later steps qualify norms too
+
+
+def test_the_models_line_is_what_the_conversation_records(scripted):
+    """A conversation turn asked of a model records the model's line (not the rule's fallback)."""
+    scripted(default="Hello there, let us talk about this.")
+    model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=3, routes={"ConverseTurn": "openai/scripted"})
+    for _ in range(2):
+        model.step()
+    chats = table(model, "conversations")
+    assert len(chats) > 0 and chats["text"].str.contains("Hello there, let us talk about this.").all()
+
+
+NAMED = {"ConverseTurn", "CreateNorm", "DecideToTalk", "GenerateNormativeActions", "GenerateNormativePlans",
+         "GenerateThought", "IdentifyNormFromChat", "IdentifyNormFromThought", "JudgePlanCompliance"}
+DESCRIBED = {"CreateNorm", "DecideToTalk", "GenerateNormativeActions", "GenerateNormativePlans", "GenerateThought"}
+
+
+def test_every_prompt_an_agent_builds_is_filled_in(monkeypatch):
+    """What a model would be sent, for every decision the agents make (the rules answer them): no
+    field left empty as "None", and the prompts about the agent itself name it and describe it. A
+    context field dropped or mixed up changes nothing the rules read, only what a model is told."""
+    import re
+
+    from socialsim.llm.gateway import Gateway
+
+    sent: dict[str, list[tuple[str, str, str]]] = {}
+    ask, agents = Gateway.ask, {}
+
+    async def recording(self, op, ctx, *, agent_id, rng):
+        agent = agents[agent_id]
+        text = "\n".join(m["content"] for m in op.messages(ctx))
+        sent.setdefault(op.name, []).append((agent.name, agent.description, text))
+        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
+
+    monkeypatch.setattr(Gateway, "ask", recording)
+    model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=3)
+    agents.update({a.unique_id: a for a in model.agents})
+    for _ in range(STEPS):
+        model.step()
+    assert set(sent) >= NAMED | {"DetectConflict", "CheckConflict", "CheckType", "CheckDuplication",
+                                 "CheckConsistency", "ClassifySpecificNorms", "GenerateAbstractNorm", "MatchNorm"}
+    for op, calls in sent.items():
+        for name, description, text in calls:
+            assert not re.search(r"\bNone\b", text), (op, text)
+            if op in NAMED:
+                assert name in text, (op, name)
+            if op in DESCRIBED:
+                assert description in text, (op, name)
