@@ -144,3 +144,41 @@ def test_every_prompt_an_agent_builds_is_filled_in(monkeypatch):
                 assert name in text, (op, name)
             if op in DESCRIBED:
                 assert description in text, (op, name)
+
+
+def test_a_synthesis_joins_the_listed_norms_each_once_and_skips_a_category_of_one(scripted):
+    """Categories as a model might list them: a lone norm (skipped, the next category still read),
+    a pair, a pair reusing a taken norm (left with one: skipped), numbers off the list (ignored)."""
+    import json
+
+    categories = [{"theme": "alone", "members": [6]}, {"theme": "pair", "members": [1, 2]},
+                  {"theme": "reuse", "members": [2, 3]}, {"theme": "late", "members": [0, 99, 4, 5]}]
+    scripted(default=json.dumps({"categories": categories}))
+    model = society(1, initial_norms=7, routes={"ClassifySpecificNorms": "openai/scripted"})
+    bob = model.agent_named("Bob Johnson")
+    created = [n for n in bob.norms.norms if n.origin == "created" and n.valid]  # numbered 1.. in the prompt
+    assert len(created) >= 6
+    abstract = [n for n in bob.norms.norms if n.origin == "synthesis"]
+    assert [tuple(n.members) for n in abstract] == [(created[0].id, created[1].id), (created[3].id, created[4].id)]
+    assert [n.theme for n in abstract] == ["pair", "late"]
+    qualified = [n for n in abstract if n.qualified]
+    assert bob.counts["syntheses"] == len(qualified) > 0
+    for norm in qualified:  # its members leave the active database, with the step and the norm that replaced them
+        assert all(not bob.norms.get(m).activated for m in norm.members)
+    changes = table(model, "norm_changes")
+    deactivated = changes[(changes["agent"] == "Bob Johnson") & changes["event"].str.startswith("deactivated")]
+    assert sorted(zip(deactivated["norm_id"], deactivated["event"], strict=True)) == sorted(
+        (m, f"deactivated (synthesized into norm {n.id})") for n in qualified for m in n.members)
+    assert (deactivated["step"] == 1).all()
+
+
+@pytest.mark.parametrize(("check", "reply"), [("CheckConsistency", "No"), ("CheckDuplication", "Yes"),
+                                              ("CheckType", "2"), ("CheckConflict", "Yes")])
+def test_an_abstract_norm_failing_a_check_leaves_its_members_active(scripted, check, reply):
+    scripted(default=reply)
+    model = society(1, initial_norms=7, routes={check: "openai/scripted"})
+    bob = model.agent_named("Bob Johnson")
+    abstract = [n for n in bob.norms.norms if n.origin == "synthesis"]
+    assert abstract and not any(n.qualified for n in abstract)  # synthesized, then rejected
+    assert all(bob.norms.get(m).activated for n in abstract for m in n.members)
+    assert bob.counts["syntheses"] == 0
