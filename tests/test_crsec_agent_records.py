@@ -182,3 +182,30 @@ def test_an_abstract_norm_failing_a_check_leaves_its_members_active(scripted, ch
     assert abstract and not any(n.qualified for n in abstract)  # synthesized, then rejected
     assert all(bob.norms.get(m).activated for n in abstract for m in n.members)
     assert bob.counts["syntheses"] == 0
+
+
+def _thought_norms(model):
+    changes = table(model, "norm_changes")
+    return changes[(changes["origin"] == "thought") & (changes["event"] == "qualified")]
+
+
+def test_what_a_thought_persuades_depends_on_the_stance_and_the_contrary_rate():
+    """Observation alone (no talk): an agent against a norm takes it from a thought only as often as
+    ``accept_against`` lets it, and forms contrary norms only as often as ``contrary_rate`` does."""
+    tracked = None
+    contrary = {}
+    for rate in (1.0, 0.0):
+        model = society(40, enable_chat=False, contrary_rate=rate)
+        contrary[rate] = int((_thought_norms(model)["opposes"] != "").sum())
+    assert contrary[1.0] > 0 and contrary[0.0] == 0
+    for accept in (1.0, 0.0):
+        model = society(40, enable_chat=False, contrary_rate=0.0, accept_against=accept)
+        tracked = [t.name for t in model.society.settings.tracked_norms]
+        taken = _thought_norms(model)
+        against = [(a.name, n) for a in model.agents for n in tracked if a.stance(n) == "against"]
+        held_against = [(agent, norm) for agent, norm in against
+                        if ((taken["agent"] == agent) & (taken["canonical"] == norm)).any()]
+        if accept == 1.0:
+            assert held_against  # persuaded although against
+        else:
+            assert not held_against and len(taken) > 0  # the others still take norms from thoughts
