@@ -209,3 +209,15 @@ def test_what_a_thought_persuades_depends_on_the_stance_and_the_contrary_rate():
             assert held_against  # persuaded although against
         else:
             assert not held_against and len(taken) > 0  # the others still take norms from thoughts
+
+
+def test_every_agent_acts_once_per_action_slot_in_every_step(run):
+    """Actions are planned in ``action_minutes`` slots and each is carried out in the step whose
+    minutes hold it: a slot timed wrong is silently never done, so count them."""
+    events = table(run, "events")
+    done = events[events["verb"] != "chat with"].groupby(["step", "agent"]).size()
+    slots = run.scenario_spec.step_minutes / run.society.settings.action_minutes
+    assert slots >= 2
+    for step in range(1, STEPS + 1):
+        for agent in run.agents:
+            assert done.get((step, agent.name), 0) == slots, (step, agent.name)
