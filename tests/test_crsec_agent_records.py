@@ -1,8 +1,10 @@
 """What the CRSEC agent records of its own steps: who speaks in a conversation and what the sender
-says, the senders' decisions and the step counts read from them, plan compliance against adoption,
-the steps of norm changes, and the memories a conversation leaves. Written for the survivors of a
-mutmut run on ``agents/crsec/agent.py`` (docs/testing.md): each test pins a record a removed or
-broken line of the agent would change. Rules engine, so the society is a null model's."""
+says, the memories it leaves, the senders' decisions and the counts read from them, plan compliance
+against adoption, the steps of norm changes, the prompts it builds, a synthesis's members, what a
+thought persuades, one action per slot. Written for the survivors of a mutmut run on
+``agents/crsec/agent.py`` (docs/testing.md): each test pins a record a removed or broken line of the
+agent would change. Rules engine (scripted answers where a model's are needed), so the society is a
+null model's."""
 
 import pandas as pd
 import pytest
@@ -45,6 +47,18 @@ def test_conversations_alternate_sender_and_receiver_and_open_with_the_norm_that
         assert said, (step, sender, topic, first)
         for _, line in lines.iloc[1:].iterrows():
             assert any(c in line["text"] for c in said) == (line["speaker"] == sender), line["text"]
+
+
+def test_a_conversation_leaves_a_memory_with_each_side_of_who_talked_and_what_was_said(run):
+    chats = table(run, "conversations")
+    for (step, sender, receiver), lines in chats.groupby(["step", "sender", "receiver"]):
+        opening = lines.sort_values("turn")["text"].iloc[0]
+        mine = [m for m in run.agent_named(sender).stream.records if m.step == step and m.kind == "conversation"]
+        theirs = [m for m in run.agent_named(receiver).stream.records if m.step == step and m.kind == "conversation"]
+        assert any(m.text.startswith(f"I talked to {receiver} about") and opening in m.text for m in mine)
+        assert any(m.text.startswith(f"{sender} talked to me about") and opening in m.text for m in theirs)
+        # the one told is told something that matters more to it than to the one telling
+        assert max(m.importance for m in theirs) > min(m.importance for m in mine)
 
 
 def test_sender_decisions_say_who_decided_and_the_conflicts_column_counts_them(run):
