@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import warnings
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 os.environ.setdefault("LITELLM_LOG", "ERROR")
@@ -20,6 +21,11 @@ litellm.suppress_debug_info = True
 litellm.telemetry = False
 # litellm's own warnings (a model missing from its cost map, said at each registration) are ours to say
 logging.getLogger("LiteLLM").setLevel(logging.ERROR)
+# litellm builds a request's coroutine in a worker thread and awaits it back on the loop; a call
+# cancelled in between (Ctrl-C, a budget or an outage stopping the phase) leaves that coroutine
+# unawaited, its request never sent, and Python warns about it on the way out: noise, not a problem
+warnings.filterwarnings("ignore", message="coroutine 'BaseLLMHTTPHandler.async_completion' was never awaited",
+                        category=RuntimeWarning)
 
 # litellm's import leaves some 300k long-lived objects; a full collection walks them all, a pause of
 # 0.25-0.5 s inside a phase of concurrent calls (bench/bench_sdk.py). Frozen, they are left out of
