@@ -235,3 +235,24 @@ def test_every_agent_acts_once_per_action_slot_in_every_step(run):
     for step in range(1, STEPS + 1):
         for agent in run.agents:
             assert done.get((step, agent.name), 0) == slots, (step, agent.name)
+
+
+def test_the_second_days_plan_is_made_with_the_agents_memories(monkeypatch):
+    """Day 1's plans come before anything happened; day 2's prompt lists what the agent remembers
+    of day 1, recalled for its goal (an empty recall would silently print nothing)."""
+    from socialsim.llm.gateway import Gateway
+
+    asked, ask = [], Gateway.ask
+
+    async def recording(self, op, ctx, *, agent_id, rng):
+        if op.name == "GenerateNormativePlans":
+            asked.append((ctx.day, ctx.name, "\n".join(m["content"] for m in op.messages(ctx))))
+        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
+
+    monkeypatch.setattr(Gateway, "ask", recording)
+    model = society(86)
+    second = [(name, text) for day, name, text in asked if day == 2]
+    assert len(second) == len(model.agents)
+    for name, text in second:
+        remembered = [m.text for m in model.agent_named(name).stream.records if m.step < 85]
+        assert "RELEVANT MEMORIES" in text and any(m in text for m in remembered), name
