@@ -498,3 +498,24 @@ def test_the_run_rates_are_over_every_labelled_action_so_far():
         assert row["cooperation_rate_run"] == pytest.approx(upto["cooperation_rate"], abs=1e-6)  # rounded to 6 places
         assert row["competition_index_run"] == pytest.approx(upto["competition_index"], abs=1e-6)
     assert frame["cooperation_rate_run"].iloc[-1] != frame["cooperation_rate"].iloc[-1]  # the last step alone differs
+
+
+def test_an_action_naming_someone_is_an_interaction_with_them_alone_else_with_everyone_it_touches():
+    model = SocietyModel("workplace-meso", model="rules", rng=2)
+    for _ in range(4):
+        model.step()
+    interactions = model.datacollector.get_table_dataframe("interactions")
+    assert len(interactions) > 0
+    for (step, actor, content), rows in interactions.groupby(["step", "initiator", "content"]):
+        observed = {o.name for o in model.agent_named(actor).observed()}
+        named = {name for name in observed if name in content}
+        assert set(rows["receiver"]) == (named or observed), (step, actor, content)
+    assert any(len(rows) == 1 for _, rows in interactions.groupby(["step", "initiator"]))  # a named one
+    assert any(len(rows) > 1 for _, rows in interactions.groupby(["step", "initiator"]))  # one to the team
+    actions = model.datacollector.get_table_dataframe("asvo_actions")
+    aloof = actions[(actions["others_gain"].abs() < 1e-9)
+                    & ~actions.apply(lambda r: any(o.name in r["action"] for o in model.agent_named(r["agent"]).observed()),
+                                     axis=1)]
+    assert len(aloof) > 0  # actions that name no one and touch no one: no interaction
+    for _, action in aloof.iterrows():
+        assert not ((interactions["step"] == action["step"]) & (interactions["initiator"] == action["agent"])).any()
