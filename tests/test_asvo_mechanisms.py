@@ -519,3 +519,40 @@ def test_an_action_naming_someone_is_an_interaction_with_them_alone_else_with_ev
     assert len(aloof) > 0  # actions that name no one and touch no one: no interaction
     for _, action in aloof.iterrows():
         assert not ((interactions["step"] == action["step"]) & (interactions["initiator"] == action["agent"])).any()
+
+
+def test_the_dynamic_expected_switch_moves_expected_values_toward_the_values_only_when_on():
+    def one_step(on):
+        model = SocietyModel("school-micro", model="rules", rng=3, dynamic_expected=on)
+        start = {a.name: dict(a.state.expected) for a in model.agents}
+        model.step()
+        return start, {a.name: (dict(a.state.expected), dict(a.state.values)) for a in model.agents}
+
+    start, kept = one_step(False)
+    assert all(kept[name][0] == start[name] for name in start)
+    start, moved = one_step(True)
+    for name, (expected, values) in moved.items():  # a tenth of the way to the step's value
+        for d, before in start[name].items():
+            assert expected[d] == pytest.approx(before + 0.1 * (values[d] - before), abs=1e-6)
+    assert any(moved[name][0] != start[name] for name in start)
+
+
+def test_tom_scope_observed_estimates_only_the_agents_one_observes(triad):
+    def targets(scope):
+        model = SocietyModel(triad, model="rules", rng=2, tom_scope=scope)
+        model.step()
+        p = model.datacollector.get_table_dataframe("asvo_predictions")
+        return {(o, t) for o, t in zip(p["observer"], p["target"], strict=True)}
+
+    observed = targets("observed")
+    assert observed == {("Alice", "Bob"), ("Bob", "Carol"), ("Carol", "Bob")}  # the triad's edges
+    assert targets("all") > observed and not targets("none")
+
+
+def test_without_imagined_outcomes_the_choice_is_a_draw_among_the_candidates():
+    model = SocietyModel("school-meso", model="rules", rng=3, simulate_outcomes=False)
+    for _ in range(3):
+        model.step()
+    actions = model.datacollector.get_table_dataframe("asvo_actions")
+    position = [row["candidates"].split(" || ").index(row["action"]) for _, row in actions.iterrows()]
+    assert len(set(position)) > 1  # not always the first (nor any one place)
