@@ -204,3 +204,30 @@ def test_tied_agents_each_lead_about_equally_often():
     firsts = [RANK_AGENTS.rule(MatrixContext(entries), random.Random(s)).ranking[0] for s in range(600)]
     shares = [firsts.count(n) / 600 for n in NAMES]
     assert max(shares) - min(shares) < 0.1
+
+
+def test_habits_learned_steer_the_choice():
+    """The habitus does not only count habits: the counted preference enters each candidate and so
+    the choices (the same seed with it off chooses otherwise)."""
+    on, off = actions(run(steps=20)), actions(run(steps=20, habitus=False))
+    assert on["action"].tolist() != off["action"].tolist()
+
+
+def test_ltrha_gives_the_chooser_the_places_atmosphere_and_its_social_standing(monkeypatch):
+    from socialsim.llm.gateway import Gateway
+
+    seen, ask = [], Gateway.ask
+
+    async def recording(self, op, ctx, *, agent_id, rng):
+        if op.name == "ITCMAChooseAction":
+            seen.append(ctx)
+        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
+
+    monkeypatch.setattr(Gateway, "ask", recording)
+    run()
+    on = list(seen)
+    assert any(c.topic is not None for c in on) and all(c.resources is not None for c in on)
+    assert any(c.social_text for c in on)
+    seen.clear()
+    run(ltrha=False)
+    assert seen and all(c.topic is None and c.resources is None and not c.social_text for c in seen)
