@@ -231,3 +231,29 @@ def test_ltrha_gives_the_chooser_the_places_atmosphere_and_its_social_standing(m
     seen.clear()
     run(ltrha=False)
     assert seen and all(c.topic is None and c.resources is None and not c.social_text for c in seen)
+
+
+def test_each_candidate_says_what_the_chooser_weighs(monkeypatch):
+    """The features the choice weighs are computed from the agent's history: a place not yet
+    visited, someone who spoke to it, someone it chatted with lately, an action LTRHA filtered."""
+    from socialsim.llm.gateway import Gateway
+
+    seen, ask = [], Gateway.ask
+    model = SocietyModel("irollan-valley", model="rules", rng=3)
+    agents = {a.unique_id: a for a in model.agents}
+
+    async def recording(self, op, ctx, *, agent_id, rng):
+        if op.name == "ITCMAChooseAction":
+            agent = agents[agent_id]
+            seen.extend((c, set(agent.visited), set(agent.filtered_lately)) for c in ctx.candidates)
+        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
+
+    monkeypatch.setattr(Gateway, "ask", recording)
+    for _ in range(30):
+        model.step()
+    for c, visited, filtered in seen:
+        assert c.new_place == (c.verb == "go to" and c.target not in visited)
+        assert c.filtered_before == (c.action in filtered)
+        assert not (c.spoke_to_me or c.chatted_lately) or c.verb == "chat with"
+    for feature in ("new_place", "spoke_to_me", "chatted_lately", "filtered_before"):
+        assert any(getattr(c, feature) for c, _, _ in seen), feature
