@@ -256,3 +256,27 @@ def test_the_second_days_plan_is_made_with_the_agents_memories(monkeypatch):
     for name, text in second:
         remembered = [m.text for m in model.agent_named(name).stream.records if m.step < 85]
         assert "RELEVANT MEMORIES" in text and any(m in text for m in remembered), name
+
+
+def test_an_entrepreneur_creates_norms_once_and_only_holders_look_for_conflicts():
+    model = society(3)
+    ledger = model.llm.ledger.frame()
+    names = {a.unique_id: a.name for a in model.agents}
+    created = ledger[ledger["op"] == "CreateNorm"]["agent"].map(names).value_counts()
+    assert created.to_dict() == dict.fromkeys(ENTREPRENEURS, 1)  # asked once, not each step
+    decisions, changes = table(model, "sender_decisions"), table(model, "norm_changes")
+    holding_since = changes[changes["state"] == "qualified"].groupby("agent")["step"].min()
+    assert len(decisions) > 0  # only an agent holding a norm looks for conflicts with it
+    assert all(agent in holding_since and holding_since[agent] <= step
+               for agent, step in zip(decisions["agent"], decisions["step"], strict=True))
+
+
+def test_each_side_of_a_conversation_speaks_by_its_role_and_the_receiver_by_its_stance(run):
+    chats = table(run, "conversations")
+    for (_step, sender, receiver, topic), lines in chats.groupby(["step", "sender", "receiver", "topic"]):
+        lines = lines.sort_values("turn")
+        mine = lines[lines["speaker"] == sender]["text"].tolist()
+        theirs = lines[lines["speaker"] == receiver]["text"].tolist()
+        assert all(t.startswith("I understand, but please remember") for t in mine[1:]), mine
+        against = run.agent_named(receiver).stance(topic) == "against"
+        assert all(("habit" in t) == against for t in theirs), (receiver, topic, theirs)
