@@ -119,8 +119,6 @@ def save_separability(sep, run_dir: Path) -> None:
     (run_dir / SEPARABILITY_FILE).write_text(json.dumps(figures, indent=1, allow_nan=True))
 
 
-# --- figures --------------------------------------------------------------------------------------
-
 TOM_COLUMNS = ["estimated from", "estimates", "mean_abs_error", "belief_before_error", "shuffled_targets_error"]
 
 
@@ -150,6 +148,8 @@ def tom_table(predicted: pd.DataFrame, seed: int = 0, n: int = PERMUTATIONS) -> 
     table.insert(0, "estimated from", seen.map({True: "a seen action", False: "a guessed action"}))
     return table[TOM_COLUMNS]
 
+
+# --- figures --------------------------------------------------------------------------------------
 
 def plot_desires(agent_frame: pd.DataFrame, path: Path, max_agents: int = 12) -> None:
     """Every desire over time, one small panel per agent."""
@@ -290,7 +290,7 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
         predicted = predictions[~kept]
         parts += ["### Theory of mind", "", "Predicted desires of others vs their true values (0-10), beside the "
                   "error of the belief the observer held before (its last estimate, or the neutral 5 at first) and "
-                  f"the chance level (the same predictions scored against other estimates' true values of the same "
+                  "the chance level (the same predictions scored against other estimates' true values of the same "
                   f"desire, {PERMUTATIONS} shuffles):", "",
                   _markdown(tom_table(predicted)) if not predicted.empty else "(no usable prediction)", ""]
         if kept.any():
