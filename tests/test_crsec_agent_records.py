@@ -280,3 +280,18 @@ def test_each_side_of_a_conversation_speaks_by_its_role_and_the_receiver_by_its_
         assert all(t.startswith("I understand, but please remember") for t in mine[1:]), mine
         against = run.agent_named(receiver).stance(topic) == "against"
         assert all(("habit" in t) == against for t in theirs), (receiver, topic, theirs)
+
+
+def test_the_first_adoption_and_first_compliant_act_are_the_steps_they_happened(run):
+    """What the adoption-before-compliance count reads: the step each agent first held each norm
+    (as its recorded rows show it) and first acted in keeping with it."""
+    agents = run.datacollector.get_agent_vars_dataframe().reset_index()
+    tracked = {t.name for t in run.society.settings.tracked_norms}
+    for agent in run.agents:
+        rows = agents[agents["name"] == agent.name]
+        for norm in tracked:
+            held = rows[rows["holds"].str.contains(norm, regex=False)]["Step"]
+            assert agent.first_adopted.get(norm) == (int(held.min()) if len(held) else None), (agent.name, norm)
+        assert set(agent.first_compliant_act) <= tracked
+        assert all(isinstance(s, int) and 1 <= s <= STEPS for s in agent.first_compliant_act.values())
+    assert sum(len(a.first_compliant_act) for a in run.agents) > 0 and sum(len(a.first_adopted) for a in run.agents) > 0
