@@ -104,7 +104,7 @@ def chance_structure(graph: nx.DiGraph, min_weight: int = 1, draws: int = CHANCE
 def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
     """Cliques (≥ 3 agents, ties of at least ``min_weight`` interactions either way), the
     leader (the most central: most partners, then most interactions; None if tied — never by
-    name) and the isolated agents."""
+    name) and the isolated agents; also the largest clique's size and how many agents are in none."""
     undirected, strong = _ties(graph, min_weight)
     cliques = _cliques(strong)
     strength = dict(undirected.degree(weight="weight"))
@@ -116,7 +116,8 @@ def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
         if len(ranked) == 1 or (centrality[ranked[1]], strength[ranked[1]]) != top:
             leader = ranked[0]
     isolated = sorted(n for n in undirected.nodes if undirected.degree(n) == 0)
-    return {"cliques": cliques, "leader": leader, "isolated": isolated,
+    return {"cliques": cliques, "largest_clique": len(cliques[0]) if cliques else 0,
+            "outside_cliques": outside(undirected.nodes, cliques), "leader": leader, "isolated": isolated,
             "centrality": {n: round(v, 4) for n, v in sorted(centrality.items())},
             "strength": strength}
 
@@ -297,8 +298,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         "",
         "| | cliques | largest clique | agents outside every clique |",
         "|---|---|---|---|",
-        f"| this run | {len(structure['cliques'])} | {len(structure['cliques'][0]) if structure['cliques'] else 0} | "
-        f"{outside(model.interactions.nodes, structure['cliques'])} |",
+        f"| this run | {len(structure['cliques'])} | {structure['largest_clique']} | {structure['outside_cliques']} |",
         f"| chance: random graphs with the same agents and as many ties ({chance['ties']}), {CHANCE_DRAWS} draws | "
         f"{chance['cliques']:.2f} | {chance['largest_clique']:.2f} | {chance['outside_cliques']:.2f} |",
         "",

@@ -3,10 +3,10 @@ LTRHA only, compressed memory only, driver only, full ITCMA-S) on IrollanValley 
 judge's five-dimension scores beside the paper's Table 1, and the society each run formed.
 
 Per run: the leader (most central in the interaction graph; NaN when the top is tied), the
-number of cliques (≥ 3 agents) and of agents outside every clique, each beside its chance level in
-random graphs with as many ties (``_chance``), isolated agents, the Gini of resources at the end (NaN without
-LTRHA), the range of P, A and D over all agents and steps, the share of chats, filtered actions,
-and the mean judge score per dimension. The judge (route ``itcmas_judge``) scores each run at its
+number of cliques (≥ 3 agents), the largest one's size and the agents outside every clique, each
+beside its chance level in random graphs with as many ties (``NAME_chance``), isolated agents, the
+Gini of resources at the end (NaN without LTRHA), the range of P, A and D over all agents and
+steps, the share of chats, filtered actions, and the mean judge score per dimension. The judge (route ``itcmas_judge``) scores each run at its
 end, on the run's tape and budget (``tables/itcmas_judge.parquet``); it must be a different model
 from the actors'; without ``--judge`` it is the rules baseline, which measures shares and is not a
 judgement.
@@ -29,7 +29,6 @@ from socialsim.agents.itcmas.metrics import (
     chance_structure,
     judge_run,
     judged,
-    outside,
     social_structure,
 )
 from socialsim.model.reproduce import Figures, Finding, Protocol, ProtocolRun, compare
@@ -65,10 +64,10 @@ def measure_run(run_dir: Path) -> dict[str, float]:
     out: dict[str, float] = {
         "cliques": float(len(structure["cliques"])),
         "cliques_chance": chance["cliques"],
-        "largest_clique": float(len(structure["cliques"][0]) if structure["cliques"] else 0),
+        "largest_clique": float(structure["largest_clique"]),
         "largest_clique_chance": chance["largest_clique"],
         "isolated": float(len(structure["isolated"])),
-        "outside_cliques": float(outside(graph.nodes, structure["cliques"])),
+        "outside_cliques": float(structure["outside_cliques"]),
         "outside_cliques_chance": chance["outside_cliques"],
         "chat_share": float(actions["action"].str.startswith("chat with").mean()),
         "filtered": float((actions["status"] == "filtered").sum()),
