@@ -1,0 +1,234 @@
+"""The CRSEC agent's paths that a rules run takes rarely or never on its own, and what it tells the
+model (or the rule standing in for it) on the common ones: the persuasion inputs of a heard
+conversation, each speaker's own memories, a synthesized norm said with the member that covers the
+act, a norm's theme taken from the tracked norm it matches, a conflict a model sees where no held
+norm is breached, a model's empty line, an action the world cannot parse or carry out, and when
+synthesis is tried. Written for the real gaps a mutmut run on ``agents/crsec/agent.py`` left
+(docs/testing.md). Rules engine, with scripted answers where only a model would take the path."""
+
+import asyncio
+import json
+
+import pytest
+
+from socialsim.llm.gateway import Gateway
+from socialsim.model.society import SocietyModel
+
+# persuasion settings unlike the defaults and unlike each other, so a context field read from the
+# wrong setting (or left at its default) shows
+PERSUASION = {"contrary_rate": 0.37, "recall_overlap": 0.6, "accept_against": 0.11, "accept_for": 0.93,
+              "accept_neutral": 0.52}
+
+
+def society(steps, rng=3, **kwargs):
+    model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=rng, **kwargs)
+    for _ in range(steps):
+        model.step()
+    return model
+
+
+def record_asks(monkeypatch) -> list[tuple[str, int, object]]:
+    """Every (operation, agent id, context) the agents ask, in the order asked."""
+    asked, ask = [], Gateway.ask
+
+    async def recording(self, op, ctx, *, agent_id, rng):
+        asked.append((op.name, agent_id, ctx))
+        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
+
+    monkeypatch.setattr(Gateway, "ask", recording)
+    return asked
+
+
+def recalled(agent) -> set[str]:
+    """Everything ``agent`` could recall, as its prompts show a memory."""
+    return {f"(step {m.step}, {m.kind}) {m.text}" for m in agent.stream.records}
+
+
+@pytest.fixture(scope="module")
+def asked_run():
+    """A 30-step run with non-default persuasion settings, and every context its agents asked with."""
+    with pytest.MonkeyPatch.context() as patch:
+        asked = record_asks(patch)
+        model = society(30, **PERSUASION)
+    return model, asked
+
+
+def test_a_heard_conversation_is_weighed_with_the_receivers_stance_memories_and_persuasion_settings(asked_run):
+    model, asked = asked_run
+    agents = {a.unique_id: a for a in model.agents}
+    settings = model.society.settings
+    heard = [(agents[i], ctx) for op, i, ctx in asked if op == "IdentifyNormFromChat"]
+    assert len(heard) >= 10
+    contrary_seen = 0
+    for agent, ctx in heard:
+        assert ctx.topic in {t.name for t in settings.tracked_norms}
+        assert ctx.stance == agent.stance(ctx.topic)
+        expected = {"for": 0.93, "against": 0.11}.get(ctx.stance, 0.52)
+        assert ctx.accept == expected, (agent.name, ctx.topic, ctx.stance)
+        assert (ctx.contrary_rate, ctx.recall_overlap) == (0.37, 0.6)
+        # the settling norm the catalogue offers on the topic, and its contrary (held or not, it is on the topic)
+        assert ctx.suggestion is not None and ctx.suggestion.about == ctx.topic and not ctx.suggestion.opposes
+        if ctx.contrary is not None:
+            contrary_seen += 1
+            assert ctx.contrary.about == ctx.topic and ctx.contrary.opposes
+        # the receiver's own memories, of the conversation's matter
+        assert ctx.memories and set(ctx.memories) <= recalled(agent), agent.name
+        assert ctx.matter and ctx.matter in ctx.source
+    assert contrary_seen > 0
+    # an agent not holding the contrary norm is offered it
+    assert any(ctx.contrary is not None and not agent.norms.holds_content(ctx.contrary.content)
+               for agent, ctx in heard)
+
+
+def test_each_speaker_of_a_conversation_is_prompted_with_its_own_memories(asked_run):
+    model, asked = asked_run
+    agents = {a.name: a for a in model.agents}
+    turns = [ctx for op, _, ctx in asked if op == "ConverseTurn"]
+    assert {ctx.role for ctx in turns} == {"sender", "receiver"}
+    own_only = 0
+    for ctx in turns:
+        speaker, partner = agents[ctx.speaker], agents[ctx.partner]
+        assert ctx.memories and set(ctx.memories) <= recalled(speaker), (ctx.role, ctx.speaker)
+        own_only += bool(set(ctx.memories) - recalled(partner))
+        assert ctx.recall_overlap == 0.6
+    assert own_only > len(turns) / 2  # mostly memories the partner does not have
+
+
+def test_a_thought_is_weighed_with_the_observers_persuasion_settings(asked_run):
+    model, asked = asked_run
+    agents = {a.unique_id: a for a in model.agents}
+    thoughts = [(agents[i], ctx) for op, i, ctx in asked if op == "IdentifyNormFromThought"]
+    assert {ctx.stance for _, ctx in thoughts} >= {"for", "against"}
+    for agent, ctx in thoughts:
+        assert ctx.accept == {"for": 0.93, "against": 0.11}.get(agent.stance(ctx.topic), 0.52)
+        assert (ctx.contrary_rate, ctx.recall_overlap) == (0.37, 0.6)
+
+
+def test_a_heard_conversation_persuades_by_the_receivers_stance_and_the_contrary_rate():
+    """Talk alone (no thoughts): the receivers of norm talk are the ones seen breaching, so mostly
+    against the norm; they take it as often as ``accept_against`` lets them, and answer with the
+    contrary norm only as often as ``contrary_rate`` does."""
+    def heard(model):
+        changes = model.datacollector.get_table_dataframe("norm_changes")
+        return changes[(changes["origin"] == "conversation") & (changes["event"] == "matched")]
+
+    never = heard(society(30, enable_thoughts=False, accept_against=0.0, contrary_rate=0.0))
+    assert never.empty  # against, never persuaded, no contrary norm: nothing taken from talk
+    taken = heard(society(30, enable_thoughts=False, accept_against=1.0, contrary_rate=0.0))
+    assert len(taken) > 0 and (taken["opposes"] == "").all()
+    contrary = heard(society(30, enable_thoughts=False, accept_against=0.0, contrary_rate=1.0))
+    assert len(contrary) > 0 and (contrary["opposes"] != "").all()
+
+
+def test_a_synthesized_norm_is_said_with_the_member_that_covers_the_act(asked_run):
+    model, _ = asked_run
+    chats = model.datacollector.get_table_dataframe("conversations")
+    openings = chats[chats["turn"] == 0]
+    said_abstract = 0
+    for _, line in openings.iterrows():
+        sender = model.agent_named(line["sender"])
+        for norm in (n for n in sender.norms.norms if n.origin == "synthesis" and n.content in line["text"]):
+            member = next(sender.norms.get(m) for m in norm.members if line["topic"] in sender.norms.get(m).covers)
+            assert f"{norm.content} ({member.content})" in line["text"], line["text"]
+            said_abstract += 1
+    assert said_abstract > 0
+
+
+def test_a_created_norm_outside_the_catalogue_takes_the_theme_of_the_tracked_norm_it_matches(scripted):
+    drafts = [{"content": "Nobody should smoke a cigarette inside the cafe.", "type": "injunctive", "utility": 90},
+              {"content": "Keep your voice low and quiet when others read.", "type": "injunctive", "utility": 80},
+              {"content": "Greet the barista by name every morning.", "type": "descriptive", "utility": 40}]
+    scripted(default=json.dumps({"norms": drafts}))
+    model = society(1, routes={"CreateNorm": "openai/scripted"})
+    bob = model.agent_named("Bob Johnson")
+    created = {n.content: n for n in bob.norms.norms if n.origin == "created"}
+    assert (created[drafts[0]["content"]].canonical, created[drafts[0]["content"]].theme) == (
+        "no smoking indoors", "health")
+    assert (created[drafts[1]["content"]].canonical, created[drafts[1]["content"]].theme) == (
+        "be quiet in public", "calm")
+    assert (created[drafts[2]["content"]].canonical, created[drafts[2]["content"]].theme) == (None, None)
+
+
+def test_a_conflict_a_model_sees_without_a_breached_held_norm_is_a_conversation_without_a_topic(scripted, monkeypatch):
+    """A model may see a conflict in an act that breaches none of the sender's norms (the rules never
+    do): the sender then says its first qualified norm, the table records no topic, and the receiver
+    is offered no norm to settle it (nothing is taken from such a talk by the rules)."""
+    scripted(default="Yes")
+    asked = record_asks(monkeypatch)
+    model = society(4, routes={"DetectConflict": "openai/scripted"}, enable_synthesis=False)
+    chats = model.datacollector.get_table_dataframe("conversations")
+    topicless = chats[chats["topic"] == ""]
+    assert len(topicless) > 0 and len(chats[chats["topic"] != ""]) > 0
+    heard = [ctx for op, _, ctx in asked if op == "IdentifyNormFromChat" and ctx.topic is None]
+    assert 0 < len(heard) <= topicless[["step", "sender", "receiver"]].drop_duplicates().shape[0]
+    for ctx in heard:  # a receiver hears a few conversations a step (MAX_CONVERSATIONS_HEARD)
+        assert any(text in ctx.source for text in topicless.loc[topicless["turn"] == 0, "text"])
+        assert ctx.suggestion is None and ctx.contrary is None and ctx.stance == "neutral"
+    changes = model.datacollector.get_table_dataframe("norm_changes")
+    from_talk = changes[changes["origin"] == "conversation"]
+    openings = set(topicless.loc[topicless["turn"] == 0, "text"])
+    assert not any(opening in source for opening in openings for source in from_talk["source"])
+    assert not changes["event"].str.startswith("deactivated").any()  # so a norm once qualified stays so
+    qualified = changes[changes["state"] == "qualified"]
+    for (step, sender), lines in topicless.groupby(["step", "sender"]):
+        held = qualified[(qualified["agent"] == sender) & (qualified["step"] <= step)]
+        first = held.loc[held["norm_id"].idxmin(), "content"]
+        assert lines.sort_values("turn")["text"].iloc[0].endswith(first), (step, sender)
+
+
+def test_a_models_line_that_is_all_framing_is_replaced_by_the_turns_fallback(scripted):
+    """A small model may answer a turn with the request's framing only ("My next line to Sam Moore
+    is:"): nothing is said, so the conversation records the turn's fallback line, never an empty one."""
+    names = [spec.name for spec in SocietyModel("hobbs-cafe", arch="crsec", model="rules").scenario_spec.agents]
+    scripted(replies={f"Say your next line to {n}.": [f"My next line to {n} is:"] for n in names})
+    model = society(3, routes={"ConverseTurn": "openai/scripted"})
+    chats = model.datacollector.get_table_dataframe("conversations")
+    assert len(chats) > 0
+    is_sender = chats["speaker"] == chats["sender"]
+    assert (chats.loc[is_sender, "text"] == "Please think about it.").all()
+    assert (chats.loc[~is_sender, "text"] == "I see.").all()
+    assert model.llm.ledger.frame().query("op == 'ConverseTurn'")["status"].eq("ok").all()  # answered, not failed
+
+
+def test_an_action_the_world_cannot_parse_is_tried_as_a_behaviour_and_a_failed_action_is_remembered():
+    model = society(1)
+    agent = model.agent_named("Isabella Rodriguez")
+    _, now = agent.clock()
+    minutes = model.society.settings.action_minutes
+    agent.actions = [(now, "levitate above the counter"), (now + minutes, "go to the moon")]
+    before = len(model.world.events)
+    agent.act()
+    events = [e for e in model.world.events[before:] if e.agent == agent.name]
+    assert [(e.verb, e.target, e.ok) for e in events] == [("do", "levitate above the counter", False),
+                                                          ("go to", "the moon", False)]
+    assert agent.last_action == "go to the moon" and not agent.last_outcome.ok
+    tried = [m for m in agent.memory if "I tried to" in m]
+    assert len(tried) == 2
+    assert "I tried to levitate above the counter, but" in tried[0] and events[0].reason in tried[0]
+    assert "I tried to go to the moon, but there is no place called the moon" in tried[1]
+
+
+def test_synthesis_is_tried_above_the_threshold_and_once_per_set_of_qualified_norms(monkeypatch):
+    model = society(1, synthesis_threshold=100_000)
+    bob = model.agent_named("Bob Johnson")
+    total = bob.norms.utility_sum()
+    assert total > 0 and not bob.inbox
+    tried = []
+
+    async def synthesize():
+        tried.append(tuple(n.id for n in bob.norms.qualified()))
+
+    monkeypatch.setattr(bob, "_synthesize", synthesize)
+
+    def reflect_with(threshold, enabled=True):
+        bob.settings = bob.settings.model_copy(update={"synthesis_threshold": threshold, "enable_synthesis": enabled})
+        asyncio.run(bob.reflect())
+        return len(tried)
+
+    assert reflect_with(total) == 0  # at the threshold: not above it
+    assert reflect_with(total - 1, enabled=False) == 0  # switched off
+    assert reflect_with(total - 1) == 1
+    assert reflect_with(total - 1) == 1  # the same norms are not classified again
+    bob.norms.add("Wipe the table after eating.", 50, "injunctive", qualified=True, origin="created", step=1)
+    assert reflect_with(total - 1) == 2  # a new qualified norm: tried again
+    assert tried[1] == tried[0] + (len(bob.norms.norms) - 1,)
