@@ -232,3 +232,115 @@ def test_synthesis_is_tried_above_the_threshold_and_once_per_set_of_qualified_no
     bob.norms.add("Wipe the table after eating.", 50, "injunctive", qualified=True, origin="created", step=1)
     assert reflect_with(total - 1) == 2  # a new qualified norm: tried again
     assert tried[1] == tried[0] + (len(bob.norms.norms) - 1,)
+
+
+# --- the small helpers the phases lean on --------------------------------------------------------
+
+
+def test_an_observation_matters_more_when_it_bears_on_a_held_norm_and_more_again_when_it_breaches_one():
+    model = society(0)
+    checked = {"held": 0, "breach": 0, "plain": 0}
+    for _ in range(20):
+        model.step()
+        check_observations(model, checked)
+    assert all(checked.values()), checked
+
+
+def check_observations(model, checked):
+    for agent in model.agents:
+        before = len(agent.stream.records)
+        agent.perceive()  # this step's perception again, recorded at the same step
+        new = agent.stream.records[before:]
+        held = agent.norms.covered()
+        assert [(m.kind, m.text) for m in new] == [("observation", f.text) for f in agent.facts]
+        for memory, fact in zip(new, agent.facts, strict=True):
+            bears, breaches = bool(set(fact.concerns) & held), bool(fact.violates)
+            assert memory.importance == 2 + 4 * bears + 2 * breaches, (agent.name, fact.text)
+            checked["held"] += bears
+            checked["breach"] += breaches
+            checked["plain"] += not (bears or breaches)
+
+
+def test_persuasion_chance_is_read_by_stance():
+    model = society(1, accept_for=0.8, accept_against=0.2, accept_neutral=0.4)
+    agent = next(a for a in model.agents if {"for", "against"} <= set(a.crsec_traits.stance.values()))
+    by_stance = {stance: agent.accept(topic) for topic, stance in agent.crsec_traits.stance.items()}
+    assert by_stance["for"] == 0.8 and by_stance["against"] == 0.2
+    assert agent.stance("a norm nobody tracks") == "neutral" and agent.accept("a norm nobody tracks") == 0.4
+    assert agent.stance(None) == "neutral" and agent.accept(None) == 0.4
+
+
+def _catalogue(agent, *entries):
+    from socialsim.agents.crsec.settings import CatalogueNorm
+
+    agent.settings = agent.settings.model_copy(
+        update={"norm_catalogue": [CatalogueNorm(theme="health", **e) for e in entries]})
+
+
+def test_the_suggested_norm_is_the_catalogues_best_supporting_one_never_a_contrary_one():
+    agent = society(1).agent_named("Sam Moore")
+    topic = "no smoking indoors"
+    _catalogue(agent, {"content": "Smoke wherever you like.", "type": "injunctive", "utility": 99, "about": topic,
+                       "opposes": True},
+               {"content": "Smoke outside only.", "type": "injunctive", "utility": 70, "about": topic},
+               {"content": "No cigarettes in the cafe.", "type": "injunctive", "utility": 90, "about": topic},
+               {"content": "Speak softly.", "type": "injunctive", "utility": 95, "about": "be quiet in public"})
+    assert agent._catalogue_for(topic, exclude_held=False).content == "No cigarettes in the cafe."
+    agent.norms.add("No cigarettes in the cafe.", 90, "injunctive", qualified=True, origin="created", step=1)
+    assert agent._catalogue_for(topic, exclude_held=False).content == "No cigarettes in the cafe."
+    assert agent._catalogue_for(topic, exclude_held=True).content == "Smoke outside only."  # not what it holds
+    # the contrary norm offered to an unpersuaded agent: the catalogue's, until it holds it
+    assert agent._contrary_for(topic).content == "Smoke wherever you like."
+    agent.norms.add("Smoke wherever you like.", 99, "injunctive", qualified=True, origin="thought", step=1)
+    assert agent._contrary_for(topic) is None
+
+
+def test_without_a_catalogue_entry_the_suggestion_is_the_tracked_norm_itself_unless_already_held():
+    model = society(1)
+    agent = model.agent_named("Sam Moore")
+    _catalogue(agent)
+    suggested = agent._catalogue_for("be quiet in public", exclude_held=True)
+    tracked = model.society.settings.tracked("be quiet in public")
+    assert (suggested.content, suggested.type, suggested.utility, suggested.theme, suggested.about) == (
+        "Be quiet in public.", tracked.type, 80, "calm", "be quiet in public")
+    assert agent._contrary_for("be quiet in public") is None
+    norm = agent.norms.add("Be quiet in public.", 80, "injunctive", qualified=True, origin="created", step=1)
+    agent.norms.set_match(norm, "be quiet in public", None, 1)
+    assert agent._catalogue_for("be quiet in public", exclude_held=True) is None  # nothing new to take
+    assert agent._catalogue_for("be quiet in public", exclude_held=False).content == "Be quiet in public."
+
+
+def test_actions_keep_a_norm_from_the_start_and_again_a_full_window_after_a_breach():
+    model = society(1)
+    agent = model.agent_named("Sam Moore")
+    window = model.society.settings.compliance_window_steps
+    agent.last_breach.clear()
+    assert model.steps == 1 and agent.complies("no smoking indoors")  # no breach yet, even at step 1
+    agent.last_breach["no smoking indoors"] = 1
+    kept = []
+    for step in range(1, window + 3):
+        model.steps = step
+        kept.append(agent.complies("no smoking indoors"))
+    assert kept == [False] * window + [True, True]
+    assert agent.complies("be quiet in public")  # another norm's breach does not count
+
+
+def test_the_memory_settings_weigh_each_agents_retrieval():
+    from socialsim.agents.memory import RetrievalWeights
+
+    model = society(0, memory_recency=0.3, memory_importance=0.7, memory_relevance=0.2, memory_decay=0.95)
+    assert all(a.stream.weights == RetrievalWeights(0.3, 0.7, 0.2, 0.95) for a in model.agents)
+
+
+def test_the_outside_is_the_area_of_kind_outside_wherever_the_scenario_lists_it(tmp_path):
+    import yaml
+
+    from socialsim.scenarios.loader import DATA_DIR
+
+    spec = yaml.safe_load((DATA_DIR / "hobbs-cafe.yaml").read_text())
+    spec["map"]["areas"].append(spec["map"]["areas"].pop(0))  # the street listed last
+    path = tmp_path / "hobbs-street-last.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    model = SocietyModel(str(path), arch="crsec", model="rules", rng=1)
+    assert model.society.outside == "the street outside"
+    assert model.society.inside["the street outside"] is False
