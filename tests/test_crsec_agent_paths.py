@@ -100,8 +100,17 @@ def test_a_thought_is_weighed_with_the_observers_persuasion_settings(asked_run):
     thoughts = [(agents[i], ctx) for op, i, ctx in asked if op == "IdentifyNormFromThought"]
     assert {ctx.stance for _, ctx in thoughts} >= {"for", "against"}
     for agent, ctx in thoughts:
+        assert ctx.stance == agent.stance(ctx.topic)
         assert ctx.accept == {"for": 0.93, "against": 0.11}.get(agent.stance(ctx.topic), 0.52)
         assert (ctx.contrary_rate, ctx.recall_overlap) == (0.37, 0.6)
+        assert ctx.memories and set(ctx.memories) <= recalled(agent)
+        assert ctx.matter and ctx.matter in ctx.source  # what was seen being done, as the thought says it
+    # the thought itself is had in the observer's stance, recalling its own memories
+    had = [(agents[i], ctx) for op, i, ctx in asked if op == "GenerateThought"]
+    assert {ctx.stance for _, ctx in had} >= {"for", "against"}
+    for agent, ctx in had:
+        assert ctx.stance == agent.stance(ctx.fact.concerns[0]) and ctx.recall_overlap == 0.6
+        assert set(ctx.memories) <= recalled(agent)
 
 
 def test_a_heard_conversation_persuades_by_the_receivers_stance_and_the_contrary_rate():
@@ -344,3 +353,50 @@ def test_the_outside_is_the_area_of_kind_outside_wherever_the_scenario_lists_it(
     model = SocietyModel(str(path), arch="crsec", model="rules", rng=1)
     assert model.society.outside == "the street outside"
     assert model.society.inside["the street outside"] is False
+
+
+@pytest.mark.parametrize(("content", "type_", "check"), [
+    ("Clean up your table after eating.", "injunctive", "consistency"),  # about no tracked norm the thought saw
+    ("No smoking indoors.", "descriptive", "type"),  # the tracked norm is injunctive
+])
+def test_a_norm_a_model_draws_from_a_thought_is_checked_against_what_the_thought_was_about(scripted, content,
+                                                                                           type_, check):
+    """The rules only ever draw the catalogue's norm on the thought's own topic and of its type, so
+    they never fail these two checks; a model may draw another topic's norm, or the wrong type."""
+    scripted(default=json.dumps({"found": True, "content": content, "type": type_, "utility": 70}))
+    model = society(20, routes={"IdentifyNormFromThought": "openai/scripted"}, enable_chat=False)
+    drawn = [(a, n) for a in model.agents for n in a.norms.norms if n.origin == "thought"]
+    assert len(drawn) >= 3
+    failed = [n.failed_check for _, n in drawn]
+    assert None not in failed and not any(n.qualified for _, n in drawn)
+    assert check in failed
+    changes = model.datacollector.get_table_dataframe("norm_changes")
+    rejected = changes[(changes["origin"] == "thought") & changes["event"].str.startswith("failed ")]
+    assert len(rejected) == len(drawn)
+    for agent, norm in drawn:  # rejected in the step it was drawn
+        row = rejected[(rejected["agent"] == agent.name) & (rejected["norm_id"] == norm.id)]
+        assert row["step"].tolist() == [norm.step]
+    retyped = changes[(changes["origin"] == "thought") & (changes["event"] == "type corrected")]
+    assert len(retyped) == failed.count("type")
+    for agent, norm in drawn:
+        if norm.failed_check == "type":  # the type the check gave, when it was given
+            assert norm.type == "injunctive"
+            row = retyped[(retyped["agent"] == agent.name) & (retyped["norm_id"] == norm.id)]
+            assert row["step"].tolist() == [norm.step]
+
+
+def test_actions_are_asked_for_from_the_minute_the_step_starts(asked_run):
+    """The plan item's actions start now, not at the item's start: an agent asking again in the
+    middle of an item (a norm taken up) is told the time it is, and the rule times them from it."""
+    model, asked = asked_run
+    settings, step_minutes = model.society.settings, model.scenario_spec.step_minutes
+    from socialsim.agents.crsec.operations import minutes, time_of
+
+    contexts = [ctx for op, _, ctx in asked if op == "GenerateNormativeActions"]
+    assert contexts
+    late = 0
+    for ctx in contexts:
+        assert ctx.now is not None and (ctx.now - minutes(settings.day_start)) % step_minutes == 0
+        assert ctx.now >= time_of(ctx.item)
+        late += ctx.now > time_of(ctx.item)
+    assert late > 0  # some asked after their item began

@@ -295,3 +295,52 @@ def test_the_first_adoption_and_first_compliant_act_are_the_steps_they_happened(
         assert set(agent.first_compliant_act) <= tracked
         assert all(isinstance(s, int) and 1 <= s <= STEPS for s in agent.first_compliant_act.values())
     assert sum(len(a.first_compliant_act) for a in run.agents) > 0 and sum(len(a.first_adopted) for a in run.agents) > 0
+
+
+def test_the_plans_table_holds_each_agents_plan_with_its_follow_ups(run):
+    plans = table(run, "plans")
+    assert run.society.settings.clock_of_step(STEPS, run.scenario_spec.step_minutes)[0] == 1  # one day's plans
+    for agent in run.agents:
+        rows = plans[plans["agent"] == agent.name]
+        assert rows[["time", "activity", "place", "then"]].values.tolist() == [
+            [i["time"], i["activity"], i["place"], i.get("then") or ""] for i in agent.plan], agent.name
+    assert (plans["then"] != "").any() and (plans["then"] == "").any()
+
+
+def test_an_agent_asks_for_its_actions_again_as_soon_as_the_norms_it_holds_change(run):
+    """Actions are asked per plan item; a norm taken up (or given up) in the middle of an item
+    makes the agent ask again at its next step, so the rest of the item is done as it now holds."""
+    agents = run.datacollector.get_agent_vars_dataframe().reset_index()
+    ledger = run.llm.ledger.frame()
+    names = {a.unique_id: a.name for a in run.agents}
+    asked = set(zip(ledger.loc[ledger["op"] == "GenerateNormativeActions", "agent"].map(names),
+                    ledger.loc[ledger["op"] == "GenerateNormativeActions", "step"], strict=True))
+    changed = 0
+    for name, rows in agents.groupby("name"):
+        holds = dict(zip(rows["Step"], rows["holds"], strict=True))
+        for step in range(3, STEPS + 1):
+            if holds.get(step - 1) != holds.get(step - 2):
+                changed += 1
+                assert (name, step) in asked, (name, step)
+    assert changed > 0
+
+
+def test_a_thought_that_names_a_norm_is_recorded_counted_and_remembered_as_mattering_more(run):
+    thoughts = table(run, "thoughts")
+    changes = table(run, "norm_changes")
+    drawn = changes[(changes["origin"] == "thought") & (changes["event"] == "identified")]
+    named = thoughts[thoughts["normative_info"] != ""]
+    assert 0 < len(named) < len(thoughts)
+    assert sorted(zip(named["step"], named["agent"], named["normative_info"], strict=True)) == sorted(
+        zip(drawn["step"], drawn["agent"], drawn["content"], strict=True))
+    frame = run.datacollector.get_model_vars_dataframe().reset_index(drop=True)
+    per_step = named.groupby("step").size()
+    for step in range(1, STEPS + 1):
+        assert frame.loc[step - 1, "norm_thoughts"] == per_step.get(step, 0), step
+    importance = {}
+    for _, row in thoughts.iterrows():
+        memory = [m for m in run.agent_named(row["agent"]).stream.records
+                  if m.kind == "thought" and m.step == row["step"] and m.text == row["thought"]]
+        assert len(memory) == 1, (row["agent"], row["step"])
+        importance.setdefault(row["normative_info"] != "", set()).add(memory[0].importance)
+    assert min(importance[True]) > max(importance[False])
