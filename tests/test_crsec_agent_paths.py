@@ -400,3 +400,11 @@ def test_actions_are_asked_for_from_the_minute_the_step_starts(asked_run):
         assert ctx.now >= time_of(ctx.item)
         late += ctx.now > time_of(ctx.item)
     assert late > 0  # some asked after their item began
+
+
+def test_the_way_to_an_unknown_place_or_to_where_one_is_is_no_walk():
+    state = society(0).society
+    assert state.path("Hobbs Cafe kitchen", "the street outside") == ["Hobbs Cafe counter", "Hobbs Cafe dining room",
+                                                                      "the street outside"]
+    assert state.path("Hobbs Cafe counter", "the moon") == []
+    assert state.path("Hobbs Cafe counter", "Hobbs Cafe counter") == []
