@@ -52,7 +52,7 @@ def of(asked, op):
 
 
 ABOUT_THE_AGENT = {"ProposeActions", "SimulateOutcome", "SelectAction", "PredictObservedDesires",
-                   "PredictGuessedDesires", "GuessHiddenAction"}
+                   "PredictGuessedDesires", "GuessHiddenAction", "UpdateDesire", "JudgeAction"}
 
 
 def test_every_prompt_an_agent_builds_is_filled_in(recorded):
@@ -286,3 +286,50 @@ def test_desires_are_predicted_with_the_societys_own_decay(monkeypatch):
     assert {row[0] for row in asked} >= {"PredictObservedDesires", "PredictGuessedDesires"}
     assert minds and all(ctx.decay == model.society.decay for ctx in minds)
     assert model.society.decay != type(model.society.decay)()  # not the default rule
+
+
+def test_a_step_leaves_its_updates_reflections_predictions_and_gains_in_the_tables(recorded):
+    model, asked = recorded
+    dc = model.datacollector
+    desires = set(model.society.desires)
+    updates = dc.get_table_dataframe("asvo_updates")
+    for (step, name), rows in updates.groupby(["step", "agent"]):
+        assert set(rows["desire"]) == desires, (step, name)  # one row per desire, each naming it
+    actions = dc.get_table_dataframe("asvo_actions")
+    reflections = dc.get_table_dataframe("asvo_reflections")
+    predictions = dc.get_table_dataframe("asvo_predictions")
+    interactions = dc.get_table_dataframe("interactions")
+    assert (predictions["error"] == (predictions["predicted"] - predictions["true"]).abs()).all()
+    for agent in model.agents:
+        last = actions[(actions["agent"] == agent.name) & (actions["step"] == STEPS)].iloc[0]
+        assert (last["own_gain"], last["others_gain"]) == (agent.channels["own"], agent.channels["others"])
+        assert agent.memory[-1] == f"I did: {agent.action} | {agent.consequence}"
+        mine = reflections[reflections["agent"] == agent.name]
+        assert agent.reflections_total == len(mine)
+        if len(mine):
+            assert agent.last_thought == f"on {mine.iloc[-1]['desire']}: {mine.iloc[-1]['reflection']}"
+        errors = predictions[(predictions["observer"] == agent.name) & (predictions["step"] == STEPS)
+                             & (predictions["status"] != "fallback")]["error"]
+        assert agent.tom_error == (round(errors.mean(), 6) if len(errors) else None)
+        said = interactions[interactions["initiator"] == agent.name]
+        done = set(actions.loc[actions["agent"] == agent.name, "action"])
+        assert set(said["content"]) <= done
+    assert len(reflections) > 0 and len(interactions) > 0
+
+
+def test_repeated_option_texts_are_numbered_apart():
+    from socialsim.agents.asvo.agent import _distinct
+
+    assert _distinct(["a", "b", "a", "a", "b"]) == ["a", "b", "a (option 2)", "a (option 3)", "b (option 2)"]
+    assert _distinct([]) == []
+
+
+def test_with_updates_switched_off_each_desire_keeps_its_value_in_a_row_of_its_own():
+    model = SocietyModel(SCENARIO, model="rules", rng=1, update_desires=False)
+    model.step()
+    updates = model.datacollector.get_table_dataframe("asvo_updates")
+    assert len(updates) == len(model.society.desires) * len(model.agents)
+    for (_, name), rows in updates.groupby(["step", "agent"]):
+        assert sorted(rows["desire"]) == sorted(model.society.desires), name
+    assert (updates["attempts"] == 0).all() and updates["accepted"].astype(bool).all()
+    assert ((updates["before"] == updates["proposed"]) & (updates["proposed"] == updates["after"])).all()
