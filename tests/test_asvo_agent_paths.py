@@ -333,3 +333,33 @@ def test_with_updates_switched_off_each_desire_keeps_its_value_in_a_row_of_its_o
         assert sorted(rows["desire"]) == sorted(model.society.desires), name
     assert (updates["attempts"] == 0).all() and updates["accepted"].astype(bool).all()
     assert ((updates["before"] == updates["proposed"]) & (updates["proposed"] == updates["after"])).all()
+
+
+@pytest.mark.parametrize("reply", ['{"naturalness": 5, "human_likeness": 1, "reason": "seen it"}', "not a record"])
+def test_an_agents_judged_naturalness_is_the_mean_of_the_judges_that_answered(scripted, reply):
+    """Two judges: the rules and a model. A model's unusable answer falls back and is no judgement."""
+    scripted(default=reply)
+    model = SocietyModel(SCENARIO, model="rules", rng=1, judges=["rules", "openai/scripted-judge"])
+    model.step()
+    answered = reply != "not a record"
+    halves = set()
+    for agent in model.agents:
+        statuses = {j["judge"]: j["status"] for j in agent.judgements}
+        assert (statuses["openai/scripted-judge"] != "fallback") == answered
+        scored = [j for j in agent.judgements if j["status"] != "fallback"]
+        assert len(scored) == (2 if answered else 1)
+        assert agent.naturalness == round(mean(j["naturalness"] for j in scored), 6)
+        assert agent.human_likeness == round(mean(j["human_likeness"] for j in scored), 6)
+        halves |= {name for name, v in [("naturalness", agent.naturalness), ("human_likeness", agent.human_likeness)]
+                   if v % 1 != 0}
+    assert halves == ({"naturalness", "human_likeness"} if answered else set())  # odd disagreements give halves
+
+
+def test_the_equity_channel_compares_ones_gain_with_the_observed_peoples(recorded):
+    from socialsim.agents.asvo.svo import equity
+
+    model, _ = recorded
+    for agent in model.agents:
+        assert set(agent.channels) == {"own", "others", "rank", "equity"}
+        assert agent.channels["equity"] == pytest.approx(equity(agent.channels["own"], agent.channels["others"]), abs=2e-6)
+    assert len({a.channels["equity"] for a in model.agents}) > 1
