@@ -15,6 +15,7 @@ from socialsim.model.society import SocietyModel
 STEPS = 6
 SCENARIO = "workplace-meso"
 AT_CALL: dict[int, dict] = {}  # id(context) -> the asking agent's desires and action when it asked
+UPDATES: list[tuple] = []  # (agent, the reflections an update was told of, the agent's reflections) per UpdateDesire
 
 
 def record(model, steps, patch):
@@ -27,7 +28,10 @@ def record(model, steps, patch):
         agent = agents.get(agent_id)
         seen = dict(agent.last_seen) if agent is not None else {}
         if agent is not None:
-            AT_CALL[id(ctx)] = {"values": dict(agent.state.values), "action": agent.action}
+            AT_CALL[id(ctx)] = {"values": dict(agent.state.values), "action": agent.action,
+                                "previous": agent.previous_action}
+        if op.name == "UpdateDesire":
+            UPDATES.append((agent, list(ctx.unreasonable), list(agent.unreasonable)))
         text = "\n".join(m["content"] for m in op.messages(ctx))
         answer = await ask(self, op, ctx, agent_id=agent_id, rng=rng)
         asked.append((op.name, agent, model.steps, ctx, answer.value, seen, text))
@@ -363,3 +367,38 @@ def test_the_equity_channel_compares_ones_gain_with_the_observed_peoples(recorde
         assert set(agent.channels) == {"own", "others", "rank", "equity"}
         assert agent.channels["equity"] == pytest.approx(equity(agent.channels["own"], agent.channels["others"]), abs=2e-6)
     assert len({a.channels["equity"] for a in model.agents}) > 1
+
+
+def test_a_desire_update_is_told_the_agents_latest_reflections_and_nothing_when_it_keeps_none(monkeypatch):
+    for keep in (2, 0):
+        UPDATES.clear()
+        model = SocietyModel(SCENARIO, model="rules", rng=1, reflection_examples=keep)
+        record(model, STEPS, monkeypatch)
+        told = 0
+        for _, shown, earlier in UPDATES:
+            latest = earlier[-keep:] if keep else []
+            assert shown[:len(latest)] == latest
+            assert len(shown) - len(latest) <= model.society.settings.max_retries  # then this update's own
+            told += bool(latest)
+        assert (told > 0) == bool(keep) and any(earlier for *_, earlier in UPDATES)
+
+
+def test_the_judge_sees_the_action_its_effects_and_the_one_before_and_each_call_is_the_agents(recorded):
+    model, asked = recorded
+    judged = of(asked, "JudgeAction")
+    assert judged
+    for _, agent, _, ctx, _, _, _ in judged:
+        assert ctx.agent == agent.name and ctx.action == AT_CALL[id(ctx)]["action"]
+        assert ctx.previous_action == (AT_CALL[id(ctx)]["previous"] or "")
+    assert any(row[3].previous_action for row in judged)
+    ledger = model.llm.ledger.frame()
+    ids = {a.unique_id for a in model.agents}
+    assert set(ledger.loc[ledger["op"].isin(["JudgeAction", "ClassifyBehaviour"]), "agent"]) == ids
+
+
+def test_without_evaluation_no_action_is_judged_or_labelled():
+    model = SocietyModel(SCENARIO, model="rules", rng=1, evaluate=False)
+    model.step()
+    actions = model.datacollector.get_table_dataframe("asvo_actions")
+    assert len(actions) == len(model.agents) and (actions["label"] == "").all()
+    assert all(a.judgements == [] and a.naturalness is None for a in model.agents)
