@@ -402,3 +402,21 @@ def test_without_evaluation_no_action_is_judged_or_labelled():
     actions = model.datacollector.get_table_dataframe("asvo_actions")
     assert len(actions) == len(model.agents) and (actions["label"] == "").all()
     assert all(a.judgements == [] and a.naturalness is None for a in model.agents)
+
+
+def test_an_update_a_model_judges_unreasonable_every_time_is_dropped_after_its_reflections(scripted):
+    """Check and reflection on a model's route: every change is refused, each refusal is reflected
+    on (in the model's words) and retried, and the desire keeps its value, in a row that names it."""
+    scripted(replies={"Continue this sentence": ["I overreacted to a small setback."]}, default="b")
+    model = SocietyModel(SCENARIO, model="rules", rng=1, update_noise=1.0, max_retries=1,
+                         routes={"CheckUpdate": "openai/scripted", "ReflectUpdate": "openai/scripted"})
+    model.step()
+    updates = model.datacollector.get_table_dataframe("asvo_updates")
+    changed = updates[updates["attempts"] > 0]
+    refused = changed[~changed["accepted"].astype(bool)]
+    assert len(refused) > 0 and set(refused["desire"]) <= set(model.society.desires)
+    assert (refused["after"] == refused["before"]).all() and (refused["attempts"] == 2).all()
+    reflections = model.datacollector.get_table_dataframe("asvo_reflections")
+    assert len(reflections) >= 2 * len(refused)  # two per refused update (others gave up changing after one)
+    assert reflections["reflection"].str.endswith("I overreacted to a small setback.").all()
+    assert model.llm.ledger.failures.get("CheckUpdate", 0) == 0
