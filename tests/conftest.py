@@ -83,6 +83,28 @@ def scripted(monkeypatch):
     return install
 
 
+def _watch_asks(patch, seen) -> None:
+    """Patch ``Gateway.ask`` so that ``seen(op, ctx, agent_id, answer)`` hears every question an
+    agent asks, once answered: for tests of what the agents tell the model."""
+    from socialsim.llm.gateway import Gateway
+
+    ask = Gateway.ask
+
+    async def watched(self, op, ctx, *, agent_id, rng):
+        answer = await ask(self, op, ctx, agent_id=agent_id, rng=rng)
+        seen(op, ctx, agent_id, answer)
+        return answer
+
+    patch.setattr(Gateway, "ask", watched)
+
+
+@pytest.fixture(scope="session")
+def watch_asks():
+    """``watch_asks(patch, seen)``: ``patch`` is ``monkeypatch`` or a ``pytest.MonkeyPatch.context()``
+    (a module-scoped fixture's run), ``seen(op, ctx, agent_id, answer)`` is called for every answer."""
+    return _watch_asks
+
+
 @pytest.fixture
 def rng():
     return random.Random(7)

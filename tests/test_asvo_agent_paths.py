@@ -9,7 +9,6 @@ from statistics import mean
 
 import pytest
 
-from socialsim.llm.gateway import Gateway
 from socialsim.model.society import SocietyModel
 
 STEPS = 6
@@ -18,13 +17,14 @@ AT_CALL: dict[int, dict] = {}  # id(context) -> the asking agent's desires and a
 UPDATES: list[tuple] = []  # (agent, the reflections an update was told of, the agent's reflections) per UpdateDesire
 
 
-def record(model, steps, patch):
+def record(model, steps, patch, watch_asks):
     """Run ``steps`` steps; every (operation, agent, step, context, answer, what the agent had seen,
-    the messages a model would have been sent) the agents asked."""
+    the messages a model would have been sent) the agents asked. The agent's state is read as the
+    answer comes back: nothing the snapshot holds changes while the agent waits for it."""
     agents = {a.unique_id: a for a in model.agents}
-    asked, ask = [], Gateway.ask
+    asked = []
 
-    async def recording(self, op, ctx, *, agent_id, rng):
+    def answered(op, ctx, agent_id, answer):
         agent = agents.get(agent_id)
         seen = dict(agent.last_seen) if agent is not None else {}
         if agent is not None:
@@ -33,21 +33,19 @@ def record(model, steps, patch):
         if op.name == "UpdateDesire":
             UPDATES.append((agent, list(ctx.unreasonable), list(agent.unreasonable)))
         text = "\n".join(m["content"] for m in op.messages(ctx))
-        answer = await ask(self, op, ctx, agent_id=agent_id, rng=rng)
         asked.append((op.name, agent, model.steps, ctx, answer.value, seen, text))
-        return answer
 
-    patch.setattr(Gateway, "ask", recording)
+    watch_asks(patch, answered)
     for _ in range(steps):
         model.step()
     return asked
 
 
 @pytest.fixture(scope="module")
-def recorded():
+def recorded(watch_asks):
     model = SocietyModel(SCENARIO, model="rules", rng=1)
     with pytest.MonkeyPatch.context() as patch:
-        asked = record(model, STEPS, patch)
+        asked = record(model, STEPS, patch, watch_asks)
     return model, asked
 
 
@@ -77,7 +75,7 @@ def test_every_prompt_an_agent_builds_is_filled_in(recorded):
             assert ctx.target in text and ctx.action in text and agent.setting in text
 
 
-def test_an_unseen_persons_action_is_guessed_from_what_was_last_seen_of_them(monkeypatch):
+def test_an_unseen_persons_action_is_guessed_from_what_was_last_seen_of_them(monkeypatch, watch_asks):
     """Who acts out of view (here: someone whose action nobody saw this step) is guessed from what
     was last seen of them; a guess that repeats it keeps its stance, the ordinary action is neutral."""
     model = SocietyModel(SCENARIO, model="rules", rng=1)
@@ -85,7 +83,7 @@ def test_an_unseen_persons_action_is_guessed_from_what_was_last_seen_of_them(mon
         model.step()
     hidden = sorted(model.agents, key=lambda a: a.unique_id)[0]
     hidden.action = ""  # out of view in the next step's perception
-    asked = record(model, 1, monkeypatch)
+    asked = record(model, 1, monkeypatch, watch_asks)
     minds = {(row[1].name, row[3].target): row[3] for row in of(asked, "PredictGuessedDesires")}
     guesses = [row for row in of(asked, "GuessHiddenAction") if row[3].target == hidden.name]
     assert guesses
@@ -283,9 +281,9 @@ def test_a_proposal_that_copies_the_prompt_is_replaced_by_the_ordinary_action(sc
         assert agent.action == ordinary[0] and agent.effect == (ordinary[1], ordinary[2])
 
 
-def test_desires_are_predicted_with_the_societys_own_decay(monkeypatch):
+def test_desires_are_predicted_with_the_societys_own_decay(monkeypatch, watch_asks):
     model = SocietyModel(SCENARIO, model="rules", rng=1, decay_per_hour=0.3)
-    asked = record(model, 2, monkeypatch)
+    asked = record(model, 2, monkeypatch, watch_asks)
     minds = [row[3] for row in asked if row[0] in ("PredictObservedDesires", "PredictGuessedDesires")]
     assert {row[0] for row in asked} >= {"PredictObservedDesires", "PredictGuessedDesires"}
     assert minds and all(ctx.decay == model.society.decay for ctx in minds)
@@ -369,11 +367,11 @@ def test_the_equity_channel_compares_ones_gain_with_the_observed_peoples(recorde
     assert len({a.channels["equity"] for a in model.agents}) > 1
 
 
-def test_a_desire_update_is_told_the_agents_latest_reflections_and_nothing_when_it_keeps_none(monkeypatch):
+def test_a_desire_update_is_told_the_agents_latest_reflections_and_nothing_when_it_keeps_none(monkeypatch, watch_asks):
     for keep in (2, 0):
         UPDATES.clear()
         model = SocietyModel(SCENARIO, model="rules", rng=1, reflection_examples=keep)
-        record(model, STEPS, monkeypatch)
+        record(model, STEPS, monkeypatch, watch_asks)
         told = 0
         for _, shown, earlier in UPDATES:
             latest = earlier[-keep:] if keep else []

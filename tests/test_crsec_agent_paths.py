@@ -11,7 +11,6 @@ import json
 
 import pytest
 
-from socialsim.llm.gateway import Gateway
 from socialsim.model.society import SocietyModel
 
 # persuasion settings unlike the defaults and unlike each other, so a context field read from the
@@ -27,15 +26,10 @@ def society(steps, rng=3, **kwargs):
     return model
 
 
-def record_asks(monkeypatch) -> list[tuple[str, int, object]]:
-    """Every (operation, agent id, context) the agents ask, in the order asked."""
-    asked, ask = [], Gateway.ask
-
-    async def recording(self, op, ctx, *, agent_id, rng):
-        asked.append((op.name, agent_id, ctx))
-        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
-
-    monkeypatch.setattr(Gateway, "ask", recording)
+def record_asks(patch, watch_asks) -> list[tuple[str, int, object]]:
+    """Every (operation, agent id, context) the agents ask, in the order answered."""
+    asked = []
+    watch_asks(patch, lambda op, ctx, agent_id, answer: asked.append((op.name, agent_id, ctx)))
     return asked
 
 
@@ -45,10 +39,10 @@ def recalled(agent) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def asked_run():
+def asked_run(watch_asks):
     """A 30-step run with non-default persuasion settings, and every context its agents asked with."""
     with pytest.MonkeyPatch.context() as patch:
-        asked = record_asks(patch)
+        asked = record_asks(patch, watch_asks)
         model = society(30, **PERSUASION)
     return model, asked
 
@@ -158,12 +152,13 @@ def test_a_created_norm_outside_the_catalogue_takes_the_theme_of_the_tracked_nor
     assert (created[drafts[2]["content"]].canonical, created[drafts[2]["content"]].theme) == (None, None)
 
 
-def test_a_conflict_a_model_sees_without_a_breached_held_norm_is_a_conversation_without_a_topic(scripted, monkeypatch):
+def test_a_conflict_a_model_sees_without_a_breached_held_norm_is_a_conversation_without_a_topic(scripted, monkeypatch,
+                                                                                              watch_asks):
     """A model may see a conflict in an act that breaches none of the sender's norms (the rules never
     do): the sender then says its first qualified norm, the table records no topic, and the receiver
     is offered no norm to settle it (nothing is taken from such a talk by the rules)."""
     scripted(default="Yes")
-    asked = record_asks(monkeypatch)
+    asked = record_asks(monkeypatch, watch_asks)
     model = society(4, routes={"DetectConflict": "openai/scripted"}, enable_synthesis=False)
     chats = model.datacollector.get_table_dataframe("conversations")
     topicless = chats[chats["topic"] == ""]

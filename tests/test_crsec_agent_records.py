@@ -127,24 +127,21 @@ NAMED = {"ConverseTurn", "CreateNorm", "DecideToTalk", "GenerateNormativeActions
 DESCRIBED = {"CreateNorm", "DecideToTalk", "GenerateNormativeActions", "GenerateNormativePlans", "GenerateThought"}
 
 
-def test_every_prompt_an_agent_builds_is_filled_in(monkeypatch):
+def test_every_prompt_an_agent_builds_is_filled_in(monkeypatch, watch_asks):
     """What a model would be sent, for every decision the agents make (the rules answer them): no
     field left empty as "None", and the prompts about the agent itself name it and describe it. A
     context field dropped or mixed up changes nothing the rules read, only what a model is told."""
     import re
 
-    from socialsim.llm.gateway import Gateway
-
     sent: dict[str, list[tuple[str, str, str]]] = {}
-    ask, agents = Gateway.ask, {}
+    agents = {}
 
-    async def recording(self, op, ctx, *, agent_id, rng):
+    def prompt(op, ctx, agent_id, answer):
         agent = agents[agent_id]
         text = "\n".join(m["content"] for m in op.messages(ctx))
         sent.setdefault(op.name, []).append((agent.name, agent.description, text))
-        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
 
-    monkeypatch.setattr(Gateway, "ask", recording)
+    watch_asks(monkeypatch, prompt)
     model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=3)
     agents.update({a.unique_id: a for a in model.agents})
     for _ in range(STEPS):
@@ -237,19 +234,16 @@ def test_every_agent_acts_once_per_action_slot_in_every_step(run):
             assert done.get((step, agent.name), 0) == slots, (step, agent.name)
 
 
-def test_the_second_days_plan_is_made_with_the_agents_memories(monkeypatch):
+def test_the_second_days_plan_is_made_with_the_agents_memories(monkeypatch, watch_asks):
     """Day 1's plans come before anything happened; day 2's prompt lists what the agent remembers
     of day 1, recalled for its goal (an empty recall would silently print nothing)."""
-    from socialsim.llm.gateway import Gateway
+    asked = []
 
-    asked, ask = [], Gateway.ask
-
-    async def recording(self, op, ctx, *, agent_id, rng):
+    def plan(op, ctx, agent_id, answer):
         if op.name == "GenerateNormativePlans":
             asked.append((ctx.day, ctx.name, "\n".join(m["content"] for m in op.messages(ctx))))
-        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
 
-    monkeypatch.setattr(Gateway, "ask", recording)
+    watch_asks(monkeypatch, plan)
     model = society(86)
     second = [(name, text) for day, name, text in asked if day == 2]
     assert len(second) == len(model.agents)

@@ -10,7 +10,6 @@ import math
 import pytest
 
 from socialsim.agents.itcmas.phenomenal import field_from_text
-from socialsim.llm.gateway import Gateway
 from socialsim.model.society import SocietyModel
 from socialsim.spaces.actions import Action
 
@@ -22,15 +21,16 @@ def valley(rng=3, **params):
 
 
 @pytest.fixture(scope="module")
-def recorded():
+def recorded(watch_asks):
     """A run, every (operation, agent, step, context, answer) its agents asked, what each agent's
-    state held when it asked (taken apart from the agent's own helpers), and each step's protention."""
+    state held when it asked (taken apart from the agent's own helpers; deliberation changes none
+    of it), and each step's protention."""
     model = valley(max_candidates=40)
     agents = {a.unique_id: a for a in model.agents}
-    asked, ask = [], Gateway.ask
+    asked = []
     kept = {}  # (agent, step) -> the protention field the agent keeps for its next step
 
-    async def recording(self, op, ctx, *, agent_id, rng):
+    def answered(op, ctx, agent_id, answer):
         agent = agents.get(agent_id)
         state = {}
         if agent is not None:
@@ -39,12 +39,10 @@ def recorded():
                      "long_term": [(m.area, list(m.keys)) for m in agent.consciousness.long_term],
                      "people": sorted(p.name for p in model.world.people_in(agent.area, besides=agent)),
                      "area": agent.area}
-        answer = await ask(self, op, ctx, agent_id=agent_id, rng=rng)
         asked.append((op.name, agent.name if agent else None, model.steps, ctx, answer.value, state))
-        return answer
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Gateway, "ask", recording)
+        watch_asks(patch, answered)
         for _ in range(STEPS):
             model.step()
             kept.update({(a.name, model.steps): a.protention_field for a in model.agents})
@@ -177,23 +175,19 @@ def test_ties_in_rating_are_listed_in_a_drawn_order_not_the_worlds(recorded):
     assert reordered > 0
 
 
-def test_when_no_type_reaches_the_threshold_only_the_best_rated_are_kept():
+def test_when_no_type_reaches_the_threshold_only_the_best_rated_are_kept(monkeypatch, watch_asks):
     model = valley(elim_threshold=5, max_candidates=40)
     ratings, chosen = {}, []
-    ask = Gateway.ask
 
-    async def recording(self, op, ctx, *, agent_id, rng):
-        answer = await ask(self, op, ctx, agent_id=agent_id, rng=rng)
+    def answered(op, ctx, agent_id, answer):
         if op.name == "Elim":
             ratings.setdefault((agent_id, model.steps), []).append(answer.value.value)
         if op.name == "ITCMAChooseAction":
             chosen.append((agent_id, model.steps, [c.mu for c in ctx.candidates]))
-        return answer
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Gateway, "ask", recording)
-        for _ in range(4):
-            model.step()
+    watch_asks(monkeypatch, answered)
+    for _ in range(4):
+        model.step()
     none_reached = [(mus, ratings[(a, s)]) for a, s, mus in chosen if max(ratings[(a, s)]) < 5]
     assert none_reached
     for mus, rated in none_reached:

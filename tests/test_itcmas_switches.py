@@ -213,17 +213,14 @@ def test_habits_learned_steer_the_choice():
     assert on["action"].tolist() != off["action"].tolist()
 
 
-def test_ltrha_gives_the_chooser_the_places_atmosphere_and_its_social_standing(monkeypatch):
-    from socialsim.llm.gateway import Gateway
+def test_ltrha_gives_the_chooser_the_places_atmosphere_and_its_social_standing(monkeypatch, watch_asks):
+    seen = []
 
-    seen, ask = [], Gateway.ask
-
-    async def recording(self, op, ctx, *, agent_id, rng):
+    def choice(op, ctx, agent_id, answer):
         if op.name == "ITCMAChooseAction":
             seen.append(ctx)
-        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
 
-    monkeypatch.setattr(Gateway, "ask", recording)
+    watch_asks(monkeypatch, choice)
     run()
     on = list(seen)
     assert any(c.topic is not None for c in on) and all(c.resources is not None for c in on)
@@ -233,22 +230,19 @@ def test_ltrha_gives_the_chooser_the_places_atmosphere_and_its_social_standing(m
     assert seen and all(c.topic is None and c.resources is None and not c.social_text for c in seen)
 
 
-def test_each_candidate_says_what_the_chooser_weighs(monkeypatch):
+def test_each_candidate_says_what_the_chooser_weighs(monkeypatch, watch_asks):
     """The features the choice weighs are computed from the agent's history: a place not yet
     visited, someone who spoke to it, someone it chatted with lately, an action LTRHA filtered."""
-    from socialsim.llm.gateway import Gateway
-
-    seen, ask = [], Gateway.ask
+    seen = []
     model = SocietyModel("irollan-valley", model="rules", rng=3)
     agents = {a.unique_id: a for a in model.agents}
 
-    async def recording(self, op, ctx, *, agent_id, rng):
+    def choice(op, ctx, agent_id, answer):
         if op.name == "ITCMAChooseAction":
             agent = agents[agent_id]
             seen.extend((c, set(agent.visited), set(agent.filtered_lately)) for c in ctx.candidates)
-        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
 
-    monkeypatch.setattr(Gateway, "ask", recording)
+    watch_asks(monkeypatch, choice)
     for _ in range(30):
         model.step()
     for c, visited, filtered in seen:
@@ -307,17 +301,14 @@ def test_every_agent_counts_in_the_topic_of_the_place_it_is_in(full):
         area: sorted(a.name for a in model.agents if a.area == area) for area in {a.area for a in model.agents}}
 
 
-def test_the_matrix_lists_the_agents_in_a_drawn_order(monkeypatch):
-    from socialsim.llm.gateway import Gateway
+def test_the_matrix_lists_the_agents_in_a_drawn_order(monkeypatch, watch_asks):
+    orders = []
 
-    orders, ask = [], Gateway.ask
-
-    async def recording(self, op, ctx, *, agent_id, rng):
+    def ranking(op, ctx, agent_id, answer):
         if op.name == "RankAgents":
             orders.append([e.name for e in ctx.entries])
-        return await ask(self, op, ctx, agent_id=agent_id, rng=rng)
 
-    monkeypatch.setattr(Gateway, "ask", recording)
+    watch_asks(monkeypatch, ranking)
     run(steps=30)
     assert len(orders) >= 3 and all(sorted(o) == sorted(orders[0]) for o in orders)
     assert len({tuple(o) for o in orders}) > 1  # not one fixed order (by name or otherwise)
