@@ -267,11 +267,11 @@ def test_the_same_seed_gives_the_same_run():
     assert run() == run()
 
 
-def test_a_proposal_that_copies_the_prompt_is_replaced_by_the_ordinary_action(scripted):
+@pytest.mark.parametrize("copied", ["include only actions possible in the present environment",  # a passage
+                                    "Your recent memory: 4.9"])  # a heading of the prompt
+def test_a_proposal_that_copies_the_prompt_is_replaced_by_the_ordinary_action(scripted, copied):
     import json
 
-    copied = ("Be specific, make the activities varied, and include only actions possible in the "
-              "present environment.")
     scripted(default=json.dumps({"activities": [{"text": copied, "stance": "Cooperation"}] * 3}))
     model = SocietyModel(SCENARIO, model="rules", rng=1, routes={"ProposeActions": "openai/scripted"})
     model.step()
@@ -418,3 +418,44 @@ def test_an_update_a_model_judges_unreasonable_every_time_is_dropped_after_its_r
     assert len(reflections) >= 2 * len(refused)  # two per refused update (others gave up changing after one)
     assert reflections["reflection"].str.endswith("I overreacted to a small setback.").all()
     assert model.llm.ledger.failures.get("CheckUpdate", 0) == 0
+
+
+def test_with_fewer_desires_every_estimate_and_imagined_outcome_is_of_the_agents_own(monkeypatch, watch_asks):
+    """``desire_pool`` below eight: theory of mind starts from a neutral belief about the pool's
+    desires, and the rules, a model's prompt and the record it must fill hold those desires only."""
+    from socialsim.agents.asvo import operations as ops
+    from socialsim.agents.desires import DESIRES
+
+    model = SocietyModel(SCENARIO, model="rules", rng=1, desire_pool=4)
+    asked = record(model, 2, monkeypatch, watch_asks)
+    pool = model.society.desires
+    assert len(pool) == 4
+    left_out = [d for d in DESIRES if d not in pool]
+    estimates = of(asked, "PredictObservedDesires") + of(asked, "PredictGuessedDesires")
+    outcomes = of(asked, "SimulateOutcome")
+    assert {row[2] for row in estimates} == {1, 2} and outcomes
+    assert all(ctx.prior == dict.fromkeys(pool, ops.NEUTRAL_BELIEF) for _, _, step, ctx, *_ in estimates if step == 1)
+    for op, _, _, _, answer, _, text in estimates + outcomes:
+        fields = set(type(answer).model_fields) - {"reason"}
+        assert fields == {d.replace(" ", "_") for d in pool}, op
+        assert not any(d in text for d in left_out), (op, text)
+    for op, ctx in ((ops.PREDICT_OBSERVED_DESIRES, estimates[0][3]), (ops.SIMULATE_OUTCOME, outcomes[0][3])):
+        assert set(op.question(ctx).model.model_fields) - {"reason"} == {d.replace(" ", "_") for d in pool}
+    predictions = [p for a in model.agents for p in a.predictions]
+    assert predictions and all(p["status"] != "fallback" and set(p["values"]) == set(pool) for p in predictions)
+    assert model.datacollector.get_model_vars_dataframe()["tom_error"].notna().all()
+
+
+def test_a_model_judges_requests_are_the_same_for_the_same_seed(scripted):
+    """Each judge's request carries a seed drawn from the agent's RNG, so a rerun (or a replay from
+    the tape, keyed by the request) asks the judge exactly the same."""
+    def judge_seeds(seed):
+        fake = scripted(default='{"naturalness": 5, "human_likeness": 4, "reason": "fine"}')
+        model = SocietyModel(SCENARIO, model="rules", rng=seed, judges=["rules", "openai/scripted-judge"])
+        model.step()
+        return sorted(c["params"]["seed"] for c in fake.calls)
+
+    first = judge_seeds(3)
+    assert len(first) == len(list(SocietyModel(SCENARIO, model="rules").agents))  # one JudgeAction an agent
+    assert judge_seeds(3) == first
+    assert judge_seeds(4) != first

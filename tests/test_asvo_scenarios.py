@@ -88,6 +88,11 @@ def test_bad_settings_and_sections_get_clear_messages(tmp_path):
         SocietyModel(str(path), model="rules")
     assert main(["run", str(path), "--model", "rules", "--steps", "1", "--out", str(tmp_path / "r"),
                  "--no-progress"]) == 2
+    data["asvo"]["degrees"]["comfort"] = "moderately"
+    data["asvo"]["actions"] = []  # the catalogue is the rules' actions and every fallback's
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match=r"asvo\.actions: List should have at least 1 item"):
+        SocietyModel(str(path), model="rules")
     del data["asvo"]
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValueError, match="has no 'asvo:' section"):

@@ -249,7 +249,7 @@ class ASVOAgent(GenerativeAgent):
         """Observable: desires from the seen action. Unobservable: guess the action, then desires."""
         seen = {n: (a, s) for n, a, s in self.visible}
         prior = self.beliefs.get(target.name, dict.fromkeys(self.runtime.desires, ops.NEUTRAL_BELIEF))
-        prior = {d: prior.get(d, ops.NEUTRAL_BELIEF) for d in DESIRES}
+        prior = {d: prior.get(d, ops.NEUTRAL_BELIEF) for d in self.runtime.desires}
         if target.name in seen:
             action, stance = seen[target.name]
             ctx = ops.MindContext(self.name, self.setting, list(self.memory), target.name, action, stance, prior,
@@ -300,8 +300,9 @@ class ASVOAgent(GenerativeAgent):
 
     def _validated(self, activities, prompt: str, catalogue) -> list[tuple[str, str]]:
         """Every proposed action repaired (trimmed) or, when unusable (empty, schema text, a copy of
-        the prompt), replaced by the catalogue's ordinary action; replacements are counted."""
-        fallback = self.runtime.ordinary_action(self.name) if catalogue else ("carry on with my own work", 0.5, 0.0)
+        the prompt), replaced by the catalogue's ordinary action (a scenario has at least one);
+        replacements are counted."""
+        fallback = self.runtime.ordinary_action(self.name)
         allowed = (*(t for t, _, _ in catalogue), *(a for _, a, _ in self.visible), *self.memory)
         out = []
         for a in activities:
@@ -353,8 +354,6 @@ class ASVOAgent(GenerativeAgent):
             a.score = round(a.score + gains[a.name], 6)
         after = _ranks({a.name: a.score for a in agents})
         n = len(agents)
-        for gw in (g for _, g in model.society.judges):
-            gw.step = model.steps
         for a in agents:
             others = [gains[o.name] for o in a.observed()]
             others_gain = mean(others) if others else 0.0

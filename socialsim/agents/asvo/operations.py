@@ -50,19 +50,26 @@ def field_name(desire: str) -> str:
     return desire.replace(" ", "_")
 
 
-DesireRecord: type[BaseModel] = create_model(  # the eight desires, each 0-10, and one reason
-    "DesireRecord",
-    **{field_name(d): (int, Field(ge=0, le=10)) for d in DESIRES},
-    reason=(str, Field(default="", max_length=300)),
-)
+@lru_cache(maxsize=16)
+def desire_record(desires: tuple[str, ...] = DESIRES) -> type[BaseModel]:
+    """A record of the given desires (a run's ``desire_pool``), each 0-10, and one reason: a model
+    is asked only for the desires the agents have."""
+    return create_model("DesireRecord", **{field_name(d): (int, Field(ge=0, le=10)) for d in desires},
+                        reason=(str, Field(default="", max_length=300)))
+
+
+def _desires_of(values) -> tuple[str, ...]:
+    """The desires among ``values``' keys, in the pool's order."""
+    return tuple(d for d in DESIRES if d in values)
 
 
 def record_values(record: BaseModel) -> dict[str, int]:
-    return {d: getattr(record, field_name(d)) for d in DESIRES}
+    return {d: getattr(record, field_name(d)) for d in DESIRES if field_name(d) in type(record).model_fields}
 
 
 def make_record(values: dict[str, float], reason: str) -> BaseModel:
-    return DesireRecord(**{field_name(d): int(round(values[d])) for d in DESIRES}, reason=reason)
+    desires = _desires_of(values)
+    return desire_record(desires)(**{field_name(d): int(round(values[d])) for d in desires}, reason=reason)
 
 
 class Activity(BaseModel):
@@ -128,7 +135,7 @@ class PredictObservedDesires(Operation):
     fallback_doc = "the observer's previous belief about the target's desires (5 when it has none)"
 
     def question(self, ctx: MindContext) -> RecordQuestion:
-        return RecordQuestion(DesireRecord)
+        return RecordQuestion(desire_record(_desires_of(ctx.prior)))
 
     def prompt(self, ctx: MindContext) -> str:
         return (
@@ -136,7 +143,7 @@ class PredictObservedDesires(Operation):
             f"Setting: {ctx.setting}\nYour recent memory:\n{_memory(ctx.memory)}\n\n"
             f"You just saw {ctx.target} do this: {ctx.action}\n"
             f"From that observed action and everything above, estimate {ctx.target}'s current value "
-            f"(0-10) of each desire: {', '.join(DESIRES)}. Base every estimate on the evidence you "
+            f"(0-10) of each desire: {', '.join(_desires_of(ctx.prior))}. Base every estimate on the evidence you "
             f"observed, and give one short reason."
         )
 
@@ -146,7 +153,7 @@ class PredictObservedDesires(Operation):
         stance = ctx.stance or "Neutral"
         svo = svo_from_stance(stance)
         channels = predicted_channels(stance)
-        values = {d: ctx.decay.apply(rule_update(d, ctx.prior[d], channels, svo)) for d in DESIRES}
+        values = {d: ctx.decay.apply(rule_update(d, v, channels, svo)) for d, v in ctx.prior.items()}
         return make_record(values, f"a {stance} action suggests a {svo or 'neutral'} person")
 
     def fallback(self, ctx: MindContext) -> BaseModel:
@@ -163,7 +170,7 @@ class PredictGuessedDesires(PredictObservedDesires):
             f"You are {ctx.observer}.\nSetting: {ctx.setting}\nYour recent memory:\n{_memory(ctx.memory)}\n\n"
             f"You predicted that {ctx.target} performed this action: {ctx.action}\n"
             f"Using that predicted action together with the setting and the state of the group, "
-            f"estimate {ctx.target}'s current value (0-10) of each desire: {', '.join(DESIRES)}. "
+            f"estimate {ctx.target}'s current value (0-10) of each desire: {', '.join(_desires_of(ctx.prior))}. "
             f"Give one short reason drawn from your reasoning."
         )
 
@@ -326,7 +333,7 @@ class SimulateOutcome(Operation):
     fallback_doc = "no change: every desire keeps its current value"
 
     def question(self, ctx: OutcomeContext) -> RecordQuestion:
-        return RecordQuestion(DesireRecord)
+        return RecordQuestion(desire_record(_desires_of(ctx.desires)))
 
     def prompt(self, ctx: OutcomeContext) -> str:
         return (
@@ -344,7 +351,7 @@ class SimulateOutcome(Operation):
         (harm hurts more) for others predicted to be badly off: ``others * (1 + need)``."""
         channels = channels_from_effects(ctx.own + ctx.received,
                                          ctx.others * (1 + ctx.others_need) + ctx.others_own)
-        values = {d: rule_update(d, ctx.desires[d], channels, ctx.svo) for d in DESIRES}
+        values = {d: rule_update(d, v, channels, ctx.svo) for d, v in ctx.desires.items()}
         return make_record(values, f"expected result: {ctx.own:+.2f} for me, {ctx.others:+.2f} for the others")
 
     def fallback(self, ctx: OutcomeContext) -> BaseModel:
