@@ -249,7 +249,6 @@ class ASVOAgent(GenerativeAgent):
         """Observable: desires from the seen action. Unobservable: guess the action, then desires."""
         seen = {n: (a, s) for n, a, s in self.visible}
         prior = self.beliefs.get(target.name, dict.fromkeys(self.runtime.desires, ops.NEUTRAL_BELIEF))
-        prior = {d: prior.get(d, ops.NEUTRAL_BELIEF) for d in self.runtime.desires}
         if target.name in seen:
             action, stance = seen[target.name]
             ctx = ops.MindContext(self.name, self.setting, list(self.memory), target.name, action, stance, prior,
