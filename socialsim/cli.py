@@ -337,7 +337,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         print(f"Parameters of {args.params} (socialsim run --arch {args.params} --set {args.params}.KEY=VALUE):")
         for p in params:
-            limits = f" [{p.low}, {p.high}]" if p.low is not None or p.high is not None else ""
+            limits = f" {p.limits()}" if p.limits() else ""
             choices = f" one of {', '.join(map(str, p.choices))}" if p.choices else ""
             print(f"  {p.name:24} {p.kind}{limits}{choices} = {p.default!r}  {p.help}")
         return 0

@@ -132,6 +132,18 @@ def test_unknown_architecture_parameter_is_rejected():
         SocietyModel("hobbs-cafe", arch="crsec", model="rules", synthesis_treshold=10)
 
 
+def test_an_invalid_parameter_value_is_named_with_the_range_it_breaks():
+    """Every bad value at once, each by its key, as for a scenario's own section; no pydantic boilerplate."""
+    from socialsim.model.society import SocietyModel
+
+    with pytest.raises(ScenarioError) as caught:
+        SocietyModel("hobbs-cafe", arch="crsec", model="rules", memory_decay=0, synthesis_threshold=-1)
+    message = str(caught.value)
+    assert message.splitlines() == ["invalid crsec parameters",
+                                    "  crsec.synthesis_threshold: Input should be greater than or equal to 1 (got -1)",
+                                    "  crsec.memory_decay: Input should be greater than 0"]
+
+
 def test_settings_model_has_sensible_defaults():
     settings = CRSECSettings.model_validate({"tracked_norms": [
         {"name": "n", "type": "injunctive", "violated_by": {"tags": ["smoke"]}, "keywords": ["smok"]}]})

@@ -51,6 +51,36 @@ def test_cli_lists_parameters(capsys):
     assert main(["models", "--params", "crsec"]) == 0
     out = capsys.readouterr().out
     assert "enable_chat" in out and "bool" in out
+    assert {line.split()[0]: line.split()[2] for line in out.splitlines()[1:] if "memory_decay" in line or
+            "synthesis_threshold" in line} == {"memory_decay": "(0,", "synthesis_threshold": ">="}
+
+
+@pytest.mark.parametrize("arch", ["crsec", "asvo", "itcmas"])
+def test_a_bound_is_accepted_exactly_when_its_range_says_so(arch):
+    """``(0, 1]`` refuses 0 and takes 1; ``>= 1`` takes 1: the message never names a refused value as allowed."""
+    checked = 0
+    for p in parameters(arch):
+        for bound, is_open, side in ((p.low, p.low_open, "low"), (p.high, p.high_open, "high")):
+            if bound is None or p.kind not in ("int", "float"):
+                continue
+            checked += 1
+            if is_open:
+                with pytest.raises(ParamError, match=f"expects .*{'[(]' if side == 'low' else '[)]'}|expects .*[<>] "):
+                    parse_assignments(arch, [f"{p.name}={bound}"])
+            else:
+                assert parse_assignments(arch, [f"{p.name}={bound}"]) == {p.name: bound}
+    assert checked
+
+
+@pytest.mark.parametrize("arch, item, message", [
+    ("crsec", "memory_decay=0", "crsec.memory_decay expects a number in (0, 1]"),
+    ("itcmas", "s_max=0", "itcmas.s_max expects a number > 0"),
+    ("crsec", "synthesis_threshold=0", "crsec.synthesis_threshold expects an integer >= 1"),
+])
+def test_an_open_bound_is_named_as_open(arch, item, message):
+    with pytest.raises(ParamError) as caught:
+        parse_assignments(arch, [item])
+    assert message in str(caught.value)
 
 
 def test_cli_set_rejects_a_bad_value_with_exit_2(capsys, tmp_path):

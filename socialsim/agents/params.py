@@ -31,6 +31,18 @@ class Param:
     choices: tuple[Any, ...] = ()
     help: str = ""
     required: bool = False
+    low_open: bool = False  # the bound itself is refused (``gt``, ``lt``)
+    high_open: bool = False
+
+    def limits(self) -> str:
+        """The allowed range as a reader writes it: ``(0, 1]``, ``>= 1``, ``< 10``; "" when unbounded."""
+        if self.low is not None and self.high is not None:
+            return f"{'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {self.low}"
+        if self.high is not None:
+            return f"{'<' if self.high_open else '<='} {self.high}"
+        return ""
 
 
 def settings_model(arch: str) -> type[BaseModel] | None:
@@ -55,11 +67,14 @@ def _param(name: str, field) -> Param:
         optional = len(args) < len(typing.get_args(annotation))
         annotation = args[0] if len(args) == 1 else annotation
     low = high = None
+    low_open = high_open = False
     for meta in field.metadata:
-        low = getattr(meta, "ge", None) if getattr(meta, "ge", None) is not None else low
-        low = getattr(meta, "gt", None) if getattr(meta, "gt", None) is not None else low
-        high = getattr(meta, "le", None) if getattr(meta, "le", None) is not None else high
-        high = getattr(meta, "lt", None) if getattr(meta, "lt", None) is not None else high
+        for attr, is_open in (("ge", False), ("gt", True)):
+            if getattr(meta, attr, None) is not None:
+                low, low_open = getattr(meta, attr), is_open
+        for attr, is_open in (("le", False), ("lt", True)):
+            if getattr(meta, attr, None) is not None:
+                high, high_open = getattr(meta, attr), is_open
     default = None if field.is_required() else field.get_default(call_default_factory=True)
     if isinstance(default, BaseModel):
         default = default.model_dump()
@@ -70,7 +85,8 @@ def _param(name: str, field) -> Param:
     kind = {bool: "bool", int: "int", float: "float", str: "text"}.get(annotation, "json")
     if optional and kind != "json":
         kind = kind if default is not None else "json"
-    return Param(name, kind, default, low, high, help=help_text, required=field.is_required())
+    return Param(name, kind, default, low, high, help=help_text, required=field.is_required(),
+                 low_open=low_open, high_open=high_open)
 
 
 class ParamError(ValueError):
@@ -135,13 +151,7 @@ def _expected(name: str, field) -> str:
     param = _param(name, field)
     if param.kind == "choice":
         return "one of " + ", ".join(map(str, param.choices))
-    if param.low is not None and param.high is not None:
-        rng = f" in [{param.low}, {param.high}]"
-    elif param.low is not None:
-        rng = f" >= {param.low}"
-    elif param.high is not None:
-        rng = f" <= {param.high}"
-    else:
-        rng = ""
+    limits = param.limits()
+    rng = f" in {limits}" if param.low is not None and param.high is not None else (f" {limits}" if limits else "")
     return {"bool": "true or false", "int": "an integer", "float": "a number", "text": "text"}.get(
         param.kind, "a JSON value") + rng

@@ -36,13 +36,13 @@ from socialsim.agents.crsec.settings import (
     CRSECTraits,
     load_settings,
     minutes,
+    with_params,
 )
 from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.memory import MemoryStream, RetrievalWeights
 from socialsim.agents.norms import Norm, NormDatabase, norm_key
 from socialsim.agents.phases import Phase
 from socialsim.llm.routing import RULES, RouteTable
-from socialsim.scenarios.loader import ScenarioError
 from socialsim.scenarios.schema import AgentSpec
 from socialsim.spaces.actions import Action
 
@@ -80,14 +80,7 @@ class CRSECState:
     """What the society shares: settings, the door graph, this step's breaches and the events so far."""
 
     def __init__(self, model: SocietyModel) -> None:
-        settings = load_settings(model.scenario_spec)
-        known = set(CRSECSettings.model_fields)
-        unknown = sorted(set(model.arch_params) - known)
-        if unknown:
-            raise ScenarioError(f"unknown crsec parameter(s) {unknown}; known: {sorted(known)}")
-        if model.arch_params:
-            settings = CRSECSettings.model_validate({**settings.model_dump(), **model.arch_params})
-        self.settings = settings
+        self.settings = settings = with_params(load_settings(model.scenario_spec), model.arch_params)
         world = model.world
         self.doors = nx.Graph()
         self.doors.add_nodes_from(world.areas)

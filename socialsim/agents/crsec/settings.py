@@ -9,7 +9,7 @@ rules draw on, agents' stances and habits) is data in the scenario, not code.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -284,3 +284,18 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
     if problems:
         raise ScenarioError(f"{scenario.where}: invalid crsec settings\n" + "\n".join(problems))
     return settings
+
+
+def with_params(settings: CRSECSettings, params: dict[str, Any]) -> CRSECSettings:
+    """The scenario's settings with a run's parameters (``--set``, a sweep, ``SocietyModel(**params)``)
+    laid over them; an unknown or invalid one is a scenario error naming it."""
+    known = set(CRSECSettings.model_fields)
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ScenarioError(f"unknown crsec parameter(s) {unknown}; known: {sorted(known)}")
+    if not params:
+        return settings
+    try:
+        return CRSECSettings.model_validate({**settings.model_dump(), **params})
+    except ValidationError as exc:
+        raise ScenarioError("invalid crsec parameters\n" + _problems(exc, "crsec")) from None
