@@ -131,14 +131,14 @@ def _reproduction_runs(path: Path) -> tuple[list[Path], list[int], list[str], di
     """A reproduction's runs (OUT/ARM/seed-K), the seeds, the parameters any of them sets (scenario,
     architecture, model, preset and every architecture parameter) and each run's arm, named by the
     label ``summary.csv`` gives it (the folder is that label made file-safe)."""
-    from socialsim.model.reproduce import _slug
+    from socialsim.model.run_dir import folder_name
 
     dirs = sorted(d.parent for d in path.glob("*/seed-*/config.json"))
     configs = [_json(d / "config.json").get("config", {}) for d in dirs]
     seeds = sorted({c.get("rng") for c in configs if c.get("rng") is not None})
     params = sorted({k for c in configs for k in c.get("arch_params", {})})
     labels = pd.read_csv(path / REPRODUCTION_SUMMARY).get("label", pd.Series(dtype=str)).dropna().unique()
-    by_folder = {_slug(str(label)): str(label) for label in labels}
+    by_folder = {folder_name(str(label)): str(label) for label in labels}
     arms = {d: by_folder.get(d.parent.name, d.parent.name) for d in dirs}
     return dirs, seeds, ["scenario", "arch", "model", "preset", *params], arms
 

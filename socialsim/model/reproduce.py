@@ -36,6 +36,8 @@ from typing import Any
 
 import pandas as pd
 
+from socialsim.model.run_dir import folder_name
+
 log = logging.getLogger("socialsim")
 
 
@@ -389,7 +391,7 @@ def reproduce(
             echo(f"Not run: the projection exceeds --max-cost {max_cost} (or is unknown); raise it or add --yes.")
             return None
     # another setting is another protocol: by default its runs go to a directory of their own
-    tail = "".join(f"-{_slug(f'{key}-{value}')}" for key, value in sorted(settings.items()))
+    tail = "".join(f"-{folder_name(f'{key}-{value}')}" for key, value in sorted(settings.items()))
     out = Path(out or Path("reproduce") / f"{arch}-{model.replace('/', '_')}{tail}")
     out.mkdir(parents=True, exist_ok=True)
     planned = [(spec, seed) for spec in protocol.runs for seed in range(1, seeds + 1)]
@@ -399,7 +401,7 @@ def reproduce(
         config = RunConfig(scenario=spec.scenario, arch=arch, model=model, routes=dict(protocol.routes),
                            steps=spec.steps, preset=spec.preset, rng=seed, max_cost=left,
                            arch_params=dict(spec.arch_params))
-        run_dir = out / _slug(spec.label) / f"seed-{seed}"
+        run_dir = out / folder_name(spec.label) / f"seed-{seed}"
         result = run(config, run_dir, progress=progress)
         cost = result.model.llm.ledger.totals()["cost_usd"]
         spent += cost
@@ -467,10 +469,6 @@ def _varied_between_arms(protocol: Protocol) -> set[str]:
         arms.append({**{k: v for k, v in preset.items() if k != "steps"}, **spec.arch_params})
     keys = set().union(*arms) if arms else set()
     return {k for k in keys if len({repr(arm.get(k)) for arm in arms}) > 1}
-
-
-def _slug(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
 
 
 def markdown_table(frame: pd.DataFrame) -> str:

@@ -11,6 +11,11 @@ _RUNS_BELOW = ("*/config.json", "*/*/config.json", "*/*/*/config.json")
 _NAMED = 3
 
 
+def folder_name(label: str) -> str:
+    """A label made safe as a folder's name (a reproduction's arm, a run's settings)."""
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
+
+
 def is_run_dir(path: str | Path) -> bool:
     return (Path(path) / "config.json").is_file()
 
