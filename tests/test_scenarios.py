@@ -90,3 +90,30 @@ def test_an_error_in_a_copied_scenario_names_the_copy_not_the_shipped_file(tmp_p
     with pytest.raises(error, match=f"^{copy}: .*{arch}") as raised:
         SocietyModel(str(copy), arch=arch, model="rules", rng=1)
     assert str(scenario_path(shipped)) not in str(raised.value)
+
+
+@pytest.mark.parametrize("arch", ["crsec", "asvo", "itcmas", "generic"])
+def test_every_shipped_scenario_runs_under_each_architecture_or_says_what_it_lacks(arch):
+    """A map architecture on a network scenario (or the reverse) is refused before step 1 with the
+    space it needs; every pairing that builds runs two steps on the rules."""
+    from socialsim.model.society import SocietyModel
+
+    ran = 0
+    for name in available_scenarios():
+        scenario = load_scenario(name)
+        try:
+            model = SocietyModel(name, arch=arch, model="rules", rng=1)
+        except ScenarioError as exc:
+            message = str(exc)
+            needed = "network" if arch == "asvo" else "map"
+            if getattr(scenario, needed) is None:
+                assert f"the {arch} architecture needs a scenario with a '{needed}:'" in message
+                assert f"{name!r} has a {'map' if needed == 'network' else 'network'} instead" in message
+            else:  # the space is there: what is missing is the architecture's own section
+                assert f"needs a '{arch}:' section" in message, message
+            continue
+        for _ in range(2):
+            model.step()
+        assert model.steps == 2
+        ran += 1
+    assert ran >= 2  # CRSEC: the two scenarios with a crsec section

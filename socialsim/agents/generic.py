@@ -34,6 +34,9 @@ class GenerativeAgent(CellAgent):
     # model, built once by the model before its agents, as ``model.society``. None: nothing shared.
     society_class: type | None = None
     settings_model: type | None = None  # a pydantic model of the architecture's parameters (agents/params.py)
+    # The space the agents live in, which the scenario must give: "map" (areas, objects, doors:
+    # ``model.world``) or "network" (who observes whom: ``model.social``).
+    space = "map"
 
     # --- what the DataCollector records (architectures extend these) --------------------------
     @classmethod

@@ -16,7 +16,7 @@ from socialsim.agents import agent_class
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import TOTALS, Budget, Ledger
 from socialsim.llm.routing import RouteTable, default_model
-from socialsim.scenarios.loader import load_scenario
+from socialsim.scenarios.loader import ScenarioError, load_scenario
 from socialsim.scenarios.schema import Scenario
 from socialsim.spaces.social_network import SocialNetworkWorld
 from socialsim.spaces.world import World
@@ -59,6 +59,7 @@ class SocietyModel(Model):
         self.interactions.add_nodes_from(names)
 
         cls = agent_class(self.arch)
+        self._check_space(cls.space)
         self.society = cls.society_class(self) if cls.society_class else None
         for spec in self.scenario_spec.agents:
             agent = cls(self, spec)
@@ -75,6 +76,15 @@ class SocietyModel(Model):
             agent_reporters={"name": "name", **cls.agent_reporters()},
             tables={"events": EVENT_COLUMNS, "interactions": INTERACTION_COLUMNS, **cls.tables()},
         )
+
+    def _check_space(self, space: str) -> None:
+        """An architecture on a scenario without its space fails here, not as a crash in step 1."""
+        given = {"map": self.world, "network": self.social}
+        if given[space] is None:
+            what = {"map": "areas to move in", "network": "who observes whom"}[space]
+            has = next(s for s, v in given.items() if v is not None)
+            raise ScenarioError(f"the {self.arch} architecture needs a scenario with a '{space}:' ({what}); "
+                                f"{self.scenario_spec.name!r} has a {has} instead")
 
     # --- the step ---------------------------------------------------------------------------
     def step(self) -> None:

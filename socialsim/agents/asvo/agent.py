@@ -56,9 +56,6 @@ class ASVORuntime:
     the decay rule and the judges' gateways. Built once per model, as ``model.society``."""
 
     def __init__(self, model: SocietyModel) -> None:
-        if model.social is None:
-            raise ValueError(f"the asvo architecture needs a scenario with a 'network:' (who observes whom); "
-                             f"{model.scenario_spec.name!r} has a map instead")
         self.settings = ASVOSettings.from_params(model.arch_params)
         self.section = ASVOScenario.from_scenario(model.scenario_spec)
         spec = model.scenario_spec
@@ -104,6 +101,7 @@ class ASVOAgent(GenerativeAgent):
     """An ASVO agent on a social network: SVO type, eight desires, theory of mind."""
 
     architecture = "asvo"
+    space = "network"
     society_class = ASVORuntime
     settings_model = ASVOSettings  # the declared parameters (--set asvo.KEY=VALUE, sweeps, dashboard)
     phases = (
