@@ -49,7 +49,7 @@ class StepLog:
                 tail = self.tidy(frame.iloc[start:].reset_index(drop=True))
                 text = tail.to_json(orient="records", lines=True, date_format="iso", default_handler=str)
                 with _part_path(self.parts, name).open("a", encoding="utf-8") as out:
-                    out.write(text if text.endswith("\n") else text + "\n")
+                    out.write(text)  # one line a row, each ended by a newline (pandas >= 1.5)
             self.rows[name] = len(frame)
         manifest = {"steps_done": steps_done, "rows": self.rows}
         tmp = self.parts / (MANIFEST + ".tmp")

@@ -1,0 +1,91 @@
+"""The per-step records of a running run (``model/steplog.py``), without killing a process: each
+step's new rows appended, only the rows the manifest marks complete read back, a torn or extra
+tail left out with a warning, a missing record named, the frames rebuilt and the parts removed.
+(``test_crash_resume.py`` kills real runs; these are the edges it cannot aim at.)"""
+
+import json
+import logging
+
+import pandas as pd
+import pytest
+
+from socialsim.model.steplog import MANIFEST, PARTS, StepLog, consolidate, has_parts, read_parts
+
+
+def tidy(frame):
+    return frame
+
+
+def grow(steps):
+    """The frames a run holds after ``steps`` steps: the model frame grows every step, a table every
+    other step, with text that is not ASCII."""
+    model = pd.DataFrame({"step": range(1, steps + 1), "rate": [s / 10 for s in range(1, steps + 1)]})
+    talk = pd.DataFrame({"step": [s for s in range(1, steps + 1) if s % 2 == 0],
+                         "line": [f"café n°{s} — 漢字" for s in range(1, steps + 1) if s % 2 == 0]})
+    return {"model.parquet": model, "tables/conversations.parquet": talk}
+
+
+def logged(run_dir, steps):
+    log = StepLog(run_dir, tidy)
+    for step in range(1, steps + 1):
+        log.append(grow(step), steps_done=step)
+    return log
+
+
+def test_each_step_appends_only_its_new_rows_and_the_manifest_marks_them(tmp_path):
+    logged(tmp_path, 3)
+    parts = tmp_path / PARTS
+    assert json.loads((parts / MANIFEST).read_text()) == {
+        "steps_done": 3, "rows": {"model.parquet": 3, "tables/conversations.parquet": 1}}
+    assert (parts / "model.jsonl").read_text().count("\n") == 3  # one line a row, none repeated or run together
+    assert len((parts / "tables__conversations.jsonl").read_text().splitlines()) == 1
+    frames, steps = read_parts(tmp_path)
+    assert steps == 3
+    for name, frame in grow(3).items():
+        pd.testing.assert_frame_equal(frames[name], frame)
+
+
+def test_a_new_step_log_starts_from_nothing(tmp_path):
+    logged(tmp_path, 3)
+    StepLog(tmp_path, tidy).append(grow(1), steps_done=1)  # a resume re-runs from its own start
+    frames, steps = read_parts(tmp_path)
+    assert steps == 1 and len(frames["model.parquet"]) == 1
+
+
+def test_rows_past_the_last_complete_step_are_left_out_with_a_warning_naming_the_file(tmp_path, caplog):
+    logged(tmp_path, 2)
+    path = tmp_path / PARTS / "model.jsonl"
+    with path.open("a", encoding="utf-8") as out:  # step 3 written, then killed before its manifest
+        out.write('{"step": 3, "rate": 0.3}\n{"step": 4, "ra')
+    with caplog.at_level(logging.WARNING, logger="socialsim.records"):
+        frames, steps = read_parts(tmp_path)
+    assert steps == 2 and list(frames["model.parquet"]["step"]) == [1, 2]
+    assert [r.getMessage() for r in caplog.records] == [f"{path}: 2 line(s) after the last complete step left out"]
+
+
+def test_a_record_the_manifest_counts_on_but_missing_or_short_is_an_error_naming_it(tmp_path):
+    logged(tmp_path, 3)
+    path = tmp_path / PARTS / "model.jsonl"
+    path.write_text("\n".join(path.read_text().splitlines()[:2]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=f"^{path}: 2 lines, but the manifest marks 3 rows complete$"):
+        read_parts(tmp_path)
+    path.unlink()
+    with pytest.raises(ValueError, match=f"^{path}: 0 lines, but the manifest marks 3 rows complete$"):
+        read_parts(tmp_path)
+
+
+def test_consolidate_writes_the_complete_steps_frames_and_removes_the_parts(tmp_path, caplog):
+    assert consolidate(tmp_path) is None  # a run that ended wrote its frames: nothing to rebuild
+    logged(tmp_path, 4)
+    assert has_parts(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="socialsim.records"):
+        assert consolidate(tmp_path) == 4
+    assert not has_parts(tmp_path) and not (tmp_path / PARTS).exists()
+    for name, frame in grow(4).items():
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / name), frame)
+    assert f"{tmp_path}: rebuilt 4 complete step(s)" in caplog.text
+
+
+def test_close_removes_the_parts(tmp_path):
+    logged(tmp_path, 2).close()
+    assert not (tmp_path / PARTS).exists() and not has_parts(tmp_path)
