@@ -2,9 +2,12 @@
 litellm): answers in the requested format but at its edges (bounds, empty and longest texts, the
 first and last option, instructions and control characters in strings), answers out of format,
 and provider faults. The run completes, the answers reach the architecture's own code (most are
-used, not replaced), every unusable one is a counted fallback, and the run replays exactly."""
+used, not replaced), every unusable one is a counted fallback, and the run replays exactly. The
+same run with every answer's delay reversed (the calls of a phase finish in another order)
+records the same frames: results never depend on which concurrent call finishes first."""
 
 import json
+import time
 import zlib
 
 import pandas as pd
@@ -23,6 +26,26 @@ RUNS = {  # steps enough for each architecture's later phases (CRSEC's talk star
     "itcmas": ("irollan-valley", 3),
 }
 QUICK_FAULTS = tuple(f for f in FAULTS if f != "hang")
+LATENCY = {"model.parquet": ["llm_latency_s"], "llm_calls.parquet": ["latency_s"]}  # no two live runs share it
+
+
+def delayed(reverse: bool):
+    """The adversary, answering each prompt after 0-20 ms (or 20-0 ms: the reverse finishing order)."""
+    def policy(messages):
+        wait = zlib.crc32(messages[-1]["content"].encode()) % 21
+        time.sleep((20 - wait if reverse else wait) / 1000)
+        return answer(messages)
+
+    return policy
+
+
+def frames(run_dir):
+    names = ["model.parquet", "agents.parquet", "llm_calls.parquet",
+             *(f"tables/{p.name}" for p in sorted((run_dir / "tables").glob("*.parquet")))]
+    out = {n: pd.read_parquet(run_dir / n).drop(columns=LATENCY.get(n, [])) for n in names}
+    # a provider's error may quote its response's id, numbered by the fake server as requests arrive
+    out["llm_calls.parquet"]["error"] = out["llm_calls.parquet"]["error"].str.replace(r"fake-\d+", "fake-N", regex=True)
+    return out
 
 
 def some_faults(count, messages):
@@ -36,11 +59,15 @@ def test_an_adversarial_model_crashes_nothing_its_answers_are_used_or_counted_an
         arch, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     scenario, steps = RUNS[arch]
-    with FakeOpenAIServer(policy=answer, faults=some_faults) as server:
-        config = RunConfig(scenario=scenario, arch=arch, model="openai/fake-model", steps=steps, rng=2,
-                           api_base=server.api_base, num_retries=0, breaker=0)
-        result = run(config, tmp_path / "run", progress=False, preflight=False)
-        injected = sum(server.injected.values())
+    results = {}
+    for reverse in (False, True):
+        with FakeOpenAIServer(policy=delayed(reverse), faults=some_faults) as server:
+            config = RunConfig(scenario=scenario, arch=arch, model="openai/fake-model", steps=steps, rng=2,
+                               api_base=server.api_base, num_retries=0, breaker=0)
+            results[reverse] = run(config, tmp_path / ("reversed" if reverse else "run"), progress=False,
+                                   preflight=False)
+            injected = sum(server.injected.values())
+    result = results[False]
     assert result.status == "completed" and result.steps_done == steps
     assert injected > 0
 
@@ -52,6 +79,11 @@ def test_an_adversarial_model_crashes_nothing_its_answers_are_used_or_counted_an
     fallbacks = on_model[on_model["status"] == "fallback"]
     assert len(fallbacks) > 0 and fallbacks["error"].fillna("").str.len().gt(0).all()  # each with its reason
     assert result.model.llm.ledger.totals()["fallbacks"] == len(calls[calls["status"] == "fallback"])
+
+    first, reversed_ = frames(tmp_path / "run"), frames(tmp_path / "reversed")
+    assert first.keys() == reversed_.keys()
+    for name, frame in first.items():
+        pd.testing.assert_frame_equal(frame, reversed_[name], obj=name)
 
     replayed, same = replay(tmp_path / "run", progress=False)
     assert same, first_difference(tmp_path / "run", replayed.run_dir)
