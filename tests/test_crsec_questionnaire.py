@@ -141,3 +141,20 @@ def test_the_longest_answer_the_grammar_allows_fits_the_token_limit():
     assert grammar.count("(char") == q.REASON_CHARS  # the grammar stops the reason there
     longest = json.dumps({"score": 7, "reason": "x" * q.REASON_CHARS})
     assert len(longest) <= q.RateOperation.max_tokens  # fits even at one character a token
+
+
+def test_each_sampled_pair_is_scored_apart_even_when_one_agent_has_several_in_a_step(scripted):
+    """Two norms one agent created in one step are two pairs, as the paper's raters saw them: the
+    task's mean is over pairs, not over (agent, step)."""
+    fake_judge = scripted(replies={"NORM CREATED: first": ['{"score": 7}'], "NORM CREATED: second": ['{"score": 7}'],
+                                   "NORM CREATED: third": ['{"score": 1}']}, default="1")
+    model = run(steps=1, judge="openai/judge-model")
+    items = [q.Item("Creation", "Ann", 1, "NORM CREATED: first"), q.Item("Creation", "Ann", 1, "NORM CREATED: second"),
+             q.Item("Creation", "Bo", 1, "NORM CREATED: third")]
+    ratings = q.ask_questionnaire(model.society.judge, items, {}, random.Random(0))
+    assert list(ratings["item"]) == [0, 1, 2] and list(ratings["score"]) == [7, 7, 1]
+    assert len([c for c in fake_judge.calls if RATE in c["messages"][-1]["content"]]) == 3
+    creation = q.summary(ratings).set_index("task").loc["Creation"]
+    assert creation["pairs"] == 3 and creation["mean"] == 5.0 and creation["sd"] == pytest.approx(3.46, abs=0.01)
+    older = q.summary(ratings.drop(columns="item")).set_index("task").loc["Creation"]  # a file from before
+    assert older["pairs"] == 2 and older["mean"] == 4.0

@@ -278,29 +278,30 @@ def sample_items(tables: dict[str, pd.DataFrame], rng: random.Random, per_task: 
 
 # --- asking and summarizing ---------------------------------------------------------------------------
 
-RATING_COLUMNS = ["task", "question", "agent", "step", "score", "reason", "status"]
+RATING_COLUMNS = ["item", "task", "question", "agent", "step", "score", "reason", "status"]
 
 
 def ask_questionnaire(judge, items: list[Item], descriptions: dict[str, str], rng: random.Random) -> pd.DataFrame:
-    """Every question of every item, asked concurrently on the judge's gateway; one row each.
-    A fallback (no usable answer) keeps its row with no score."""
+    """Every question of every item, asked concurrently on the judge's gateway; one row each,
+    numbered by its item (one agent may have several pairs of a task in one step: two norms
+    created, two conversations heard). A fallback (no usable answer) keeps its row with no score."""
     from socialsim.llm.loop import run_sync
 
     asks = []
-    for item in items:
+    for index, item in enumerate(items):
         task = next(t for t in TASKS if t.name == item.task)
         for number, question in enumerate(task.questions, start=1):
             ctx = RatingContext(item.agent, descriptions.get(item.agent, ""), item.task, question, item.material)
-            asks.append((item, number, ctx))
+            asks.append((index, item, number, ctx))
 
     async def everything():
-        return await judge.gather(*(judge.ask(RATE_OPERATION, ctx, agent_id=None, rng=rng) for _, _, ctx in asks))
+        return await judge.gather(*(judge.ask(RATE_OPERATION, ctx, agent_id=None, rng=rng) for *_, ctx in asks))
 
     answers = run_sync(everything()) if asks else []
     rows = []
-    for (item, number, _), answer in zip(asks, answers, strict=True):
+    for (index, item, number, _), answer in zip(asks, answers, strict=True):
         usable = answer.status != "fallback"
-        rows.append({"task": item.task, "question": number, "agent": item.agent, "step": item.step,
+        rows.append({"item": index, "task": item.task, "question": number, "agent": item.agent, "step": item.step,
                      "score": answer.value.score if usable else None, "reason": answer.value.reason,
                      "status": answer.status})
     return pd.DataFrame(rows, columns=RATING_COLUMNS)
@@ -308,12 +309,14 @@ def ask_questionnaire(judge, items: list[Item], descriptions: dict[str, str], rn
 
 def summary(ratings: pd.DataFrame) -> pd.DataFrame:
     """Per task: pairs rated, mean ± sd of the items' scores (an item's score is the mean of its
-    questions), fallbacks, and the paper's human rating beside it."""
+    questions), fallbacks, and the paper's human rating beside it. Ratings written before items
+    were numbered are grouped by agent and step."""
     rows = []
+    item = ["item"] if "item" in ratings else ["agent", "step"]
     for task in TASKS:
         mine = ratings[ratings["task"] == task.name] if not ratings.empty else ratings
         scored = mine.dropna(subset=["score"]) if not mine.empty else mine
-        per_item = scored.groupby(["agent", "step"])["score"].mean() if not scored.empty else pd.Series(dtype=float)
+        per_item = scored.groupby(item)["score"].mean() if not scored.empty else pd.Series(dtype=float)
         fallbacks = int((mine["status"] == "fallback").sum()) if not mine.empty else 0
         rows.append({"task": task.name, "pairs": len(per_item),
                      "mean": round(float(per_item.mean()), 2) if len(per_item) else float("nan"),
