@@ -117,7 +117,26 @@ def test_torn_last_line_is_skipped_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="socialsim.llm"):
         tape = Tape(path)
     assert "a" in tape and "b" not in tape
-    assert "line 2 is torn" in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: line 2 is torn (a run killed while writing it); skipped"]
+
+
+def test_a_blank_line_in_the_tape_is_passed_over_and_the_records_after_it_kept(tmp_path):
+    path = tmp_path / "tape.jsonl"
+    Tape(path).add(record("a"))
+    with path.open("a") as fh:
+        fh.write("\n   \n")
+    Tape(path).add(record("b"))
+    assert "a" in Tape(path) and "b" in Tape(path) and len(Tape(path)) == 2
+
+
+def test_a_tape_is_read_back_as_utf8_whatever_the_machines_locale(tmp_path, monkeypatch):
+    """Answers are stored as written (not escaped): a Latin-1 locale must not garble them on replay."""
+    path = tmp_path / "tape.jsonl"
+    Tape(path).add(record("k", raw="Café au lait — 漢字 🙂"))
+    assert "Café" in path.read_text(encoding="utf-8")  # stored unescaped
+    monkeypatch.setattr("io.text_encoding", lambda encoding, stacklevel=2: encoding or "latin-1")
+    assert Tape(path).get("k").raw == "Café au lait — 漢字 🙂"
 
 
 def test_torn_line_in_mid_file_is_an_error_naming_the_line(tmp_path):

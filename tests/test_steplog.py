@@ -7,6 +7,7 @@ import json
 import logging
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from socialsim.model.steplog import MANIFEST, PARTS, StepLog, consolidate, has_parts, read_parts
@@ -83,7 +84,9 @@ def test_consolidate_writes_the_complete_steps_frames_and_removes_the_parts(tmp_
     assert not has_parts(tmp_path) and not (tmp_path / PARTS).exists()
     for name, frame in grow(4).items():
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / name), frame)
-    assert f"{tmp_path}: rebuilt 4 complete step(s)" in caplog.text
+        assert pq.read_schema(tmp_path / name).names == list(frame.columns)  # no index column for other readers
+    assert f"{tmp_path}: rebuilt 4 complete step(s) from the per-step records of an interrupted run" in [
+        r.getMessage() for r in caplog.records]
 
 
 def test_close_removes_the_parts(tmp_path):

@@ -79,7 +79,7 @@ def read_parts(run_dir: str | Path) -> tuple[dict[str, pd.DataFrame], int]:
         if extra:  # a step cut short, or a torn last line: not part of a complete step
             log.warning("%s: %d line(s) after the last complete step left out", path, extra)
         records = [json.loads(line) for line in lines[:rows]]
-        frames[name] = pd.DataFrame.from_records(records) if records else pd.DataFrame()
+        frames[name] = pd.DataFrame.from_records(records)
     return frames, int(manifest["steps_done"])
 
 
