@@ -105,3 +105,22 @@ def test_cli_set_reaches_the_model(tmp_path):
 def test_every_parameter_says_what_it_means(arch):
     """`socialsim models --params ARCH` and the dashboard show each parameter's meaning."""
     assert [p.name for p in parameters(arch) if len(p.help.strip()) < 12] == []
+
+
+def test_each_kind_of_bound_reads_as_written():
+    from pydantic import BaseModel, Field
+
+    from socialsim.agents.params import _param
+
+    class Knobs(BaseModel):
+        closed: float = Field(0.5, ge=0, le=1)
+        half_open: float = Field(0.5, gt=0, le=1)
+        open_: float = Field(0.5, gt=0, lt=1)
+        below: int = Field(3, lt=10)
+        at_most: int = Field(3, le=10)
+        above: int = Field(3, gt=0)
+        free: int = 3
+
+    limits = {name: _param(name, f).limits() for name, f in Knobs.model_fields.items()}
+    assert limits == {"closed": "[0, 1]", "half_open": "(0, 1]", "open_": "(0, 1)", "below": "< 10",
+                      "at_most": "<= 10", "above": "> 0", "free": ""}
