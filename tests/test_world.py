@@ -105,3 +105,17 @@ def test_parse_action_round_trips_every_form(world):
     chat = parse_action("chat with Bob: hello, friend", behaviours)
     assert (chat.target, chat.content) == ("Bob", "hello, friend")
     assert parse_action("fly to the moon", behaviours) is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("smoke a cigarette", "smoking a cigarette"), ("leave a tip", "leaving a tip"), ("be quiet", "being quiet"),
+    ("see a friend", "seeing a friend"), ("dye hair", "dyeing hair"), ("tie shoes", "tying shoes"),
+    ("lie down", "lying down"), ("run a lap", "running a lap"), ("chat", "chatting"), ("sit down", "sitting down"),
+    ("visit a friend", "visiting a friend"), ("listen to music", "listening to music"), ("read", "reading"),
+    ("saw a plank", "sawing a plank"), ("fix a chair", "fixing a chair"), ("play music", "playing music"),
+])
+def test_a_behaviour_is_told_in_the_ing_form_by_the_spelling_rules(text, expected):
+    """What others see someone doing ('who is running a lap'): a user's own behaviours too."""
+    from socialsim.spaces.world import gerund
+
+    assert gerund(text) == expected

@@ -10,6 +10,7 @@ a world fact (with behaviour tags such as smoke, loud, tip) that other code can 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,11 +60,22 @@ class WorldEvent:
     content: str = ""
 
 
+VOWELS = set("aeiou")
+
+
 def gerund(text: str) -> str:
-    """'smoke a cigarette' -> 'smoking a cigarette' (for 'who is ...' in observations)."""
+    """'smoke a cigarette' -> 'smoking a cigarette' (for 'who is ...' in observations), by the
+    regular spelling rules: 'tie' -> 'tying', 'see' and 'be' keep their e, a short verb ending in
+    consonant-vowel-consonant doubles its last letter ('sit' -> 'sitting', 'chat' -> 'chatting')."""
     verb, _, rest = text.partition(" ")
-    if verb.endswith("e") and not verb.endswith("ee"):
+    low = verb.lower()
+    if low.endswith("ie"):
+        verb = verb[:-2] + "y"
+    elif low.endswith("e") and low not in ("be",) and not low.endswith(("ee", "ye", "oe")):
         verb = verb[:-1]
+    elif (len(low) >= 3 and low[-1] not in VOWELS | set("wxy") and low[-2] in VOWELS and low[-3] not in VOWELS
+          and len(re.findall("[aeiou]+", low)) == 1):
+        verb += verb[-1]  # one vowel group: a one-syllable verb
     return f"{verb}ing {rest}".strip()
 
 
