@@ -43,8 +43,10 @@ def frames(run_dir):
     names = ["model.parquet", "agents.parquet", "llm_calls.parquet",
              *(f"tables/{p.name}" for p in sorted((run_dir / "tables").glob("*.parquet")))]
     out = {n: pd.read_parquet(run_dir / n).drop(columns=LATENCY.get(n, [])) for n in names}
-    # a provider's error may quote its response's id, numbered by the fake server as requests arrive
-    out["llm_calls.parquet"]["error"] = out["llm_calls.parquet"]["error"].str.replace(r"fake-\d+", "fake-N", regex=True)
+    # a provider's error may quote its response (cut to a length), whose id the fake server numbers
+    # as requests arrive: compare up to the id
+    out["llm_calls.parquet"]["error"] = out["llm_calls.parquet"]["error"].str.replace(r"fake-\d+.*", "fake-N",
+                                                                                      regex=True)
     return out
 
 
