@@ -455,9 +455,7 @@ class ASVOAgent(GenerativeAgent):
         for p in self.predictions:
             target = self.model.social.agents[p["target"]]
             self.beliefs[p["target"]] = {d: float(v) for d, v in p["values"].items()}
-            for d, predicted in p["values"].items():
-                if d not in target.start_values:
-                    continue
+            for d, predicted in p["values"].items():  # the pool's desires, as the target's
                 error = abs(predicted - target.start_values[d])
                 if p["status"] != "fallback":  # a kept belief is no prediction: not in the agent's ToM error
                     errors.append(error)
