@@ -319,7 +319,7 @@ def summary(ratings: pd.DataFrame) -> pd.DataFrame:
         per_item = scored.groupby(item)["score"].mean() if not scored.empty else pd.Series(dtype=float)
         fallbacks = int((mine["status"] == "fallback").sum()) if not mine.empty else 0
         rows.append({"task": task.name, "pairs": len(per_item),
-                     "mean": round(float(per_item.mean()), 2) if len(per_item) else float("nan"),
-                     "sd": round(float(per_item.std()), 2) if len(per_item) > 1 else float("nan"),
+                     "mean": round(float(per_item.mean()), 2),  # NaN with no pair
+                     "sd": round(float(per_item.std()), 2),  # NaN with fewer than two
                      "fallbacks": fallbacks, "paper": task.paper})
     return pd.DataFrame(rows)
