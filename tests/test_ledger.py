@@ -1,0 +1,142 @@
+"""The ledger on its own (``llm/ledger.py``): reservations against the budget, the failure count
+and its log line, running totals, the fixed record order, and the per-operation usage table a
+report prints. (The gateway and budget tests drive it through real calls.)"""
+
+import logging
+
+import pytest
+
+from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger, LedgerRow
+
+
+def row(step=1, agent=0, op="Choose", status="ok", engine="llm", path=(0,), **kw):
+    values = dict(module="plan", model="openai/m", calls=1, live_calls=1, prompt_tokens=10, completion_tokens=2,
+                  latency_s=0.5, cost_usd=0.001)
+    values.update(kw)
+    return LedgerRow(step, agent, op, values.pop("module"), values.pop("model"), engine, status, path=path, **values)
+
+
+def test_calls_in_flight_hold_their_place_in_the_budget_until_they_end():
+    ledger = Ledger(Budget(max_calls=2))
+    ledger.check_budget()
+    ledger.check_budget()
+    with pytest.raises(BudgetExhausted, match=r"max_calls=2 reached \(0 live LLM calls\)"):
+        ledger.check_budget()  # two in flight: a third would overshoot
+    ledger.add_live(0.0)  # one answered: still two counted (one live, one in flight)
+    with pytest.raises(BudgetExhausted):
+        ledger.check_budget()
+    ledger.release()  # the other failed: its place is free again
+    ledger.check_budget()
+    assert ledger.live_calls == 1
+
+
+def test_each_call_that_ends_frees_exactly_its_own_place():
+    ledger = Ledger(Budget(max_calls=3))
+    for _ in range(3):
+        ledger.check_budget()
+    ledger.release()
+    ledger.check_budget()  # one place free
+    with pytest.raises(BudgetExhausted):
+        ledger.check_budget()  # and only one
+
+
+def test_a_call_ending_without_a_reserved_cost_frees_no_reserved_cost():
+    ledger = Ledger(Budget(max_cost=1.0))
+    ledger.check_budget(0.4)
+    ledger.check_budget(0.4)
+    ledger.release()  # a call reserved at no cost (an unpriced model) ended
+    ledger.add_live(0.0)
+    with pytest.raises(BudgetExhausted):
+        ledger.check_budget(0.4)  # the 0.8 reserved above still stands
+
+
+def test_releasing_more_than_was_reserved_never_frees_places_that_were_not_taken():
+    ledger = Ledger(Budget(max_calls=1))
+    ledger.release()
+    ledger.add_live(0.0)  # an answer without a reservation (the tape's bookkeeping) frees nothing either
+    with pytest.raises(BudgetExhausted):
+        ledger.check_budget()  # one live call: the budget of one is spent
+
+
+def test_a_cost_budget_counts_what_was_spent_and_what_calls_in_flight_may_cost():
+    ledger = Ledger(Budget(max_cost=1.0))
+    ledger.check_budget(0.4)
+    ledger.check_budget(0.4)
+    with pytest.raises(BudgetExhausted, match=r"\$0\.8000 reserved by calls in flight"):
+        ledger.check_budget(0.4)
+    ledger.add_live(0.1, reserved_usd=0.4)  # cheaper than feared
+    ledger.check_budget(0.4)  # 0.1 spent + 0.4 + 0.4 in flight
+    ledger.release(0.4)
+    ledger.release(0.4)
+    ledger.check_budget(0.9)  # only the 0.1 spent is left
+    assert ledger.live_cost == pytest.approx(0.1)
+
+
+def test_a_failure_is_counted_and_logged_with_its_step_agent_and_operation(caplog, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-abcdefghijklmnop1234")
+    ledger = Ledger()
+    with caplog.at_level(logging.WARNING, logger="socialsim.llm"):
+        ledger.failure("Choose", "bad key sk-test-abcdefghijklmnop1234", 3, 7)
+    ledger.failure("Choose", "again", 3, 7)
+    assert ledger.failures == {"Choose": 2} and ledger.totals()["llm_failures"] == 2
+    record = caplog.records[0]
+    assert record.getMessage() == "step 7 agent 3 Choose: bad key [REDACTED]"
+    assert record.operation == "Choose"  # what the console's brief failure lines group by
+
+
+def test_rows_are_counted_by_engine_and_status():
+    ledger = Ledger()
+    ledger.record(row(status="ok"))
+    ledger.record(row(status="fallback", op="Talk"))
+    ledger.record(row(status="fallback", op="Talk"))
+    ledger.record(row(status="repaired", op="Choose"))
+    ledger.record(row(status="rules", engine="rules", calls=0, live_calls=0, prompt_tokens=0, completion_tokens=0))
+    totals = ledger.totals()
+    assert (totals["llm_calls"], totals["rule_decisions"], totals["fallbacks"]) == (4, 1, 2)
+    assert (totals["prompt_tokens"], totals["completion_tokens"]) == (40, 8)
+    assert ledger.with_status("fallback") == {"Talk": 2} and ledger.with_status("repaired") == {"Choose": 1}
+
+
+def test_totals_are_rounded_where_sums_of_floats_drift():
+    ledger = Ledger()
+    for _ in range(3):
+        ledger.record(row(latency_s=0.1000001, cost_usd=0.1000000004))
+    totals = ledger.totals()
+    assert totals["llm_latency_s"] == 0.3 and totals["cost_usd"] == 0.3  # 6 and 8 decimals
+
+
+def test_rows_are_ordered_by_step_then_model_level_first_then_agent_and_numbered_within_each():
+    ledger = Ledger()
+    ledger.record(row(step=2, agent=1, path=(1,), op="late"))
+    ledger.record(row(step=2, agent=1, path=(0,), op="early"))
+    ledger.record(row(step=2, agent=None, path=(0,), op="judge"))
+    ledger.record(row(step=2, agent=0, path=(3,), op="a0"))
+    ledger.record(row(step=1, agent=1, path=(5, 1), op="first"))
+    ledger.record(row(step=1, agent=1, path=(5, 0), op="zeroth"))
+    order = [(r.step, r.agent, r.op, r.call) for r in ledger.ordered_rows()]
+    assert order == [(1, 1, "zeroth", 0), (1, 1, "first", 1), (2, None, "judge", 0), (2, 0, "a0", 0),
+                     (2, 1, "early", 0), (2, 1, "late", 1)]
+
+
+def test_the_frame_has_every_field_but_the_path_even_when_empty():
+    columns = ["step", "agent", "op", "module", "model", "engine", "status", "calls", "live_calls", "prompt_tokens",
+               "completion_tokens", "latency_s", "cost_usd", "error", "truncated", "call"]
+    assert list(Ledger().frame().columns) == columns
+    ledger = Ledger()
+    ledger.record(row())
+    assert list(ledger.frame().columns) == columns and ledger.frame().loc[0, "op"] == "Choose"
+
+
+def test_the_usage_table_sums_each_operation_and_counts_its_fallbacks_and_repairs():
+    ledger = Ledger()
+    ledger.record(row(op="Choose", status="ok", latency_s=0.25))
+    ledger.record(row(op="Choose", status="repaired", calls=2, latency_s=0.5, truncated=1))
+    ledger.record(row(op="Talk", status="fallback", module="talk", cost_usd=0.5))
+    table = ledger.by_operation().set_index("op")
+    assert table.loc["Choose", ["decisions", "calls", "fallbacks", "repaired", "truncated"]].tolist() == [2, 3, 0, 1, 1]
+    assert table.loc["Choose", "latency_s"] == 0.75 and table.loc["Talk", "cost_usd"] == 0.5
+    assert table.loc["Talk", ["module", "fallbacks", "repaired"]].tolist() == ["talk", 1, 0]
+    assert table["fallbacks"].dtype.kind == table["repaired"].dtype.kind == "i"  # counts, printed as counts
+    only_talk = ledger.frame().query("op == 'Talk'")
+    assert list(ledger.by_operation(only_talk)["op"]) == ["Talk"]  # the caller's frame, not the whole ledger
+    assert Ledger().by_operation().empty
