@@ -119,3 +119,65 @@ def test_a_behaviour_is_told_in_the_ing_form_by_the_spelling_rules(text, expecte
     from socialsim.spaces.world import gerund
 
     assert gerund(text) == expected
+
+
+def test_what_one_sees_includes_furniture_states_and_ones_own_doing(world):
+    ann = world.agents["Ann"]
+    world.furniture["foodshelf 1"].states = {"open", "stocked"}
+    world.execute(ann, Action("do", "speak softly"), 1)
+    text = world.observe(ann)
+    assert "the foodshelf 1 in the open stocked status" in text and "the stoveburner 1," in text
+    assert text.endswith("You are speaking softly.")
+
+
+def test_the_actions_offered_follow_the_hands_the_furniture_and_the_place(world):
+    ann, cid = world.agents["Ann"], world.agents["Cid"]
+    offered = {a.text for a in world.action_space(cid)}
+    assert not any(t.startswith("leave") for t in offered)  # outside: nowhere to leave to
+    assert "leave Hobbs Cafe kitchen" in {a.text for a in world.action_space(ann)}
+    assert world.execute(ann, Action("take", "sinkbasin 1", "plate 1"), 1).ok
+    offered = {a.text for a in world.action_space(ann)}
+    assert {"put plate 1 in/on foodshelf 1", "use sinkbasin 1 to handle plate 1"} <= offered
+    assert "use foodshelf 1 to handle plate 1" not in offered  # a shelf does nothing to what it handles
+    assert world.execute(ann, Action("take", "foodshelf 1", "sandwich 1"), 2).ok
+    world.items["coffee cup 1"].holder = "foodshelf 1"  # something left to take
+    assert not any(a.verb == "take" for a in world.action_space(ann))  # both hands full
+
+
+def test_more_impossible_actions_are_refused_with_the_reason(world):
+    ann = world.agents["Ann"]
+    assert world.execute(ann, Action("take", "sinkbasin 1", "plate 1"), 1).ok
+    assert world.execute(ann, Action("take", "foodshelf 1", "sandwich 1"), 1).ok
+    world.items["coffee cup 1"].holder = "foodshelf 1"
+    cases = {
+        Action("leave", "Hobbs Cafe counter"): "you are not in Hobbs Cafe counter",
+        Action("use", "sinkbasin 1", "coffee cup 1"): "you are not holding coffee cup 1",
+        Action("take", "foodshelf 1", "coffee cup 1"): "your hands are full",
+        Action("chat with", "Ann"): "there is nobody called Ann",
+    }
+    for action, reason in cases.items():
+        outcome = world.execute(ann, action, step=2)
+        assert not outcome.ok and outcome.reason == reason, action.text
+
+
+def test_a_put_down_item_leaves_the_hands_and_lies_on_the_furniture(world):
+    ann = world.agents["Ann"]
+    world.execute(ann, Action("take", "sinkbasin 1", "plate 1"), 1)
+    assert world.execute(ann, Action("put", "foodshelf 1", "plate 1"), 2).ok
+    assert world.held_by("Ann") == [] and {i.name for i in world.items_on("foodshelf 1")} == {"sandwich 1", "plate 1"}
+
+
+def test_only_what_was_done_is_a_fact_or_heard(world):
+    """A refused act is recorded (with what it would have been) but is no world fact; a refused chat
+    reaches nobody."""
+    ann, bob = world.agents["Ann"], world.agents["Bob"]
+    refused = world.execute(ann, Action("do", "eat a meal", tags=("meal",)), 3)  # not in the kitchen
+    assert not refused.ok and refused.tags == ("meal",) and world.events[-1].tags == ("meal",)
+    assert world.facts("meal") == []
+    world.execute(bob, Action("do", "smoke a cigarette"), 3)
+    world.execute(bob, Action("do", "smoke a cigarette"), 4)
+    assert [e.step for e in world.facts("smoke")] == [3, 4] and [e.step for e in world.facts("smoke", 4)] == [4]
+    world.execute(ann, Action("chat with", "Cid", content="hello"), 5)  # Cid is outside
+    assert world.heard_by("Cid", 0) == []
+    world.execute(ann, Action("chat with", "Bob", content="hello"), 5)
+    assert [e.agent for e in world.heard_by("Bob", 5)] == ["Ann"]
