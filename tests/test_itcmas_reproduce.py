@@ -1,0 +1,123 @@
+"""The figures ``socialsim reproduce itcmas`` reads from each run (``agents/itcmas/reproduce.py``),
+from a hand-written run directory whose answers are known: the society's structure with its
+leader by interaction weight, the share of chats, the filtered count, the Gini of the last step's
+resources, the mood ranges, who still moves in the last twenty steps, the judge's means without
+its fallbacks; and the findings' thresholds."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from socialsim.agents.itcmas import reproduce as rp
+from socialsim.agents.itcmas.metrics import DIMENSIONS, JUDGE_FILE
+
+STEPS = 30
+
+
+def actions():
+    rows = []
+    for step in range(1, STEPS + 1):
+        for agent in ("AY", "SG", "MD", "WL"):
+            action, status = "rest", "done"
+            if agent == "AY" and step % 2:
+                action = "chat with SG"
+            if agent == "SG" and step == 3:
+                action = "wave to start a chat"  # has "chat" in it, but is no chat
+            if agent == "WL" and step <= 3:
+                status = "filtered"
+            if agent == "WL" and step in (4, 5):
+                status = "refused"
+            # AY's pleasure swings by 0.1 throughout; MD's only before the last twenty steps; SG's by a hair
+            p = {"AY": 0.1 * (step % 2), "SG": 0.3 + 0.001 * (step % 2),
+                 "MD": 0.1 * (step % 2) if STEPS - 20 < step <= STEPS - 10 else 0.5, "WL": -0.2}[agent]
+            resources = {"AY": 5.0, "SG": 10.0, "MD": 10.0, "WL": 20.0}[agent] if step == STEPS else 1.0
+            rows.append({"step": step, "agent": agent, "action": action, "status": status, "P": p,
+                         "A": 0.2 if agent == "AY" else -0.1 * step / STEPS, "D": 0.0, "resources": resources})
+    return pd.DataFrame(rows)
+
+
+def interactions():
+    ties = [("AY", "SG")] * 3 + [("SG", "MD")] + [("AY", "MD")] * 2  # a triangle; AY the busiest
+    return pd.DataFrame([{"step": i, "initiator": a, "receiver": b} for i, (a, b) in enumerate(ties, 1)])
+
+
+def judge():
+    rows = [{"agent": a, **dict.fromkeys(DIMENSIONS, score), "status": "ok"} for a, score in (("AY", 6), ("SG", 4))]
+    rows.append({"agent": "MD", **dict.fromkeys(DIMENSIONS, 4), "status": "fallback"})  # the midpoint: no judgement
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    (tmp_path / "tables").mkdir()
+    actions().to_parquet(tmp_path / "tables" / "itcmas_actions.parquet")
+    interactions().to_parquet(tmp_path / "tables" / "interactions.parquet")
+    judge().to_parquet(tmp_path / "tables" / JUDGE_FILE)
+    return tmp_path
+
+
+def test_the_society_the_run_formed(run_dir):
+    got = rp.measure_run(run_dir)
+    assert (got["cliques"], got["largest_clique"], got["outside_cliques"], got["isolated"]) == (1, 3, 1, 1)
+    # AY, SG and MD each tie with the two others: AY leads by the weight of its ties (5 interactions)
+    assert {name: got[f"leader_{name}"] for name in rp.AGENTS} == {"AY": 1, "SG": 0, "MD": 0, "WL": 0, "LL": 0, "WM": 0}
+
+
+def test_the_shares_counts_and_ranges_of_the_actions(run_dir):
+    got = rp.measure_run(run_dir)
+    assert got["chat_share"] == pytest.approx(15 / (4 * STEPS))  # "wave to start a chat" is no chat
+    assert got["filtered"] == 3  # refused actions are not filtered ones
+    assert (got["P_min"], got["P_max"]) == (-0.2, 0.5)
+    assert (got["A_min"], got["A_max"]) == (pytest.approx(-0.1), 0.2)
+    assert got["P_moving_share"] == 0.5  # AY and MD moved in the last twenty steps; SG's hair is not moving
+
+
+def test_the_gini_is_of_the_last_steps_resources(run_dir):
+    assert rp.measure_run(run_dir)["gini"] == pytest.approx(rp.gini([5, 10, 10, 20]))
+    assert rp.gini([5, 10, 10, 20]) == pytest.approx(0.25)  # sum over pairs |xi - xj| = 90, / (2 n^2 mean = 360)
+    assert rp.gini([1, 1, 1]) == 0 and rp.gini([0, 0]) == 0  # equal shares, even of nothing
+    assert rp.gini([-10, 0, 10]) == pytest.approx(rp.gini([0, 10, 20]))  # debts shift everyone up
+    assert math.isnan(rp.gini([]))
+    without = actions().assign(resources=None)
+    without.to_parquet(run_dir / "tables" / "itcmas_actions.parquet")
+    assert math.isnan(rp.measure_run(run_dir)["gini"])  # without LTRHA there are no resources
+
+
+def test_the_judges_means_leave_its_fallbacks_out(run_dir):
+    got = rp.measure_run(run_dir)
+    assert all(got[d] == 5.0 for d in DIMENSIONS)
+
+
+def figures(table):
+    return lambda label, metric: table[label][metric]
+
+
+def test_a_finding_that_one_architecture_is_rated_above_others_needs_every_dimension():
+    above = rp.rated_above("full", ("base",))
+    full, base = dict.fromkeys(DIMENSIONS, 6.0), dict.fromkeys(DIMENSIONS, 5.0)
+    assert above(figures({"full": full, "base": base}))
+    assert not above(figures({"full": full, "base": {**base, "logicality": 6.0}}))  # a tie is not above
+    assert not above(figures({"full": full, "base": {**base, "logicality": 7.0}}))
+    base_below = next(f for f in rp.findings() if f.text.startswith("base ITCMA is rated below"))
+    others = {v: dict(full) for v in ("ltrha", "memory", "driver", "full")}
+    assert base_below.holds(figures({**others, "base": base}))
+    assert not base_below.holds(figures({**others, "base": {**base, "exploration": 6.0}}))
+
+
+def test_the_society_findings_hold_at_their_thresholds():
+    found = {f.text: f for f in rp.findings()}
+    society = {"full": {"cliques": 1.0, "outside_cliques": 1.0, "largest_clique": 3.0, "largest_clique_chance": 3.0}}
+    assert found["full ITCMA-S's agents form at least one clique (3 or more agents)"].holds(figures(society))
+    assert found["full ITCMA-S: some agents stay outside every clique"].holds(figures(society))
+    larger = "full ITCMA-S: its largest clique is larger than random ties as many would form"
+    assert not found[larger].holds(figures(society))  # as large as chance is not larger
+    society["full"]["largest_clique_chance"] = 2.9
+    assert found[larger].holds(figures(society))
+
+
+def test_the_protocol_runs_the_five_architectures_for_the_papers_75_steps_and_asks_the_judge_of_each_agent():
+    protocol = rp.protocol("openai/judge")
+    assert [(r.label, r.steps, r.preset) for r in protocol.runs] == [(v, 75, v) for v in rp.VARIANTS]
+    assert protocol.after_run(protocol.runs[0]) == ("the five-dimension judge openai/judge", 6)
+    assert rp.protocol(None).after_run(protocol.runs[0]) is None
