@@ -52,3 +52,56 @@ def test_a_positive_silhouette_below_its_shuffled_chance_level_is_not_above_chan
     verdicts = check_findings(protocol, wide).set_index("finding")["verdict"]
     assert verdicts["school-micro: with ASVO, above the shuffled-label chance level (silhouette)"] == "does not hold"
     assert verdicts["workplace-micro: with ASVO, above the shuffled-label chance level (silhouette)"] == "holds"  # 0.21
+
+
+def actions_of_two_types():
+    import pandas as pd
+
+    rows = []
+    for i in range(12):  # altruists help, competitors undercut: two clusters of texts
+        rows.append({"step": i // 4 + 1, "agent": f"a{i % 4}", "svo": "altruistic", "label": "Cooperation",
+                     "action": f"help a colleague with their report number {i}"})
+        rows.append({"step": i // 4 + 1, "agent": f"c{i % 4}", "svo": "competitive",
+                     "label": "Competition" if i % 3 else "Neutral", "action": f"take credit for the team's win {i}"})
+    return pd.DataFrame(rows)
+
+
+def test_measure_reads_the_runs_own_separability_figures_and_the_cooperation_rate_per_type(tmp_path):
+    """A run that wrote its figures (with its own embedding) is read, not recomputed; an SVO type
+    with no labelled action has no rate (NaN), not a rate of zero."""
+    import json
+
+    from socialsim.agents.asvo.metrics import SEPARABILITY_FILE
+
+    (tmp_path / "tables").mkdir()
+    actions_of_two_types().to_parquet(tmp_path / "tables" / "asvo_actions.parquet")
+    (tmp_path / SEPARABILITY_FILE).write_text(json.dumps(
+        {"silhouette": 0.4, "separation_ratio": 1.7, "silhouette_shuffled": -0.02}))
+    got = asvo_reproduce.measure(tmp_path)
+    assert (got["silhouette"], got["separation_ratio"], got["silhouette_shuffled"]) == (0.4, 1.7, -0.02)
+    assert got["cooperation_rate_altruistic"] == 1.0
+    assert got["cooperation_rate_competitive"] == 0.0  # labelled, never cooperating
+    assert math.isnan(got["cooperation_rate_prosocial"]) and math.isnan(got["cooperation_rate_individualistic"])
+
+
+def test_without_the_runs_figures_measure_computes_them_and_their_chance_level(tmp_path):
+    from socialsim.agents.asvo.metrics import action_separability
+
+    (tmp_path / "tables").mkdir()
+    actions_of_two_types().to_parquet(tmp_path / "tables" / "asvo_actions.parquet")
+    got = asvo_reproduce.measure(tmp_path)
+    sep = action_separability(actions_of_two_types())
+    assert (got["silhouette"], got["separation_ratio"], got["silhouette_shuffled"]) == (
+        sep.silhouette, sep.ratio, sep.shuffled_silhouette)
+    assert got["silhouette"] > got["silhouette_shuffled"]  # two clear clusters: above chance
+
+
+def test_an_arm_as_separable_as_the_other_or_as_chance_is_not_more_separable():
+    from socialsim.model.reproduce import check_findings
+
+    protocol = asvo_reproduce.protocol(judge=None)
+    wide = protocol.paper.pivot(index="label", columns="metric", values="paper").reset_index()
+    wide["silhouette"], wide["separation_ratio"], wide["seed"] = 0.2, 1.5, 1  # both arms alike
+    wide["silhouette_shuffled"] = wide["label"].map(lambda s: 0.2 if s.endswith("/ ASVO") else -0.5)
+    verdicts = set(check_findings(protocol, wide)["verdict"])
+    assert verdicts == {"does not hold"}  # a tie is no difference; the ASVO arm's own chance level is 0.2

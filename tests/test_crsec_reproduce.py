@@ -114,3 +114,33 @@ def test_the_command_line_checks_each_set_before_anything_runs(capsys, monkeypat
     assert cli.main(["reproduce", "itcmas", "--model", "rules", "--set", "itcmas.ablation=base"]) == 2
     assert "itcmas.ablation: the protocol's arms set it" in capsys.readouterr().err
     assert not (tmp_path / "reproduce").exists()
+
+
+def test_the_conflict_trend_compares_whole_quarters_and_has_none_without_early_conflicts(tmp_path):
+    frame = pd.DataFrame({"conflicts": [2, 1, 1, 9, 0, 0, 0, 0, 0, 0, 1, 0]})  # quarters of 3 steps
+    frame.to_parquet(tmp_path / "model.parquet")
+    assert measure(tmp_path)["conflicts last quarter / first quarter"] == 1 / 4
+    pd.DataFrame({"conflicts": [0, 0, 3, 5]}).to_parquet(tmp_path / "model.parquet")
+    assert math.isnan(measure(tmp_path)["conflicts last quarter / first quarter"])  # nothing to fall from
+
+
+def test_measure_reads_the_judges_mean_rating_per_task(tmp_path):
+    from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE
+
+    pd.DataFrame({"conflicts": [1, 0]}).to_parquet(tmp_path / "model.parquet")
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame([{"item": i, "task": "Plan", "question": 1, "agent": "A", "step": 1, "score": s, "reason": "",
+                   "status": "ok"} for i, s in enumerate((5, 7))]).to_parquet(tmp_path / "tables" / QUESTIONNAIRE_FILE)
+    got = measure(tmp_path)
+    assert got["rating[Plan]"] == 6.0 and math.isnan(got["rating[Creation]"])
+
+
+def test_no_questionnaire_is_projected_without_items_or_an_llm_judge():
+    from socialsim.agents.crsec.reproduce import questionnaire_calls
+    from socialsim.model.reproduce import ProtocolRun
+
+    def calls(**params):
+        return questionnaire_calls(ProtocolRun("r", "hobbs-cafe", arch_params=params))
+
+    assert calls(judge="openai/j", questionnaire_items=0) is None and calls() is None
+    assert calls(judge="openai/j", questionnaire_items=2) == ("the Appendix-E questionnaire asked of openai/j", 2 * 11)
