@@ -50,6 +50,12 @@ def test_a_call_ending_without_a_reserved_cost_frees_no_reserved_cost():
         ledger.check_budget(0.4)  # the 0.8 reserved above still stands
 
 
+def test_a_call_of_unknown_cost_reserves_no_cost():
+    ledger = Ledger(Budget(max_cost=0.5))
+    ledger.check_budget()
+    ledger.check_budget()
+
+
 def test_releasing_more_than_was_reserved_never_frees_places_that_were_not_taken():
     ledger = Ledger(Budget(max_calls=1))
     ledger.release()
@@ -90,9 +96,10 @@ def test_rows_are_counted_by_engine_and_status():
     ledger.record(row(status="fallback", op="Talk"))
     ledger.record(row(status="fallback", op="Talk"))
     ledger.record(row(status="repaired", op="Choose"))
-    ledger.record(row(status="rules", engine="rules", calls=0, live_calls=0, prompt_tokens=0, completion_tokens=0))
+    for _ in range(2):
+        ledger.record(row(status="rules", engine="rules", calls=0, live_calls=0, prompt_tokens=0, completion_tokens=0))
     totals = ledger.totals()
-    assert (totals["llm_calls"], totals["rule_decisions"], totals["fallbacks"]) == (4, 1, 2)
+    assert (totals["llm_calls"], totals["rule_decisions"], totals["fallbacks"]) == (4, 2, 2)
     assert (totals["prompt_tokens"], totals["completion_tokens"]) == (40, 8)
     assert ledger.with_status("fallback") == {"Talk": 2} and ledger.with_status("repaired") == {"Choose": 1}
 

@@ -139,6 +139,85 @@ def test_a_tape_is_read_back_as_utf8_whatever_the_machines_locale(tmp_path, monk
     assert Tape(path).get("k").raw == "Café au lait — 漢字 🙂"
 
 
+@pytest.mark.parametrize("torn", ['{"key": "b", "mod', "x" * 150_000])  # a short tail, and one past a read chunk
+def test_a_torn_tape_that_a_resumed_run_appends_to_still_loads(tmp_path, torn):
+    """The torn tail a killed writer left is cut off before the next record: kept, it would sit
+    mid-file, where a torn line is an error, and the tape would never load again."""
+    path = tmp_path / "tape.jsonl"
+    Tape(path).add(record("a"))
+    with path.open("a") as fh:
+        fh.write(torn)
+    resumed = Tape(path)
+    resumed.add(record("c"))
+    resumed.add(record("d"))
+    assert sorted(r.key for r in Tape(path).records()) == ["a", "c", "d"]
+    assert path.read_text().count("\n") == 3 and torn not in path.read_text()
+
+
+def _append_many(path, writer, lines):
+    from socialsim.llm.tape import append_line
+
+    for j in range(lines):
+        append_line(path, json.dumps({"writer": writer, "line": j, "pad": "x" * 30_000}))
+
+
+def test_processes_sharing_a_tape_never_cut_or_lose_each_others_lines(tmp_path):
+    """Sweep replicates share one tape: each append (cutting a torn tail first) holds a lock."""
+    import multiprocessing
+
+    path = tmp_path / "tape.jsonl"
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_append_many, args=(path, w, 100)) for w in range(4)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted((r["writer"], r["line"]) for r in lines) == [(w, j) for w in range(4) for j in range(100)]
+
+
+def test_a_tape_torn_in_its_first_line_starts_over(tmp_path):
+    path = tmp_path / "tape.jsonl"
+    path.write_text('{"key": "a", "mo')
+    Tape(path).add(record("b"))
+    assert [r.key for r in Tape(path).records()] == ["b"] and path.read_text().count("\n") == 1
+
+
+def test_a_key_is_answered_once_and_written_once(tmp_path):
+    path = tmp_path / "tape.jsonl"
+    tape = Tape(path)
+    tape.add(record("k", raw="first"))
+    tape.add(record("k", raw="second"))
+    tape.add(record("e", raw="", error="down"))
+    tape.add(record("e", raw="", error="down again"))
+    assert tape.get("k").raw == "first" and tape.get("e").error == "down"
+    assert len(path.read_text().splitlines()) == 2
+
+
+def test_a_calls_key_is_the_same_whatever_the_order_of_its_fields_and_across_versions():
+    """Tapes recorded by earlier versions replay: the key of a known call is pinned."""
+    from socialsim.llm.tape import call_key
+
+    messages = [{"role": "user", "content": "Un café, s'il vous plaît"}]
+    key = call_key("openai/gpt-4o-mini", messages, {"temperature": 0.7, "max_tokens": 40, "seed": 12345})
+    assert key == "41dc8788ba316b559e4c87f11293d03a"
+    assert call_key("openai/gpt-4o-mini", [{"content": messages[0]["content"], "role": "user"}],
+                    {"seed": 12345, "max_tokens": 40, "temperature": 0.7}) == key
+
+
+def test_what_a_tape_stores_of_the_messages_is_redacted_and_keeps_their_roles(tmp_path, monkeypatch):
+    secret = "value-from-the-environment-42"
+    monkeypatch.setenv("MY_SERVICE_TOKEN", secret)
+    path = tmp_path / "tape.jsonl"
+    call = record("k", raw=f"my token is {secret}", error=f"401 for {secret}")
+    call.messages = [{"role": "system", "content": f"use {secret}"}, {"role": "user"}]
+    Tape(path).add(call)
+    stored = json.loads(path.read_text())
+    assert secret not in path.read_text()
+    assert stored["messages"] == [{"role": "system", "content": "use [REDACTED]"}, {"role": "user", "content": ""}]
+    assert stored["raw"] == "my token is [REDACTED]" and stored["error"] == "401 for [REDACTED]"
+
+
 def test_torn_line_in_mid_file_is_an_error_naming_the_line(tmp_path):
     path = tmp_path / "tape.jsonl"
     Tape(path).add(record("a"))

@@ -28,22 +28,35 @@ log = logging.getLogger("socialsim.llm")
 
 def append_line(path: Path, line: str) -> None:
     """Append one line so that several processes can share a tape (sweep replicates): one
-    write under an exclusive lock, after a newline if a killed writer left a torn last line."""
-    with path.open("ab") as fh:
+    write under an exclusive lock. A torn last line (a writer killed mid-write; under the lock
+    no live writer is mid-write) is cut off first: left in place, it would end up mid-file once
+    the resumed run appends, where a torn line is an error and the tape would not load again."""
+    with path.open("a+b") as fh:  # created if missing, never emptied on opening; writes go to the end
         if fcntl is not None:
             fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            data = line.encode("utf-8") + b"\n"
-            if fh.seek(0, 2) > 0:
-                with path.open("rb") as check:
-                    check.seek(-1, 2)
-                    if check.read(1) != b"\n":
-                        data = b"\n" + data
-            fh.write(data)
+            fh.seek(_end_of_last_line(fh))
+            fh.truncate()
+            fh.write(line.encode("utf-8") + b"\n")
             fh.flush()
         finally:
             if fcntl is not None:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _end_of_last_line(fh, chunk: int = 1 << 16) -> int:
+    """The offset just after the file's last newline (0 if it has none): where a torn tail starts."""
+    end = fh.seek(0, 2)
+    position = end
+    while position > 0:
+        start = max(0, position - chunk)
+        fh.seek(start)
+        block = fh.read(position - start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
 
 
 class TapeMiss(LookupError):
