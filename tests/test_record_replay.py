@@ -183,6 +183,12 @@ def test_a_tape_torn_in_its_first_line_starts_over(tmp_path):
     assert [r.key for r in Tape(path).records()] == ["b"] and path.read_text().count("\n") == 1
 
 
+def test_a_tape_in_a_folder_not_made_yet_makes_it(tmp_path):
+    path = tmp_path / "sweep" / "shared" / "tape.jsonl"
+    Tape(path).add(record("k"))
+    assert Tape(path).get("k").raw == "1"
+
+
 def test_a_key_is_answered_once_and_written_once(tmp_path):
     path = tmp_path / "tape.jsonl"
     tape = Tape(path)
