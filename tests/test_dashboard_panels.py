@@ -446,3 +446,18 @@ def test_a_reproductions_findings_are_read_for_its_folder_and_nothing_for_others
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "findings.csv").write_text("just,some\ncolumns,here\n")
     assert panels.reproduction_findings(tmp_path / "broken").empty
+
+
+def test_the_desire_charts_show_the_desires_the_agents_have():
+    """With ``desire_pool=3`` the other five desires are never recorded: no empty lines for them."""
+    from socialsim.model.society import SocietyModel
+
+    model = SocietyModel("workplace-meso", model="rules", rng=1, desire_pool=3)
+    for _ in range(2):
+        model.step()
+    frames = panels.frames_from_model(model, "ok")
+    pool = ["comfort", "joyfulness", "spiritual satisfaction"]
+    assert list(panels.time_series(frames, 2)["Desires (mean over agents)"].columns) == pool
+    name = sorted(a.name for a in model.agents)[0]
+    assert list(panels.agent_series(frames, 2, name)[f"Desires of {name}"].columns) == pool
+    assert list(panels.inspect_agent(frames, name, 2)["desires"]) == pool

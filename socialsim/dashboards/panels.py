@@ -394,8 +394,8 @@ def time_series(frames: Frames, step: int | None = None) -> dict[str, pd.DataFra
             if cols:
                 means = agents[["step", *cols]].copy()
                 means[cols] = means[cols].apply(_numeric)
-                frame = means.groupby("step")[cols].mean()
-                if frame.notna().any().any():
+                frame = means.groupby("step")[cols].mean().dropna(axis=1, how="all")  # e.g. desires outside the pool
+                if not frame.empty and len(frame.columns):
                     out[title] = frame.rename(columns=desire_label)
         for title, col in PER_AGENT:
             if col in agents and _numeric(agents[col]).notna().any():
@@ -590,7 +590,8 @@ def agent_series(frames: Frames, step: int, agent: str) -> dict[str, pd.DataFram
     out: dict[str, pd.DataFrame] = {}
     desires = [c for c in mine.columns if c.startswith("desire_")]
     if desires:
-        out[f"Desires of {agent}"] = mine[desires].apply(_numeric).rename(columns=desire_label)
+        out[f"Desires of {agent}"] = mine[desires].apply(_numeric).dropna(axis=1, how="all").rename(
+            columns=desire_label)
     own = [c for c in ("P", "A", "D", "driver", "resources") if c in mine and _numeric(mine[c]).notna().any()]
     if own:
         out[f"Emotion and resources of {agent}"] = mine[own].apply(_numeric)
