@@ -459,3 +459,19 @@ def test_a_model_judges_requests_are_the_same_for_the_same_seed(scripted):
     assert len(first) == len(list(SocietyModel(SCENARIO, model="rules").agents))  # one JudgeAction an agent
     assert judge_seeds(3) == first
     assert judge_seeds(4) != first
+
+
+def test_the_reports_desire_figure_draws_the_desires_the_agents_have(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from socialsim.agents.asvo.metrics import plot_desires
+
+    model = SocietyModel(SCENARIO, model="rules", rng=1, desire_pool=3)
+    for _ in range(2):
+        model.step()
+    drawn = []
+    monkeypatch.setattr(plt, "close", lambda fig: drawn.append(fig))
+    plot_desires(model.datacollector.get_agent_vars_dataframe(), tmp_path / "desires.png")
+    legend = drawn[0].axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["comfort", "joyfulness", "spiritual satisfaction"]
+    assert (tmp_path / "desires.png").stat().st_size > 0

@@ -152,8 +152,9 @@ def tom_table(predicted: pd.DataFrame, seed: int = 0, n: int = PERMUTATIONS) -> 
 # --- figures --------------------------------------------------------------------------------------
 
 def plot_desires(agent_frame: pd.DataFrame, path: Path, max_agents: int = 12) -> None:
-    """Every desire over time, one small panel per agent."""
-    columns = [c for c in agent_frame.columns if c.startswith("desire_")]
+    """Every desire the agents have over time (a ``desire_pool`` below eight records the others
+    as empty), one small panel per agent."""
+    columns = [c for c in agent_frame.columns if c.startswith("desire_") and agent_frame[c].notna().any()]
     frame = agent_frame.reset_index() if "Step" not in agent_frame.columns else agent_frame
     names = list(dict.fromkeys(frame["name"]))[:max_agents]
     cols = min(4, len(names))
