@@ -35,8 +35,10 @@ def append_line(path: Path, line: str) -> None:
         if fcntl is not None:
             fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            fh.seek(_end_of_last_line(fh))
-            fh.truncate()
+            whole = _end_of_last_line(fh)
+            if whole < fh.seek(0, 2):
+                fh.seek(whole)
+                fh.truncate()
             fh.write(line.encode("utf-8") + b"\n")
             fh.flush()
         finally:
@@ -47,6 +49,10 @@ def append_line(path: Path, line: str) -> None:
 def _end_of_last_line(fh, chunk: int = 1 << 16) -> int:
     """The offset just after the file's last newline (0 if it has none): where a torn tail starts."""
     end = fh.seek(0, 2)
+    if end:
+        fh.seek(end - 1)
+        if fh.read(1) == b"\n":
+            return end  # the usual case: the last line is whole
     position = end
     while position > 0:
         start = max(0, position - chunk)
