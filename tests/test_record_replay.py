@@ -109,11 +109,17 @@ def test_an_answer_replaces_a_recorded_error_but_not_the_reverse(tmp_path):
     assert Tape(tmp_path / "tape.jsonl").get("k").raw == "2"  # the same after reloading
 
 
-def test_torn_last_line_is_skipped_with_a_warning(tmp_path, caplog):
+def tape_of_a_then(tmp_path, text):
+    """A tape holding record "a", then ``text`` written after it as a killed or odd writer left it."""
     path = tmp_path / "tape.jsonl"
     Tape(path).add(record("a"))
     with path.open("a") as fh:
-        fh.write('{"key": "b", "mod')
+        fh.write(text)
+    return path
+
+
+def test_torn_last_line_is_skipped_with_a_warning(tmp_path, caplog):
+    path = tape_of_a_then(tmp_path, '{"key": "b", "mod')
     with caplog.at_level(logging.WARNING, logger="socialsim.llm"):
         tape = Tape(path)
     assert "a" in tape and "b" not in tape
@@ -122,10 +128,7 @@ def test_torn_last_line_is_skipped_with_a_warning(tmp_path, caplog):
 
 
 def test_a_blank_line_in_the_tape_is_passed_over_and_the_records_after_it_kept(tmp_path):
-    path = tmp_path / "tape.jsonl"
-    Tape(path).add(record("a"))
-    with path.open("a") as fh:
-        fh.write("\n   \n")
+    path = tape_of_a_then(tmp_path, "\n   \n")
     Tape(path).add(record("b"))
     assert "a" in Tape(path) and "b" in Tape(path) and len(Tape(path)) == 2
 
@@ -143,10 +146,7 @@ def test_a_tape_is_read_back_as_utf8_whatever_the_machines_locale(tmp_path, monk
 def test_a_torn_tape_that_a_resumed_run_appends_to_still_loads(tmp_path, torn):
     """The torn tail a killed writer left is cut off before the next record: kept, it would sit
     mid-file, where a torn line is an error, and the tape would never load again."""
-    path = tmp_path / "tape.jsonl"
-    Tape(path).add(record("a"))
-    with path.open("a") as fh:
-        fh.write(torn)
+    path = tape_of_a_then(tmp_path, torn)
     resumed = Tape(path)
     resumed.add(record("c"))
     resumed.add(record("d"))
@@ -225,10 +225,7 @@ def test_what_a_tape_stores_of_the_messages_is_redacted_and_keeps_their_roles(tm
 
 
 def test_torn_line_in_mid_file_is_an_error_naming_the_line(tmp_path):
-    path = tmp_path / "tape.jsonl"
-    Tape(path).add(record("a"))
-    with path.open("a") as fh:
-        fh.write('{"key": "b", "mod\n')
+    path = tape_of_a_then(tmp_path, '{"key": "b", "mod\n')
     Tape(path).add(record("c"))
     with pytest.raises(ValueError, match=r"tape.jsonl: line 2 is not a tape record .*only the last line may be torn"):
         Tape(path)
