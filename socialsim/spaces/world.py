@@ -60,7 +60,8 @@ class WorldEvent:
     content: str = ""
 
 
-VOWELS = set("aeiou")
+# a one-syllable verb ending in consonant-vowel-consonant ('sit', 'chat'; not 'saw', 'fix', 'play')
+DOUBLES_LAST = re.compile("[^aeiou]+[aeiou][^aeiouwxy]")
 
 
 def gerund(text: str) -> str:
@@ -71,11 +72,10 @@ def gerund(text: str) -> str:
     low = verb.lower()
     if low.endswith("ie"):
         verb = verb[:-2] + "y"
-    elif low.endswith("e") and low not in ("be",) and not low.endswith(("ee", "ye", "oe")):
+    elif low.endswith("e") and low != "be" and not low.endswith(("ee", "ye", "oe")):
         verb = verb[:-1]
-    elif (len(low) >= 3 and low[-1] not in VOWELS | set("wxy") and low[-2] in VOWELS and low[-3] not in VOWELS
-          and len(re.findall("[aeiou]+", low)) == 1):
-        verb += verb[-1]  # one vowel group: a one-syllable verb
+    elif DOUBLES_LAST.fullmatch(low):
+        verb += verb[-1]
     return f"{verb}ing {rest}".strip()
 
 
