@@ -216,6 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from socialsim.scenarios.loader import ScenarioError, load_scenario
+    from socialsim.scenarios.schema import field_problems
 
     if message := _check_run_arguments(args):
         return _fail(message)
@@ -263,8 +264,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ScenarioError, ModelUnavailable, ValueError, FileNotFoundError) as exc:
         return _fail(str(exc))
     except ValidationError as exc:
-        return _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e.get('input')!r})"
-                               for e in exc.errors()))
+        return _fail("; ".join(field_problems(exc)))
     except OSError as exc:
         return _fail(f"{type(exc).__name__}: {exc}")
     print(f"run directory: {result.run_dir}")

@@ -117,3 +117,69 @@ def test_every_shipped_scenario_runs_under_each_architecture_or_says_what_it_lac
         assert model.steps == 2
         ran += 1
     assert ran >= 2  # CRSEC: the two scenarios with a crsec section
+
+
+@pytest.mark.parametrize(("where", "make", "expected"), [
+    ("scenario file", "scenario", "  map.areas.0.width: Input should be greater than or equal to 1 (got -2)"),
+    ("crsec --set", "crsec", "  crsec.synthesis_threshold: Input should be greater than or equal to 1 (got -1)"),
+    ("asvo --set", "asvo", "asvo architecture parameters: update_noise: Input should be less than or equal to 1 (got 2.0)"),
+    ("itcmas --set", "itcmas", "invalid itcmas parameters: blend_threshold: Input should be a valid number, "
+                               "unable to parse string as a number (got 'many')"),
+    ("asvo --set, a check of its own", "asvo mix", "asvo architecture parameters: svo_mix: unknown SVO type 'saint'"),
+    ("asvo section", "asvo section", "invalid asvo section: asvo.svo_assignment: Input should be 'cycle', 'mix' "
+                                     "or 'explicit' (got 12)"),
+])
+def test_a_bad_value_reads_the_same_way_wherever_it_is_set(tmp_path, where, make, expected):
+    """One wording for every file section and run parameter: the field's path, pydantic's reason
+    without its 'Value error, ' prefix, and the value given (not a whole section)."""
+    from socialsim.model.society import SocietyModel
+    from socialsim.scenarios.loader import scenario_path
+
+    with pytest.raises(ValueError) as raised:
+        if make == "scenario":
+            path = tmp_path / "broken.yaml"
+            path.write_text(GOOD.replace("width: 2", "width: -2"))
+            load_scenario(path)
+        elif make == "crsec":
+            SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=1, synthesis_threshold=-1)
+        elif make == "asvo":
+            SocietyModel("school-micro", arch="asvo", model="rules", rng=1, update_noise=2.0)
+        elif make == "asvo mix":
+            SocietyModel("school-micro", arch="asvo", model="rules", rng=1, svo_mix={"saint": 1.0})
+        elif make == "itcmas":
+            SocietyModel("irollan-valley", arch="itcmas", model="rules", rng=1, blend_threshold="many")
+        else:
+            copy = tmp_path / "school.yaml"
+            copy.write_text(scenario_path("school-micro").read_text().replace(
+                "  svo_assignment: explicit", "  svo_assignment: 12", 1))
+            SocietyModel(str(copy), arch="asvo", model="rules", rng=1)
+    message = str(raised.value)
+    assert expected in message
+    assert "Value error," not in message
+    assert "(got {" not in message and "(got [" not in message
+
+
+def test_a_check_of_the_whole_section_is_named_as_such_and_its_reason_shown_once():
+    """A rule over several fields (a model validator) has no field of its own."""
+    from pydantic import ValidationError, model_validator
+
+    from socialsim.scenarios.schema import Strict, field_problems
+
+    class Pair(Strict):
+        low: int = 0
+        high: int = 1
+
+        @model_validator(mode="after")
+        def _ordered(self):
+            if self.low > self.high:
+                raise ValueError("low must not exceed high")
+            return self
+
+    with pytest.raises(ValidationError) as raised:
+        Pair(low=3, high=2)
+    assert field_problems(raised.value) == ["(top level): low must not exceed high"]
+    assert field_problems(raised.value, "pair") == ["pair: low must not exceed high"]
+    with pytest.raises(ValidationError) as raised:
+        Pair(low="x")
+    assert field_problems(raised.value, "pair") == [
+        "pair.low: Input should be a valid integer, unable to parse string as an integer (got 'x')"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from socialsim.scenarios.schema import Scenario
+from socialsim.scenarios.schema import Scenario, field_problems
 
 DATA_DIR = Path(__file__).parent / "data"
 SUFFIXES = (".yaml", ".yml", ".toml")
@@ -58,10 +58,5 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         scenario._file = str(path)
         return scenario
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
-            problems.append(f"  {field}: {err['msg']}{shown}")
-        raise ScenarioError(f"{path}: invalid scenario\n" + "\n".join(problems)) from None
+        problems = "".join(f"\n  {line}" for line in field_problems(exc))
+        raise ScenarioError(f"{path}: invalid scenario{problems}") from None

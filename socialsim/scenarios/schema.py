@@ -10,7 +10,22 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+
+def field_problems(exc: ValidationError, prefix: str = "") -> list[str]:
+    """pydantic's errors as lines a user can act on, one per problem: ``prefix.field: what was
+    expected (got value)``. Shared by the scenario loader, the architectures' sections and their
+    run parameters, so every bad file or ``--set`` value reads the same way."""
+    lines = []
+    for err in exc.errors():
+        field = ".".join([prefix] * bool(prefix) + [str(p) for p in err["loc"]]) or "(top level)"
+        message = err["msg"].removeprefix("Value error, ")
+        got = err.get("input")
+        # a whole section or list is not worth repeating, nor a value the message already quotes
+        quoted = isinstance(got, (dict, list)) or got is None or repr(got) in message
+        lines.append(f"{field}: {message}" + ("" if quoted else f" (got {got!r})"))
+    return lines
 
 
 class Strict(BaseModel):

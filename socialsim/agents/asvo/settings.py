@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from socialsim.agents.asvo.svo import SVO_TYPES
 from socialsim.agents.desires import DEGREE_STEP, DESIRES
+from socialsim.scenarios.schema import field_problems
 
 # Table 1 of the ASVO appendix, as architecture parameters (steps is the run length).
 PAPER_PRESET: dict[str, Any] = {
@@ -114,8 +115,7 @@ class ASVOSettings(_Strict):
         try:
             return cls.model_validate(params)
         except ValidationError as exc:
-            raise ValueError("asvo architecture parameters: " + "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+            raise ValueError("asvo architecture parameters: " + "; ".join(field_problems(exc))) from None
 
 
 class CatalogueAction(_Strict):
@@ -160,8 +160,8 @@ class ASVOScenario(_Strict):
         try:
             return cls.model_validate(scenario.asvo)
         except ValidationError as exc:
-            raise ValueError(f"{scenario.where}: invalid asvo section: " + "; ".join(
-                f"asvo.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+            raise ValueError(f"{scenario.where}: invalid asvo section: "
+                             + "; ".join(field_problems(exc, "asvo"))) from None
 
 
 def assign_svo(names: list[str], traits: dict[str, dict], settings: ASVOSettings, section: ASVOScenario,

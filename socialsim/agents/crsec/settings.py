@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from socialsim.scenarios.loader import ScenarioError
-from socialsim.scenarios.schema import Scenario
+from socialsim.scenarios.schema import Scenario, field_problems
 
 Stance = Literal["for", "against", "neutral"]
 _TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
@@ -228,14 +228,7 @@ def clock_text(total_minutes: int) -> str:
 
 
 def _problems(exc: ValidationError, prefix: str) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        got = err.get("input")
-        message = err["msg"].removeprefix("Value error, ")
-        shown = "" if isinstance(got, (dict, list)) or got is None or repr(got) in message else f" (got {got!r})"
-        lines.append(f"  {prefix}{'.' + loc if loc else ''}: {message}{shown}")
-    return "\n".join(lines)
+    return "\n".join(f"  {line}" for line in field_problems(exc, prefix))
 
 
 def load_settings(scenario: Scenario) -> CRSECSettings:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from socialsim.agents.emotion import EmotionWeights
 from socialsim.agents.itcmas.phenomenal import SimWeights
+from socialsim.scenarios.schema import field_problems
 
 Ablation = Literal["base", "ltrha", "memory", "driver", "full"]
 
@@ -155,9 +156,4 @@ def load_config(section: dict[str, Any] | None, params: dict[str, Any], where: s
     try:
         return ITCMASConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(section)'}: {e['msg'].removeprefix('Value error, ')}"
-            + ("" if isinstance(e.get("input"), (dict, list)) or e.get("input") is None else f" (got {e['input']!r})")
-            for e in exc.errors()
-        )
-        raise ValueError(f"{where}: invalid itcmas parameters: {problems}") from None
+        raise ValueError(f"{where}: invalid itcmas parameters: " + "; ".join(field_problems(exc))) from None
