@@ -377,6 +377,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"runs: {len(runs)} ({len(result.executed)} run now, {len(result.skipped)} already done, "
           f"{len(result.failed)} not completed)")
     print(f"live LLM calls: {int(runs['live_calls'].sum())}, live cost: ${runs['live_cost_usd'].sum():.4f}")
+    for problem in result.figure_problems:
+        print(f"warning: {problem}", file=sys.stderr)
     if args.export:
         from socialsim.batch.exports import export
 

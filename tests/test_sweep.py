@@ -376,3 +376,44 @@ def test_a_judge_that_is_also_a_grid_points_actors_model_fails_before_any_run(tm
                                              "'openai/gpt-4o-mini' is also an actors' model"):
         sweep(path, tmp_path / "out", progress=False)
     assert not (tmp_path / "out" / RUNS).exists() or not list((tmp_path / "out" / RUNS).iterdir())
+
+
+def test_a_figure_of_an_outcome_no_run_records_fails_before_any_run_and_names_the_near_ones(tmp_path):
+    path = write(tmp_path, "parameters:\n  arch: crsec\n  model: rules\n  steps: 1\n"
+                           "figures:\n  - {outcome: rule_decisions, x: arch}\n  - {outcome: adopton, x: arch}\n",
+                 "typo.yaml")
+    with pytest.raises(SweepFileError) as info:
+        sweep(path, tmp_path / "out", progress=False)
+    message = str(info.value)
+    assert message.startswith(f"{path}: figures.1.outcome: no run records 'adopton' (did you mean "
+                              "'adoption[be quiet in public]' or 'adoption[no smoking indoors]' or "
+                              "'adoption[tip after meals]'?); the runs record ")
+    assert "rule_decisions" in message.split("the runs record ")[1]
+    assert not list((tmp_path / "out" / RUNS).iterdir())
+
+
+def test_a_figure_of_an_outcome_only_finished_runs_record_is_drawn_when_the_sweep_is_run_again(tmp_path):
+    """The outcomes are those of every grid point, not only of the runs still to do."""
+    grid = {"name": "two", "seeds": [1], "steps": 1,
+            "parameters": {"arch": ["generic", "crsec"], "model": "rules"}}
+    first = sweep(grid, tmp_path / "s", progress=False)
+    again = sweep({**grid, "figures": [{"outcome": "adoption[no smoking indoors]", "x": "arch"}]},
+                  tmp_path / "s", progress=False)
+    assert len(again.skipped) == 2 and again.skipped == first.executed and not again.figure_problems
+    assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["adoption_no_smoking_indoors_-by-arch.png"]
+
+
+def test_a_figure_that_cannot_be_drawn_is_reported_and_the_others_are_still_drawn(tmp_path, capsys):
+    """After the runs, a figure of an outcome that is not a number cannot be drawn: a warning, not
+    a traceback that hides the results."""
+    from socialsim.cli import main
+
+    path = write(tmp_path, "seeds: [1]\nsteps: 1\nparameters:\n  arch: generic\n  model: [rules]\n"
+                           "figures:\n  - {outcome: model, x: arch}\n  - {outcome: rule_decisions, x: arch}\n",
+                 "words.yaml")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "s"), "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "runs: 1 (1 run now, 0 already done, 0 not completed)" in out
+    assert "warning: figures.0 (model by arch) not drawn: " in err and "Traceback" not in err
+    assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["rule_decisions-by-arch.png"]
+    assert (tmp_path / "s" / "runs.parquet").is_file()

@@ -7,8 +7,8 @@ and without ASVO; final adoption by number of entrepreneurs; Gini of resources b
 
 from __future__ import annotations
 
+import logging
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
@@ -16,6 +16,8 @@ import matplotlib
 matplotlib.use("Agg")  # figures are files; never open a window
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+
+log = logging.getLogger("socialsim.batch")
 
 if TYPE_CHECKING:
     from socialsim.batch.sweepfile import SweepSpec
@@ -61,16 +63,22 @@ def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = Non
     return fig
 
 
-def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[Path]:
-    """Write the figures a sweep file asks for to SWEEP_DIR/figures/."""
+def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
+    """Write the figures a sweep file asks for to SWEEP_DIR/figures/; return why any was not drawn
+    (the runs are saved by then: one bad figure must not hide the others or the results)."""
     out = result.sweep_dir / "figures"
     out.mkdir(exist_ok=True)
-    paths = []
-    for fig_spec in spec.figures:
-        fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue)
+    problems = []
+    for i, fig_spec in enumerate(spec.figures):
+        try:
+            fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue)
+        except (KeyError, TypeError, ValueError) as exc:  # a missing column, an outcome that is not a number
+            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # not KeyError's quoted repr
+            problems.append(f"figures.{i} ({fig_spec.outcome} by {fig_spec.x}) not drawn: {why}")
+            log.warning("%s: %s", spec.source, problems[-1])
+            continue
         name = "-".join(filter(None, [fig_spec.outcome, "by", fig_spec.x, fig_spec.hue and f"and-{fig_spec.hue}"]))
         path = out / f"{re.sub(r'[^\w.-]+', '_', name)}.png"
         fig.savefig(path, dpi=120)
         plt.close(fig)
-        paths.append(path)
-    return paths
+    return problems

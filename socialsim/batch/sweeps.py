@@ -21,6 +21,7 @@ How a sweep runs, and why:
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import logging
@@ -237,6 +238,7 @@ class SweepResult:
     runs: pd.DataFrame  # one row per planned run: parameters, status, usage, final outcomes
     executed: list[str] = field(default_factory=list)  # run ids run by this call
     skipped: list[str] = field(default_factory=list)  # run ids already done before it
+    figure_problems: list[str] = field(default_factory=list)  # the sweep file's figures not drawn, and why
 
     @property
     def failed(self) -> pd.DataFrame:
@@ -290,8 +292,7 @@ def sweep(
                          "listed twice); remove the duplicate values")
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
     if preflight:
-        pending = [p for p in planned if p.run_id not in set(skipped)]
-        check_grid(pending, spec)
+        check_grid(planned, spec, done=set(skipped))
     if cluster or scheduler or client is not None:
         from socialsim.batch.dask_backend import run_on_dask
 
@@ -305,32 +306,49 @@ def sweep(
     if figures and spec.figures:
         from socialsim.batch.figures import sweep_figures
 
-        sweep_figures(result, spec)
+        result.figure_problems = sweep_figures(result, spec)
     return result
 
 
-def check_grid(pending: list[PlannedRun], spec: SweepSpec) -> None:
+# Columns of the runs table besides the grid's parameters and the models' reporters (``summarize``).
+RUN_COLUMNS = ("run_id", "replicate", "rng", "status", "steps_done", "live_calls", "live_cost_usd", "step")
+
+
+def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = frozenset()) -> None:
     """Fail before the first run, naming the sweep file, if a grid point cannot be built (an
-    architecture parameter it rejects) or a model cannot be reached; a sweep should not stop
-    hours in on a typo."""
+    architecture parameter it rejects), a model of a run still to do cannot be reached, or a
+    figure asks for an outcome no run records; a sweep should not stop hours in on a typo."""
     from socialsim.llm.engines import check_models
 
     seen = set()
     judges: set[str] = set()  # models an architecture's settings name (a judge), beside the routes'
-    for p in pending:
+    outcomes: set[str] = set(RUN_COLUMNS) | set(spec.grid())
+    for p in planned:
         c = p.config
         key = json.dumps([c.scenario, c.arch, c.arch_params, c.model, c.routes], sort_keys=True, default=str)
-        if key in seen:
+        if key in seen or (p.run_id in done and not spec.figures):
             continue
         seen.add(key)
         # built with the run's own routes (so a judge that is also an actors' model is refused here),
         # on a dry-run gateway: nothing is asked of any model and no engine is loaded
         dry = Gateway(RouteTable(c.model, dict(c.routes)), ledger=Ledger(), dry_run=True)
         try:
-            judges |= SocietyModel(c.scenario, arch=c.arch, gateway=dry, rng=0, **c.arch_params).llm.models()
+            model = SocietyModel(c.scenario, arch=c.arch, gateway=dry, rng=0, **c.arch_params)
         except (ValueError, TypeError) as exc:
             where = ", ".join(f"{k}={encode(v)}" for k, v in p.params.items())
             raise SweepFileError(f"{spec.source}: parameters: the run with {where} cannot be built: {exc}") from None
+        outcomes |= set(model.datacollector.model_reporters)
+        if p.run_id not in done:
+            judges |= model.llm.models()
+    for i, figure in enumerate(spec.figures):
+        if figure.outcome not in outcomes:
+            # "adopton" or "adoption" finds every "adoption[<norm>]": names are compared without the bracket
+            near = set(difflib.get_close_matches(figure.outcome, {o.split("[")[0] for o in outcomes}, n=1))
+            close = sorted(o for o in outcomes if o.split("[")[0] in near)
+            raise SweepFileError(f"{spec.source}: figures.{i}.outcome: no run records {figure.outcome!r}"
+                                 + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
+                                 + f"; the runs record {', '.join(sorted(outcomes))}")
+    pending = [p for p in planned if p.run_id not in done]
     models = set().union(judges, *(RouteTable(p.config.model, p.config.routes).models() for p in pending))
     check_models(models, api_base=spec.api_base)
 
