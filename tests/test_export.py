@@ -112,3 +112,37 @@ def test_a_reproduction_exports_its_runs_by_arm_with_its_summary_and_findings(mo
     pd.testing.assert_frame_equal(back["findings"], pd.read_csv(tmp_path / "r" / "findings.csv"))
     assert back["findings"]["verdict"].tolist() == ["does not hold"]  # the measure gives 0: as written
     assert set(back["summary"]["label"]) == {"plain / A", "moved: B"}
+
+
+def test_a_sweeps_export_holds_the_runs_of_its_latest_grid_not_an_earlier_one_in_the_same_folder(tmp_path, caplog):
+    """A user who edits the grid and runs it into the same folder exports the runs the sweep's
+    table lists; the earlier grid's runs stay on disk but are not mixed in."""
+    first = {"name": "g", "seeds": [1], "steps": 1,
+             "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, False]}}
+    second = {**first, "parameters": {"arch": "crsec", "model": "rules", "enable_synthesis": [True, False]}}
+    earlier = sweep(first, tmp_path / "s", progress=False)
+    latest = sweep(second, tmp_path / "s", progress=False)
+    assert len(list((tmp_path / "s" / "runs").iterdir())) == 4
+    with caplog.at_level("INFO", logger="socialsim.batch"):
+        exp = export(tmp_path / "s", write=False)
+    assert sorted(exp.runs["run_id"]) == sorted(latest.runs["run_id"])
+    assert not set(exp.runs["run_id"]) & set(earlier.runs["run_id"])
+    assert set(exp.model["run_id"]) == set(exp.agents["run_id"]) == set(latest.runs["run_id"])
+    assert "2 run(s) of an earlier grid left out of the export" in caplog.text
+    # the sweep-wide `steps` is a parameter column like the grid's
+    assert exp.parameters == ["arch", "model", "enable_synthesis", "steps"]
+    assert exp.runs["steps"].tolist() == [1, 1]
+    assert sorted(exp.runs["enable_synthesis"]) == [False, True]
+
+
+def test_a_sweep_folder_without_its_list_of_runs_exports_every_run_in_it(sweep_dir, tmp_path):
+    """Sweep folders written before sweep.json listed its runs still export."""
+    import json
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(sweep_dir, old)
+    meta = json.loads((old / "sweep.json").read_text())
+    del meta["run_ids"]
+    (old / "sweep.json").write_text(json.dumps(meta))
+    assert sorted(export(old, write=False).runs["run_id"]) == sorted(export(sweep_dir, write=False).runs["run_id"])

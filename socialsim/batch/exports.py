@@ -10,6 +10,7 @@ arm too, and its ``summary.csv`` and ``findings.csv`` come along as they were wr
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from socialsim.batch.sweeps import RUNS, write_table
 from socialsim.model.runner import _tidy
 
 RUN_COLUMNS = ("run_id", "replicate", "rng")
+log = logging.getLogger("socialsim.batch")
 
 
 @dataclass
@@ -43,11 +45,20 @@ class Export:
                 **self.reproduction}
 
 
-def run_dirs(path: Path) -> list[Path]:
-    """The finished run directories of a sweep (``.partial-*`` folders are not results)."""
+def run_dirs(path: Path, run_ids: list[str] | None = None) -> list[Path]:
+    """The finished run directories of a sweep (``.partial-*`` folders are not results); with
+    ``run_ids`` (the sweep's latest grid) only those, leaving out runs of an earlier grid that
+    was run into the same folder."""
     root = path / RUNS
-    return sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")
+    dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")
                   and (d / "config.json").is_file())
+    if run_ids is None:  # a sweep folder written before sweep.json listed its runs
+        return dirs
+    wanted = set(run_ids)
+    if left_out := [d.name for d in dirs if d.name not in wanted]:
+        log.info("%s: %d run(s) of an earlier grid left out of the export: %s", path, len(left_out),
+                 ", ".join(left_out))
+    return [d for d in dirs if d.name in wanted]
 
 
 def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, ...] = ("parquet", "csv"),
@@ -59,8 +70,10 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
     reproduction: dict[str, pd.DataFrame] = {}
     if (path / RUNS).is_dir():
         sweep_meta = _json(path / "sweep.json")
-        dirs = run_dirs(path)
+        dirs = run_dirs(path, sweep_meta.get("run_ids"))
         names = list(sweep_meta.get("parameters", {}))
+        if sweep_meta.get("steps") is not None and "steps" not in names:  # steps set for the whole sweep
+            names.append("steps")
         seeds = sweep_meta.get("seed_list") or []
     elif (path / "config.json").is_file():
         dirs, seeds = [path], []

@@ -282,14 +282,15 @@ def sweep(
     (sweep_dir / RUNS).mkdir(parents=True, exist_ok=True)
     for stale in (sweep_dir / RUNS).glob(f"{PARTIAL}*"):  # left by a killed run; never a result
         shutil.rmtree(stale, ignore_errors=True)
-    (sweep_dir / "sweep.json").write_text(redact(json.dumps(
-        {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list()}, indent=2, default=str)))
-
     planned = plan(spec)
     ids = [p.run_id for p in planned]
     if len(set(ids)) != len(ids):
         raise ValueError("two grid points resolve to the same run (e.g. a parameter equal to its default "
                          "listed twice); remove the duplicate values")
+    # run_ids: the runs of this grid, so an export leaves out those of an earlier grid in the same folder
+    (sweep_dir / "sweep.json").write_text(redact(json.dumps(
+        {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list(), "run_ids": ids},
+        indent=2, default=str)))
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
     if preflight:
         check_grid(planned, spec, done=set(skipped))
