@@ -183,3 +183,23 @@ def test_a_check_of_the_whole_section_is_named_as_such_and_its_reason_shown_once
         Pair(low="x")
     assert field_problems(raised.value, "pair") == [
         "pair.low: Input should be a valid integer, unable to parse string as an integer (got 'x')"]
+
+
+def _presets():
+    return [(name, preset) for name in available_scenarios() for preset in load_scenario(name).presets]
+
+
+@pytest.mark.parametrize(("name", "preset"), _presets())
+def test_every_shipped_preset_builds_and_steps_on_the_rules(name, preset):
+    """A preset is a set of run parameters shipped in the file: each must be accepted by the
+    scenario's architecture (a renamed parameter would otherwise fail only when a user picks it)."""
+    from socialsim.model.runner import RunConfig
+    from socialsim.model.society import SocietyModel
+
+    config = RunConfig(scenario=name, preset=preset, model="rules", rng=1).resolved()
+    expected_steps = load_scenario(name).presets[preset].get("steps")
+    assert config.steps == (expected_steps or load_scenario(name).default_steps)
+    model = SocietyModel(name, arch=config.arch, model="rules", rng=1, **config.arch_params)
+    model.step()
+    totals = model.llm.ledger.totals()
+    assert model.steps == 1 and totals["rule_decisions"] > 0 and totals["fallbacks"] == totals["llm_failures"] == 0
