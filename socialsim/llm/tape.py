@@ -35,8 +35,8 @@ def append_line(path: Path, line: str) -> None:
         if fcntl is not None:
             fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            whole = _end_of_last_line(fh)
-            if whole < fh.seek(0, 2):
+            whole, end = _last_line_ends(fh)
+            if whole < end:
                 fh.seek(whole)
                 fh.truncate()
             fh.write(line.encode("utf-8") + b"\n")
@@ -46,13 +46,14 @@ def append_line(path: Path, line: str) -> None:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _end_of_last_line(fh, chunk: int = 1 << 16) -> int:
-    """The offset just after the file's last newline (0 if it has none): where a torn tail starts."""
+def _last_line_ends(fh, chunk: int = 1 << 16) -> tuple[int, int]:
+    """The offset just after the file's last newline (0 if it has none), where a torn tail starts,
+    and the file's end; equal when the last line is whole."""
     end = fh.seek(0, 2)
     if end:
         fh.seek(end - 1)
         if fh.read(1) == b"\n":
-            return end  # the usual case: the last line is whole
+            return end, end  # the usual case: the last line is whole
     position = end
     while position > 0:
         start = max(0, position - chunk)
@@ -60,9 +61,9 @@ def _end_of_last_line(fh, chunk: int = 1 << 16) -> int:
         block = fh.read(position - start)
         newline = block.rfind(b"\n")
         if newline >= 0:
-            return start + newline + 1
+            return start + newline + 1, end
         position = start
-    return 0
+    return 0, end
 
 
 class TapeMiss(LookupError):
