@@ -417,3 +417,25 @@ def test_a_figure_that_cannot_be_drawn_is_reported_and_the_others_are_still_draw
     assert "warning: figures.0 (model by arch) not drawn: " in err and "Traceback" not in err
     assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["rule_decisions-by-arch.png"]
     assert (tmp_path / "s" / "runs.parquet").is_file()
+
+
+def test_a_run_stopped_by_its_budget_is_redone_and_a_raised_budget_pays_only_for_the_calls_not_yet_made(
+        tmp_path, monkeypatch):
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as server:
+        spec = {"name": "budget", "seeds": [1, 2], "api_base": server.api_base, "max_calls": 15,
+                "parameters": {"arch": "generic", "model": "openai/fake-model", "steps": 3}}
+        stopped = sweep(spec, tmp_path / "s", progress=False, preflight=False)
+        assert stopped.runs["status"].str.startswith("stopped by budget").all()
+        assert (stopped.runs["live_calls"] == 15).all() and (stopped.runs["steps_done"] < 3).all()
+        assert len(stopped.failed) == 2 and not any(is_done(tmp_path / "s", i) for i in stopped.runs["run_id"])
+        before = len(server.requests)
+        done = sweep({**spec, "max_calls": 100}, tmp_path / "s", progress=False, preflight=False)
+        # the budget is not part of a run's identity: the same runs, continued
+        assert sorted(done.executed) == sorted(stopped.runs["run_id"]) and not done.skipped
+        assert (done.runs["status"] == "completed").all() and (done.runs["steps_done"] == 3).all()
+        # the calls the stopped runs made come from the shared tape; only the rest reach the server
+        assert (done.runs["live_calls"] == done.runs["llm_calls"] - stopped.runs["live_calls"]).all()
+        assert len(server.requests) - before == done.runs["live_calls"].sum() > 0
