@@ -1,6 +1,7 @@
 """Question kinds: strict parsing and validation of raw replies."""
 
 import json
+import re
 from typing import Literal
 
 import pytest
@@ -186,3 +187,74 @@ def test_a_list_item_that_copies_the_answer_format_is_no_answer():
     with pytest.raises(AnswerError, match="copies the answer format"):
         question.parse('{"items": ["buy bread", "the things to note down today"]}')
     assert question.parse('{"items": ["buy bread", "post the letters"]}').items == ["buy bread", "post the letters"]
+
+
+# --- each plain kind at its edges: what it accepts, what it refuses, the grammar the embedded model gets
+
+
+def test_yes_no_grammar_instruction_and_word_boundary():
+    q = YesNoQuestion()
+    assert q.gbnf() == 'root ::= ("Yes" | "No")' and q.instruction() == "Answer with one word: Yes or No."
+    assert q.json_schema() is None  # a plain-text kind: no response_format
+    for raw in ("Yesterday", "nothing", "Nope"):  # a word that starts like the answer is not the answer
+        with pytest.raises(AnswerError, match="expected Yes or No"):
+            q.parse(raw)
+    assert q.parse("```\nno\n```").yes is False and q.parse("yes!").yes is True
+
+
+@pytest.mark.parametrize("n", [2, 26])
+def test_a_letter_scale_takes_two_to_twenty_six_anchors(n):
+    q = LetterScaleQuestion(tuple(map(str, range(n))))
+    assert q.letters == "abcdefghijklmnopqrstuvwxyz"[:n]
+    assert q.gbnf() == f'root ::= "(" [a-{q.letters[-1]}] ")"'
+    assert q.parse(f"({q.letters[-1]})").level == n - 1
+
+
+@pytest.mark.parametrize("n", [0, 1, 27])
+def test_a_letter_scale_outside_two_to_twenty_six_anchors_is_refused(n):
+    with pytest.raises(ValueError, match="2 to 26 anchors"):
+        LetterScaleQuestion(tuple(map(str, range(n))))
+
+
+def test_a_letter_scale_lists_its_anchors_and_reads_the_usual_ways_of_writing_a_letter():
+    q = LetterScaleQuestion(("never", "sometimes", "always"))
+    assert q.instruction() == "(a) never\n(b) sometimes\n(c) always\nAnswer with one letter in parentheses, e.g. (a)."
+    for raw in ("(b)", "b)", "(B)", "b", "b.", "(b) sometimes"):
+        assert (q.parse(raw).letter, q.parse(raw).level) == ("b", 1), raw
+    for raw in ("bc", "(bc)", "sometimes", ""):
+        with pytest.raises(AnswerError, match="expected a letter like"):
+            q.parse(raw)
+    with pytest.raises(AnswerError, match=r"letter \(d\) is outside \(a\)-\(c\)"):
+        q.parse("(d)")
+
+
+def test_an_integer_question_at_its_bounds_and_its_grammar():
+    q = IntegerQuestion(-2, 3)
+    assert q.instruction() == "Answer with one whole number from -2 to 3 only."
+    assert q.gbnf() == 'root ::= ("-2" | "-1" | "0" | "1" | "2" | "3")'
+    assert [q.parse(raw).value for raw in ("-2", "3", "0 people", '"1"')] == [-2, 3, 0, 1]
+    for raw, why in (("-3", "-3 is outside -2-3"), ("4", "4 is outside -2-3"), ("12abc", "expected a whole number"),
+                     ("three", "expected a whole number"), ("", "expected a whole number")):
+        with pytest.raises(AnswerError, match=re.escape(why)):
+            q.parse(raw)
+    # a range too long to list: digits, with a sign only when negatives are allowed
+    assert IntegerQuestion(0, 201).gbnf() == "root ::= [0-9]+"
+    assert IntegerQuestion(-1, 200).gbnf() == 'root ::= "-"? [0-9]+'
+    assert IntegerQuestion(0, 200).gbnf().count("|") == 200  # 201 values listed
+
+
+def test_a_pick_one_question_needs_an_option_and_lists_them_numbered():
+    with pytest.raises(ValueError, match="at least one option"):
+        PickOneQuestion(())
+    q = PickOneQuestion(("wait", "leave"))
+    assert q.instruction() == "Options:\n1. wait\n2. leave\nAnswer with the number of one option only."
+    assert q.parse("Leave.").index == 1 and q.parse("option2").index == 1
+    with pytest.raises(AnswerError, match="not between 1 and 2"):
+        q.parse("0")
+
+
+def test_a_short_text_question_is_one_line_not_starting_with_a_quote():
+    q = ShortTextQuestion(max_chars=12)
+    assert q.instruction() == "Answer in one short line (at most 12 characters)."
+    assert q.gbnf() == 'root ::= [^\\n"] [^\\n]*'
+    assert q.parse("  `hi there`  \n").text == "hi there"
