@@ -184,3 +184,31 @@ def test_a_local_ollama_needs_no_key_and_an_unreachable_one_says_how_to_point_at
         check_models({"ollama/llama3.1"}, api_base="http://127.0.0.1:9")
     assert str(down.value).endswith("is its server running? --api-base URL gives its address")
     assert "ssl:<" not in str(down.value)  # aiohttp's SSL context, by its memory address
+
+
+def test_names_the_figure_font_lacks_are_noted_once_not_warned_per_glyph(tmp_path, caplog, recwarn):
+    """A scenario with CJK names: matplotlib's default font has no such glyphs and warns once per
+    character per figure; the run says it once, naming the characters and the remedy."""
+    from socialsim.scenarios.loader import scenario_path
+
+    path = tmp_path / "cafe.yaml"
+    path.write_text(scenario_path("hobbs-cafe").read_text(encoding="utf-8").replace("Isabella Rodriguez", "李雷"),
+                    encoding="utf-8")
+    with caplog.at_level("WARNING", logger="socialsim"):
+        result = run(RunConfig(scenario=str(path), model="rules", steps=2), tmp_path / "r", progress=False)
+    assert result.status == "completed" and "李雷" in (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    notes = [r.getMessage() for r in caplog.records if "drawn as boxes" in r.getMessage()]
+    assert notes == [f"{tmp_path / 'r'}: the figures' font has no 李 雷, drawn as boxes; install a font that has "
+                     "them (e.g. Debian's fonts-noto-cjk) and add it to font.sans-serif in a matplotlibrc"]
+    assert not [w for w in recwarn if "Glyph" in str(w.message)]
+
+
+def test_the_glyph_note_lets_every_other_warning_through():
+    import warnings
+
+    from socialsim.metrics.report import missing_glyphs_noted
+
+    with pytest.warns(DeprecationWarning, match="old call"), missing_glyphs_noted("here"):
+        warnings.warn("Glyph 26446 (\\N{CJK UNIFIED IDEOGRAPH-674E}) missing from font(s) DejaVu Sans.", UserWarning,
+                      stacklevel=1)
+        warnings.warn("old call", DeprecationWarning, stacklevel=1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
@@ -16,6 +17,8 @@ import matplotlib
 matplotlib.use("Agg")  # figures are files; never open a window
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from socialsim.metrics.report import missing_glyphs_noted  # noqa: E402
 
 log = logging.getLogger("socialsim.batch")
 
@@ -69,6 +72,12 @@ def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
     out = result.sweep_dir / "figures"
     out.mkdir(exist_ok=True)
     problems = []
+    with missing_glyphs_noted(str(out)):
+        _draw(result, spec, out, problems)
+    return problems
+
+
+def _draw(result: SweepResult, spec: SweepSpec, out: Path, problems: list[str]) -> None:
     for i, fig_spec in enumerate(spec.figures):
         try:
             fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue)
@@ -81,4 +90,3 @@ def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
         path = out / f"{re.sub(r'[^\w.-]+', '_', name)}.png"
         fig.savefig(path, dpi=120)
         plt.close(fig)
-    return problems

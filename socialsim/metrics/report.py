@@ -8,7 +8,10 @@ interaction heat map and LLM calls per step.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import re
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,29 @@ if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
 
 log = logging.getLogger("socialsim")
+
+
+_MISSING_GLYPH = re.compile(r"^Glyph (\d+) .*missing from font")
+
+
+@contextmanager
+def missing_glyphs_noted(where: str) -> Iterator[None]:
+    """Figures whose names or texts hold characters the font lacks (CJK names with matplotlib's
+    DejaVu Sans) draw them as boxes and warn once per character and figure; say it once, with the
+    characters and the remedy, and let every other warning through."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    missing: dict[str, None] = {}
+    for w in caught:
+        if issubclass(w.category, UserWarning) and (m := _MISSING_GLYPH.match(str(w.message))):
+            missing[chr(int(m[1]))] = None
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    if missing:
+        log.warning("%s: the figures' font has no %s, drawn as boxes; install a font that has them "
+                    "(e.g. Debian's fonts-noto-cjk) and add it to font.sans-serif in a matplotlibrc",
+                    where, " ".join(missing))
 
 
 def end_of_run_measurement[T](model: SocietyModel, what: str, measure: Callable[[], T]) -> T | None:
@@ -97,6 +123,11 @@ def usage_markdown(model: SocietyModel) -> str:
 
 
 def write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[str]) -> Path:
+    with missing_glyphs_noted(str(run_dir)):
+        return _write_report(model, run_dir, status, notes)
+
+
+def _write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[str]) -> Path:
     figures = run_dir / "figures"
     figures.mkdir(exist_ok=True)
     # the architecture's sections first: their measurements may ask a model (their calls belong in
