@@ -51,6 +51,9 @@ def test_export_frames_are_tidy_and_tagged(sweep_dir):
     # runs: parameters, status and the last model row
     last = exp.model.sort_values("step").groupby("run_id").tail(1).set_index("run_id")["rule_decisions"]
     assert exp.runs.set_index("run_id")["rule_decisions"].to_dict() == last.to_dict()
+    # the replicate is the seed's place in the sweep's seeds (1, 2), in every frame
+    assert sorted(zip(exp.runs["rng"], exp.runs["replicate"], strict=True)) == [(1, 0), (1, 0), (2, 1), (2, 1)]
+    assert (exp.agents["replicate"] == exp.agents["rng"] - 1).all()
 
 
 def test_run_directory_exports_like_a_one_run_sweep(tmp_path):
@@ -112,6 +115,9 @@ def test_a_reproduction_exports_its_runs_by_arm_with_its_summary_and_findings(mo
     pd.testing.assert_frame_equal(back["findings"], pd.read_csv(tmp_path / "r" / "findings.csv"))
     assert back["findings"]["verdict"].tolist() == ["does not hold"]  # the measure gives 0: as written
     assert set(back["summary"]["label"]) == {"plain / A", "moved: B"}
+    # every arm's scenario, architecture, model and preset are parameter columns, with its own parameters
+    assert exp.parameters == ["scenario", "arch", "model", "preset", "social"]
+    assert runs.loc["plain___A/seed-1", ["scenario", "arch", "model"]].tolist() == ["hobbs-cafe", "generic", "rules"]
 
 
 def test_a_sweeps_export_holds_the_runs_of_its_latest_grid_not_an_earlier_one_in_the_same_folder(tmp_path, caplog):
@@ -146,3 +152,32 @@ def test_a_sweep_folder_without_its_list_of_runs_exports_every_run_in_it(sweep_d
     del meta["run_ids"]
     (old / "sweep.json").write_text(json.dumps(meta))
     assert sorted(export(old, write=False).runs["run_id"]) == sorted(export(sweep_dir, write=False).runs["run_id"])
+
+
+def test_a_run_directory_exports_its_scenario_and_architecture_parameters(tmp_path):
+    result = run(RunConfig(scenario="makerspace", arch="crsec", model="rules", steps=1, rng=4,
+                           arch_params={"enable_chat": False, "temptation": 0.25}), tmp_path / "r", progress=False)
+    exp = export(result.run_dir, write=False)
+    assert exp.parameters == ["scenario", "arch", "model", "enable_chat", "temptation"]
+    row = exp.runs.iloc[0]
+    assert (row["scenario"], row["arch"], row["model"], row["enable_chat"], row["temptation"]) == (
+        "makerspace", "crsec", "rules", False, 0.25)
+    assert (row["replicate"], row["rng"]) == (0, 4)  # one run: replicate 0 whatever its seed
+    assert set(exp.agents["temptation"]) == {0.25}
+
+
+def test_a_run_missing_one_of_its_frames_still_exports_the_others(tmp_path):
+    """A run directory copied without a file (or written by an older version) is not an error."""
+    result = run(RunConfig(arch="generic", model="rules", steps=1, rng=1), tmp_path / "r", progress=False)
+    (result.run_dir / "llm_calls.parquet").unlink()
+    exp = export(result.run_dir, write=False)
+    assert exp.llm_calls.empty and len(exp.agents) == 10 and exp.runs["status"].tolist() == ["completed"]
+
+
+def test_an_export_goes_to_a_new_nested_folder_in_the_formats_asked(sweep_dir, tmp_path):
+    out = tmp_path / "a" / "b" / "export"
+    export(sweep_dir, out, formats=("parquet",))
+    assert (out / "runs.parquet").is_file() and (out / "tables" / "events.parquet").is_file()
+    assert not list(out.rglob("*.csv"))
+    with pytest.raises(ValueError, match="unknown export format"):
+        export(sweep_dir, tmp_path / "x", formats=("xlsx",))

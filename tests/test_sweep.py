@@ -439,3 +439,59 @@ def test_a_run_stopped_by_its_budget_is_redone_and_a_raised_budget_pays_only_for
         # the calls the stopped runs made come from the shared tape; only the rest reach the server
         assert (done.runs["live_calls"] == done.runs["llm_calls"] - stopped.runs["live_calls"]).all()
         assert len(server.requests) - before == done.runs["live_calls"].sum() > 0
+
+
+def test_a_sweep_file_that_is_missing_misnamed_or_not_a_mapping_is_named(tmp_path):
+    with pytest.raises(SweepFileError, match=re.escape(f"{tmp_path / 'none.yaml'}: no such sweep file")):
+        load_sweep(tmp_path / "none.yaml")
+    path = write(tmp_path, "name: x\n", "sweep.json")
+    with pytest.raises(SweepFileError, match=re.escape(f"{path}: expected a .yaml, .yml or .toml sweep file")):
+        load_sweep(path)
+    path = write(tmp_path, "- name: x\n", "list.yml")
+    with pytest.raises(SweepFileError, match=re.escape(f"{path}: expected a mapping of sweep fields at the top level")):
+        load_sweep(path)
+    path = write(tmp_path, "name = [\n", "broken.toml")
+    with pytest.raises(SweepFileError, match=re.escape(f"{path}: not valid TOML: ")):
+        load_sweep(path)
+
+
+def test_a_scenario_file_beside_the_sweep_file_is_found_from_any_folder(tmp_path, monkeypatch):
+    from socialsim.scenarios.loader import DATA_DIR
+
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "my-cafe.yaml").write_text((DATA_DIR / "hobbs-cafe.yaml").read_text())
+    path = write(study, "parameters:\n  scenario: [my-cafe.yaml, hobbs-cafe]\n  arch: generic\n", "s.yaml")
+    monkeypatch.chdir(tmp_path)  # not the sweep file's folder
+    spec = load_sweep(path)
+    assert spec.parameters["scenario"] == [str(study / "my-cafe.yaml"), "hobbs-cafe"]
+    assert spec.name == "s"  # a file without a name is named after itself
+
+
+def test_a_shared_tape_skips_a_torn_line_left_mid_file_by_an_older_version_and_reads_on(tmp_path, caplog):
+    """Before appends cut a torn tail, a killed writer's half line could end up mid-file: the
+    lines after it are still read, the torn one is skipped with a warning naming the tape, and
+    later appends are read from where the reader stopped, without warnings."""
+    from dataclasses import asdict
+
+    from socialsim.batch.sweeps import SharedTape
+    from socialsim.llm.tape import Tape, TapeRecord, append_line
+
+    def record(key):
+        return TapeRecord(key, "m", "Op", 1, 1, [{"role": "user", "content": "hi"}], {}, "ok", 1, 1, 0.0, 0.0)
+
+    path = tmp_path / "tape.jsonl"
+    Tape(path).add(record("a"))
+    whole = path.read_text()
+    Tape(path).add(record("b"))
+    path.write_text(whole + '{"key": "torn", "mod\n' + path.read_text()[len(whole):])  # a, torn, b
+    with caplog.at_level("WARNING", logger="socialsim.batch"):
+        reader = SharedTape(path)
+    assert reader.get("a") is not None and reader.get("b") is not None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: skipping a torn tape line (a run killed while writing)"]
+    caplog.clear()
+    for key in ("c", "d", "e"):  # one at a time: each miss re-reads only what was appended since
+        append_line(path, json.dumps(asdict(record(key))))  # what another run's tape writes
+        assert reader.get(key).key == key
+    assert not caplog.records and list(reader.used) == ["a", "b", "c", "d", "e"]
