@@ -172,6 +172,11 @@ def test_a_run_missing_one_of_its_frames_still_exports_the_others(tmp_path):
     (result.run_dir / "llm_calls.parquet").unlink()
     exp = export(result.run_dir, write=False)
     assert exp.llm_calls.empty and len(exp.agents) == 10 and exp.runs["status"].tolist() == ["completed"]
+    # a run stopped before its first step has a model frame without rows: its run row has no outcomes
+    model = pd.read_parquet(result.run_dir / "model.parquet")
+    model.iloc[:0].to_parquet(result.run_dir / "model.parquet")
+    row = export(result.run_dir, write=False).runs.iloc[0]
+    assert row["status"] == "completed" and "rule_decisions" not in row.index
 
 
 def test_an_export_goes_to_a_new_nested_folder_in_the_formats_asked(sweep_dir, tmp_path):

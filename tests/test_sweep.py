@@ -495,3 +495,20 @@ def test_a_shared_tape_skips_a_torn_line_left_mid_file_by_an_older_version_and_r
         append_line(path, json.dumps(asdict(record(key))))  # what another run's tape writes
         assert reader.get(key).key == key
     assert not caplog.records and list(reader.used) == ["a", "b", "c", "d", "e"]
+
+
+def test_a_sweep_whose_runs_are_all_done_asks_nothing_of_their_models(tmp_path, monkeypatch):
+    """Checking the models is for the runs still to do: a finished sweep opened again (to redraw
+    its figures, to export) does not need its provider's key or endpoint any more."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as server:
+        spec = {"name": "done", "seeds": [1], "api_base": server.api_base, "steps": 1,
+                "parameters": {"arch": "generic", "model": "openai/fake-model"}}
+        first = sweep(spec, tmp_path / "s", progress=False)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    again = sweep({**spec, "figures": [{"outcome": "llm_calls", "x": "arch"}]}, tmp_path / "s", progress=False)
+    assert again.skipped == first.executed and not again.executed
+    with pytest.raises(ModelUnavailable, match="needs OPENAI_API_KEY"):  # a run still to do is checked
+        sweep({**spec, "seeds": [1, 2]}, tmp_path / "s", progress=False)
