@@ -1,6 +1,7 @@
 """Default model resolution, route files, and the social-network world."""
 
 import random
+import re
 
 import pytest
 
@@ -27,6 +28,22 @@ def test_route_file_and_command_line_routes(tmp_path):
     path.write_text("- just a list\n")
     with pytest.raises(ValueError, match="expected a mapping"):
         RouteTable.from_file(path)
+
+
+@pytest.mark.parametrize("text", ["Elim", "Elim=", "=rules", " = ", ""])
+def test_a_command_line_route_needs_an_operation_and_a_model(text):
+    with pytest.raises(ValueError, match=re.escape(f"--route expects OPERATION=MODEL (e.g. Elim=rules), got {text!r}")):
+        parse_route(text)
+
+
+def test_a_route_splits_at_its_first_equals_sign_and_a_route_file_may_name_only_a_default(tmp_path):
+    assert parse_route("Elim=hosted_vllm/m=q4") == ("Elim", "hosted_vllm/m=q4")
+    path = tmp_path / "routes.yaml"
+    path.write_text("default: openai/gpt-4o\n")
+    assert RouteTable.from_file(path) == RouteTable("openai/gpt-4o", {})
+    assert RouteTable.from_file(path, default="rules").default == "rules"  # --model wins over the file
+    path.write_text("")
+    assert RouteTable.from_file(path) == RouteTable(EMBEDDED, {})
 
 
 class Person:

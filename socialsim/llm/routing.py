@@ -47,6 +47,3 @@ class RouteTable:
         if not isinstance(data, dict) or not isinstance(data.get("routes", {}), dict):
             raise ValueError(f"{path}: expected a mapping with 'default' and 'routes'")
         return cls(default=default or data.get("default") or EMBEDDED, routes=dict(data.get("routes", {})))
-
-    def to_dict(self) -> dict:
-        return {"default": self.default, "routes": dict(self.routes)}
