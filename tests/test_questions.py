@@ -5,7 +5,7 @@ import re
 from typing import Literal
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from socialsim.llm.questions import (
     AnswerError,
@@ -36,7 +36,7 @@ def test_pick_one_by_number_or_exact_text():
     assert q.parse("use chair 1").index == 1
     with pytest.raises(AnswerError, match="not between 1 and 3"):
         q.parse("4")
-    with pytest.raises(AnswerError):
+    with pytest.raises(AnswerError, match="^expected an option number 1-3, got 'the second one'$"):
         q.parse("the second one")
 
 
@@ -212,7 +212,7 @@ def test_a_letter_scale_takes_two_to_twenty_six_anchors(n):
 
 @pytest.mark.parametrize("n", [0, 1, 27])
 def test_a_letter_scale_outside_two_to_twenty_six_anchors_is_refused(n):
-    with pytest.raises(ValueError, match="2 to 26 anchors"):
+    with pytest.raises(ValueError, match="^a letter scale needs 2 to 26 anchors$"):
         LetterScaleQuestion(tuple(map(str, range(n))))
 
 
@@ -244,7 +244,7 @@ def test_an_integer_question_at_its_bounds_and_its_grammar():
 
 
 def test_a_pick_one_question_needs_an_option_and_lists_them_numbered():
-    with pytest.raises(ValueError, match="at least one option"):
+    with pytest.raises(ValueError, match="^a pick-one question needs at least one option$"):
         PickOneQuestion(())
     q = PickOneQuestion(("wait", "leave"))
     assert q.instruction() == "Options:\n1. wait\n2. leave\nAnswer with the number of one option only."
@@ -258,3 +258,90 @@ def test_a_short_text_question_is_one_line_not_starting_with_a_quote():
     assert q.instruction() == "Answer in one short line (at most 12 characters)."
     assert q.gbnf() == 'root ::= [^\\n"] [^\\n]*'
     assert q.parse("  `hi there`  \n").text == "hi there"
+
+
+def test_a_short_text_answer_that_is_empty_or_has_quote_like_letters_at_its_ends():
+    q = ShortTextQuestion()
+    for raw in ("", "``` ```", '""'):
+        with pytest.raises(AnswerError, match="^the answer was empty$"):
+            q.parse(raw)
+    assert q.parse("XOXO").text == "XOXO"  # only quotes, backticks and blanks are stripped
+
+
+class _Verdict(BaseModel):
+    verdict: Literal["no normative information found", "a norm was found here"]
+
+
+def test_an_answer_that_is_a_long_option_of_the_format_without_a_default_is_an_answer():
+    assert RecordQuestion(_Verdict).parse('{"verdict": "a norm was found here"}').verdict == "a norm was found here"
+
+
+def test_bounded_integers_become_enums_up_to_two_hundred_and_one_values():
+    from socialsim.llm.questions import _bounded_integers_as_enums as enums
+
+    assert enums({"type": "integer", "minimum": -1, "maximum": 2, "description": "d"}) == {
+        "description": "d", "enum": [-1, 0, 1, 2]}
+    assert enums({"type": "integer", "minimum": 0, "maximum": 200})["enum"] == list(range(201))
+    wide = {"type": "integer", "minimum": 0, "maximum": 201}
+    assert enums(wide) == wide  # too many to list: the bounds stay (checked on parsing)
+    assert enums({"type": "integer", "minimum": 100, "maximum": 250})["enum"][-1] == 250  # the width, not the sum
+    for kept in ({"type": "integer", "minimum": 1}, {"type": "number", "minimum": 0, "maximum": 1},
+                 {"type": "integer", "minimum": 0.5, "maximum": 3}):
+        assert enums(kept) == kept
+    assert enums({"anyOf": [{"type": "integer", "minimum": 1, "maximum": 2}, {"type": "null"}]}) == {
+        "anyOf": [{"enum": [1, 2]}, {"type": "null"}]}
+
+
+class _Coded(BaseModel):
+    digits: str = Field(pattern=r"^\d+$")
+    word: str = Field(pattern=r"^\w+$")
+    blank: str = Field(pattern=r"^\s*$")
+    line: str
+
+
+def test_a_record_grammar_keeps_pattern_classes_and_refuses_control_characters_in_strings():
+    """llama.cpp's converter writes a pattern's lone class as a quoted literal ("\\d": the letter d)."""
+    grammar = RecordQuestion(_Coded).gbnf()
+    assert "[0-9]+" in grammar and "[A-Za-z0-9_]+" in grammar and "[ \\t]*" in grammar
+    assert '"\\d"' not in grammar and '"\\w"' not in grammar and '"\\s"' not in grammar
+    # the string character rule itself (not a renamed copy) leaves out control characters: no raw newline
+    assert any(line.startswith('char ::= [^"\\\\\\x7F\\x00-\\x1F]') for line in grammar.splitlines())
+
+
+class _Inner(BaseModel):
+    size: int = Field(ge=1, le=3)
+
+
+class _Outer(BaseModel):
+    name: str
+    inner: _Inner
+    other: int = Field(ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.inner.size == 3 and self.other == 1:
+            raise ValueError("a size of 3 needs other 0")
+        return self
+
+
+def test_a_record_is_read_from_its_first_brace_to_its_last_and_its_problems_are_named_by_path():
+    question = RecordQuestion(_Outer)
+    parsed = question.parse('Sure! {"name": "a", "inner": {"size": 2}, "other": 0}. Anything else?')
+    assert (parsed.name, parsed.inner.size) == ("a", 2)
+    with pytest.raises(AnswerError) as raised:
+        question.parse('{"name": "a", "inner": {"size": 9}, "other": 5}')
+    assert str(raised.value) == ("invalid record: inner.size: Input should be less than or equal to 3; "
+                                 "other: Input should be less than or equal to 1")
+    with pytest.raises(AnswerError, match="^invalid record: record: Value error, a size of 3 needs other 0$"):
+        question.parse('{"name": "a", "inner": {"size": 3}, "other": 1}')
+
+
+class _Chain(BaseModel):
+    label: str
+    next: "_Chain | None" = None
+
+
+def test_a_record_that_refers_to_itself_through_a_choice_is_shown_once_then_by_reference():
+    shown = json.loads(RecordQuestion(_Chain).instruction().split("\n", 1)[1])
+    assert shown["properties"]["next"]["anyOf"][0] == {"$ref": "#/$defs/_Chain"}
+    assert shown["$defs"]["_Chain"]["properties"]["next"]["anyOf"][0] == {"$ref": "#/$defs/_Chain"}
