@@ -21,6 +21,7 @@ def test_requests_per_minute_are_spaced_once_the_burst_is_spent():
 
     asyncio.run(go())
     assert slept == [1.0, 1.0]  # 60 at once (a full bucket), then one per second
+    assert limiter.waited_s == 2.0  # every wait counted
 
 
 def test_tokens_per_minute_limit_large_requests():
@@ -84,3 +85,17 @@ def test_the_shared_limiter_is_one_per_model_and_limits():
     assert shared_limiter("openai/y", 60, None) is not a
     assert shared_limiter("openai/x", 30, None) is not a and shared_limiter("openai/x", 60, 1000) is not a
     assert (a.requests.capacity, a.tokens) == (60.0, None)
+    assert shared_limiter("openai/z", None, 1000).tokens.capacity == 1000.0
+
+
+def test_a_partly_full_bucket_waits_only_for_the_missing_tokens_and_a_call_without_a_count_uses_none():
+    limiter, now = simulated(tpm=600)  # 10 tokens/s
+
+    async def go():
+        await limiter.acquire(tokens=400)  # 200 left
+        await limiter.acquire()  # no token count: nothing taken from the bucket
+        assert limiter.tokens.level == 200.0 and now[0] == 0.0
+        await limiter.acquire(tokens=300)  # 100 missing: 10 s
+
+    asyncio.run(go())
+    assert now[0] == 10.0 and limiter.tokens.level == 0.0
