@@ -77,7 +77,8 @@ class Ledger:
         b = self.budget
         with self._lock:
             if b.max_calls is not None and self.live_calls + self._in_flight >= b.max_calls:
-                raise BudgetExhausted(f"max_calls={b.max_calls} reached ({self.live_calls} live LLM calls)")
+                raise BudgetExhausted(f"max_calls={b.max_calls} reached ({self.live_calls} live LLM calls made, "
+                                      f"{self._in_flight} in flight)")
             if b.max_cost is not None and self.live_cost + self._reserved_usd + reserve_usd > b.max_cost:
                 raise BudgetExhausted(f"max_cost=${b.max_cost:g} reached (${self.live_cost:.4f} spent, "
                                       f"${self._reserved_usd:.4f} reserved by calls in flight, "
