@@ -141,7 +141,7 @@ def test_an_invalid_parameter_value_is_named_with_the_range_it_breaks():
     message = str(caught.value)
     assert message.splitlines() == ["invalid crsec parameters",
                                     "  crsec.synthesis_threshold: Input should be greater than or equal to 1 (got -1)",
-                                    "  crsec.memory_decay: Input should be greater than 0"]
+                                    "  crsec.memory_decay: Input should be greater than 0 (got 0)"]
 
 
 def test_settings_model_has_sensible_defaults():

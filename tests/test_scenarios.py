@@ -203,3 +203,25 @@ def test_every_shipped_preset_builds_and_steps_on_the_rules(name, preset):
     model.step()
     totals = model.llm.ledger.totals()
     assert model.steps == 1 and totals["rule_decisions"] > 0 and totals["fallbacks"] == totals["llm_failures"] == 0
+
+
+def test_a_number_is_always_shown_and_a_text_the_message_quotes_is_not_repeated():
+    from pydantic import Field, ValidationError, field_validator
+
+    from socialsim.scenarios.schema import Strict, field_problems
+
+    class Section(Strict):
+        rate: float = Field(0.5, gt=0)
+        place: str = "cafe"
+
+        @field_validator("place")
+        @classmethod
+        def _known(cls, v):
+            if v != "cafe":
+                raise ValueError(f"unknown place {v!r}")
+            return v
+
+    with pytest.raises(ValidationError) as raised:
+        Section(rate=0, place="attic")
+    assert field_problems(raised.value, "s") == ["s.rate: Input should be greater than 0 (got 0)",
+                                                 "s.place: unknown place 'attic'"]

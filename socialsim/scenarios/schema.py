@@ -22,8 +22,9 @@ def field_problems(exc: ValidationError, prefix: str = "") -> list[str]:
         field = ".".join([prefix] * bool(prefix) + [str(p) for p in err["loc"]]) or "(top level)"
         message = err["msg"].removeprefix("Value error, ")
         got = err.get("input")
-        # a whole section or list is not worth repeating, nor a value the message already quotes
-        quoted = isinstance(got, (dict, list)) or got is None or repr(got) in message
+        # a whole section or list is not worth repeating, nor a text the message already quotes
+        # (a number is always shown: "greater than 0" does not say that 0 was given)
+        quoted = isinstance(got, (dict, list)) or got is None or (isinstance(got, str) and repr(got) in message)
         lines.append(f"{field}: {message}" + ("" if quoted else f" (got {got!r})"))
     return lines
 
