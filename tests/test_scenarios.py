@@ -225,3 +225,29 @@ def test_a_number_is_always_shown_and_a_text_the_message_quotes_is_not_repeated(
         Section(rate=0, place="attic")
     assert field_problems(raised.value, "s") == ["s.rate: Input should be greater than 0 (got 0)",
                                                  "s.place: unknown place 'attic'"]
+
+
+def test_two_areas_overlap_exactly_when_they_share_a_grid_cell():
+    """Checked against the cells each covers, for every placement around a 3x2 area."""
+    from socialsim.scenarios.schema import AreaSpec, _overlap
+
+    a = AreaSpec(name="a", x=4, y=4, width=3, height=2)
+    cells_a = {(x, y) for x in range(4, 7) for y in range(4, 6)}
+    for bx in range(0, 10):
+        for by in range(0, 9):
+            b = AreaSpec(name="b", x=bx, y=by, width=2, height=3)
+            cells_b = {(x, y) for x in range(bx, bx + 2) for y in range(by, by + 3)}
+            assert _overlap(a, b) == _overlap(b, a) == bool(cells_a & cells_b), (bx, by)
+
+
+def test_every_problem_of_a_scenario_file_is_on_its_own_line_and_an_unknown_name_lists_the_known(tmp_path):
+    path = tmp_path / "two.yaml"
+    path.write_text(GOOD.replace("width: 2", "width: -2").replace("name: tiny", "name: tiny\nsteps: 0"))
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario(path)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == f"{path}: invalid scenario" and len(lines) == 3
+    assert all(line.startswith("  ") for line in lines[1:])
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario("atlantis")
+    assert str(raised.value).endswith("not one of " + ", ".join(available_scenarios()))
