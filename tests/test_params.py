@@ -124,3 +124,98 @@ def test_each_kind_of_bound_reads_as_written():
     limits = {name: _param(name, f).limits() for name, f in Knobs.model_fields.items()}
     assert limits == {"closed": "[0, 1]", "half_open": "(0, 1]", "open_": "(0, 1)", "below": "< 10",
                       "at_most": "<= 10", "above": "> 0", "free": ""}
+
+
+# --- each kind of declaration, as the dashboard's control and `--set` see it (toy settings) --------
+
+def _toy_settings():
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class Sub(BaseModel):
+        w: float = 0.5
+
+    class Toy(BaseModel):
+        rate: float | None = Field(0.5, description="an optional number with a value")
+        step: float | None = Field(None, gt=0, description="an optional number without one")
+        either: int | str = Field(1, description="two kinds")
+        mode: Literal["x", "y"] = Field("x", description="a choice")
+        plain: bool = True
+        weights: Sub = Field(default_factory=Sub, description="a section")
+        items: list[int] = Field(default_factory=lambda: [1, 2], description="a list")
+        needed: int = Field(ge=1, description="no default")
+        share: float = Field(0.5, gt=0, lt=1, description="strictly between")
+        name: str = Field("a", description="some text")
+
+    return Toy
+
+
+def test_each_kind_of_declaration_becomes_the_parameter_it_needs():
+    from socialsim.agents.params import _param
+
+    toy = _toy_settings()
+    got = {name: _param(name, field) for name, field in toy.model_fields.items()}
+    shown = {n: (p.kind, p.default, p.low, p.high, p.low_open, p.high_open, p.required) for n, p in got.items()}
+    assert shown == {
+        "rate": ("float", 0.5, None, None, False, False, False),  # optional with a value: still a number
+        "step": ("json", None, 0, None, True, False, False),  # optional without one: null allowed
+        "either": ("json", 1, None, None, False, False, False),
+        "mode": ("choice", "x", None, None, False, False, False),
+        "plain": ("bool", True, None, None, False, False, False),
+        "weights": ("json", {"w": 0.5}, None, None, False, False, False),  # a section as its values
+        "items": ("json", [1, 2], None, None, False, False, False),  # a default factory called
+        "needed": ("int", None, 1, None, False, False, True),
+        "share": ("float", 0.5, 0, 1, True, True, False),
+        "name": ("text", "a", None, None, False, False, False),
+    }
+    assert got["mode"].choices == ("x", "y") and got["plain"].help == "" and got["rate"].help == (
+        "an optional number with a value")
+
+
+def test_set_values_are_read_as_people_write_them(monkeypatch):
+    from socialsim.agents import params
+
+    monkeypatch.setattr(params, "settings_model", lambda arch: _toy_settings())
+    read = [params.parse_assignments("toy", [f"step={raw}"])["step"] for raw in ("null", "None", "NULL", "2.5")]
+    assert read == [None, None, None, 2.5]
+    read = [params.parse_assignments("toy", [f"plain={raw}"])["plain"]
+            for raw in ("on", "YES", "true", "Off", "no", "FALSE")]
+    assert read == [True, True, True, False, False, False]
+    assert params.parse_assignments("toy", ["name=a=b", "items=[3, 4]"]) == {"name": "a=b", "items": [3, 4]}
+    assert params.parse_assignments("toy", ["toy.name= spaced "]) == {"name": "spaced"}
+    with pytest.raises(ParamError, match=r"^--set 'toy\.x\.name=1': 'toy\.x' is not the architecture of this run \('toy'\)$"):
+        params.parse_assignments("toy", ["toy.x.name=1"])
+
+
+def test_a_refused_set_value_says_what_was_expected_and_why(monkeypatch):
+    from socialsim.agents import params
+
+    monkeypatch.setattr(params, "settings_model", lambda arch: _toy_settings())
+
+    def refusal(item):
+        with pytest.raises(ParamError) as raised:
+            params.parse_assignments("toy", [item])
+        return str(raised.value)
+
+    assert refusal("nope=1") == ("--set 'nope=1': unknown toy parameter 'nope'; known: rate, step, either, mode, "
+                                 "plain, weights, items, needed, share, name")
+    assert refusal("mode=z") == "--set 'mode=z': toy.mode expects one of x, y (Input should be 'x' or 'y')"
+    assert refusal('items=["a", "b"]') == (
+        "--set 'items=[\"a\", \"b\"]': toy.items expects a JSON value (Input should be a valid integer, unable to "
+        "parse string as an integer; Input should be a valid integer, unable to parse string as an integer)")
+    assert refusal("share=1") == "--set 'share=1': toy.share expects a number in (0, 1)"
+    assert refusal("share=0") == "--set 'share=0': toy.share expects a number in (0, 1)"
+    assert refusal("step=0") == "--set 'step=0': toy.step expects a JSON value > 0"
+    assert refusal("needed=0") == "--set 'needed=0': toy.needed expects an integer >= 1"
+    assert refusal("name=[1]") == "--set 'name=[1]': toy.name expects text (Input should be a valid string)"
+    assert params.parse_assignments("toy", ["share=0.999", "needed=1"]) == {"share": 0.999, "needed": 1}
+
+
+def test_an_optional_bounded_parameter_can_be_set_back_to_null():
+    """`--set asvo.step_minutes=null` (its default: the scenario's step length) raised TypeError on
+    the range check before anything ran."""
+    assert parse_assignments("asvo", ["asvo.step_minutes=null"]) == {"step_minutes": None}
+    assert parse_assignments("asvo", ["asvo.step_minutes=20"]) == {"step_minutes": 20.0}
+    with pytest.raises(ParamError, match="expects a JSON value > 0"):
+        parse_assignments("asvo", ["asvo.step_minutes=0"])

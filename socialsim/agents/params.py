@@ -123,6 +123,8 @@ def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
         except ValidationError as exc:
             why = "; ".join(e["msg"] for e in exc.errors())
             raise ParamError(f"--set {item!r}: {arch}.{name} expects {_expected(name, field)} ({why})") from None
+        if out[name] is None:  # an optional parameter's null has no range to be in
+            continue
         for meta in field.metadata:  # ranges live in the field's metadata, not its annotation
             bounds = [("ge", lambda v, b: v >= b), ("gt", lambda v, b: v > b),
                       ("le", lambda v, b: v <= b), ("lt", lambda v, b: v < b)]
