@@ -212,3 +212,11 @@ def test_the_glyph_note_lets_every_other_warning_through():
         warnings.warn("Glyph 26446 (\\N{CJK UNIFIED IDEOGRAPH-674E}) missing from font(s) DejaVu Sans.", UserWarning,
                       stacklevel=1)
         warnings.warn("old call", DeprecationWarning, stacklevel=1)
+
+
+def test_a_misspelt_run_setting_is_refused_not_ignored():
+    """`RunConfig(max_cost_usd=1)` ran with no budget at all."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="max_cost_usd"):
+        RunConfig(model="rules", max_cost_usd=1.0)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from socialsim.llm.engines import check_models, engine_note
 from socialsim.llm.gateway import (
@@ -46,6 +46,8 @@ log = logging.getLogger("socialsim")
 
 class RunConfig(BaseModel):
     """Everything that determines a run (and nothing secret)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt budget must not go unnoticed (max_cost_usd=1)
 
     scenario: str = "hobbs-cafe"
     arch: str | None = None
