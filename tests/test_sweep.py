@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -512,3 +513,88 @@ def test_a_sweep_whose_runs_are_all_done_asks_nothing_of_their_models(tmp_path, 
     assert again.skipped == first.executed and not again.executed
     with pytest.raises(ModelUnavailable, match="needs OPENAI_API_KEY"):  # a run still to do is checked
         sweep({**spec, "seeds": [1, 2]}, tmp_path / "s", progress=False)
+
+
+def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tmp_path, monkeypatch):
+    import mesa.batchrunner
+
+    seen = {}
+    monkeypatch.setattr(mesa.batchrunner, "batch_run", lambda model_cls, **kw: seen.update(kw, cls=model_cls))
+    spec = {"name": "args", "seeds": [5, 6], "steps": 3, "processes": 2, "max_cost": 0.5, "max_calls": 7,
+            "max_concurrency": 9, "api_base": "http://127.0.0.1:9/v1",
+            "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, False]}}
+    result = sweep(spec, tmp_path / "s", progress=False, preflight=False)
+    assert seen["cls"] is SweepModel and seen["rng"] == [5, 6] and seen["max_steps"] == 4
+    assert (seen["number_processes"], seen["data_collection_period"], seen["display_progress"]) == (2, -1, False)
+    assert seen["parameters"] == {"arch": ["crsec"], "model": ["rules"], "enable_chat": [True, False], "steps": [3],
+                                  "sweep_dir": [str(tmp_path / "s")], "max_cost": [0.5], "max_calls": [7],
+                                  "api_base": ["http://127.0.0.1:9/v1"], "max_concurrency": [9]}
+    sweep(spec, tmp_path / "s", processes=1, progress=True, preflight=False)  # the argument wins over the file
+    assert (seen["number_processes"], seen["display_progress"]) == (1, True)
+    # nothing ran: every planned run is listed, as not run
+    assert result.runs[["status", "steps_done", "live_calls", "live_cost_usd"]].drop_duplicates().values.tolist() == [
+        ["not run", 0, 0, 0.0]]
+    assert len(result.runs) == 4 and len(result.failed) == 4
+
+
+def test_a_sweep_without_a_folder_goes_to_sweeps_slash_its_name_and_can_skip_its_figures(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = {"name": "nameless", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"},
+            "figures": [{"outcome": "rule_decisions", "x": "arch"}]}
+    result = sweep(spec, progress=False, figures=False)
+    assert result.sweep_dir == Path("sweeps") / "nameless" and (tmp_path / "sweeps" / "nameless" / "runs.csv").is_file()
+    assert not (tmp_path / "sweeps" / "nameless" / "figures").exists()
+
+
+def test_two_grid_points_that_are_the_same_run_are_refused_before_any_run(tmp_path):
+    spec = {"name": "twice", "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, True]}}
+    with pytest.raises(ValueError, match=r"^two grid points resolve to the same run \(e\.g\. a parameter equal to "
+                                         r"its default listed twice\); remove the duplicate values$"):
+        sweep(spec, tmp_path / "s", progress=False)
+    assert not list((tmp_path / "s" / RUNS).iterdir())
+
+
+def test_a_run_that_fails_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_path, monkeypatch, caplog):
+    original = SocietyModel.step
+
+    def step(self):
+        if self.run_config.rng == 2 and self.steps == 2:  # Mesa counts the step before running it
+            raise RuntimeError("boom")
+        original(self)
+
+    monkeypatch.setattr(SocietyModel, "step", step)
+    spec = {"name": "fails", "seeds": [1, 2], "steps": 3, "parameters": {"arch": "generic", "model": "rules"}}
+    with caplog.at_level("ERROR", logger="socialsim.batch"):
+        result = sweep(spec, tmp_path / "s", progress=False)
+    runs = result.runs.set_index("rng")
+    assert runs.loc[1, "status"] == "completed" and runs.loc[2, "status"] == "failed: RuntimeError: boom"
+    assert runs.loc[2, "steps_done"] == 1 and not is_done(tmp_path / "s", runs.loc[2, "run_id"])
+    assert f"run {runs.loc[2, 'run_id']} failed at step 2" in caplog.text
+    monkeypatch.setattr(SocietyModel, "step", original)  # fixed: the failed run is redone, the other kept
+    again = sweep(spec, tmp_path / "s", progress=False)
+    assert again.executed == [runs.loc[2, "run_id"]] and (again.runs["status"] == "completed").all()
+
+
+def test_a_sweep_runs_config_names_its_run_its_live_cost_and_its_engine(tmp_path):
+    from socialsim.llm.engines import NOTES, RULES
+
+    result = sweep({"name": "meta", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}},
+                   tmp_path / "s", progress=False)
+    run_id = result.runs["run_id"][0]
+    assert re.fullmatch(r"run-[0-9a-f]{12}", run_id)
+    meta = json.loads((tmp_path / "s" / RUNS / run_id / "config.json").read_text())
+    assert (meta["run_id"], meta["live_cost_usd"], meta["engine_notes"]) == (run_id, 0.0, [NOTES[RULES]])
+
+
+def test_a_sweeps_routes_send_an_operation_to_another_model(tmp_path, monkeypatch):
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as server:
+        spec = {"name": "routes", "seeds": [1], "steps": 2, "api_base": server.api_base,
+                "parameters": {"arch": "generic", "model": "openai/fake-model", "routes": {"ComposeChat": "rules"}}}
+        result = sweep(spec, tmp_path / "s", progress=False, preflight=False)
+    calls = pd.read_parquet(tmp_path / "s" / RUNS / result.runs["run_id"][0] / "llm_calls.parquet")
+    by_op = calls.groupby("op")["model"].unique().apply(list).to_dict()
+    assert by_op["ChooseAction"] == ["openai/fake-model"]
+    assert by_op["ComposeChat"] == ["rules"] and len(server.requests) == result.runs["live_calls"][0]
