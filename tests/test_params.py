@@ -147,6 +147,8 @@ def _toy_settings():
         needed: int = Field(ge=1, description="no default")
         share: float = Field(0.5, gt=0, lt=1, description="strictly between")
         name: str = Field("a", description="some text")
+        cap: int = Field(3, le=5, description="at most five")
+        kind: Literal["a", "b"] = Field(description="a choice without a default")
 
     return Toy
 
@@ -168,6 +170,8 @@ def test_each_kind_of_declaration_becomes_the_parameter_it_needs():
         "needed": ("int", None, 1, None, False, False, True),
         "share": ("float", 0.5, 0, 1, True, True, False),
         "name": ("text", "a", None, None, False, False, False),
+        "cap": ("int", 3, None, 5, False, False, False),
+        "kind": ("choice", None, None, None, False, False, True),
     }
     assert got["mode"].choices == ("x", "y") and got["plain"].help == "" and got["rate"].help == (
         "an optional number with a value")
@@ -183,6 +187,7 @@ def test_set_values_are_read_as_people_write_them(monkeypatch):
             for raw in ("on", "YES", "true", "Off", "no", "FALSE")]
     assert read == [True, True, True, False, False, False]
     assert params.parse_assignments("toy", ["name=a=b", "items=[3, 4]"]) == {"name": "a=b", "items": [3, 4]}
+    assert params.parse_assignments("toy", ["name=yes", "cap=5"]) == {"name": "yes", "cap": 5}  # a word stays a word
     assert params.parse_assignments("toy", ["toy.name= spaced "]) == {"name": "spaced"}
     with pytest.raises(ParamError, match=r"^--set 'toy\.x\.name=1': 'toy\.x' is not the architecture of this run \('toy'\)$"):
         params.parse_assignments("toy", ["toy.x.name=1"])
@@ -199,7 +204,7 @@ def test_a_refused_set_value_says_what_was_expected_and_why(monkeypatch):
         return str(raised.value)
 
     assert refusal("nope=1") == ("--set 'nope=1': unknown toy parameter 'nope'; known: rate, step, either, mode, "
-                                 "plain, weights, items, needed, share, name")
+                                 "plain, weights, items, needed, share, name, cap, kind")
     assert refusal("mode=z") == "--set 'mode=z': toy.mode expects one of x, y (Input should be 'x' or 'y')"
     assert refusal('items=["a", "b"]') == (
         "--set 'items=[\"a\", \"b\"]': toy.items expects a JSON value (Input should be a valid integer, unable to "
@@ -208,6 +213,7 @@ def test_a_refused_set_value_says_what_was_expected_and_why(monkeypatch):
     assert refusal("share=0") == "--set 'share=0': toy.share expects a number in (0, 1)"
     assert refusal("step=0") == "--set 'step=0': toy.step expects a JSON value > 0"
     assert refusal("needed=0") == "--set 'needed=0': toy.needed expects an integer >= 1"
+    assert refusal("cap=6") == "--set 'cap=6': toy.cap expects an integer <= 5"
     assert refusal("name=[1]") == "--set 'name=[1]': toy.name expects text (Input should be a valid string)"
     assert params.parse_assignments("toy", ["share=0.999", "needed=1"]) == {"share": 0.999, "needed": 1}
 

@@ -136,12 +136,9 @@ def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
 
 
 def _literal(raw: str) -> Any:
-    lowered = raw.lower()
-    if lowered in ("true", "yes", "on"):
-        return True
-    if lowered in ("false", "no", "off"):
-        return False
-    if lowered in ("none", "null"):
+    """A ``--set`` value as written: null, JSON, else text. Yes/no/on/off need no case here: pydantic
+    reads them as booleans for a boolean parameter, and they stay words for a text one."""
+    if raw.lower() in ("none", "null"):
         return None
     try:
         return json.loads(raw)
