@@ -442,17 +442,15 @@ def test_a_run_stopped_by_its_budget_is_redone_and_a_raised_budget_pays_only_for
         assert len(server.requests) - before == done.runs["live_calls"].sum() > 0
 
 
-def test_a_sweep_file_that_is_missing_misnamed_or_not_a_mapping_is_named(tmp_path):
-    with pytest.raises(SweepFileError, match=re.escape(f"{tmp_path / 'none.yaml'}: no such sweep file")):
-        load_sweep(tmp_path / "none.yaml")
-    path = write(tmp_path, "name: x\n", "sweep.json")
-    with pytest.raises(SweepFileError, match=re.escape(f"{path}: expected a .yaml, .yml or .toml sweep file")):
-        load_sweep(path)
-    path = write(tmp_path, "- name: x\n", "list.yml")
-    with pytest.raises(SweepFileError, match=re.escape(f"{path}: expected a mapping of sweep fields at the top level")):
-        load_sweep(path)
-    path = write(tmp_path, "name = [\n", "broken.toml")
-    with pytest.raises(SweepFileError, match=re.escape(f"{path}: not valid TOML: ")):
+@pytest.mark.parametrize(("text", "name", "message"), [
+    (None, "none.yaml", "no such sweep file"),
+    ("name: x\n", "sweep.json", "expected a .yaml, .yml or .toml sweep file"),
+    ("- name: x\n", "list.yml", "expected a mapping of sweep fields at the top level"),
+    ("name = [\n", "broken.toml", "not valid TOML: "),
+])
+def test_a_sweep_file_that_is_missing_misnamed_or_not_a_mapping_is_named(tmp_path, text, name, message):
+    path = tmp_path / name if text is None else write(tmp_path, text, name)
+    with pytest.raises(SweepFileError, match="^" + re.escape(f"{path}: {message}")):
         load_sweep(path)
 
 
