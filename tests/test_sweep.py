@@ -596,3 +596,38 @@ def test_a_sweeps_routes_send_an_operation_to_another_model(tmp_path, monkeypatc
     by_op = calls.groupby("op")["model"].unique().apply(list).to_dict()
     assert by_op["ChooseAction"] == ["openai/fake-model"]
     assert by_op["ComposeChat"] == ["rules"] and len(server.requests) == result.runs["live_calls"][0]
+
+
+def test_seeds_from_a_first_seed_and_a_count_or_the_first_seed_alone():
+    from socialsim.batch.sweepfile import validate_sweep
+
+    assert validate_sweep({"seed": 10, "replicates": 3}).seed_list() == [10, 11, 12]
+    assert validate_sweep({"seed": 7}).seed_list() == [7]
+    assert validate_sweep({"seeds": [4, 2]}).seed_list() == [4, 2]
+
+
+def test_a_table_cell_holds_a_mapping_or_list_as_sorted_json():
+    from socialsim.batch.sweepfile import encode
+
+    assert encode({"b": 1, "a": Path("x")}) == '{"a": "x", "b": 1}'
+    assert [encode(v) for v in (None, "s", 3, 0.5, True)] == [None, "s", 3, 0.5, True]
+    assert encode([2, 1]) == "[2, 1]"
+
+
+def test_a_sweep_files_values_are_shown_when_they_help(tmp_path):
+    """A wrong value is shown; a whole section is not, nor a value our message already gives."""
+    path = write(tmp_path, 'replicates: three\nparameters:\n  steps: [1, "two"]\nfigures: {x: 1}\n')
+    with pytest.raises(SweepFileError) as raised:
+        load_sweep(path)
+    lines = str(raised.value).splitlines()[1:]
+    assert "  replicates: Input should be a valid integer, unable to parse string as an integer (got 'three')" in lines
+    assert "  parameters.steps: expected a whole number >= 1, got 'two'" in lines
+    assert "  figures: Input should be a valid list" in lines
+
+
+def test_a_single_scenario_file_beside_the_sweep_file_stays_a_single_value(tmp_path):
+    from socialsim.scenarios.loader import DATA_DIR
+
+    (tmp_path / "cafe.yaml").write_text((DATA_DIR / "hobbs-cafe.yaml").read_text())
+    spec = load_sweep(write(tmp_path, "parameters:\n  scenario: cafe.yaml\n", "one.yaml"))
+    assert spec.parameters["scenario"] == str(tmp_path / "cafe.yaml") and spec.swept() == []
