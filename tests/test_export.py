@@ -186,3 +186,16 @@ def test_an_export_goes_to_a_new_nested_folder_in_the_formats_asked(sweep_dir, t
     assert not list(out.rglob("*.csv"))
     with pytest.raises(ValueError, match="unknown export format"):
         export(sweep_dir, tmp_path / "x", formats=("xlsx",))
+
+
+def test_the_per_type_frame_averages_every_numeric_column_and_keeps_a_run_whose_parameter_is_null(tmp_path):
+    result = run(RunConfig(scenario="makerspace", arch="crsec", model="rules", steps=2, rng=4,
+                           arch_params={"memory_embedding_model": None}), tmp_path / "r", progress=False)
+    exp = export(result.run_dir, write=False)
+    assert set(exp.agents["agent_type"]) == {"crsec"}
+    # a null parameter is a group of its own, not a dropped one
+    assert exp.types["memory_embedding_model"].isna().all() and len(exp.types) == 2
+    by_step = exp.agents.groupby("step")
+    for column in ("memories", "qualified_norms", "utility_sum", "action_ok"):
+        assert exp.types[column].tolist() == by_step[column].mean().tolist(), column
+    assert exp.types["n_agents"].tolist() == by_step.size().tolist()
