@@ -631,3 +631,12 @@ def test_a_single_scenario_file_beside_the_sweep_file_stays_a_single_value(tmp_p
     (tmp_path / "cafe.yaml").write_text((DATA_DIR / "hobbs-cafe.yaml").read_text())
     spec = load_sweep(write(tmp_path, "parameters:\n  scenario: cafe.yaml\n", "one.yaml"))
     assert spec.parameters["scenario"] == str(tmp_path / "cafe.yaml") and spec.swept() == []
+
+
+def test_a_run_keeps_its_id_when_the_sweep_file_lists_its_parameters_in_another_order():
+    from socialsim.batch.sweeps import run_config, run_id_of
+
+    one = {"arch": "crsec", "model": "rules", "enable_chat": False, "temptation": 0.2, "steps": 2}
+    other = dict(reversed(list(one.items())))
+    assert run_id_of(run_config(one, 1)) == run_id_of(run_config(other, 1))
+    assert run_id_of(run_config({**one, "temptation": 0.3}, 1)) != run_id_of(run_config(one, 1))

@@ -64,14 +64,13 @@ NOT_IDENTITY = {"max_concurrency", "max_cost", "max_calls", "api_base", "rpm", "
 
 
 # --- run identity -------------------------------------------------------------------------------
-def run_config(params: dict[str, Any], rng: int, spec: SweepSpec | None = None) -> RunConfig:
-    """The resolved RunConfig of one grid point and seed (the same in the client and a worker)."""
-    settings = {"max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
-                "max_concurrency": spec.max_concurrency} if spec else {}
+def run_config(params: dict[str, Any], rng: int) -> RunConfig:
+    """The resolved RunConfig of one grid point and seed (the same in the client and a worker);
+    limits and the endpoint are taken from ``params`` when given (a worker's run)."""
     config = {k: params[k] for k in CONFIG_PARAMS if k in params and params[k] is not None}
     extra = {k: params[k] for k in LIMITS if k in params and params[k] is not None}
     arch_params = {k: v for k, v in params.items() if k not in CONFIG_PARAMS and k not in LIMITS}
-    return RunConfig(**config, **settings, **extra, rng=rng, arch_params=arch_params).resolved()
+    return RunConfig(**config, **extra, rng=rng, arch_params=arch_params).resolved()
 
 
 def run_id_of(config: RunConfig) -> str:
@@ -251,7 +250,7 @@ def plan(spec: SweepSpec) -> list[PlannedRun]:
     planned = []
     for replicate, seed in enumerate(spec.seed_list()):
         for params in spec.combinations():
-            config = run_config({**model, **params}, seed, spec)
+            config = run_config({**model, **params}, seed)  # its identity: limits are not part of it
             planned.append(PlannedRun(run_id_of(config), replicate, seed, params, config))
     return planned
 
