@@ -245,9 +245,10 @@ def test_every_problem_of_a_scenario_file_is_on_its_own_line_and_an_unknown_name
     path.write_text(GOOD.replace("width: 2", "width: -2").replace("name: tiny", "name: tiny\nsteps: 0"))
     with pytest.raises(ScenarioError) as raised:
         load_scenario(path)
-    lines = str(raised.value).splitlines()
-    assert lines[0] == f"{path}: invalid scenario" and len(lines) == 3
-    assert all(line.startswith("  ") for line in lines[1:])
+    assert str(raised.value).splitlines() == [
+        f"{path}: invalid scenario",
+        "  map.areas.0.width: Input should be greater than or equal to 1 (got -2)",
+        "  steps: Extra inputs are not permitted (got 0)"]
     with pytest.raises(ScenarioError) as raised:
         load_scenario("atlantis")
     assert str(raised.value).endswith("not one of " + ", ".join(available_scenarios()))
