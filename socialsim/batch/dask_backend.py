@@ -27,8 +27,8 @@ def run_on_dask(
     client: Any = None,
     processes: int = 1,
     progress: bool = True,
-) -> list[tuple[str, str | None]]:
-    """Submit every run not yet done; return (run id, status) as runs finish."""
+) -> None:
+    """Submit every run not yet done and wait for them all (a task's error is raised here)."""
     from distributed import Client, LocalCluster, as_completed
 
     own_cluster = own_client = None
@@ -47,19 +47,17 @@ def run_on_dask(
             client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec), p.rng, max_steps, pure=False)
             for p in planned if p.run_id not in done
         ]
-        results = []
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(planned), initial=len(planned) - len(futures), desc=f"sweep {spec.name} (dask)")
         for future in as_completed(futures):
-            results.append(future.result())
+            future.result()
             if bar is not None:
                 bar.update()
         if bar is not None:
             bar.close()
-        return results
     finally:
         if own_client is not None:
             own_client.close()

@@ -367,15 +367,13 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
               number_processes=processes, data_collection_period=-1, display_progress=progress)
 
 
-def run_one(kwargs: dict[str, Any], rng: int, max_steps: int) -> tuple[str, str | None]:
-    """One run through ``mesa.batch_run`` (what a Dask task does); returns its id and status."""
+def run_one(kwargs: dict[str, Any], rng: int, max_steps: int) -> None:
+    """One run through ``mesa.batch_run`` (what a Dask task does); like every run, it writes its
+    own run directory, which is where the sweep reads its result."""
     from mesa.batchrunner import batch_run
 
     batch_run(SweepModel, parameters={k: [v] for k, v in kwargs.items()}, rng=[rng], max_steps=max_steps,
               number_processes=1, data_collection_period=-1, display_progress=False)
-    config = run_config({k: v for k, v in kwargs.items() if k != "sweep_dir"}, rng)
-    run_id = run_id_of(config)
-    return run_id, run_status(Path(kwargs["sweep_dir"]) / RUNS / run_id)
 
 
 def _max_steps(planned: list[PlannedRun]) -> int:
