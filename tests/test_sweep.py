@@ -429,7 +429,8 @@ def test_a_run_stopped_by_its_budget_is_redone_and_a_raised_budget_pays_only_for
         spec = {"name": "budget", "seeds": [1, 2], "api_base": server.api_base, "max_calls": 15,
                 "parameters": {"arch": "generic", "model": "openai/fake-model", "steps": 3}}
         stopped = sweep(spec, tmp_path / "s", progress=False, preflight=False)
-        assert stopped.runs["status"].str.startswith("stopped by budget").all()
+        assert [status.startswith("stopped by budget: max_calls=15 reached") for status in stopped.runs["status"]] == [
+            True, True]
         assert (stopped.runs["live_calls"] == 15).all() and (stopped.runs["steps_done"] < 3).all()
         assert len(stopped.failed) == 2 and not any(is_done(tmp_path / "s", i) for i in stopped.runs["run_id"])
         before = len(server.requests)
@@ -640,3 +641,26 @@ def test_a_run_keeps_its_id_when_the_sweep_file_lists_its_parameters_in_another_
     other = dict(reversed(list(one.items())))
     assert run_id_of(run_config(one, 1)) == run_id_of(run_config(other, 1))
     assert run_id_of(run_config({**one, "temptation": 0.3}, 1)) != run_id_of(run_config(one, 1))
+
+
+def test_a_sweeps_cost_limit_and_concurrency_reach_each_run(tmp_path, monkeypatch):
+    """A priced model (litellm's price for gpt-4o-mini) behind the test server: a budget below one
+    call's worst case stops the run before it spends anything; a budget for about a step and a half
+    stops it in its second step, and the spend is recorded to the fraction of a cent."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as server:
+        spec = {"name": "cost", "seeds": [1], "steps": 3, "api_base": server.api_base, "max_cost": 1e-9,
+                "max_concurrency": 3, "parameters": {"arch": "generic", "model": "openai/gpt-4o-mini"}}
+        broke = sweep(spec, tmp_path / "a", progress=False, preflight=False)
+        assert broke.runs["status"][0].startswith("stopped by budget: max_cost=$1e-09 reached")
+        assert broke.runs["live_calls"][0] == 0 and not server.requests
+        some = sweep({**spec, "max_cost": 0.001}, tmp_path / "b", progress=False, preflight=False)
+    row = some.runs.iloc[0]
+    assert row["status"].startswith("stopped by budget: max_cost=$0.001 reached") and row["steps_done"] < 3
+    # what the run paid, the cut step's calls included, to the fraction of a cent; never past the budget
+    assert row["cost_usd"] <= row["live_cost_usd"] <= 0.001 and 0 < row["live_cost_usd"] < 0.01
+    model = SweepModel("hobbs-cafe", arch="generic", model="rules", steps=1, sweep_dir=str(tmp_path / "c"), rng=1,
+                       max_concurrency=3)
+    assert model.llm.max_concurrency == 3
