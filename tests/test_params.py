@@ -211,7 +211,7 @@ def test_a_refused_set_value_says_what_was_expected_and_why(monkeypatch):
         "parse string as an integer; Input should be a valid integer, unable to parse string as an integer)")
     assert refusal("share=1") == "--set 'share=1': toy.share expects a number in (0, 1)"
     assert refusal("share=0") == "--set 'share=0': toy.share expects a number in (0, 1)"
-    assert refusal("step=0") == "--set 'step=0': toy.step expects a JSON value > 0"
+    assert refusal("step=0") == "--set 'step=0': toy.step expects a number > 0, or null"
     assert refusal("needed=0") == "--set 'needed=0': toy.needed expects an integer >= 1"
     assert refusal("cap=6") == "--set 'cap=6': toy.cap expects an integer <= 5"
     assert refusal("name=[1]") == "--set 'name=[1]': toy.name expects text (Input should be a valid string)"
@@ -223,5 +223,7 @@ def test_an_optional_bounded_parameter_can_be_set_back_to_null():
     the range check before anything ran."""
     assert parse_assignments("asvo", ["asvo.step_minutes=null"]) == {"step_minutes": None}
     assert parse_assignments("asvo", ["asvo.step_minutes=20"]) == {"step_minutes": 20.0}
-    with pytest.raises(ParamError, match="expects a JSON value > 0"):
+    with pytest.raises(ParamError, match="expects a number > 0, or null$"):
         parse_assignments("asvo", ["asvo.step_minutes=0"])
+    with pytest.raises(ParamError, match=r"expects text, or null \(Input should be a valid string\)$"):
+        parse_assignments("asvo", ["asvo.embedding_model=[1]"])

@@ -58,6 +58,9 @@ def parameters(arch: str) -> list[Param]:
     return [] if model is None else [_param(name, field) for name, field in model.model_fields.items()]
 
 
+KINDS = {bool: "bool", int: "int", float: "float", str: "text"}
+
+
 def _param(name: str, field) -> Param:
     annotation = field.annotation
     optional = False
@@ -82,7 +85,7 @@ def _param(name: str, field) -> Param:
     if typing.get_origin(annotation) is Literal:
         kind, choices = "choice", typing.get_args(annotation)
         return Param(name, kind, default, choices=choices, help=help_text, required=field.is_required())
-    kind = {bool: "bool", int: "int", float: "float", str: "text"}.get(annotation, "json")
+    kind = KINDS.get(annotation, "json")
     if optional and kind != "json":
         kind = kind if default is not None else "json"
     return Param(name, kind, default, low, high, help=help_text, required=field.is_required(),
@@ -152,5 +155,8 @@ def _expected(name: str, field) -> str:
         return "one of " + ", ".join(map(str, param.choices))
     limits = param.limits()
     rng = f" in {limits}" if param.low is not None and param.high is not None else (f" {limits}" if limits else "")
-    return {"bool": "true or false", "int": "an integer", "float": "a number", "text": "text"}.get(
-        param.kind, "a JSON value") + rng
+    # an optional number or text (kind "json": its control takes null) is named by what it holds
+    args = typing.get_args(field.annotation)
+    held = [KINDS[a] for a in args if a in KINDS] if type(None) in args and len(args) == 2 else []
+    words = {"bool": "true or false", "int": "an integer", "float": "a number", "text": "text"}
+    return words.get(held[0] if held else param.kind, "a JSON value") + rng + (", or null" if held else "")
