@@ -173,13 +173,13 @@ def _call_options(args: argparse.Namespace) -> dict:
 def _resumed_config(args: argparse.Namespace):
     """The saved config of ``--resume RUN_DIR`` with the allowed changes; refuses any other."""
     from socialsim.model.run_dir import not_a_run_dir
-    from socialsim.model.runner import RunConfig
+    from socialsim.model.runner import recorded_config
 
     path = args.resume / "config.json"
     if not path.is_file():
         raise ValueError(f"--resume {not_a_run_dir(args.resume)}")
     try:
-        saved = RunConfig.model_validate(json.loads(path.read_text())["config"])
+        saved = recorded_config(json.loads(path.read_text())["config"], path)
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ValueError(f"--resume {args.resume}: config.json is not a run's config ({exc})") from None
     changed = [f"--{flag.replace('_', '-')} {given!r} (recorded: {getattr(saved, field)!r})"

@@ -220,3 +220,18 @@ def test_a_misspelt_run_setting_is_refused_not_ignored():
 
     with pytest.raises(ValidationError, match="max_cost_usd"):
         RunConfig(model="rules", max_cost_usd=1.0)
+
+
+def test_a_run_directory_written_with_an_unknown_setting_is_named_on_replay_and_resume(tmp_path, capsys):
+    from socialsim.cli import main
+
+    result = run(RunConfig(model="rules", steps=1), tmp_path / "r", progress=False)
+    meta = json.loads((result.run_dir / "config.json").read_text())
+    meta["config"]["retired_setting"] = 1
+    (result.run_dir / "config.json").write_text(json.dumps(meta))
+    expected = (f"{result.run_dir / 'config.json'}: not a run configuration this version can read: "
+                "retired_setting: Extra inputs are not permitted (got 1)")
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        replay(result.run_dir, tmp_path / "replay", progress=False)
+    assert main(["run", "--resume", str(result.run_dir), "--no-progress"]) == 2
+    assert expected in capsys.readouterr().err

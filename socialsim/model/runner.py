@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from socialsim.llm.engines import check_models, engine_note
 from socialsim.llm.gateway import (
@@ -40,6 +40,7 @@ from socialsim.llm.tape import Tape
 from socialsim.model.society import SocietyModel
 from socialsim.model.steplog import StepLog, consolidate
 from socialsim.scenarios.loader import load_scenario
+from socialsim.scenarios.schema import field_problems
 
 log = logging.getLogger("socialsim")
 
@@ -199,6 +200,16 @@ def check_order(run_dir: str | Path, progress: bool = False, probes: tuple[int, 
     return None
 
 
+def recorded_config(data: Any, path: Path) -> RunConfig:
+    """The RunConfig a run directory recorded; a setting this version does not know (a file written
+    by another version) is named, not a pydantic report."""
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"{path}: not a run configuration this version can read: "
+                         + "; ".join(field_problems(exc))) from None
+
+
 def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = True,
            order_probe: int | None = None) -> tuple[RunResult, bool]:
     """Re-run a run from its tape with zero LLM calls; returns the result and whether the
@@ -206,7 +217,7 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     run_dir = Path(run_dir)
     consolidate(run_dir)  # a killed run: its complete steps, from the per-step records
     saved = json.loads((run_dir / "config.json").read_text())
-    config = RunConfig.model_validate(saved["config"])
+    config = recorded_config(saved["config"], run_dir / "config.json")
     steps_done = saved.get("steps_done", config.steps)
     config = config.model_copy(update={"steps": max(steps_done, 1), "max_cost": None, "max_calls": None})
     result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress, order_probe=order_probe)
