@@ -340,17 +340,23 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
         outcomes |= set(model.datacollector.model_reporters)
         if p.run_id not in done:
             judges |= model.llm.models()
+    _check_figure_outcomes(spec, outcomes)
+    pending = [p for p in planned if p.run_id not in done]
+    models = set().union(judges, *(RouteTable(p.config.model, p.config.routes).models() for p in pending))
+    check_models(models, api_base=spec.api_base)
+
+
+def _check_figure_outcomes(spec: SweepSpec, outcomes: set[str]) -> None:
+    """Each figure's outcome is a column some run will record, or the sweep file is refused with
+    the near ones: "adopton" or "adoption" finds every "adoption[<norm>]" (names are compared
+    without their bracket)."""
     for i, figure in enumerate(spec.figures):
         if figure.outcome not in outcomes:
-            # "adopton" or "adoption" finds every "adoption[<norm>]": names are compared without the bracket
             near = set(difflib.get_close_matches(figure.outcome, {o.split("[")[0] for o in outcomes}, n=1))
             close = sorted(o for o in outcomes if o.split("[")[0] in near)
             raise SweepFileError(f"{spec.source}: figures.{i}.outcome: no run records {figure.outcome!r}"
                                  + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
                                  + f"; the runs record {', '.join(sorted(outcomes))}")
-    pending = [p for p in planned if p.run_id not in done]
-    models = set().union(judges, *(RouteTable(p.config.model, p.config.routes).models() for p in pending))
-    check_models(models, api_base=spec.api_base)
 
 
 def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, max_steps: int) -> None:
