@@ -144,6 +144,7 @@ def test_a_run_killed_while_writing_is_not_taken_as_done(tmp_path, monkeypatch):
     assert export(tmp_path / "s", write=False).runs.empty  # a partial folder is no result
 
     monkeypatch.setattr(sweeps, "save", real_save)
+    (runs_dir / ".partial-run-000000000000-99999-1" / "tables").mkdir(parents=True)  # another process's leftovers
     result = sweep(GRID, tmp_path / "s", progress=False)
     assert len(result.executed) == 8 and (result.runs["status"] == "completed").all()
     assert not list(runs_dir.glob(".partial-*"))
