@@ -150,13 +150,19 @@ def test_a_run_killed_while_writing_is_not_taken_as_done(tmp_path, monkeypatch):
     assert not list(runs_dir.glob(".partial-*"))
 
 
+def dask_tasks(stream) -> list[str]:
+    """The sweep tasks a Dask scheduler ran (one ``run_one`` per run)."""
+    return [t["key"] for t in stream.data if str(t["key"]).startswith("run_one-")]
+
+
 def test_dask_local_cluster_equals_local_run(tmp_path):
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, get_task_stream
 
     local = sweep(GRID, tmp_path / "local", progress=False)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+            Client(cluster) as client, get_task_stream(client) as stream:
         distributed = sweep(GRID, tmp_path / "dask", client=client, progress=False)
+    assert len(dask_tasks(stream)) == 8  # run on the cluster, not locally
     assert sorted(distributed.executed) == sorted(local.executed)
     pd.testing.assert_frame_equal(local.runs, distributed.runs)
     assert_same_results(tmp_path / "local", tmp_path / "dask")
@@ -665,3 +671,27 @@ def test_a_sweeps_cost_limit_and_concurrency_reach_each_run(tmp_path, monkeypatc
     model = SweepModel("hobbs-cafe", arch="generic", model="rules", steps=1, sweep_dir=str(tmp_path / "c"), rng=1,
                        max_concurrency=3)
     assert model.llm.max_concurrency == 3
+
+
+def test_a_sweep_reaches_dask_by_a_scheduler_address_or_a_local_cluster_of_its_own(tmp_path, monkeypatch):
+    import distributed
+    from distributed import Client, LocalCluster, get_task_stream
+
+    spec = {"name": "d", "seeds": [1, 2], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as watcher, get_task_stream(watcher) as stream:
+        by_address = sweep(spec, tmp_path / "a", scheduler=cluster.scheduler_address, progress=False)
+    assert len(dask_tasks(stream)) == 2 and (by_address.runs["status"] == "completed").all()
+
+    built = []
+
+    def in_process_cluster(**kw):  # --cluster local, with its workers in this process (a test's speed)
+        built.append(kw)
+        return LocalCluster(**{k: v for k, v in kw.items() if k not in ("host", "processes")}, processes=False)
+
+    monkeypatch.setattr(distributed, "LocalCluster", in_process_cluster)
+    own = sweep({**spec, "processes": 2}, tmp_path / "b", cluster="local", progress=False)
+    assert [(kw["n_workers"], kw["threads_per_worker"], kw["processes"]) for kw in built] == [(2, 1, True)]
+    assert (own.runs["status"] == "completed").all()
+    with pytest.raises(ValueError, match="unknown cluster 'remote'"):
+        sweep(spec, tmp_path / "c", cluster="remote", progress=False)
