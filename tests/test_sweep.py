@@ -695,3 +695,14 @@ def test_a_sweep_reaches_dask_by_a_scheduler_address_or_a_local_cluster_of_its_o
     assert (own.runs["status"] == "completed").all()
     with pytest.raises(ValueError, match="unknown cluster 'remote'"):
         sweep(spec, tmp_path / "c", cluster="remote", progress=False)
+
+
+def test_a_nested_sweep_field_is_named_by_its_path_and_a_non_mapping_by_the_top_level():
+    from socialsim.batch.sweepfile import validate_sweep
+
+    with pytest.raises(SweepFileError) as raised:
+        validate_sweep({"parameters": {"arch": "generic"}, "figures": [{"outcome": "", "x": "arch"}]}, source="s.yaml")
+    assert str(raised.value) == ("s.yaml: invalid sweep file\n  figures.0.outcome: String should have at least "
+                                 "1 character (got '')")
+    with pytest.raises(SweepFileError, match=r"^sweep: invalid sweep file\n  \(top level\): Input should be a valid"):
+        validate_sweep(["not", "a", "mapping"])
