@@ -198,4 +198,5 @@ def test_the_per_type_frame_averages_every_numeric_column_and_keeps_a_run_whose_
     by_step = exp.agents.groupby("step")
     for column in ("memories", "qualified_norms", "utility_sum", "action_ok"):
         assert exp.types[column].tolist() == by_step[column].mean().tolist(), column
-    assert exp.types["n_agents"].tolist() == by_step.size().tolist()
+    assert exp.types["n_agents"].tolist() == by_step.size().tolist() and "agent_id" not in exp.types
+    assert exp.runs[["live_calls", "live_cost_usd"]].values.tolist() == [[0, 0.0]]
