@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import matplotlib
@@ -73,20 +72,15 @@ def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
     out.mkdir(exist_ok=True)
     problems = []
     with missing_glyphs_noted(str(out)):
-        _draw(result, spec, out, problems)
+        for i, fig_spec in enumerate(spec.figures):
+            try:
+                fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue)
+            except (KeyError, TypeError, ValueError) as exc:  # a missing column, an outcome that is not a number
+                why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # not KeyError's quoted repr
+                problems.append(f"figures.{i} ({fig_spec.outcome} by {fig_spec.x}) not drawn: {why}")
+                log.warning("%s: %s", spec.source, problems[-1])
+                continue
+            name = "-".join(filter(None, [fig_spec.outcome, "by", fig_spec.x, fig_spec.hue and f"and-{fig_spec.hue}"]))
+            fig.savefig(out / f"{re.sub(r'[^\w.-]+', '_', name)}.png", dpi=120)
+            plt.close(fig)
     return problems
-
-
-def _draw(result: SweepResult, spec: SweepSpec, out: Path, problems: list[str]) -> None:
-    for i, fig_spec in enumerate(spec.figures):
-        try:
-            fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue)
-        except (KeyError, TypeError, ValueError) as exc:  # a missing column, an outcome that is not a number
-            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # not KeyError's quoted repr
-            problems.append(f"figures.{i} ({fig_spec.outcome} by {fig_spec.x}) not drawn: {why}")
-            log.warning("%s: %s", spec.source, problems[-1])
-            continue
-        name = "-".join(filter(None, [fig_spec.outcome, "by", fig_spec.x, fig_spec.hue and f"and-{fig_spec.hue}"]))
-        path = out / f"{re.sub(r'[^\w.-]+', '_', name)}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)

@@ -326,8 +326,8 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
     for p in planned:
         c = p.config
         key = json.dumps([c.scenario, c.arch, c.arch_params, c.model, c.routes], sort_keys=True, default=str)
-        if key in seen or (p.run_id in done and not spec.figures):
-            continue
+        if key in seen or (p.run_id in done and not spec.figures):  # a done run is built only for its
+            continue  # outcomes, which a figure may ask for
         seen.add(key)
         # built with the run's own routes (so a judge that is also an actors' model is refused here),
         # on a dry-run gateway: nothing is asked of any model and no engine is loaded
