@@ -706,3 +706,16 @@ def test_a_nested_sweep_field_is_named_by_its_path_and_a_non_mapping_by_the_top_
                                  "1 character (got '')")
     with pytest.raises(SweepFileError, match=r"^sweep: invalid sweep file\n  \(top level\): Input should be a valid"):
         validate_sweep(["not", "a", "mapping"])
+
+
+def test_a_sweep_without_a_model_uses_the_default_and_checks_a_routed_model_before_any_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOCIALSIM_MODEL", "rules")
+    spec = {"name": "default", "seeds": [1], "steps": 1, "parameters": {"arch": "generic"}}
+    result = sweep(spec, tmp_path / "a", progress=False)
+    meta = json.loads((tmp_path / "a" / RUNS / result.runs["run_id"][0] / "config.json").read_text())
+    assert meta["config"]["model"] == "rules"
+    assert (result.runs["status"] == "completed").all() and result.runs["llm_calls"].tolist() == [0]
+    routed = {**spec, "parameters": {"arch": "generic", "routes": {"ComposeChat": "nosuchprovider/chat"}}}
+    with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/chat'"):
+        sweep(routed, tmp_path / "b", progress=False)
+    assert not list((tmp_path / "b" / RUNS).iterdir())
