@@ -719,3 +719,20 @@ def test_a_sweep_without_a_model_uses_the_default_and_checks_a_routed_model_befo
     with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/chat'"):
         sweep(routed, tmp_path / "b", progress=False)
     assert not list((tmp_path / "b" / RUNS).iterdir())
+
+
+def test_a_judge_of_a_run_still_to_do_is_checked_when_a_finished_run_of_its_grid_point_came_first(
+        tmp_path, monkeypatch):
+    """With figures, finished runs are built for their outcomes; a later seed of the same grid point
+    must still have its models checked (it was skipped as already seen)."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    spec = {"name": "judged", "seeds": [1], "steps": 1, "figures": [{"outcome": "llm_calls", "x": "arch"}],
+            "parameters": {"arch": "crsec", "model": "rules", "judge": "openai/fake-judge"}}
+    with FakeOpenAIServer(policy=varied) as server:
+        first = sweep({**spec, "api_base": server.api_base}, tmp_path / "s", progress=False)
+        assert (first.runs["status"] == "completed").all()
+        monkeypatch.delenv("OPENAI_API_KEY")
+        with pytest.raises(ModelUnavailable, match="'openai/fake-judge' needs OPENAI_API_KEY"):
+            sweep({**spec, "api_base": server.api_base, "seeds": [1, 2]}, tmp_path / "s", progress=False)

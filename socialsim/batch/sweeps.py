@@ -320,29 +320,28 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
     figure asks for an outcome no run records; a sweep should not stop hours in on a typo."""
     from socialsim.llm.engines import check_models
 
-    seen = set()
-    judges: set[str] = set()  # models an architecture's settings name (a judge), beside the routes'
+    asked: dict[str, set[str]] = {}  # grid point -> every model its runs ask (routes' and settings', a judge)
+    models: set[str] = set()  # those of the runs still to do
     outcomes: set[str] = set(RUN_COLUMNS) | set(spec.grid())
     for p in planned:
         c = p.config
         key = json.dumps([c.scenario, c.arch, c.arch_params, c.model, c.routes], sort_keys=True, default=str)
-        if key in seen or (p.run_id in done and not spec.figures):  # a done run is built only for its
-            continue  # outcomes, which a figure may ask for
-        seen.add(key)
-        # built with the run's own routes (so a judge that is also an actors' model is refused here),
-        # on a dry-run gateway: nothing is asked of any model and no engine is loaded
-        dry = Gateway(RouteTable(c.model, dict(c.routes)), ledger=Ledger(), dry_run=True)
-        try:
-            model = SocietyModel(c.scenario, arch=c.arch, gateway=dry, rng=0, **c.arch_params)
-        except (ValueError, TypeError) as exc:
-            where = ", ".join(f"{k}={encode(v)}" for k, v in p.params.items())
-            raise SweepFileError(f"{spec.source}: parameters: the run with {where} cannot be built: {exc}") from None
-        outcomes |= set(model.datacollector.model_reporters)
+        if key not in asked:
+            if p.run_id in done and not spec.figures:  # a done run is built only for the outcomes a figure
+                continue  # may ask for
+            # built with the run's own routes (so a judge that is also an actors' model is refused here),
+            # on a dry-run gateway: nothing is asked of any model and no engine is loaded
+            dry = Gateway(RouteTable(c.model, dict(c.routes)), ledger=Ledger(), dry_run=True)
+            try:
+                model = SocietyModel(c.scenario, arch=c.arch, gateway=dry, rng=0, **c.arch_params)
+            except (ValueError, TypeError) as exc:
+                where = ", ".join(f"{k}={encode(v)}" for k, v in p.params.items())
+                raise SweepFileError(f"{spec.source}: parameters: the run with {where} cannot be built: {exc}") from None
+            outcomes |= set(model.datacollector.model_reporters)
+            asked[key] = model.llm.models()
         if p.run_id not in done:
-            judges |= model.llm.models()
+            models |= asked[key]
     _check_figure_outcomes(spec, outcomes)
-    pending = [p for p in planned if p.run_id not in done]
-    models = set().union(judges, *(RouteTable(p.config.model, p.config.routes).models() for p in pending))
     check_models(models, api_base=spec.api_base)
 
 
