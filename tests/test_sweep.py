@@ -673,6 +673,33 @@ def test_a_sweeps_cost_limit_and_concurrency_reach_each_run(tmp_path, monkeypatc
     assert model.llm.max_concurrency == 3
 
 
+def test_a_sweep_run_continued_with_resume_still_says_what_it_paid(tmp_path, monkeypatch):
+    """``socialsim run --resume`` on a sweep's budget-stopped run: its config.json (which the export
+    reads) keeps saying what that execution paid, instead of losing the sweep's cost column."""
+    from socialsim.cli import main
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as server:
+        spec = {"name": "cost", "seeds": [1], "steps": 2, "api_base": server.api_base, "max_cost": 0.0005,
+                "parameters": {"arch": "generic", "model": "openai/gpt-4o-mini"}}
+        stopped = sweep(spec, tmp_path, progress=False, preflight=False)
+        run_id = stopped.runs["run_id"][0]
+        assert stopped.runs["status"][0].startswith("stopped by budget")
+        asked = len(server.requests)
+        assert main(["run", "--resume", str(tmp_path / RUNS / run_id), "--max-cost", "0.01", "--no-progress"]) == 0
+        probes = [r for r in server.requests[asked:] if r["messages"][-1]["content"] == "Say OK."]
+        continued = len(server.requests) - asked - len(probes)  # the resume's pre-flight asks once
+    assert len(probes) == 1
+    meta = json.loads((tmp_path / RUNS / run_id / "config.json").read_text())
+    assert meta["status"] == "completed" and meta["live_calls"] == continued > 0
+    calls = pd.read_parquet(tmp_path / RUNS / run_id / "llm_calls.parquet")
+    paid = calls.loc[calls["live_calls"] > 0, "cost_usd"].sum()
+    assert 0 < meta["live_cost_usd"] < calls["cost_usd"].sum()  # only the calls this execution made
+    assert meta["live_cost_usd"] == pytest.approx(paid, rel=1e-6)
+    assert export(tmp_path).runs["live_cost_usd"].tolist() == [meta["live_cost_usd"]]
+
+
 def test_a_sweep_reaches_dask_by_a_scheduler_address_or_a_local_cluster_of_its_own(tmp_path, monkeypatch):
     import distributed
     from distributed import Client, LocalCluster, get_task_stream

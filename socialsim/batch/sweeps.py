@@ -205,7 +205,6 @@ class SweepModel(SocietyModel):
         save(self, partial, self.run_config, status, self.notes)
         meta = json.loads((partial / "config.json").read_text())
         meta["run_id"] = self.run_id
-        meta["live_cost_usd"] = round(self.llm.ledger.live_cost, 8)
         (partial / "config.json").write_text(redact(json.dumps(meta, indent=2, default=str)))
         self.tape.write_used(partial / "tape.jsonl")
         final = runs / self.run_id

@@ -345,6 +345,7 @@ def save_meta(model: SocietyModel, run_dir: Path, config: RunConfig, status: str
         "engine_notes": notes,
         "usage": ledger.totals(),
         "live_calls": ledger.live_calls,
+        "live_cost_usd": round(ledger.live_cost, 8),  # what this execution paid (tape hits are free)
         "failures_by_operation": dict(ledger.failures),
         "capped_replies": {"replies": model.llm.capped_replies, "characters_cut": model.llm.capped_chars},
     }
