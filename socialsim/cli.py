@@ -232,6 +232,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.llm.routing import RouteTable, parse_route
+    from socialsim.model.run_dir import already_a_run
     from socialsim.model.runner import RunConfig, check_priced, run
 
     signal.signal(signal.SIGTERM, _interrupt)  # a terminated run saves a resumable state, like Ctrl-C
@@ -259,6 +260,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             if resolved.max_cost is not None:
                 check_priced(resolved)
             if out is not None:
+                if message := already_a_run(out):
+                    return _fail(message)
                 _writable_dir(out)
         result = run(config, out, progress=not args.no_progress)
     except (ScenarioError, ModelUnavailable, ValueError, FileNotFoundError) as exc:
@@ -290,6 +293,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     if not is_run_dir(args.run_dir):
         return _fail(not_a_run_dir(args.run_dir))
+    if args.out is not None and (args.out.resolve() == args.run_dir.resolve() or (args.out / "tape.jsonl").is_file()):
+        return _fail(f"--out {args.out} holds a recorded run (its tape.jsonl); a replay there would replace "
+                     "its frames: give another --out (default RUN_DIR/replay)")
     try:
         result, same = replay(args.run_dir, args.out, progress=not args.no_progress)
         order = check_order(args.run_dir) if args.check_order and same else None

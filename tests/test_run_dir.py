@@ -50,3 +50,53 @@ def test_the_dashboard_names_the_runs_inside(tmp_path):
         server.check_target(str(tmp_path / "sweep"))  # socialsim dashboard FOLDER
     with pytest.raises(FileNotFoundError, match=f"it holds 1 run \\({run}\\): give one of them"):
         ReplaySession(tmp_path / "sweep")  # the page's "Replay a run" card
+
+
+def test_runs_started_in_the_same_second_each_get_their_own_directory(tmp_path, monkeypatch):
+    """A shell loop starting seeds in parallel used to write three runs into one
+    ``runs/SCENARIO-ARCH-TIME``: one run's config beside another's frames."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from socialsim.model import runner
+
+    monkeypatch.setattr(runner.time, "strftime", lambda fmt: "20261126-120000")
+    config = runner.RunConfig(scenario="hobbs-cafe", model="rules", steps=1).resolved()
+    with ThreadPoolExecutor(8) as pool:
+        claimed = list(pool.map(lambda _: runner.new_run_dir(config, tmp_path / "runs"), range(8)))
+    names = sorted(p.name for p in claimed)
+    base = "hobbs-cafe-crsec-20261126-120000"
+    assert names == sorted([base] + [f"{base}-{n}" for n in range(2, 9)])
+    assert all(p.is_dir() and not any(p.iterdir()) for p in claimed)
+
+    monkeypatch.chdir(tmp_path)
+    for path in claimed:
+        path.rmdir()
+    first, second = (runner.run(config.model_copy(update={"rng": seed}), progress=False).run_dir for seed in (1, 2))
+    assert (first.name, second.name) == (base, f"{base}-2")
+    assert [json.loads((d / "config.json").read_text())["config"]["rng"] for d in (first, second)] == [1, 2]
+    with pytest.raises(ValueError, match="no_such_switch"):  # refused before anything is written ...
+        runner.run(config.model_copy(update={"arch_params": {"no_such_switch": 1}}), progress=False)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [base, f"{base}-2"]  # ... and no empty directory
+
+
+def test_a_new_run_or_a_replay_is_refused_a_directory_that_holds_a_run(tmp_path, capsys):
+    """``--out`` naming an earlier run used to replace it without a word."""
+    done, stopped = _runs(tmp_path, "done", "stopped")
+    (done / "config.json").write_text(json.dumps({"config": {}, "status": "completed", "steps_done": 6}))
+    (stopped / "config.json").write_text(json.dumps({"config": {}, "status": "interrupted", "steps_done": 2}))
+    (stopped / "tape.jsonl").write_text("")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    run = ["run", "hobbs-cafe", "--model", "rules", "--steps", "1", "--no-progress", "--out"]
+    assert main(run + [str(done)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"socialsim: error: --out {done} already holds a run (completed, 6 steps); nothing was written. "
+        f"To keep it, extend it with `socialsim run --resume {done} --steps N`, or give another --out")
+    assert main(run + [str(stopped)]) == 2
+    assert (f"already holds a run (interrupted, 2 steps); nothing was written. To keep it, continue it with "
+            f"`socialsim run --resume {stopped}`, or") in capsys.readouterr().err
+    for out in (stopped, done):  # a recording, or the run being replayed itself
+        assert main(["replay", str(done), "--out", str(out), "--no-progress"]) == 2
+        assert "a replay there would replace its frames: give another --out" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert main(run + [str(tmp_path / "new")]) == 0  # a new directory, or ...
+    assert main(run + [str(tmp_path / "new" / "replay")]) == 0  # ... one below a run, is fine

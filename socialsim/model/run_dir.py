@@ -4,6 +4,7 @@ pick one. Imports nothing heavy: the command line uses it before any model is bu
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 # a reproduction's runs are OUT/ARM/seed-K, a sweep's SWEEP/runs/ID: two levels below, at most three
@@ -41,6 +42,23 @@ class NotARunDir(FileNotFoundError):
                                                                if len(runs) > _NAMED else "")
             message += f"; it holds {len(runs)} run{'s' if len(runs) > 1 else ''} ({named}): give one of them"
         super().__init__(message)
+
+
+def already_a_run(path: str | Path, flag: str = "--out") -> str | None:
+    """Why ``path`` cannot take a new run: it holds one (its status and steps named), which writing
+    there would replace. None when it holds none."""
+    path = Path(path)
+    if not is_run_dir(path):
+        return None
+    try:
+        meta = json.loads((path / "config.json").read_text())
+        status, steps = meta["status"], meta["steps_done"]
+    except (OSError, ValueError, KeyError, TypeError):
+        status, steps = None, None
+    what = f" ({status}, {steps} steps)" if status is not None else ""
+    go_on = (f"extend it with `socialsim run --resume {path} --steps N`" if status == "completed"
+             else f"continue it with `socialsim run --resume {path}`")
+    return f"{flag} {path} already holds a run{what}; nothing was written. To keep it, {go_on}, or give another {flag}"
 
 
 def not_a_run_dir(path: str | Path) -> str:

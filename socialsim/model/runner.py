@@ -114,7 +114,7 @@ def run(
     config = config.resolved()
     routes = RouteTable(config.model, dict(config.routes))
     replay = replay_from is not None
-    run_dir = Path(out) if out else Path("runs") / f"{Path(config.scenario).stem}-{config.arch}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(out) if out else new_run_dir(config)
     tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
     gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
                       max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
@@ -122,12 +122,17 @@ def run(
                       num_retries=config.num_retries, json_schema=config.json_schema, breaker=config.breaker)
     if order_probe is not None:
         gateway.order_probe = random.Random(order_probe)
-    model = build_model(config, gateway)  # bad parameters fail here, before anything is written ...
-    models = gateway.models()  # the routes' and any judge's the architecture's settings name
-    if config.max_cost is not None and not replay:
-        check_priced(config, models)  # ... a budget that cannot be kept ...
-    if preflight and not replay:
-        check_models(models, api_base=config.api_base)  # ... and an unknown or unreachable model
+    try:
+        model = build_model(config, gateway)  # bad parameters fail here, before anything is written ...
+        models = gateway.models()  # the routes' and any judge's the architecture's settings name
+        if config.max_cost is not None and not replay:
+            check_priced(config, models)  # ... a budget that cannot be kept ...
+        if preflight and not replay:
+            check_models(models, api_base=config.api_base)  # ... and an unknown or unreachable model
+    except BaseException:
+        if out is None:
+            run_dir.rmdir()  # the name claimed for this run, still empty
+        raise
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = _log_to(run_dir / "run.log")
     try:
@@ -174,6 +179,22 @@ def run(
     finally:
         logging.getLogger("socialsim").removeHandler(handler)
         handler.close()
+
+
+def new_run_dir(config: RunConfig, parent: Path = Path("runs")) -> Path:
+    """A new, empty ``runs/SCENARIO-ARCH-TIME``, claimed by creating it: runs started in the same
+    second (a shell loop over seeds) each get their own directory (``-2``, ``-3``, ... after the
+    first) instead of writing over one another."""
+    base = f"{Path(config.scenario).stem}-{config.arch}-{time.strftime('%Y%m%d-%H%M%S')}"
+    parent.mkdir(parents=True, exist_ok=True)
+    path, n = parent / base, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = parent / f"{base}-{n}"
 
 
 def check_priced(config: RunConfig, models: set[str] | None = None) -> None:
