@@ -143,7 +143,8 @@ _RESUME_FIXED = {"scenario": "scenario", "arch": "arch", "model": "model", "pres
 def _check_run_arguments(args: argparse.Namespace) -> str | None:
     """The first out-of-range number among run's arguments, as a message; None if all are fine."""
     checks = [("--steps", args.steps, 1, "a whole number >= 1"), ("--concurrency", args.concurrency, 1, "a whole number >= 1"),
-              ("--max-calls", args.max_calls, 0, "a whole number >= 0"), ("--max-cost", args.max_cost, 0, "a number of USD >= 0")]
+              ("--max-calls", args.max_calls, 0, "a whole number >= 0"), ("--rng", args.rng, 0, "a whole number >= 0"),
+              ("--max-cost", args.max_cost, 0, "a number of USD >= 0")]
     for flag, value, low, expected in checks:
         if value is not None and value < low:
             return f"{flag} expects {expected}, got {value}"

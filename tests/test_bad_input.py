@@ -158,6 +158,7 @@ def test_broken_scenario_text(name, text, fragments, tmp_path, out, capsys):
 ARG_CASES = [
     ("steps-zero", ["--steps", "0"], ["--steps expects a whole number >= 1, got 0"]),
     ("steps-negative", ["--steps", "-1"], ["--steps expects a whole number >= 1, got -1"]),
+    ("rng-negative", ["--rng", "-5"], ["--rng expects a whole number >= 0, got -5"]),  # not numpy's message
     ("concurrency-zero", ["--concurrency", "0"], ["--concurrency expects a whole number >= 1, got 0"]),
     ("max-calls-negative", ["--max-calls", "-2"], ["--max-calls expects a whole number >= 0, got -2"]),
     ("max-cost-negative", ["--max-cost", "-1"], ["--max-cost expects a number of USD >= 0, got -1.0"]),

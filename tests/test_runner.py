@@ -220,6 +220,8 @@ def test_a_misspelt_run_setting_is_refused_not_ignored():
 
     with pytest.raises(ValidationError, match="max_cost_usd"):
         RunConfig(model="rules", max_cost_usd=1.0)
+    with pytest.raises(ValidationError, match="rng\n  Input should be greater than or equal to 0"):
+        RunConfig(model="rules", rng=-1)  # refused here, not by numpy's "expected non-negative integer" later
 
 
 def test_a_run_directory_written_with_an_unknown_setting_is_named_on_replay_and_resume(tmp_path, capsys):

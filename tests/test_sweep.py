@@ -240,6 +240,8 @@ def write(tmp_path, text, name="bad.yaml"):
     ("replicate: 3\n", "replicate", "Extra inputs are not permitted"),
     ("replicates: 0\n", "replicates", "greater than or equal to 1"),
     ("seeds: [1, 2]\nreplicates: 2\n", "replicates", "either `seeds`"),
+    ("seeds: [3, -1]\n", "seeds.1", "greater than or equal to 0 (got -1)"),  # numpy takes no negative seed
+    ("replicates: 2\nseed: -3\n", "seed", "greater than or equal to 0 (got -3)"),
     ("parameters:\n  enable_chat: []\n", "parameters.enable_chat", "expected a value or a non-empty list"),
     ("parameters:\n  rng: [1, 2]\n", "parameters.rng", "not a grid parameter"),
     ("parameters:\n  steps: [2, two]\n", "parameters.steps", "expected a whole number >= 1, got 'two'"),

@@ -29,7 +29,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -69,9 +69,9 @@ class SweepSpec(BaseModel):
 
     name: str = Field(default="sweep", min_length=1, pattern=r"^[\w.-]+$")
     parameters: dict[str, Any] = Field(default_factory=dict)
-    seeds: list[int] | None = Field(default=None, min_length=1)
+    seeds: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)  # numpy's seeds are >= 0
     replicates: int | None = Field(default=None, ge=1)
-    seed: int = 0  # first seed when `replicates` is given
+    seed: int = Field(default=0, ge=0)  # first seed when `replicates` is given
     steps: int | None = Field(default=None, ge=1)  # same as parameters.steps (a single value)
     processes: int = Field(default=1, ge=1)
     max_cost: float | None = Field(default=None, ge=0)  # per run, USD of live calls

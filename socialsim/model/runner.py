@@ -56,7 +56,7 @@ class RunConfig(BaseModel):
     routes: dict[str, str] = Field(default_factory=dict)
     steps: int | None = Field(default=None, ge=1)
     preset: str | None = None
-    rng: int = 42
+    rng: int = Field(default=42, ge=0)  # a numpy seed: a whole number >= 0
     max_cost: float | None = Field(default=None, ge=0)
     max_calls: int | None = Field(default=None, ge=0)
     max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
