@@ -396,3 +396,33 @@ def test_the_null_model_line_counts_only_findings_holding_under_both():
     section = rp.findings_section(rp.with_null_model(checked, null), "openai/gpt-4o")
     assert "| B | does not hold | 0 of 3 | 1 | holds (3 of 3) |" in section
     assert "1 of the 2 hold as well" in section  # A only: B does not hold for the engine
+
+
+def test_another_protocol_is_refused_the_folder_of_a_reproduction(toy, tmp_path, no_model_may_answer):
+    """The same command with the same ``--out`` resumes; another model, another architecture's runs
+    or another setting there used to replace runs already paid for, leaving one summary over two
+    protocols' folders."""
+    out = tmp_path / "r"
+    assert rp.reproduce("generic", "rules", seeds=1, out=out, echo=lambda s: None).attrs["complete"]
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    said = []
+    with pytest.raises(ValueError) as refused:
+        rp.reproduce("generic", "openai/gpt-4o-mini", seeds=1, yes=True, out=out, echo=said.append)
+    assert str(refused.value) == (f"--out {out} holds another protocol's runs ({out / 'cafe' / 'seed-1'}: model 'rules' "
+                                  "(now 'openai/gpt-4o-mini')); running there would replace them: give another --out")
+    assert said == [] and no_model_may_answer == []  # refused before the projection, nothing asked
+    config = json.loads((out / "cafe" / "seed-1" / "config.json").read_text())
+    config["config"]["arch_params"] = {"judge": "x"}
+    (out / "cafe" / "seed-1" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"seed-1: arch_params \{'judge': 'x'\} \(now \{\}\)\); running there"):
+        rp.reproduce("generic", "rules", seeds=1, out=out, echo=lambda s: None)
+    (out / "cafe" / "seed-1" / "config.json").write_bytes(before[out / "cafe" / "seed-1" / "config.json"])
+    (out / "asvo-arm" / "seed-1").mkdir(parents=True)
+    (out / "asvo-arm" / "seed-1" / "config.json").write_text(json.dumps({"config": {"arch": "asvo"}}))
+    with pytest.raises(ValueError, match=r"asvo-arm/seed-1: arch 'asvo' \(now 'generic'\)\)"):
+        rp.reproduce("generic", "rules", seeds=1, out=out, echo=lambda s: None)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "asvo-arm" not in str(p)} == before
+    (out / "asvo-arm" / "seed-1" / "config.json").write_text(json.dumps({"config": {"arch": "generic"}}))
+    # the same protocol with more seeds and another length goes on there
+    summary = rp.reproduce("generic", "rules", seeds=2, steps=1, out=out, echo=lambda s: None)
+    assert summary.set_index("metric").loc["steps_done", "n"] == 2

@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from socialsim.model.run_dir import folder_name
+from socialsim.model.run_dir import folder_name, runs_below
 
 log = logging.getLogger("socialsim")
 
@@ -362,6 +362,15 @@ def reproduce(
     for spec in protocol.runs:
         spec.arch_params = {**spec.arch_params, **settings}
     model = default_model(model)
+    # another setting is another protocol: by default its runs go to a directory of their own
+    tail = "".join(f"-{folder_name(f'{key}-{value}')}" for key, value in sorted(settings.items()))
+    out = Path(out or Path("reproduce") / f"{arch}-{model.replace('/', '_')}{tail}")
+    planned = [(spec, seed) for spec in protocol.runs for seed in range(1, seeds + 1)]
+    configs = {out / folder_name(spec.label) / f"seed-{seed}":
+               RunConfig(scenario=spec.scenario, arch=arch, model=model, routes=dict(protocol.routes),
+                         steps=spec.steps, preset=spec.preset, rng=seed, arch_params=dict(spec.arch_params))
+               for spec, seed in planned}
+    _refuse_another_protocols_runs(out, arch, configs)
     proj = project(protocol, model, seeds)
     echo(f"Protocol: {protocol.description or arch} — {len(protocol.runs)} run(s) x {seeds} seed(s) on {model}")
     echo(proj.per_run.to_string(index=False))
@@ -390,19 +399,12 @@ def reproduce(
         if proj.cost_usd is None or proj.cost_usd > max_cost:
             echo(f"Not run: the projection exceeds --max-cost {max_cost} (or is unknown); raise it or add --yes.")
             return None
-    # another setting is another protocol: by default its runs go to a directory of their own
-    tail = "".join(f"-{folder_name(f'{key}-{value}')}" for key, value in sorted(settings.items()))
-    out = Path(out or Path("reproduce") / f"{arch}-{model.replace('/', '_')}{tail}")
     out.mkdir(parents=True, exist_ok=True)
-    planned = [(spec, seed) for spec in protocol.runs for seed in range(1, seeds + 1)]
     spent, rows, problems, not_started = 0.0, [], [], []
     for i, (spec, seed) in enumerate(planned, 1):
         left = None if max_cost is None else max(max_cost - spent, 0.0)
-        config = RunConfig(scenario=spec.scenario, arch=arch, model=model, routes=dict(protocol.routes),
-                           steps=spec.steps, preset=spec.preset, rng=seed, max_cost=left,
-                           arch_params=dict(spec.arch_params))
         run_dir = out / folder_name(spec.label) / f"seed-{seed}"
-        result = run(config, run_dir, progress=progress)
+        result = run(configs[run_dir].model_copy(update={"max_cost": left}), run_dir, progress=progress)
         cost = result.model.llm.ledger.totals()["cost_usd"]
         spent += cost
         echo(f"[{i}/{len(planned)}] {spec.label} seed {seed}: {result.status} ({result.steps_done} steps, "
@@ -456,6 +458,34 @@ def reproduce(
     echo(f"reproduction directory: {out} (report.md: every figure beside the paper's)")
     summary.attrs["complete"] = not problems and not not_started
     return summary
+
+
+# what makes a run another protocol's: running it again with other values would replace it
+_SAME_PROTOCOL = {"scenario", "arch", "model", "routes", "preset", "rng", "arch_params"}
+
+
+def _refuse_another_protocols_runs(out: Path, arch: str, configs: dict[Path, Any]) -> None:
+    """The same command with the same ``--out`` resumes; another architecture, model, route or
+    ``--set`` there would replace runs already paid for, and mix two protocols' summaries, so it
+    is refused, naming the first run and what differs. Other steps (``--steps``) are allowed: the
+    runs are redone from their tapes."""
+    import json
+
+    for run_dir in runs_below(out):
+        try:
+            recorded = json.loads((run_dir / "config.json").read_text())["config"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a run's config: nothing of it would be replaced that could be read
+        planned = configs.get(run_dir)
+        if planned is None:  # an arm or seed not planned now, or the null model's: same architecture only
+            differs = [] if recorded.get("arch") == arch else [f"arch {recorded.get('arch')!r} (now {arch!r})"]
+        else:
+            want = json.loads(json.dumps(planned.resolved().model_dump(include=_SAME_PROTOCOL), default=str))
+            differs = [f"{key} {recorded.get(key)!r} (now {value!r})" for key, value in sorted(want.items())
+                       if recorded.get(key) != value]
+        if differs:
+            raise ValueError(f"--out {out} holds another protocol's runs ({run_dir}: {', '.join(differs)}); "
+                             "running there would replace them: give another --out")
 
 
 def _varied_between_arms(protocol: Protocol) -> set[str]:
