@@ -58,3 +58,6 @@ def test_the_shipped_architectures_do_not_depend_on_the_order(tmp_path, arch, sc
     run_dir = recorded(tmp_path, arch, scenario)
     assert main(["replay", str(run_dir), "--check-order", "--no-progress"]) == 0
     assert "check-order: the same frames" in capsys.readouterr().out
+    # each probe in a folder of its own: the plain replay the command wrote first is kept
+    assert sorted(p.name for p in run_dir.iterdir() if p.is_dir() and (p / "config.json").is_file()) == [
+        "check-order-1", "check-order-2", "replay"]

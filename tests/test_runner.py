@@ -13,7 +13,7 @@ import pytest
 
 from socialsim.llm.engines import ModelUnavailable
 from socialsim.llm.fake_server import FakeOpenAIServer
-from socialsim.model.runner import RunConfig, frames_equal, replay, run
+from socialsim.model.runner import RunConfig, first_difference, replay, run
 
 
 def varied(messages):
@@ -58,7 +58,7 @@ def test_same_seed_same_run_different_seed_different_run(tmp_path):
     a = run(RunConfig(arch="generic", model="rules", steps=3, rng=1), tmp_path / "a", progress=False)
     b = run(RunConfig(arch="generic", model="rules", steps=3, rng=1), tmp_path / "b", progress=False)
     c = run(RunConfig(arch="generic", model="rules", steps=3, rng=2), tmp_path / "c", progress=False)
-    assert frames_equal(a.run_dir, b.run_dir)
+    assert first_difference(a.run_dir, b.run_dir) is None
     assert not pd.read_parquet(a.run_dir / "tables/events.parquet").equals(pd.read_parquet(c.run_dir / "tables/events.parquet"))
 
 

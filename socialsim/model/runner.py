@@ -283,13 +283,6 @@ def first_difference(a: str | Path, b: str | Path) -> str | None:
     return None
 
 
-def frames_equal(a: str | Path, b: str | Path) -> bool:
-    """Whether two runs recorded the same frames and tables (see ``first_difference``)."""
-    if not (Path(a) / "model.parquet").exists() or not (Path(b) / "model.parquet").exists():
-        return False
-    return first_difference(a, b) is None
-
-
 # --- saving -------------------------------------------------------------------------------------
 def _log_to(path: Path) -> logging.Handler:
     handler = logging.FileHandler(path, encoding="utf-8")
