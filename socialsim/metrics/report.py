@@ -22,6 +22,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from socialsim.metrics.markdown import markdown_table  # noqa: E402
+
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
 
@@ -116,10 +118,7 @@ def usage_markdown(model: SocietyModel) -> str:
         return "(no operations were asked)"
     cols = ["module", "op", "model", "decisions", "calls", "prompt_tokens", "completion_tokens", "cost_usd",
             "repaired", "fallbacks", "truncated"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, row in table[cols].iterrows():
-        lines.append("| " + " | ".join(str(round(v, 6) if isinstance(v, float) else v) for v in row) + " |")
-    return "\n".join(lines)
+    return markdown_table(table[cols].map(lambda v: round(v, 6) if isinstance(v, float) else v), digits=None)
 
 
 def write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[str]) -> Path:

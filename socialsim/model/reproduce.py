@@ -36,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+from socialsim.metrics.markdown import markdown_table
 from socialsim.model.run_dir import folder_name, runs_below
 
 log = logging.getLogger("socialsim")
@@ -499,15 +500,3 @@ def _varied_between_arms(protocol: Protocol) -> set[str]:
         arms.append({**{k: v for k, v in preset.items() if k != "steps"}, **spec.arch_params})
     keys = set().union(*arms) if arms else set()
     return {k for k in keys if len({repr(arm.get(k)) for arm in arms}) > 1}
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A Markdown table (numbers to 3 decimals, blanks for missing), without extra dependencies."""
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return "" if math.isnan(v) else f"{v:.3f}"
-        return "" if v is None else str(v)
-
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join(lines)

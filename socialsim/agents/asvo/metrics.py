@@ -27,6 +27,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, STANCES, SVO_TYPES  # noqa: E402
+from socialsim.metrics.markdown import markdown_table  # noqa: E402
 from socialsim.metrics.report import end_of_run_measurement  # noqa: E402
 from socialsim.metrics.separability import PAPER_TABLE_2, PERMUTATIONS, plot_tsne, separability  # noqa: E402
 
@@ -194,13 +195,8 @@ def plot_cooperation(by_svo: pd.DataFrame, path: Path) -> None:
 
 # --- the run report -----------------------------------------------------------------------------
 
-def _markdown(df: pd.DataFrame, digits: int = 2) -> str:
-    if df.empty:
-        return "(nothing recorded)"
-    cells = df.map(lambda v: f"{v:.{digits}f}" if isinstance(v, float) else str(v))
-    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(row) + " |" for row in cells.itertuples(index=False)]
-    return "\n".join(lines)
+def _markdown(df: pd.DataFrame) -> str:
+    return markdown_table(df, digits=2, empty="(nothing recorded)")
 
 
 def table_2(setting: str | None, use_svo: bool, sep) -> str:

@@ -19,6 +19,7 @@ from socialsim.agents.crsec.operations import ObservedFact
 from socialsim.agents.crsec.operations import breaches as act_breaches
 from socialsim.agents.crsec.settings import CRSECSettings
 from socialsim.agents.norms import norm_key
+from socialsim.metrics.markdown import markdown_table, one_line
 from socialsim.spaces.world import World, WorldEvent, gerund
 
 if TYPE_CHECKING:
@@ -427,27 +428,23 @@ def report_sections(model: SocietyModel, run_dir: str | Path) -> list[str]:
     lines = ["## CRSEC: norm emergence", "",
              "The paper's findings (Ren et al., CRSEC, Sec. 3.2 and Appendix D) beside this run's. "
              + engine_note(model), "",
-             "| finding | paper | this run |", "|---|---|---|"]
-    for finding, paper, run in findings(model, ratings):
-        lines.append(f"| {finding} | {paper} | {run} |")
+             markdown_table(pd.DataFrame(findings(model, ratings), columns=["finding", "paper", "this run"]))]
     lines += ["", "![Figure 2](figures/crsec_figure2.png)", "", "### Measurement", "", *measurement_lines(model)]
     if ratings is not None:
         lines += ["", "Appendix-E questionnaire (7-point Likert; an item's score is the mean of its task's "
                   "questions; the judge is an LLM, not the paper's human raters):", "",
-                  "| task | pairs | mean | sd | fallbacks | paper (humans) |", "|---|---|---|---|---|---|"]
-        lines += [f"| {r.task} | {r.pairs} | {r.mean} | {r.sd} | {r.fallbacks} | {r.paper} |"
-                  for r in ratings.itertuples()]
+                  markdown_table(ratings[["task", "pairs", "mean", "sd", "fallbacks", "paper"]]
+                                 .rename(columns={"paper": "paper (humans)"}), digits=None)]
     lines += [
               "", "### Emergent norms (never created by an entrepreneur)", ""]
     emergent = emergent_norms(model)
     if emergent.empty:
         lines.append("(none)")
     else:
-        lines += ["| norm | agents | origin | covers |", "|---|---|---|---|"]
-        lines += [f"| {r.norm} | {r.holders} | {r.origin} | {r.covers} |" for r in emergent.itertuples()]
+        lines.append(markdown_table(emergent[["norm", "holders", "origin", "covers"]].rename(columns={"holders": "agents"})))
     lines += ["", "### Norm databases at the end", ""]
     for a in sorted(model.agents, key=lambda a: a.name):
-        qualified = "; ".join(f"{n.content} (u={n.utility}, {n.type[:3]})" for n in a.norms.qualified()) or "none"
+        qualified = "; ".join(f"{one_line(n.content)} (u={n.utility}, {n.type[:3]})" for n in a.norms.qualified()) or "none"
         role = "entrepreneur" if a.entrepreneur else "ordinary"
         lines.append(f"- **{a.name}** ({role}): {qualified}")
     return lines
