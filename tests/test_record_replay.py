@@ -299,3 +299,37 @@ def test_config_json_exists_from_the_first_step(tmp_path, monkeypatch):
     result = run(RunConfig(arch="generic", model="rules", steps=2), tmp_path / "r", progress=False)
     assert result.status == "interrupted" and result.steps_done == 0
     assert json.loads((tmp_path / "r" / "config.json").read_text())["status"] == "interrupted"
+
+
+def test_a_run_replays_and_resumes_from_its_own_copy_of_the_scenario(tmp_path, monkeypatch, capsys, caplog):
+    """A run of one's own scenario file used to fail to replay from another folder ("no such
+    scenario file"), and to replay *another* run ("identical: NO") once the file was edited."""
+    from socialsim.cli import main
+    from socialsim.scenarios.loader import scenario_path
+
+    here, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    here.mkdir(), elsewhere.mkdir()
+    original = scenario_path("hobbs-cafe").read_text()
+    assert "step_minutes: 10\n" in original
+    (here / "my-cafe.yaml").write_text(original)
+    monkeypatch.chdir(here)
+    args = ["--model", "rules", "--no-progress"]
+    assert main(["run", "my-cafe.yaml", "--steps", "2", "--out", "r", *args]) == 0
+    assert (here / "r" / "scenario.yaml").read_text() == original
+    (here / "my-cafe.yaml").write_text(original.replace("step_minutes: 10\n", "step_minutes: 15\n"))
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert main(["replay", str(here / "r"), "--no-progress"]) == 0
+    assert "frames identical to the recording: yes" in capsys.readouterr().out
+    assert f"using the run's own copy, {here / 'r' / 'scenario.yaml'}" in caplog.text
+    # continued from the copy too: two steps more equal four steps of the scenario as it was
+    assert main(["run", "--resume", str(here / "r"), "--steps", "4", "--no-progress"]) == 0
+    (elsewhere / "as-it-was.yaml").write_text(original)
+    assert main(["run", str(elsewhere / "as-it-was.yaml"), "--steps", "4", "--out", "fresh", *args]) == 0
+    assert first_difference(here / "r", elsewhere / "fresh") is None
+    # a run directory from before copies were kept still replays from the file it names
+    (here / "r" / "scenario.yaml").unlink()
+    monkeypatch.chdir(here)
+    assert main(["replay", "r", "--out", "again", "--no-progress"]) == 1
+    assert "frames identical to the recording: NO" in capsys.readouterr().out  # the edited file: another run

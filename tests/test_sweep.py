@@ -585,6 +585,7 @@ def test_a_run_that_fails_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_p
 
 def test_a_sweep_runs_config_names_its_run_its_live_cost_and_its_engine(tmp_path):
     from socialsim.llm.engines import NOTES, RULES
+    from socialsim.scenarios.loader import scenario_path
 
     result = sweep({"name": "meta", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}},
                    tmp_path / "s", progress=False)
@@ -592,6 +593,8 @@ def test_a_sweep_runs_config_names_its_run_its_live_cost_and_its_engine(tmp_path
     assert re.fullmatch(r"run-[0-9a-f]{12}", run_id)
     meta = json.loads((tmp_path / "s" / RUNS / run_id / "config.json").read_text())
     assert (meta["run_id"], meta["live_cost_usd"], meta["engine_notes"]) == (run_id, 0.0, [NOTES[RULES]])
+    kept = (tmp_path / "s" / RUNS / run_id / "scenario.yaml").read_bytes()  # to replay from any folder
+    assert kept == scenario_path("hobbs-cafe").read_bytes()
 
 
 def test_a_sweeps_routes_send_an_operation_to_another_model(tmp_path, monkeypatch):

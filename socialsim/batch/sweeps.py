@@ -51,7 +51,7 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord
-from socialsim.model.runner import RunConfig, save
+from socialsim.model.runner import RunConfig, keep_scenario, save
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
 
@@ -203,6 +203,7 @@ class SweepModel(SocietyModel):
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         save(self, partial, self.run_config, status, self.notes)
+        keep_scenario(partial, self.run_config.scenario)  # replayable from any folder
         meta = json.loads((partial / "config.json").read_text())
         meta["run_id"] = self.run_id
         (partial / "config.json").write_text(redact(json.dumps(meta, indent=2, default=str)))
