@@ -461,3 +461,20 @@ def test_the_desire_charts_show_the_desires_the_agents_have():
     name = sorted(a.name for a in model.agents)[0]
     assert list(panels.agent_series(frames, 2, name)[f"Desires of {name}"].columns) == pool
     assert list(panels.inspect_agent(frames, name, 2)["desires"]) == pool
+
+
+def test_a_run_of_ones_own_scenario_file_opens_from_any_folder(tmp_path, monkeypatch):
+    """The dashboard rebuilt the map from the scenario file the run names: a relative path failed
+    from another folder, and an edited file drew another map."""
+    from socialsim.scenarios.loader import load_scenario, scenario_path
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "cafe.yaml").write_text(scenario_path("hobbs-cafe").read_text())
+    monkeypatch.chdir(tmp_path / "a")
+    run(RunConfig(scenario="cafe.yaml", model="rules", steps=1), "r", progress=False)
+    session = ReplaySession("r")
+    assert session.config.scenario == "cafe.yaml"  # the file still holds what the run kept: its name
+    monkeypatch.chdir(tmp_path / "b")
+    session = ReplaySession(tmp_path / "a" / "r")
+    assert session.config.scenario == str(tmp_path / "a" / "r" / "scenario.yaml")  # Reset runs the same society
+    assert {a["name"] for a in session.frames.areas} == {a.name for a in load_scenario("hobbs-cafe").map.areas}

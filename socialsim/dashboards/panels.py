@@ -21,7 +21,7 @@ import pandas as pd
 
 from socialsim.llm.engines import engine_note
 from socialsim.llm.redact import redact
-from socialsim.model.run_dir import NotARunDir
+from socialsim.model.run_dir import NotARunDir, recorded_scenario
 
 # --- frames ---------------------------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ def frames_from_run(run_dir: str | Path) -> Frames:
     consolidate(run_dir)  # a killed run: its complete steps, from the per-step records
     meta = json.loads(meta_path.read_text())
     config = meta["config"]
-    spec = load_scenario(config["scenario"])
+    spec = load_scenario(recorded_scenario(run_dir, config["scenario"]))  # else the run's own copy
     names = [a.name for a in spec.agents]
     world = World(spec.map, random.Random(0)) if spec.map else None
     social = SocialNetworkWorld(spec.network, names, random.Random(0)) if spec.network else None

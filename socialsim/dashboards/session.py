@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from socialsim.dashboards.panels import Frames, frames_from_model, frames_from_run
+from socialsim.model.run_dir import recorded_scenario
 
 log = logging.getLogger("socialsim.dashboard")
 
@@ -333,7 +334,8 @@ class ReplaySession:
         self.settings = {}
         recorded = json.loads((self.run_dir / "config.json").read_text())["config"]
         # Reset from a replay re-runs the same society live
-        self.config = LiveConfig(scenario=recorded.get("scenario", self.frames.scenario), arch=self.frames.arch,
+        named = recorded.get("scenario", self.frames.scenario)
+        self.config = LiveConfig(scenario=recorded_scenario(self.run_dir, named), arch=self.frames.arch,
                                  model=recorded.get("model"), seed=int(recorded.get("rng", 42)),
                                  params=dict(recorded.get("arch_params") or {}))
 

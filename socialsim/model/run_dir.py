@@ -7,14 +7,37 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
+
 # a reproduction's runs are OUT/ARM/seed-K, a sweep's SWEEP/runs/ID: two levels below, at most three
 _RUNS_BELOW = ("*/config.json", "*/*/config.json", "*/*/*/config.json")
 _NAMED = 3
+SCENARIO_COPY = "scenario"  # a run directory's copy of its scenario file: scenario.yaml or .toml
 
 
 def folder_name(label: str) -> str:
     """A label made safe as a folder's name (a reproduction's arm, a run's settings)."""
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
+
+
+def kept_scenario(run_dir: str | Path) -> Path | None:
+    """The copy of its scenario file a run directory keeps (``scenario.yaml`` or ``.toml``), if any:
+    what replay, ``--resume`` and the dashboard build the society from."""
+    return next((p for s in SUFFIXES if (p := Path(run_dir) / f"{SCENARIO_COPY}{s}").is_file()), None)
+
+
+def recorded_scenario(run_dir: str | Path, named: str) -> str:
+    """What a recorded run's society is built from: the scenario it names while that file still
+    holds what the run kept, else the run's own copy (the file was edited or moved, or the run is
+    read from another folder); the name when the run kept no copy (written before copies were)."""
+    copy = kept_scenario(run_dir)
+    if copy is None:
+        return named
+    try:
+        same = scenario_path(named).read_bytes() == copy.read_bytes()
+    except (ScenarioError, OSError):
+        same = False
+    return named if same else str(copy)
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -37,14 +37,13 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape
+from socialsim.model.run_dir import SCENARIO_COPY, recorded_scenario
 from socialsim.model.society import SocietyModel
 from socialsim.model.steplog import StepLog, consolidate
-from socialsim.scenarios.loader import SUFFIXES, ScenarioError, load_scenario, scenario_path
+from socialsim.scenarios.loader import load_scenario, scenario_path
 from socialsim.scenarios.schema import field_problems
 
 log = logging.getLogger("socialsim")
-
-SCENARIO_COPY = "scenario"  # a run directory's copy of its scenario file: scenario.yaml or .toml
 
 
 class RunConfig(BaseModel):
@@ -72,10 +71,10 @@ class RunConfig(BaseModel):
     breaker: int = Field(default=DEFAULT_BREAKER, ge=0)  # live calls failing in a row that stop the run; 0: off
     arch_params: dict[str, Any] = Field(default_factory=dict)
 
-    def resolved(self, scenario_file: Path | None = None) -> RunConfig:
+    def resolved(self, source: str | None = None) -> RunConfig:
         """Fill in the scenario's defaults so the saved config alone reproduces the run
-        (``scenario_file``: the scenario as a run directory kept it, instead of ``scenario``)."""
-        scenario = load_scenario(scenario_file or self.scenario)
+        (``source``: the scenario file to read instead of ``scenario``, e.g. a run's own copy)."""
+        scenario = load_scenario(source or self.scenario)
         preset = scenario.presets.get(self.preset, {}) if self.preset else {}
         if self.preset and self.preset not in scenario.presets:
             raise ValueError(f"scenario {scenario.name!r} has no preset {self.preset!r} "
@@ -96,40 +95,19 @@ class RunResult:
     model: SocietyModel
 
 
-def build_model(config: RunConfig, gateway: Gateway, scenario_file: Path | None = None) -> SocietyModel:
-    return SocietyModel(load_scenario(scenario_file or config.scenario), arch=config.arch, gateway=gateway,
-                        rng=config.rng, **config.arch_params)
-
-
-def kept_scenario(run_dir: Path) -> Path | None:
-    """The copy of its scenario file a run directory keeps (``scenario.yaml`` or ``.toml``), if any."""
-    return next((p for s in SUFFIXES if (p := run_dir / f"{SCENARIO_COPY}{s}").is_file()), None)
+def build_model(config: RunConfig, gateway: Gateway, source: str | None = None) -> SocietyModel:
+    return SocietyModel(source or config.scenario, arch=config.arch, gateway=gateway, rng=config.rng,
+                        **config.arch_params)
 
 
 def keep_scenario(run_dir: Path, scenario: str | Path) -> None:
-    """Copy the scenario file, byte for byte, into the run directory: replay and ``--resume`` build
-    the society from this copy, so a run replays from any folder, and the same after its
-    scenario file was edited or moved."""
+    """Copy the scenario file, byte for byte, into the run directory: once the file it names is
+    edited, moved or out of reach (another folder), replay, ``--resume`` and the dashboard build the
+    society from this copy (``run_dir.recorded_scenario``)."""
     source = scenario_path(scenario)
     copy = run_dir / f"{SCENARIO_COPY}{source.suffix}"
     if source.resolve() != copy.resolve():
         _write_whole(copy, lambda tmp: tmp.write_bytes(source.read_bytes()))
-
-
-def scenario_source(run_dir: Path, config: RunConfig) -> Path | None:
-    """Where a recorded run's society comes from: its kept copy, with a warning when the scenario
-    file it names has changed since (None: a run directory from before copies were kept)."""
-    copy = kept_scenario(run_dir)
-    if copy is None:
-        return None
-    try:
-        same = scenario_path(config.scenario).read_bytes() == copy.read_bytes()
-    except (ScenarioError, OSError):
-        same = False
-    if not same:
-        log.warning("scenario %s is not what %s recorded (edited, moved or run from another folder): "
-                    "using the run's own copy, %s", config.scenario, run_dir, copy)
-    return copy
 
 
 def run(
@@ -148,8 +126,11 @@ def run(
     """
     replay = replay_from is not None
     earlier = Path(replay_from) if replay else (Path(out) if out else None)  # a run directory to go on from
-    scenario_file = scenario_source(earlier, config) if earlier is not None else None
-    config = config.resolved(scenario_file)
+    source = recorded_scenario(earlier, config.scenario) if earlier is not None else config.scenario
+    if source != config.scenario:
+        log.warning("scenario %s is not what %s recorded (edited, moved or read from another folder): "
+                    "using the run's own copy, %s", config.scenario, earlier, source)
+    config = config.resolved(source)
     routes = RouteTable(config.model, dict(config.routes))
     run_dir = Path(out) if out else new_run_dir(config)
     tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
@@ -160,7 +141,7 @@ def run(
     if order_probe is not None:
         gateway.order_probe = random.Random(order_probe)
     try:
-        model = build_model(config, gateway, scenario_file)  # bad parameters fail here, before anything is written ...
+        model = build_model(config, gateway, source)  # bad parameters fail here, before anything is written ...
         models = gateway.models()  # the routes' and any judge's the architecture's settings name
         if config.max_cost is not None and not replay:
             check_priced(config, models)  # ... a budget that cannot be kept ...
@@ -171,7 +152,7 @@ def run(
             run_dir.rmdir()  # the name claimed for this run, still empty
         raise
     run_dir.mkdir(parents=True, exist_ok=True)
-    keep_scenario(run_dir, scenario_file or config.scenario)
+    keep_scenario(run_dir, source)
     handler = _log_to(run_dir / "run.log")
     try:
         notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]  # the actors' engines
