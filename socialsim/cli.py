@@ -234,7 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.llm.routing import RouteTable, parse_route
     from socialsim.model.run_dir import already_a_run
-    from socialsim.model.runner import RunConfig, check_priced, run
+    from socialsim.model.runner import RunConfig, run
 
     signal.signal(signal.SIGTERM, _interrupt)  # a terminated run saves a resumable state, like Ctrl-C
     try:
@@ -257,9 +257,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                                **({"max_concurrency": args.concurrency} if args.concurrency is not None else {}),
                                **_call_options(args))
             out = args.out
-            resolved = config.resolved()  # scenario and preset checked before anything is written
-            if resolved.max_cost is not None:
-                check_priced(resolved)
             if out is not None:
                 if message := already_a_run(out):
                     return _fail(message)

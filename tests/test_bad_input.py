@@ -172,6 +172,8 @@ ARG_CASES = [
     ("unknown-arch-param", ["--set", "generic.nope=1"], ["nope"]),
     ("unpriced-max-cost", ["--model", "openai/unknown-model-xyz", "--max-cost", "1"],
      ["openai/unknown-model-xyz has no price", "--price IN,OUT"]),
+    ("unpriced-routed-max-cost", ["--route", "generic=openai/unknown-model-xyz", "--max-cost", "1"],
+     ["openai/unknown-model-xyz has no price"]),  # a route's model needs a price too
     ("resume-not-a-run", ["--resume", "/nonexistent/run"], ["--resume /nonexistent/run is not a run directory"]),
     ("out-unwritable", ["--out", "/proc/forbidden/run"], ["--out /proc/forbidden/run: cannot write there"]),
     ("unknown-model", ["--model", "nosuch/model"], ["unknown model 'nosuch/model'", "PROVIDER/MODEL"]),

@@ -100,3 +100,13 @@ def test_a_new_run_or_a_replay_is_refused_a_directory_that_holds_a_run(tmp_path,
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     assert main(run + [str(tmp_path / "new")]) == 0  # a new directory, or ...
     assert main(run + [str(tmp_path / "new" / "replay")]) == 0  # ... one below a run, is fine
+
+
+def test_a_default_run_directory_is_named_by_scenario_architecture_and_time(tmp_path):
+    import re
+
+    from socialsim.model import runner
+
+    config = runner.RunConfig(scenario="school-meso", model="rules").resolved()
+    path = runner.new_run_dir(config, tmp_path / "not" / "yet")  # its folders are made as needed
+    assert re.fullmatch(r"school-meso-asvo-20\d{6}-\d{6}", path.name) and path.is_dir()

@@ -216,10 +216,9 @@ def new_run_dir(config: RunConfig, parent: Path = Path("runs")) -> Path:
             path = parent / f"{base}-{n}"
 
 
-def check_priced(config: RunConfig, models: set[str] | None = None) -> None:
-    """A budget needs prices: refuse --max-cost when a model the run may ask (``models``, else the
-    routed ones) has none (before anything is written)."""
-    models = RouteTable(config.model, dict(config.routes)).models() if models is None else models
+def check_priced(config: RunConfig, models: set[str]) -> None:
+    """A budget needs prices: refuse --max-cost when a model the run may ask (its routes' and any
+    judge's) has none (before anything is written)."""
     unpriced = sorted(m for m in models if m != "rules" and token_cost(m, 1, 1, config.price) is None)
     if unpriced:
         raise ValueError(f"--max-cost {config.max_cost:g} cannot be kept: {', '.join(unpriced)} "
