@@ -2,6 +2,7 @@
 them, from every command that takes a run directory."""
 
 import json
+import shutil
 
 import pytest
 
@@ -77,6 +78,11 @@ def test_runs_started_in_the_same_second_each_get_their_own_directory(tmp_path, 
     with pytest.raises(ValueError, match="no_such_switch"):  # refused before anything is written ...
         runner.run(config.model_copy(update={"arch_params": {"no_such_switch": 1}}), progress=False)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [base, f"{base}-2"]  # ... and no empty directory
+    for path in (first, second):
+        shutil.rmtree(path)
+    with pytest.raises(ValueError, match="no_such_switch"):
+        runner.run(config.model_copy(update={"arch_params": {"no_such_switch": 1}}), progress=False)
+    assert not (tmp_path / "runs").exists()  # not even an empty runs/
 
 
 def test_a_new_run_or_a_replay_is_refused_a_directory_that_holds_a_run(tmp_path, capsys):

@@ -11,6 +11,7 @@ error); the tape is appended call by call, so nothing recorded is lost and a kil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -148,8 +149,10 @@ def run(
         if preflight and not replay:
             check_models(models, api_base=config.api_base)  # ... and an unknown or unreachable model
     except BaseException:
-        if out is None:
-            run_dir.rmdir()  # the name claimed for this run, still empty
+        if out is None:  # the name claimed for this run, still empty, and runs/ if it holds nothing else
+            run_dir.rmdir()
+            with contextlib.suppress(OSError):
+                run_dir.parent.rmdir()
         raise
     run_dir.mkdir(parents=True, exist_ok=True)
     keep_scenario(run_dir, source)
