@@ -333,3 +333,24 @@ def test_a_run_replays_and_resumes_from_its_own_copy_of_the_scenario(tmp_path, m
     monkeypatch.chdir(here)
     assert main(["replay", "r", "--out", "again", "--no-progress"]) == 1
     assert "frames identical to the recording: NO" in capsys.readouterr().out  # the edited file: another run
+
+
+def test_a_runs_copy_of_its_scenario_keeps_line_endings_and_no_secret(tmp_path, monkeypatch, caplog):
+    from socialsim.scenarios.loader import scenario_path
+
+    key = "sk-" + "Zq7" * 8  # built at run time: no key-shaped literal in the repository
+    monkeypatch.setenv("MY_PROVIDER_API_KEY", "a-long-private-value-1234")
+    text = scenario_path("hobbs-cafe").read_text().replace("\n", "\r\n", 40)
+    text = text.replace("name: hobbs-cafe", f"name: hobbs-cafe  # {key} a-long-private-value-1234", 1)
+    assert key in text
+    (tmp_path / "cafe.yaml").write_bytes(text.encode())
+    result = run(RunConfig(scenario=str(tmp_path / "cafe.yaml"), model="rules", steps=1), tmp_path / "r", progress=False)
+    kept = (result.run_dir / "scenario.yaml").read_bytes()
+    assert key.encode() not in kept and b"a-long-private-value-1234" not in kept and b"[REDACTED]" in kept
+    assert kept.count(b"\r\n") == 40  # line endings as they were
+    (tmp_path / "plain.yaml").write_bytes(scenario_path("hobbs-cafe").read_text().replace("\n", "\r\n").encode())
+    plain = run(RunConfig(scenario=str(tmp_path / "plain.yaml"), model="rules", steps=1), tmp_path / "p", progress=False)
+    assert (plain.run_dir / "scenario.yaml").read_bytes() == (tmp_path / "plain.yaml").read_bytes()
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert replay(plain.run_dir, tmp_path / "p2", progress=False)[1]
+    assert "using the run's own copy" not in caplog.text  # the file still holds what the run kept
