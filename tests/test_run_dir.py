@@ -116,3 +116,23 @@ def test_a_default_run_directory_is_named_by_scenario_architecture_and_time(tmp_
     config = runner.RunConfig(scenario="school-meso", model="rules").resolved()
     path = runner.new_run_dir(config, tmp_path / "not" / "yet")  # its folders are made as needed
     assert re.fullmatch(r"school-meso-asvo-20\d{6}-\d{6}", path.name) and path.is_dir()
+
+
+def test_a_run_directory_being_written_is_refused_to_a_second_process(tmp_path, capsys):
+    """Two terminals resuming one run interleaved two tapes and two sets of frames."""
+    import os
+
+    from socialsim.model.run_dir import writing
+
+    run = ["run", "hobbs-cafe", "--model", "rules", "--steps", "1", "--no-progress", "--out", str(tmp_path / "r")]
+    assert main(run) == 0
+    before = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
+    with writing(tmp_path / "r"):  # as another process would hold it (a lock per open file)
+        assert main(["run", "--resume", str(tmp_path / "r"), "--steps", "2", "--no-progress"]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"socialsim: error: {tmp_path / 'r'} is being written by another process (pid {os.getpid()}): "
+            "let it finish or stop it (Ctrl-C saves it), then try again")
+    after = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
+    assert {p: b for p, b in after.items() if p.name != ".lock"} == {p: b for p, b in before.items() if p.name != ".lock"}
+    assert after[tmp_path / "r" / ".lock"] == b""  # released: no pid left behind
+    assert main(["run", "--resume", str(tmp_path / "r"), "--steps", "2", "--no-progress"]) == 0

@@ -4,7 +4,11 @@ pick one. Imports nothing heavy: the command line uses it before any model is bu
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
@@ -12,6 +16,7 @@ from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 # a reproduction's runs are OUT/ARM/seed-K, a sweep's SWEEP/runs/ID: two levels below, at most three
 _RUNS_BELOW = ("*/config.json", "*/*/config.json", "*/*/*/config.json")
 _NAMED = 3
+LOCK = ".lock"  # held by the process writing a run directory (``writing``)
 SCENARIO_COPY = "scenario"  # a run directory's copy of its scenario file: scenario.yaml or .toml
 
 
@@ -38,6 +43,32 @@ def recorded_scenario(run_dir: str | Path, named: str) -> str:
     except (ScenarioError, OSError):
         same = False
     return named if same else str(copy)
+
+
+@contextmanager
+def writing(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir`` while this process writes it: a second run, ``--resume`` or replay into it
+    meanwhile (another terminal) is refused instead of interleaving two tapes and two sets of
+    frames. The hold is a lock on ``.lock`` that goes with the process, even on ``kill -9``."""
+    with open(run_dir / LOCK, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            pid = handle.read().strip()
+            raise ValueError(f"{run_dir} is being written by another process{f' (pid {pid})' if pid else ''}: "
+                             "let it finish or stop it (Ctrl-C saves it), then try again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def is_run_dir(path: str | Path) -> bool:

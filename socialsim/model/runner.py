@@ -38,7 +38,7 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape
-from socialsim.model.run_dir import SCENARIO_COPY, recorded_scenario
+from socialsim.model.run_dir import SCENARIO_COPY, recorded_scenario, writing
 from socialsim.model.society import SocietyModel
 from socialsim.model.steplog import StepLog, consolidate
 from socialsim.scenarios.loader import load_scenario, scenario_path
@@ -156,52 +156,53 @@ def run(
                 run_dir.parent.rmdir()
         raise
     run_dir.mkdir(parents=True, exist_ok=True)
-    keep_scenario(run_dir, source)
-    handler = _log_to(run_dir / "run.log")
-    try:
-        notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]  # the actors' engines
-        for note in notes:
-            log.warning(note)
-        save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
-        step_log = StepLog(run_dir, _tidy)
-        status = "completed"
-        steps = range(config.steps)
-        if progress:
-            from tqdm import tqdm
-
-            steps = tqdm(steps, desc=f"{config.scenario} [{config.arch}]", unit="step")
+    with writing(run_dir):  # one process at a time: two would interleave their tapes and frames
+        keep_scenario(run_dir, source)
+        handler = _log_to(run_dir / "run.log")
         try:
-            for _ in steps:
-                try:
-                    model.step()
-                except BudgetExhausted as exc:
-                    status = f"stopped by budget: {exc}"
-                    log.warning("%s; everything recorded so far is saved; resume with --resume", status)
-                    break
-                except ProviderOutage as exc:
-                    status = f"stopped by provider outage: {exc}"
-                    log.warning("%s; everything recorded so far is saved; resume with --resume "
-                                "when the provider is back", status)
-                    break
-                step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
-                save_meta(model, run_dir, config, "running", notes)
-        except KeyboardInterrupt:
-            status = "interrupted"
-        except Exception as exc:
-            status = f"failed: {type(exc).__name__}: {exc}"
-            raise
+            notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]  # the actors' engines
+            for note in notes:
+                log.warning(note)
+            save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
+            step_log = StepLog(run_dir, _tidy)
+            status = "completed"
+            steps = range(config.steps)
+            if progress:
+                from tqdm import tqdm
+
+                steps = tqdm(steps, desc=f"{config.scenario} [{config.arch}]", unit="step")
+            try:
+                for _ in steps:
+                    try:
+                        model.step()
+                    except BudgetExhausted as exc:
+                        status = f"stopped by budget: {exc}"
+                        log.warning("%s; everything recorded so far is saved; resume with --resume", status)
+                        break
+                    except ProviderOutage as exc:
+                        status = f"stopped by provider outage: {exc}"
+                        log.warning("%s; everything recorded so far is saved; resume with --resume "
+                                    "when the provider is back", status)
+                        break
+                    step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
+                    save_meta(model, run_dir, config, "running", notes)
+            except KeyboardInterrupt:
+                status = "interrupted"
+            except Exception as exc:
+                status = f"failed: {type(exc).__name__}: {exc}"
+                raise
+            finally:
+                save(model, run_dir, config, status, notes)
+                step_log.close()
+            result = RunResult(run_dir, status, _steps_done(model), model)
+            recorded = len(gateway.ledger.rows)
+            result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
+            if len(gateway.ledger.rows) != recorded or model.measurement_stopped:
+                save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
+            return result
         finally:
-            save(model, run_dir, config, status, notes)
-            step_log.close()
-        result = RunResult(run_dir, status, _steps_done(model), model)
-        recorded = len(gateway.ledger.rows)
-        result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
-        if len(gateway.ledger.rows) != recorded or model.measurement_stopped:
-            save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
-        return result
-    finally:
-        logging.getLogger("socialsim").removeHandler(handler)
-        handler.close()
+            logging.getLogger("socialsim").removeHandler(handler)
+            handler.close()
 
 
 def new_run_dir(config: RunConfig, parent: Path = Path("runs")) -> Path:
