@@ -41,7 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="run directory (default runs/SCENARIO-ARCH-TIME)")
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
                      help="continue a stopped or killed run: its config and tape are reused, recorded calls are "
-                          "free; only --steps, --max-cost, --max-calls, --price, --timeout, --retries, --json-schema and --breaker may change")
+                          "free; only the length, limits and call settings may change (--steps, --max-cost, "
+                          "--max-calls, --price, --concurrency, --rpm, --tpm, --api-base, --timeout, --retries, "
+                          "--json-schema, --breaker)")
     run.add_argument("--max-cost", type=float, help="stop cleanly once this many USD are spent")
     run.add_argument("--price", type=_price, metavar="IN,OUT",
                      help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
@@ -135,9 +137,11 @@ def _fail(message: str, code: int = 2) -> int:
     return code
 
 
-# Arguments a resumed run takes from its config.json; giving a different value is refused.
-_RESUME_FIXED = {"scenario": "scenario", "arch": "arch", "model": "model", "preset": "preset", "rng": "rng",
-                 "concurrency": "max_concurrency", "rpm": "rpm", "tpm": "tpm", "api_base": "api_base"}
+# Arguments a resumed run takes from its config.json; giving a different value is refused. How calls
+# are paced and where they are sent (--concurrency, --rpm, --tpm, --api-base) may change: the
+# results depend on neither (the tape's keys hold no endpoint), and a rate-limited provider or a
+# restarted server on another port is what a resume is often for.
+_RESUME_FIXED = {"scenario": "scenario", "arch": "arch", "model": "model", "preset": "preset", "rng": "rng"}
 
 
 def _check_run_arguments(args: argparse.Namespace) -> str | None:
@@ -192,8 +196,9 @@ def _resumed_config(args: argparse.Namespace):
     if changed:
         raise ValueError(f"--resume {args.resume} refuses changed arguments: {'; '.join(changed)}. "
                          f"Start a new run (without --resume) to change them")
-    updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls,
-                                 "steps": args.steps, "price": args.price}.items() if v is not None}
+    updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls, "steps": args.steps,
+                                 "price": args.price, "max_concurrency": args.concurrency, "rpm": args.rpm,
+                                 "tpm": args.tpm, "api_base": args.api_base}.items() if v is not None}
     return saved.model_copy(update=updates | _call_options(args))
 
 

@@ -237,3 +237,28 @@ def test_a_run_directory_written_with_an_unknown_setting_is_named_on_replay_and_
         replay(result.run_dir, tmp_path / "replay", progress=False)
     assert main(["run", "--resume", str(result.run_dir), "--no-progress"]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_a_run_resumes_on_another_endpoint_with_other_pacing(tmp_path, server, capsys):
+    """A provider that rate-limits, or a server restarted on another port, is what a resume is often
+    for: --api-base, --concurrency, --rpm and --tpm were refused as changed arguments."""
+    from socialsim.cli import main
+
+    stopped = run(provider_config(server, max_calls=25), tmp_path / "run", progress=False)
+    assert stopped.status.startswith("stopped by budget")
+    with FakeOpenAIServer(policy=varied) as moved:
+        assert main(["run", "--resume", str(tmp_path / "run"), "--api-base", moved.api_base, "--concurrency", "3",
+                     "--rpm", "60000", "--tpm", "9000000", "--no-progress"]) == 0
+        asked_there = [r for r in moved.requests if r["messages"][-1]["content"] != "Say OK."]
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["status"] == "completed" and saved["live_calls"] == len(asked_there) > 0
+    assert len(server.requests) == 1 + 25  # the first endpoint was asked nothing more
+    config = saved["config"]
+    assert (config["api_base"], config["max_concurrency"], config["rpm"], config["tpm"]) == (
+        moved.api_base, 3, 60000.0, 9000000.0)
+    run(provider_config(server), tmp_path / "fresh", progress=False)
+    resumed, fresh = (pd.read_parquet(p / "model.parquet").drop(columns="llm_latency_s")
+                      for p in (tmp_path / "run", tmp_path / "fresh"))
+    assert resumed.equals(fresh)  # the same run as one never stopped (latency is live)
+    assert main(["run", "--resume", str(tmp_path / "run"), "--rng", "5", "--no-progress"]) == 2  # a seed is the run's
+    assert "--rng 5 (recorded: 11)" in capsys.readouterr().err
