@@ -136,3 +136,18 @@ def test_a_run_directory_being_written_is_refused_to_a_second_process(tmp_path, 
     assert {p: b for p, b in after.items() if p.name != ".lock"} == {p: b for p, b in before.items() if p.name != ".lock"}
     assert after[tmp_path / "r" / ".lock"] == b""  # released: no pid left behind
     assert main(["run", "--resume", str(tmp_path / "r"), "--steps", "2", "--no-progress"]) == 0
+
+
+def test_folder_names_and_the_messages_edges(tmp_path):
+    from socialsim.model.run_dir import already_a_run, folder_name
+
+    assert folder_name("family-meso / w/o ASVO") == "family-meso___w_o_ASVO"  # a reproduction's arm
+    assert folder_name("__a b_") == "a_b" and folder_name("über_1-x") == "über_1-x" and folder_name("//") == "run"
+    two = _runs(tmp_path / "two", "a/seed-1", "a/seed-2")
+    assert not_a_run_dir(tmp_path / "two").endswith(f"it holds 2 runs ({two[0]}, {two[1]}): give one of them")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")  # a run's config cut short
+    assert already_a_run(tmp_path / "broken") == (
+        f"--out {tmp_path / 'broken'} already holds a run; nothing was written. To keep it, continue it with "
+        f"`socialsim run --resume {tmp_path / 'broken'}`, or give another --out")
+    assert already_a_run(tmp_path / "nothing-here") is None
