@@ -151,3 +151,8 @@ def test_folder_names_and_the_messages_edges(tmp_path):
         f"--out {tmp_path / 'broken'} already holds a run; nothing was written. To keep it, continue it with "
         f"`socialsim run --resume {tmp_path / 'broken'}`, or give another --out")
     assert already_a_run(tmp_path / "nothing-here") is None
+    assert already_a_run(tmp_path / "two") == (  # a reproduction's folder would read as one run
+        f"--out {tmp_path / 'two'} holds 2 runs below it (e.g. {two[0]}); nothing was written: give a folder of "
+        f"its own, e.g. {tmp_path / 'two' / 'my-run'}")
+    _runs(tmp_path / "one", "runs/abc")
+    assert f"--out {tmp_path / 'one'} holds 1 run below it" in already_a_run(tmp_path / "one")

@@ -100,10 +100,15 @@ class NotARunDir(FileNotFoundError):
 
 def already_a_run(path: str | Path, flag: str = "--out") -> str | None:
     """Why ``path`` cannot take a new run: it holds one (its status and steps named), which writing
-    there would replace. None when it holds none."""
+    there would replace, or runs below it (a sweep's, a reproduction's, ``runs/``), whose folder
+    would then read as one run. None when it holds none."""
     path = Path(path)
     if not is_run_dir(path):
-        return None
+        inside = runs_below(path)
+        if not inside:
+            return None
+        return (f"{flag} {path} holds {len(inside)} run{'s' if len(inside) > 1 else ''} below it (e.g. {inside[0]}); "
+                f"nothing was written: give a folder of its own, e.g. {path / 'my-run'}")
     try:
         meta = json.loads((path / "config.json").read_text())
         status, steps = meta["status"], meta["steps_done"]
