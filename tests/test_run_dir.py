@@ -156,3 +156,36 @@ def test_folder_names_and_the_messages_edges(tmp_path):
         f"its own, e.g. {tmp_path / 'two' / 'my-run'}")
     _runs(tmp_path / "one", "runs/abc")
     assert f"--out {tmp_path / 'one'} holds 1 run below it" in already_a_run(tmp_path / "one")
+
+
+def test_a_sweep_or_a_reproduction_needs_a_folder_of_its_own(tmp_path, capsys):
+    """A sweep written into a run directory, or a reproduction into a sweep's folder, mixed their
+    runs: the export and the findings then read the other's too."""
+    from socialsim.model.run_dir import not_for_a_batch
+
+    (run,) = _runs(tmp_path, "a-run")
+    sweep_runs = _runs(tmp_path / "a-sweep", "runs/run-1", "runs/run-2")
+    (tmp_path / "a-sweep" / "sweep.json").write_text("{}")
+    repro = _runs(tmp_path / "a-repro", "full/seed-1", "rules-null-model/full/seed-1")
+    _runs(tmp_path / "mixed", "full/seed-1", "mine")
+    for what in ("sweep", "reproduction"):
+        assert not_for_a_batch(run, what) == f"--out {run} is a run directory; a {what} needs a folder of its own"
+        assert not_for_a_batch(tmp_path / "new", what) is None
+    assert not_for_a_batch(tmp_path / "a-sweep", "sweep") is None  # its own folder: resumed
+    assert not_for_a_batch(tmp_path / "a-repro", "reproduction") is None
+    assert not_for_a_batch(tmp_path / "a-sweep", "reproduction") == (
+        f"--out {tmp_path / 'a-sweep'} holds 2 runs that are not a reproduction's (e.g. {sweep_runs[0]}); "
+        "nothing was written: give a folder of its own")
+    assert not_for_a_batch(tmp_path / "a-repro", "sweep").startswith(
+        f"--out {tmp_path / 'a-repro'} holds 2 runs that are not a sweep's (e.g. {repro[0]})")
+    assert "holds 2 runs that are not a reproduction's" in not_for_a_batch(tmp_path / "mixed", "reproduction")
+
+    sweep_file = tmp_path / "s.yaml"
+    sweep_file.write_text("name: s\nseeds: [1]\nsteps: 1\nparameters: {arch: generic, model: rules}\n")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert main(["sweep", str(sweep_file), "--out", str(run), "--no-progress"]) == 2
+    assert f"--out {run} is a run directory; a sweep needs a folder of its own" in capsys.readouterr().err
+    assert main(["reproduce", "itcmas", "--model", "rules", "--seeds", "1", "--steps", "1",
+                 "--out", str(tmp_path / "a-sweep")]) == 2
+    assert "holds 2 runs that are not a reproduction's" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before

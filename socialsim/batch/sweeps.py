@@ -51,6 +51,7 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord
+from socialsim.model.run_dir import not_for_a_batch
 from socialsim.model.runner import RunConfig, keep_scenario, save
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
@@ -278,6 +279,8 @@ def sweep(
     else:
         spec = validate_sweep(spec)
     sweep_dir = Path(out) if out else Path("sweeps") / spec.name
+    if why := not_for_a_batch(sweep_dir, "sweep"):
+        raise ValueError(why)
     (sweep_dir / RUNS).mkdir(parents=True, exist_ok=True)
     for stale in (sweep_dir / RUNS).glob(f"{PARTIAL}*"):  # left by a killed run; never a result
         shutil.rmtree(stale, ignore_errors=True)

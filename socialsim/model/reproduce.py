@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from socialsim.metrics.markdown import markdown_table
-from socialsim.model.run_dir import folder_name, runs_below
+from socialsim.model.run_dir import folder_name, not_for_a_batch, runs_below
 
 log = logging.getLogger("socialsim")
 
@@ -472,6 +472,8 @@ def _refuse_another_protocols_runs(out: Path, arch: str, configs: dict[Path, Any
     runs are redone from their tapes."""
     import json
 
+    if why := not_for_a_batch(out, "reproduction"):
+        raise ValueError(why)
     for run_dir in runs_below(out):
         try:
             recorded = json.loads((run_dir / "config.json").read_text())["config"]

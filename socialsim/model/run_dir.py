@@ -16,6 +16,7 @@ from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 # a reproduction's runs are OUT/ARM/seed-K, a sweep's SWEEP/runs/ID: two levels below, at most three
 _RUNS_BELOW = ("*/config.json", "*/*/config.json", "*/*/*/config.json")
 _NAMED = 3
+SWEEP_FILE = "sweep.json"  # what makes a folder a sweep's
 LOCK = ".lock"  # held by the process writing a run directory (``writing``)
 SCENARIO_COPY = "scenario"  # a run directory's copy of its scenario file: scenario.yaml or .toml
 
@@ -118,6 +119,24 @@ def already_a_run(path: str | Path, flag: str = "--out") -> str | None:
     go_on = (f"extend it with `socialsim run --resume {path} --steps N`" if status == "completed"
              else f"continue it with `socialsim run --resume {path}`")
     return f"{flag} {path} already holds a run{what}; nothing was written. To keep it, {go_on}, or give another {flag}"
+
+
+def not_for_a_batch(path: str | Path, what: str) -> str | None:
+    """Why ``path`` cannot hold a sweep or a reproduction (``what``): it is a run directory, or holds
+    runs that are not that batch's (a run, a sweep or a reproduction written there before), which
+    would be mixed into its tables. None when it can (new, empty, or that batch's own folder)."""
+    path = Path(path)
+    if is_run_dir(path):
+        return f"--out {path} is a run directory; a {what} needs a folder of its own"
+    inside = runs_below(path)
+    if what == "sweep":
+        own = (path / SWEEP_FILE).is_file()
+    else:  # a reproduction's runs are ARM/seed-K (and its null model's, rules-null-model/ARM/seed-K)
+        own = not (path / SWEEP_FILE).is_file() and all(r.name.startswith("seed-") for r in inside)
+    if own or not inside:
+        return None
+    return (f"--out {path} holds {len(inside)} run{'s' if len(inside) > 1 else ''} that are not a {what}'s "
+            f"(e.g. {inside[0]}); nothing was written: give a folder of its own")
 
 
 def not_a_run_dir(path: str | Path) -> str:
