@@ -2,6 +2,7 @@
 them, from every command that takes a run directory."""
 
 import json
+import os
 import shutil
 
 import pytest
@@ -120,8 +121,6 @@ def test_a_default_run_directory_is_named_by_scenario_architecture_and_time(tmp_
 
 def test_a_run_directory_being_written_is_refused_to_a_second_process(tmp_path, capsys):
     """Two terminals resuming one run interleaved two tapes and two sets of frames."""
-    import os
-
     from socialsim.model.run_dir import writing
 
     run = ["run", "hobbs-cafe", "--model", "rules", "--steps", "1", "--no-progress", "--out", str(tmp_path / "r")]
@@ -189,3 +188,33 @@ def test_a_sweep_or_a_reproduction_needs_a_folder_of_its_own(tmp_path, capsys):
                  "--out", str(tmp_path / "a-sweep")]) == 2
     assert "holds 2 runs that are not a reproduction's" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_run_being_written_is_read_as_it_is_never_consolidated_or_replayed(tmp_path, capsys):
+    """The dashboard, replay and consolidate turned a running run's per-step records into its frames
+    and removed them under the writer's feet."""
+    import pandas as pd
+
+    from socialsim.dashboards.panels import frames_from_run
+    from socialsim.model.run_dir import being_written, writing
+    from socialsim.model.runner import RunConfig, replay, run
+    from socialsim.model.steplog import StepLog, consolidate, has_parts
+
+    run_dir = run(RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=3), tmp_path / "r",
+                  progress=False).run_dir
+    model = pd.read_parquet(run_dir / "model.parquet")
+    log = StepLog(run_dir, lambda frame: frame)  # as the writer leaves them after its second step
+    for step in (1, 2):
+        log.append({"model.parquet": model[model["step"] <= step]}, steps_done=step)
+    assert being_written(run_dir) is None
+    with writing(run_dir):
+        assert being_written(run_dir) == str(os.getpid())
+        assert consolidate(run_dir) is None and has_parts(run_dir)  # left to its writer
+        assert frames_from_run(run_dir).model["step"].tolist() == [1, 2]  # its complete steps so far
+        assert has_parts(run_dir)
+        with pytest.raises(ValueError, match=f"is being written by another process \\(pid {os.getpid()}\\)"):
+            replay(run_dir, tmp_path / "replay", progress=False)
+        assert main(["replay", str(run_dir), "--out", str(tmp_path / "replay"), "--no-progress"]) == 2
+        assert "replay it once it has finished or been stopped" in capsys.readouterr().err
+    assert not (tmp_path / "replay").exists()
+    assert consolidate(run_dir) == 2 and not has_parts(run_dir)  # its writer gone: a killed run's records

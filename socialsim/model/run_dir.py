@@ -72,6 +72,22 @@ def writing(run_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def being_written(run_dir: str | Path) -> str | None:
+    """The pid of the process writing ``run_dir`` now (it holds its lock), else None. A run being
+    written is read as it is, never consolidated or replayed under its writer's feet."""
+    lock = Path(run_dir) / LOCK
+    if not lock.is_file():
+        return None
+    with open(lock, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            return handle.read().strip() or "?"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
 def is_run_dir(path: str | Path) -> bool:
     return (Path(path) / "config.json").is_file()
 

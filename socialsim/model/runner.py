@@ -38,7 +38,7 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape
-from socialsim.model.run_dir import SCENARIO_COPY, recorded_scenario, writing
+from socialsim.model.run_dir import SCENARIO_COPY, being_written, recorded_scenario, writing
 from socialsim.model.society import SocietyModel
 from socialsim.model.steplog import StepLog, consolidate
 from socialsim.scenarios.loader import load_scenario, scenario_path
@@ -259,6 +259,9 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     """Re-run a run from its tape with zero LLM calls; returns the result and whether the
     replayed DataCollector frames equal the recorded ones."""
     run_dir = Path(run_dir)
+    if pid := being_written(run_dir):
+        raise ValueError(f"{run_dir} is being written by another process (pid {pid}): replay it once it has "
+                         "finished or been stopped")
     consolidate(run_dir)  # a killed run: its complete steps, from the per-step records
     saved = json.loads((run_dir / "config.json").read_text())
     config = recorded_config(saved["config"], run_dir / "config.json")

@@ -85,9 +85,12 @@ def read_parts(run_dir: str | Path) -> tuple[dict[str, pd.DataFrame], int]:
 
 def consolidate(run_dir: str | Path) -> int | None:
     """Write a killed run's whole frames from its parts (and remove them); the number of complete
-    steps, or None when the run directory has no parts (it ended and wrote its frames)."""
+    steps, or None when the run directory has no parts (it ended and wrote its frames) or is being
+    written by a live process (its parts are still growing)."""
+    from socialsim.model.run_dir import being_written
+
     run_dir = Path(run_dir)
-    if not has_parts(run_dir):
+    if not has_parts(run_dir) or being_written(run_dir):  # a running run's parts are its writer's
         return None
     frames, steps = read_parts(run_dir)
     for name, frame in frames.items():
