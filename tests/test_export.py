@@ -200,3 +200,19 @@ def test_the_per_type_frame_averages_every_numeric_column_and_keeps_a_run_whose_
         assert exp.types[column].tolist() == by_step[column].mean().tolist(), column
     assert exp.types["n_agents"].tolist() == by_step.size().tolist() and "agent_id" not in exp.types
     assert exp.runs[["live_calls", "live_cost_usd"]].values.tolist() == [[0, 0.0]]
+
+
+def test_a_killed_runs_export_holds_its_complete_steps(tmp_path):
+    """A run killed with kill -9 keeps its complete steps in per-step records; the export read only
+    the empty frames written before step 1."""
+    from socialsim.model.steplog import StepLog, has_parts
+
+    run_dir = run(RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=3), tmp_path / "r",
+                  progress=False).run_dir
+    model = pd.read_parquet(run_dir / "model.parquet")
+    log = StepLog(run_dir, lambda frame: frame)  # as kill -9 leaves them after the second step
+    for step in (1, 2):
+        log.append({"model.parquet": model[model["step"] <= step]}, steps_done=step)
+    model.iloc[:0].to_parquet(run_dir / "model.parquet")  # the frame written before step 1
+    exported = export(run_dir, write=False)
+    assert exported.model["step"].tolist() == [1, 2] and not has_parts(run_dir)

@@ -20,6 +20,7 @@ import pandas as pd
 from socialsim.batch.sweepfile import CONFIG_PARAMS, encode
 from socialsim.batch.sweeps import RUNS, write_table
 from socialsim.model.runner import _tidy
+from socialsim.model.steplog import frame_reader
 
 RUN_COLUMNS = ("run_id", "replicate", "rng")
 log = logging.getLogger("socialsim.batch")
@@ -93,19 +94,20 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         tags = ({"arm": arms[d]} if arms else {}) | _tags(d, meta, names, seeds)
         if arms:  # a reproduction's folders are ARM/seed-K: the seed's folder alone is not unique
             tags["run_id"] = f"{d.parent.name}/{d.name}"
-        frame = _read(d / "model.parquet")
+        read = frame_reader(d)  # a killed run's complete steps too (and a running run's so far)
+        frame = read(d / "model.parquet")
         model.append(_tag(frame, tags))
         final = frame.iloc[-1].to_dict() if len(frame) else {}
         runs.append({**tags, "status": meta.get("status"), "steps_done": meta.get("steps_done", 0),
                      "live_calls": meta.get("live_calls", 0), "live_cost_usd": meta.get("live_cost_usd", 0.0),
                      **{k: v for k, v in final.items() if k not in tags}})
-        ag = _read(d / "agents.parquet").rename(columns={"Step": "step", "AgentID": "agent_id"})
+        ag = read(d / "agents.parquet").rename(columns={"Step": "step", "AgentID": "agent_id"})
         agents.append(_tag(ag.assign(agent_type=meta.get("config", {}).get("arch")), tags))
         # the ledger's `model` is the model that answered each call; `model` the run's default
-        llm.append(_tag(_read(d / "llm_calls.parquet").rename(columns={"model": "call_model"}), tags))
+        llm.append(_tag(read(d / "llm_calls.parquet").rename(columns={"model": "call_model"}), tags))
         if (d / "tables").is_dir():
             for table in sorted((d / "tables").glob("*.parquet")):
-                tables.setdefault(table.stem, []).append(_tag(_read(table), tags))
+                tables.setdefault(table.stem, []).append(_tag(read(table), tags))
     result = Export(
         runs=_tidy(pd.DataFrame(runs)),
         model=_frame(model),
@@ -161,10 +163,6 @@ def _json(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _read(path: Path) -> pd.DataFrame:
-    return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
 
 
 def _tags(run_dir: Path, meta: dict[str, Any], names: list[str], seeds: list[int]) -> dict[str, Any]:

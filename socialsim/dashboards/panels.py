@@ -103,8 +103,7 @@ def frames_from_model(model: Any, status: str = "") -> Frames:
 def frames_from_run(run_dir: str | Path) -> Frames:
     """Frames of a finished run directory, read from its files: no model is stepped and no LLM
     is called. The map layout is rebuilt from the scenario (it does not depend on the seed)."""
-    from socialsim.model.run_dir import being_written
-    from socialsim.model.steplog import consolidate, has_parts, read_parts
+    from socialsim.model.steplog import frame_reader
     from socialsim.scenarios.loader import load_scenario
     from socialsim.spaces.social_network import SocialNetworkWorld
     from socialsim.spaces.world import World
@@ -113,12 +112,7 @@ def frames_from_run(run_dir: str | Path) -> Frames:
     meta_path = run_dir / "config.json"
     if not meta_path.is_file():
         raise NotARunDir(run_dir)
-    writer = being_written(run_dir)
-    # a run still being written: its complete steps so far, read from its per-step records and left
-    # in place; a killed run: the same records made into its frames once (consolidate)
-    live = read_parts(run_dir)[0] if writer and has_parts(run_dir) else {}
-    if not writer:
-        consolidate(run_dir)
+    read = frame_reader(run_dir)  # a killed run's, or a running run's, complete steps too
     meta = json.loads(meta_path.read_text())
     config = meta["config"]
     spec = load_scenario(recorded_scenario(run_dir, config["scenario"]))  # else the run's own copy
@@ -126,12 +120,6 @@ def frames_from_run(run_dir: str | Path) -> Frames:
     world = World(spec.map, random.Random(0)) if spec.map else None
     social = SocialNetworkWorld(spec.network, names, random.Random(0)) if spec.network else None
     areas, furniture, ties = _layout(world, social, names)
-
-    def read(path: Path) -> pd.DataFrame:
-        name = path.relative_to(run_dir).as_posix()
-        if name in live:
-            return live[name]
-        return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
 
     tables = {p.stem: read(p) for p in sorted((run_dir / "tables").glob("*.parquet"))}
     tape = []

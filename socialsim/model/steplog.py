@@ -102,3 +102,24 @@ def consolidate(run_dir: str | Path) -> int | None:
     shutil.rmtree(run_dir / PARTS, ignore_errors=True)
     log.warning("%s: rebuilt %d complete step(s) from the per-step records of an interrupted run", run_dir, steps)
     return steps
+
+
+def frame_reader(run_dir: str | Path) -> Callable[[Path], pd.DataFrame]:
+    """A reader of a run directory's frames however it stands: a killed run's per-step records are
+    made into its frames first (``consolidate``); a run being written is read from its records,
+    which are left in place; a finished run from its Parquet files. A missing file reads empty."""
+    from socialsim.model.run_dir import being_written
+
+    run_dir = Path(run_dir)
+    writer = being_written(run_dir)
+    live = read_parts(run_dir)[0] if writer and has_parts(run_dir) else {}
+    if not writer:
+        consolidate(run_dir)
+
+    def read(path: Path) -> pd.DataFrame:
+        name = Path(path).relative_to(run_dir).as_posix()
+        if name in live:
+            return live[name]
+        return pd.read_parquet(path) if Path(path).is_file() else pd.DataFrame()
+
+    return read
