@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,82 +128,111 @@ def run(
     that is how a run stopped by its budget resumes.
     """
     replay = replay_from is not None
-    earlier = Path(replay_from) if replay else (Path(out) if out else None)  # a run directory to go on from
-    source = recorded_scenario(earlier, config.scenario) if earlier is not None else config.scenario
+    source = _scenario_source(config, replay_from if replay else out)
+    config = config.resolved(source)
+    run_dir = Path(out) if out else new_run_dir(config)
+    gateway = _gateway(config, Path(replay_from) if replay else run_dir, replay, order_probe)
+    model = _checked_model(config, gateway, source, replay=replay, preflight=preflight,
+                           claimed=None if out else run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with writing(run_dir), _logging_to(run_dir / "run.log"):  # one writer: two would interleave tapes
+        keep_scenario(run_dir, source)
+        notes = [n for m in sorted(gateway.routes.models()) if (n := engine_note(m))]  # the actors' engines
+        for note in notes:
+            log.warning(note)
+        status = _step_all(model, run_dir, config, notes, progress)
+        return _report(model, run_dir, config, status, notes)
+
+
+def _scenario_source(config: RunConfig, earlier: str | Path | None) -> str:
+    """The scenario file to build from: the one the config names, or, going on from a recorded run
+    directory (a replay, a resume), the run's own copy once that file was edited or is out of reach."""
+    if earlier is None:
+        return config.scenario
+    source = recorded_scenario(earlier, config.scenario)
     if source != config.scenario:
         log.warning("scenario %s is not what %s recorded (edited, moved or read from another folder): "
                     "using the run's own copy, %s", config.scenario, earlier, source)
-    config = config.resolved(source)
-    routes = RouteTable(config.model, dict(config.routes))
-    run_dir = Path(out) if out else new_run_dir(config)
-    tape = Tape(Path(replay_from) / "tape.jsonl") if replay else Tape(run_dir / "tape.jsonl")
-    gateway = Gateway(routes, tape, Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
+    return source
+
+
+def _gateway(config: RunConfig, tape_dir: Path, replay: bool, order_probe: int | None) -> Gateway:
+    """The run's one gateway: its routes, its tape (the recording's, for a replay), its budget."""
+    gateway = Gateway(RouteTable(config.model, dict(config.routes)), Tape(tape_dir / "tape.jsonl"),
+                      Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
                       max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
                       api_base=config.api_base, price=config.price, timeout_s=config.timeout_s,
                       num_retries=config.num_retries, json_schema=config.json_schema, breaker=config.breaker)
     if order_probe is not None:
         gateway.order_probe = random.Random(order_probe)
+    return gateway
+
+
+def _checked_model(config: RunConfig, gateway: Gateway, source: str, *, replay: bool, preflight: bool,
+                   claimed: Path | None) -> SocietyModel:
+    """The society, with everything that can refuse the run checked before anything is written; a
+    refusal removes the directory ``claimed`` for it (and an empty ``runs/``)."""
     try:
-        model = build_model(config, gateway, source)  # bad parameters fail here, before anything is written ...
+        model = build_model(config, gateway, source)  # bad parameters ...
         models = gateway.models()  # the routes' and any judge's the architecture's settings name
         if config.max_cost is not None and not replay:
             check_priced(config, models)  # ... a budget that cannot be kept ...
         if preflight and not replay:
-            check_models(models, api_base=config.api_base)  # ... and an unknown or unreachable model
+            check_models(models, api_base=config.api_base)  # ... an unknown or unreachable model
+        return model
     except BaseException:
-        if out is None:  # the name claimed for this run, still empty, and runs/ if it holds nothing else
-            run_dir.rmdir()
+        if claimed is not None:
+            claimed.rmdir()
             with contextlib.suppress(OSError):
-                run_dir.parent.rmdir()
+                claimed.parent.rmdir()
         raise
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with writing(run_dir):  # one process at a time: two would interleave their tapes and frames
-        keep_scenario(run_dir, source)
-        handler = _log_to(run_dir / "run.log")
-        try:
-            notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]  # the actors' engines
-            for note in notes:
-                log.warning(note)
-            save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
-            step_log = StepLog(run_dir, _tidy)
-            status = "completed"
-            steps = range(config.steps)
-            if progress:
-                from tqdm import tqdm
 
-                steps = tqdm(steps, desc=f"{config.scenario} [{config.arch}]", unit="step")
+
+def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list[str], progress: bool) -> str:
+    """Step the society, each complete step on disk as it ends; the run's status. A budget or an
+    outage stops it cleanly, Ctrl-C too; everything recorded is saved however it ends."""
+    save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
+    step_log = StepLog(run_dir, _tidy)
+    status = "completed"
+    steps = range(config.steps)
+    if progress:
+        from tqdm import tqdm
+
+        steps = tqdm(steps, desc=f"{config.scenario} [{config.arch}]", unit="step")
+    try:
+        for _ in steps:
             try:
-                for _ in steps:
-                    try:
-                        model.step()
-                    except BudgetExhausted as exc:
-                        status = f"stopped by budget: {exc}"
-                        log.warning("%s; everything recorded so far is saved; resume with --resume", status)
-                        break
-                    except ProviderOutage as exc:
-                        status = f"stopped by provider outage: {exc}"
-                        log.warning("%s; everything recorded so far is saved; resume with --resume "
-                                    "when the provider is back", status)
-                        break
-                    step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
-                    save_meta(model, run_dir, config, "running", notes)
-            except KeyboardInterrupt:
-                status = "interrupted"
-            except Exception as exc:
-                status = f"failed: {type(exc).__name__}: {exc}"
-                raise
-            finally:
-                save(model, run_dir, config, status, notes)
-                step_log.close()
-            result = RunResult(run_dir, status, _steps_done(model), model)
-            recorded = len(gateway.ledger.rows)
-            result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
-            if len(gateway.ledger.rows) != recorded or model.measurement_stopped:
-                save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
-            return result
-        finally:
-            logging.getLogger("socialsim").removeHandler(handler)
-            handler.close()
+                model.step()
+            except BudgetExhausted as exc:
+                status = f"stopped by budget: {exc}"
+                log.warning("%s; everything recorded so far is saved; resume with --resume", status)
+                break
+            except ProviderOutage as exc:
+                status = f"stopped by provider outage: {exc}"
+                log.warning("%s; everything recorded so far is saved; resume with --resume "
+                            "when the provider is back", status)
+                break
+            step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
+            save_meta(model, run_dir, config, "running", notes)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    except Exception as exc:
+        status = f"failed: {type(exc).__name__}: {exc}"
+        raise
+    finally:
+        save(model, run_dir, config, status, notes)
+        step_log.close()
+    return status
+
+
+def _report(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> RunResult:
+    """Write the report; a measurement it makes after the last step (a judge) may stop the run."""
+    result = RunResult(run_dir, status, _steps_done(model), model)
+    recorded = len(model.llm.ledger.rows)
+    result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
+    if len(model.llm.ledger.rows) != recorded or model.measurement_stopped:
+        save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
+    return result
 
 
 def new_run_dir(config: RunConfig, parent: Path = Path("runs")) -> Path:
@@ -310,7 +340,9 @@ def first_difference(a: str | Path, b: str | Path) -> str | None:
 
 
 # --- saving -------------------------------------------------------------------------------------
-def _log_to(path: Path) -> logging.Handler:
+@contextlib.contextmanager
+def _logging_to(path: Path) -> Iterator[None]:
+    """The run's log file (secrets redacted) for as long as it runs."""
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter())
@@ -318,7 +350,11 @@ def _log_to(path: Path) -> logging.Handler:
     logger.addHandler(handler)
     if logger.level == logging.NOTSET or logger.level > logging.INFO:
         logger.setLevel(logging.INFO)
-    return handler
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
 
 
 def _tidy(df: pd.DataFrame) -> pd.DataFrame:
