@@ -218,3 +218,13 @@ def test_a_run_being_written_is_read_as_it_is_never_consolidated_or_replayed(tmp
         assert "replay it once it has finished or been stopped" in capsys.readouterr().err
     assert not (tmp_path / "replay").exists()
     assert consolidate(run_dir) == 2 and not has_parts(run_dir)  # its writer gone: a killed run's records
+
+
+def test_without_advisory_locks_a_run_directory_is_simply_not_guarded(tmp_path, monkeypatch):
+    """Windows has no ``fcntl``: runs still run there, unguarded, instead of failing to import."""
+    from socialsim.model import run_dir as rd
+
+    monkeypatch.setattr(rd, "fcntl", None)
+    with rd.writing(tmp_path), rd.writing(tmp_path):  # no refusal
+        assert rd.being_written(tmp_path) is None
+    assert not (tmp_path / rd.LOCK).exists()

@@ -4,7 +4,6 @@ pick one. Imports nothing heavy: the command line uses it before any model is bu
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -12,6 +11,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks, so a run directory is not guarded there
+    fcntl = None
 
 # a reproduction's runs are OUT/ARM/seed-K, a sweep's SWEEP/runs/ID: two levels below, at most three
 _RUNS_BELOW = ("*/config.json", "*/*/config.json", "*/*/*/config.json")
@@ -51,6 +55,9 @@ def writing(run_dir: Path) -> Iterator[None]:
     """Hold ``run_dir`` while this process writes it: a second run, ``--resume`` or replay into it
     meanwhile (another terminal) is refused instead of interleaving two tapes and two sets of
     frames. The hold is a lock on ``.lock`` that goes with the process, even on ``kill -9``."""
+    if fcntl is None:
+        yield
+        return
     with open(run_dir / LOCK, "a+", encoding="utf-8") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -76,7 +83,7 @@ def being_written(run_dir: str | Path) -> str | None:
     """The pid of the process writing ``run_dir`` now (it holds its lock), else None. A run being
     written is read as it is, never consolidated or replayed under its writer's feet."""
     lock = Path(run_dir) / LOCK
-    if not lock.is_file():
+    if fcntl is None or not lock.is_file():
         return None
     with open(lock, "a+", encoding="utf-8") as handle:
         try:
