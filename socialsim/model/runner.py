@@ -106,11 +106,9 @@ def keep_scenario(run_dir: Path, scenario: str | Path) -> None:
     """Copy the scenario file (byte for byte, secrets redacted) into the run directory: once the file it names is
     edited, moved or out of reach (another folder), replay, ``--resume`` and the dashboard build the
     society from this copy (``run_dir.recorded_scenario``)."""
-    source = scenario_path(scenario)
-    copy = run_dir / f"{SCENARIO_COPY}{source.suffix}"
-    if source.resolve() != copy.resolve():  # a secret value in the file (a key pasted in) never reaches the copy
-        kept = redact(source.read_bytes().decode("utf-8")).encode("utf-8")  # its line endings as they are
-        _write_whole(copy, lambda tmp: tmp.write_bytes(kept))
+    source = scenario_path(scenario)  # the copy itself, going on from it: written again unchanged
+    kept = redact(source.read_bytes().decode("utf-8")).encode("utf-8")  # no secret value; line endings kept
+    _write_whole(run_dir / f"{SCENARIO_COPY}{source.suffix}", lambda tmp: tmp.write_bytes(kept))
 
 
 def run(
