@@ -308,7 +308,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"live LLM calls: {result.model.llm.ledger.live_calls}")
     print(f"frames identical to the recording: {'yes' if same else 'NO'} (every frame and table compared)")
     if not same:
-        print(f"first difference: {first_difference(args.run_dir, result.run_dir)}")
+        print(f"first difference: {first_difference(args.run_dir, result.run_dir, up_to=result.steps_done)}")
     if order:
         print(f"ORDER-DEPENDENT: the results change with the order in which concurrent calls finish; "
               f"a phase reads or writes state shared between agents while it runs. First difference: {order}",

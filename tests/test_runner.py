@@ -262,3 +262,33 @@ def test_a_run_resumes_on_another_endpoint_with_other_pacing(tmp_path, server, c
     assert resumed.equals(fresh)  # the same run as one never stopped (latency is live)
     assert main(["run", "--resume", str(tmp_path / "run"), "--rng", "5", "--no-progress"]) == 2  # a seed is the run's
     assert "--rng 5 (recorded: 11)" in capsys.readouterr().err
+
+
+def test_a_budget_stopped_run_replays_its_complete_steps_and_one_with_none_is_refused(tmp_path, server):
+    stopped = run(provider_config(server, max_calls=25), tmp_path / "run", progress=False)
+    assert stopped.status.startswith("stopped by budget") and stopped.steps_done == 2 < 3
+    asked = len(server.requests)
+    result, same = replay(tmp_path / "run", tmp_path / "replay", progress=False)  # its two complete steps
+    assert same and result.steps_done == 2 and result.status == "completed" and len(server.requests) == asked
+    # the recording's ledger also holds the paid calls of the step the budget cut: not replayed, not compared
+    whole = first_difference(tmp_path / "run", tmp_path / "replay")
+    assert whole.startswith("llm_calls.parquet: ") and "rows vs" in whole
+    none = run(provider_config(server, max_calls=3), tmp_path / "none", progress=False)
+    assert none.steps_done == 0
+    with pytest.raises(ValueError, match=re.escape(
+            f"{tmp_path / 'none'} completed no step (stopped by budget: max_calls=3 reached")) as refused:
+        replay(tmp_path / "none", tmp_path / "none-replay", progress=False)
+    assert str(refused.value).endswith(f"there is nothing to replay; continue it with `socialsim run --resume {tmp_path / 'none'}`")
+    assert not (tmp_path / "none-replay").exists()  # not "the tape has no record", as before
+
+
+def test_the_first_difference_names_a_missing_table_and_an_agents_frame(tmp_path):
+    a = run(RunConfig(arch="generic", model="rules", steps=2, rng=1), tmp_path / "a", progress=False).run_dir
+    b = run(RunConfig(arch="generic", model="rules", steps=2, rng=1), tmp_path / "b", progress=False).run_dir
+    assert first_difference(a, b) is None
+    agents = pd.read_parquet(b / "agents.parquet")
+    agents["AgentID"] = agents["AgentID"][::-1].to_numpy()  # the same rows under other agents
+    agents.to_parquet(b / "agents.parquet")
+    assert first_difference(a, b).startswith("agents.parquet: row ")
+    (b / "tables" / "events.parquet").unlink()
+    assert first_difference(a, b) == "different files: ['tables/events.parquet'] present in only one run"

@@ -266,7 +266,7 @@ def check_order(run_dir: str | Path, progress: bool = False, probes: tuple[int, 
     run_dir = Path(run_dir)
     for probe in probes:
         result, _ = replay(run_dir, run_dir / f"check-order-{probe}", progress=progress, order_probe=probe)
-        difference = first_difference(run_dir, result.run_dir)
+        difference = first_difference(run_dir, result.run_dir, up_to=result.steps_done)
         if difference:
             return difference
     return None
@@ -294,9 +294,12 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     saved = json.loads((run_dir / "config.json").read_text())
     config = recorded_config(saved["config"], run_dir / "config.json")
     steps_done = saved.get("steps_done", config.steps)
-    config = config.model_copy(update={"steps": max(steps_done, 1), "max_cost": None, "max_calls": None})
+    if not steps_done:
+        raise ValueError(f"{run_dir} completed no step ({saved.get('status', 'status unknown')}): there is nothing "
+                         f"to replay; continue it with `socialsim run --resume {run_dir}`")
+    config = config.model_copy(update={"steps": steps_done, "max_cost": None, "max_calls": None})
     result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress, order_probe=order_probe)
-    difference = first_difference(run_dir, result.run_dir)
+    difference = first_difference(run_dir, result.run_dir, up_to=steps_done)
     if difference:
         log.warning("replay differs from the recording: %s", difference)
     return result, difference is None
@@ -313,17 +316,19 @@ def recorded_files(run_dir: str | Path) -> list[str]:
     return names + sorted(str(p.relative_to(root)) for p in (root / "tables").glob("*.parquet"))
 
 
-def first_difference(a: str | Path, b: str | Path) -> str | None:
+def first_difference(a: str | Path, b: str | Path, up_to: int | None = None) -> str | None:
     """The first difference between two runs' frames and tables (file, row, column, both
-    values), or None when every frame and table is equal."""
+    values), or None when every frame and table is equal. ``up_to``: only the rows of steps 1 to
+    ``up_to`` (a stopped run's ledger also holds the paid calls of the step it cut short, which its
+    replay, of the complete steps, does not make)."""
     a, b = Path(a), Path(b)
     left_files, right_files = recorded_files(a), recorded_files(b)
     if left_files != right_files:
         return f"different files: {sorted(set(left_files) ^ set(right_files))} present in only one run"
     for name in left_files:
         drop = _REPLAY_VARIANT_COLUMNS.get(name, [])
-        left = pd.read_parquet(a / name).drop(columns=drop, errors="ignore")
-        right = pd.read_parquet(b / name).drop(columns=drop, errors="ignore")
+        left, right = (_steps_up_to(pd.read_parquet(d / name).drop(columns=drop, errors="ignore"), up_to)
+                       for d in (a, b))
         if list(left.columns) != list(right.columns):
             return f"{name}: columns {list(left.columns)} vs {list(right.columns)}"
         if len(left) != len(right):
@@ -335,6 +340,13 @@ def first_difference(a: str | Path, b: str | Path) -> str | None:
                 row = int((~same).to_numpy().nonzero()[0][0])
                 return f"{name}: row {row}, column {col!r}: {l_col.iloc[row]!r} vs {r_col.iloc[row]!r}"
     return None
+
+
+def _steps_up_to(frame: pd.DataFrame, up_to: int | None) -> pd.DataFrame:
+    step = next((c for c in ("step", "Step") if c in frame.columns), None)
+    if up_to is None or step is None:
+        return frame
+    return frame[frame[step] <= up_to].reset_index(drop=True)
 
 
 # --- saving -------------------------------------------------------------------------------------
