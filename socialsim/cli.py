@@ -336,7 +336,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             return 0
         probe = probe_json_schema(args.probe, args.api_base)
         print(f"{args.probe}: {probe.advice()}\n  ({probe.detail})")
-        return 0
+        return 0 if probe.reached else 1
     if args.params:
         from socialsim.agents.params import parameters
 

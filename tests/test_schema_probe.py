@@ -47,3 +47,21 @@ def test_the_command_prints_the_advice(provider, capsys):
     out = capsys.readouterr().out
     assert "openai/custom-model: it answers to a JSON schema" in out and "placeholder-key" not in out
     assert main(["models", "--probe", "no-such-provider-model"]) == 2
+
+
+def test_an_endpoint_that_cannot_be_reached_is_not_taken_for_a_refusal(provider, capsys):
+    """An unreachable endpoint was reported as "it refused the schema: keep --json-schema off"."""
+    import socket
+
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    nowhere = f"http://127.0.0.1:{port}/v1"
+    probe = probe_json_schema("openai/custom-model", nowhere, timeout_s=5)
+    assert not probe.reached and "refused" not in probe.advice() and "unknown" in probe.advice()
+    assert main(["models", "--probe", "openai/custom-model", "--api-base", nowhere]) == 1
+    assert "check the endpoint (--api-base) and the key, then probe again" in capsys.readouterr().out
+    provider.fail_first = 10  # a server error is no refusal either
+    assert not probe_json_schema("openai/custom-model", provider.api_base).reached
+    provider.refuse_response_format, provider.fail_first = True, 0
+    assert probe_json_schema("openai/custom-model", provider.api_base).reached  # a 400: a refusal

@@ -113,8 +113,12 @@ class SchemaProbe:
     accepted: bool  # the provider took the response_format
     valid: bool  # and its answer matched the schema
     detail: str
+    reached: bool = True  # False: no answer at all (no connection, a bad key, a server error)
 
     def advice(self) -> str:
+        if not self.reached:
+            return ("the probe got no answer, so its JSON-schema support is unknown: check the endpoint "
+                    "(--api-base) and the key, then probe again")
         if self.accepted and self.valid:
             return "it answers to a JSON schema: --json-schema on makes every typed answer constrained"
         if self.accepted:
@@ -146,7 +150,9 @@ def probe_json_schema(model: str, api_base: str | None = None, timeout_s: float 
     try:
         reply = run_sync(litellm.acompletion(**request))
     except Exception as exc:
-        return SchemaProbe(model, False, False, redact(f"{type(exc).__name__}: {str(exc)[:200]}"))
+        # a 400/422 is the request refused (its response_format); anything else, no answer at all
+        refused = isinstance(exc, litellm.BadRequestError | litellm.UnprocessableEntityError)
+        return SchemaProbe(model, False, False, redact(f"{type(exc).__name__}: {str(exc)[:200]}"), reached=refused)
     text = (reply.choices[0].message.content or "") if reply.choices else ""
     try:
         Probe.model_validate(json.loads(text))
