@@ -6,6 +6,7 @@ through the real litellm client.
 
 import json
 import re
+import shutil
 import zlib
 
 import pandas as pd
@@ -286,6 +287,14 @@ def test_the_first_difference_names_a_missing_table_and_an_agents_frame(tmp_path
     a = run(RunConfig(arch="generic", model="rules", steps=2, rng=1), tmp_path / "a", progress=False).run_dir
     b = run(RunConfig(arch="generic", model="rules", steps=2, rng=1), tmp_path / "b", progress=False).run_dir
     assert first_difference(a, b) is None
+    model = pd.read_parquet(b / "model.parquet")
+    model.loc[1, "llm_calls"] = float("nan")  # a value gone missing is a difference; missing on both sides is not
+    model.to_parquet(b / "model.parquet")
+    assert first_difference(a, b) == "model.parquet: row 1, column 'llm_calls': np.int64(0) vs np.float64(nan)"
+    model.drop(columns="llm_calls").to_parquet(b / "model.parquet")
+    assert first_difference(a, b).startswith("model.parquet: columns ['step', 'llm_calls', ") and "vs ['step', '" in (
+        first_difference(a, b))
+    shutil.copy(a / "model.parquet", b / "model.parquet")
     agents = pd.read_parquet(b / "agents.parquet")
     agents["AgentID"] = agents["AgentID"][::-1].to_numpy()  # the same rows under other agents
     agents.to_parquet(b / "agents.parquet")
