@@ -184,9 +184,14 @@ def _resumed_config(args: argparse.Namespace):
     if not path.is_file():
         raise ValueError(f"--resume {not_a_run_dir(args.resume)}")
     try:
-        saved = recorded_config(json.loads(path.read_text())["config"], path)
+        meta = json.loads(path.read_text())
+        saved = recorded_config(meta["config"], path)
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ValueError(f"--resume {args.resume}: config.json is not a run's config ({exc})") from None
+    done = meta.get("steps_done", 0)
+    if args.steps is not None and args.steps < done:  # it would write the shorter run over the longer
+        raise ValueError(f"--steps {args.steps} is fewer than the {done} steps {args.resume} has completed: a "
+                         "resumed run only goes on (start a new run, without --resume, for a shorter one)")
     changed = [f"--{flag.replace('_', '-')} {given!r} (recorded: {getattr(saved, field)!r})"
                for flag, field in _RESUME_FIXED.items()
                if (given := getattr(args, flag)) is not None and given != getattr(saved, field)]
@@ -200,6 +205,15 @@ def _resumed_config(args: argparse.Namespace):
                                  "price": args.price, "max_concurrency": args.concurrency, "rpm": args.rpm,
                                  "tpm": args.tpm, "api_base": args.api_base}.items() if v is not None}
     return saved.model_copy(update=updates | _call_options(args))
+
+
+def _nothing_to_resume(run_dir: Path, steps: int) -> str | None:
+    """What to say instead of re-running a run that has already completed ``steps`` steps."""
+    meta = json.loads((run_dir / "config.json").read_text())
+    if meta.get("status") == "completed" and steps <= meta.get("steps_done", 0):
+        return (f"{run_dir} has already completed its {meta['steps_done']} steps: nothing to resume "
+                f"(--steps N, more than {meta['steps_done']}, extends it)")
+    return None
 
 
 def _writable_dir(path: Path) -> None:
@@ -246,6 +260,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.resume:
             config = _resumed_config(args)
             out = args.resume
+            if message := _nothing_to_resume(args.resume, config.steps):
+                print(message)
+                return 0
         else:
             scenario = args.scenario or "hobbs-cafe"
             routes: dict[str, str] = {}

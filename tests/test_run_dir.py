@@ -228,3 +228,22 @@ def test_without_advisory_locks_a_run_directory_is_simply_not_guarded(tmp_path, 
     with rd.writing(tmp_path), rd.writing(tmp_path):  # no refusal
         assert rd.being_written(tmp_path) is None
     assert not (tmp_path / rd.LOCK).exists()
+
+
+def test_a_resume_never_shortens_a_run_and_a_finished_one_is_left_as_it_is(tmp_path, capsys):
+    """``--resume RUN --steps 2`` on a run of 4 steps wrote a 2-step run over it."""
+    run = ["--model", "rules", "--no-progress"]
+    assert main(["run", "hobbs-cafe", "--steps", "4", "--out", str(tmp_path / "r"), *run]) == 0
+    before = {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["run", "--resume", str(tmp_path / "r"), "--steps", "2", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"socialsim: error: --steps 2 is fewer than the 4 steps {tmp_path / 'r'} has completed: a resumed run only "
+        "goes on (start a new run, without --resume, for a shorter one)")
+    for steps in ([], ["--steps", "4"]):  # nothing left to do: said, and nothing run or written
+        assert main(["run", "--resume", str(tmp_path / "r"), *steps, "--no-progress"]) == 0
+        assert capsys.readouterr().out.strip() == (
+            f"{tmp_path / 'r'} has already completed its 4 steps: nothing to resume (--steps N, more than 4, extends it)")
+    assert {p: p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file()} == before
+    assert main(["run", "--resume", str(tmp_path / "r"), "--steps", "5", "--no-progress"]) == 0
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["steps_done"] == 5
