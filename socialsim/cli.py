@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter for every run, e.g. --set crsec.prompt_examples=neutral (not one the "
                          "protocol's arms vary; repeatable)")
-    rp.add_argument("--out", type=Path, help="output directory (default reproduce/ARCH-MODEL, plus KEY=VALUE for each --set)")
+    rp.add_argument("--out", type=Path, help="output directory (default reproduce/ARCH-MODEL, plus KEY-VALUE for each --set and "
+                                                 "steps-N for --steps)")
     rp.add_argument("--no-null-model", dest="null_model", action="store_false",
                     help="with a model, do not also run the protocol on the rules null model (free; it shows which "
                          "findings come out without any model's reasoning)")

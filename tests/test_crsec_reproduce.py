@@ -96,7 +96,7 @@ def test_set_runs_the_protocol_under_another_setting_in_a_directory_of_its_own(m
     monkeypatch.chdir(tmp_path)
     said: list[str] = []
     rp.reproduce("crsec", "rules", seeds=1, steps=2, settings={"prompt_examples": "neutral"}, echo=said.append)
-    out = tmp_path / "reproduce" / "crsec-rules-prompt_examples-neutral"
+    out = tmp_path / "reproduce" / "crsec-rules-prompt_examples-neutral-steps-2"
     config = json.loads(next(out.glob("*/seed-1/config.json")).read_text())["config"]
     assert config["arch_params"]["prompt_examples"] == "neutral"
     assert "crsec.prompt_examples=neutral (--set)" in (out / "report.md").read_text()

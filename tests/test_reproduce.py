@@ -423,6 +423,18 @@ def test_another_protocol_is_refused_the_folder_of_a_reproduction(toy, tmp_path,
         rp.reproduce("generic", "rules", seeds=1, out=out, echo=lambda s: None)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "asvo-arm" not in str(p)} == before
     (out / "asvo-arm" / "seed-1" / "config.json").write_text(json.dumps({"config": {"arch": "generic"}}))
-    # the same protocol with more seeds and another length goes on there
-    summary = rp.reproduce("generic", "rules", seeds=2, steps=1, out=out, echo=lambda s: None)
-    assert summary.set_index("metric").loc["steps_done", "n"] == 2
+    with pytest.raises(ValueError, match=r"cafe/seed-1: 2 steps done \(now 1\)\); running there would replace them"):
+        rp.reproduce("generic", "rules", seeds=1, steps=1, out=out, echo=lambda s: None)  # shorter runs over them
+    # the same protocol with more seeds and more steps goes on there
+    summary = rp.reproduce("generic", "rules", seeds=2, steps=3, out=out, echo=lambda s: None)
+    assert summary.set_index("metric").loc["steps_done", ["n", "mean"]].tolist() == [2, 3.0]
+
+
+def test_a_quick_look_gets_a_folder_of_its_own(toy, tmp_path, monkeypatch):
+    """``--steps`` by default used the paper-length runs' folder, writing 1-step runs over them."""
+    monkeypatch.chdir(tmp_path)
+    rp.reproduce("generic", "rules", seeds=1, echo=lambda s: None)
+    rp.reproduce("generic", "rules", seeds=1, steps=1, echo=lambda s: None)
+    assert sorted(p.name for p in (tmp_path / "reproduce").iterdir()) == ["generic-rules", "generic-rules-steps-1"]
+    done = json.loads((tmp_path / "reproduce" / "generic-rules" / "cafe" / "seed-1" / "config.json").read_text())
+    assert done["steps_done"] == 2

@@ -365,6 +365,7 @@ def reproduce(
     model = default_model(model)
     # another setting is another protocol: by default its runs go to a directory of their own
     tail = "".join(f"-{folder_name(f'{key}-{value}')}" for key, value in sorted(settings.items()))
+    tail += f"-steps-{steps}" if steps is not None else ""  # a quick look never lands on the paper-length runs
     out = Path(out or Path("reproduce") / f"{arch}-{model.replace('/', '_')}{tail}")
     planned = [(spec, seed) for spec in protocol.runs for seed in range(1, seeds + 1)]
     configs = {out / folder_name(spec.label) / f"seed-{seed}":
@@ -468,24 +469,28 @@ _SAME_PROTOCOL = {"scenario", "arch", "model", "routes", "preset", "rng", "arch_
 def _refuse_another_protocols_runs(out: Path, arch: str, configs: dict[Path, Any]) -> None:
     """The same command with the same ``--out`` resumes; another architecture, model, route or
     ``--set`` there would replace runs already paid for, and mix two protocols' summaries, so it
-    is refused, naming the first run and what differs. Other steps (``--steps``) are allowed: the
-    runs are redone from their tapes."""
+    is refused, naming the first run and what differs. More steps (``--steps``) are allowed: the
+    runs go on from their tapes; fewer would write shorter runs over them and are refused."""
     import json
 
     if why := not_for_a_batch(out, "reproduction"):
         raise ValueError(why)
     for run_dir in runs_below(out):
         try:
-            recorded = json.loads((run_dir / "config.json").read_text())["config"]
+            meta = json.loads((run_dir / "config.json").read_text())
+            recorded = meta["config"]
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a run's config: nothing of it would be replaced that could be read
         planned = configs.get(run_dir)
         if planned is None:  # an arm or seed not planned now, or the null model's: same architecture only
             differs = [] if recorded.get("arch") == arch else [f"arch {recorded.get('arch')!r} (now {arch!r})"]
         else:
-            want = json.loads(json.dumps(planned.resolved().model_dump(include=_SAME_PROTOCOL), default=str))
+            resolved = planned.resolved()
+            want = json.loads(json.dumps(resolved.model_dump(include=_SAME_PROTOCOL), default=str))
             differs = [f"{key} {recorded.get(key)!r} (now {value!r})" for key, value in sorted(want.items())
                        if recorded.get(key) != value]
+            if resolved.steps < (done := meta.get("steps_done", 0)):
+                differs.append(f"{done} steps done (now {resolved.steps})")
         if differs:
             raise ValueError(f"--out {out} holds another protocol's runs ({run_dir}: {', '.join(differs)}); "
                              "running there would replace them: give another --out")
