@@ -148,6 +148,14 @@ def test_live_session_reports_a_bad_model_instead_of_crashing():
     assert "nosuchprovider/x" in session.error and session.frames is None
 
 
+def test_live_session_says_a_negative_seed_is_refused_by_name():
+    """The seed box takes any whole number: -1 showed numpy's "expected non-negative integer"."""
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=-1))
+    session.start()
+    assert session.wait(60)
+    assert session.error == "ValueError: seed expects a whole number >= 0, got -1" and session.frames is None
+
+
 def test_replay_session_reads_the_run_without_any_llm_call(crsec, monkeypatch):
     from socialsim.llm.gateway import Gateway
 

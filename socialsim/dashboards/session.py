@@ -297,6 +297,8 @@ class LiveSession:
         from socialsim.model.society import SocietyModel
 
         c = self.config
+        if c.seed < 0:  # the page's seed box takes any whole number; numpy's seeds are >= 0
+            raise ValueError(f"seed expects a whole number >= 0, got {c.seed}")
         model_name = default_model(c.model)
         check_models({model_name}, api_base=c.api_base)
         self.notes = [n for n in [engine_note(model_name)] if n]
