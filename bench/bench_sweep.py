@@ -26,7 +26,7 @@ from socialsim.batch.sweeps import sweep  # noqa: E402
 def spec(replicates: int, steps: int) -> dict:
     return {"name": "bench", "replicates": replicates, "steps": steps,
             "parameters": {"scenario": "hobbs-cafe", "arch": "generic", "model": "rules",
-                           "routes": [{}, {"generic": "rules"}]}}
+                           "routes": [{}, {"action": "rules"}]}}
 
 
 def timed(label: str, n_runs: int, fn, executed: int | None = None) -> float:

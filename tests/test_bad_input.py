@@ -172,8 +172,10 @@ ARG_CASES = [
     ("unknown-arch-param", ["--set", "generic.nope=1"], ["nope"]),
     ("unpriced-max-cost", ["--model", "openai/unknown-model-xyz", "--max-cost", "1"],
      ["openai/unknown-model-xyz has no price", "--price IN,OUT"]),
-    ("unpriced-routed-max-cost", ["--route", "generic=openai/unknown-model-xyz", "--max-cost", "1"],
+    ("unpriced-routed-max-cost", ["--route", "action=openai/unknown-model-xyz", "--max-cost", "1"],
      ["openai/unknown-model-xyz has no price"]),  # a route's model needs a price too
+    ("misspelt-route", ["--route", "CreatNorm=rules"],  # it routed nothing, silently
+     ["route to no operation or module: 'CreatNorm' (did you mean 'CreateNorm'", "`socialsim models` lists them"]),
     ("resume-not-a-run", ["--resume", "/nonexistent/run"], ["--resume /nonexistent/run is not a run directory"]),
     ("out-unwritable", ["--out", "/proc/forbidden/run"], ["--out /proc/forbidden/run: cannot write there"]),
     ("unknown-model", ["--model", "nosuch/model"], ["unknown model 'nosuch/model'", "PROVIDER/MODEL"]),

@@ -65,3 +65,13 @@ def test_network_world_observation_follows_edges():
         complete.place(p)
     assert [p.name for p in complete.observed_by(people["Cid"])] == ["Ann", "Bob"]
     assert people["Cid"].cell.coordinate == 2
+
+
+def test_a_route_must_name_an_operation_or_a_module_of_any_architecture():
+    from socialsim.llm.routing import check_route_names
+
+    check_route_names({"Elim": "rules", "spreading": "rules", "ChooseAction": "rules", "judge": "rules"})
+    with pytest.raises(ValueError) as refused:
+        check_route_names({"elimination": "rules", "Spreading": "rules", "xyz": "rules"})
+    assert str(refused.value) == ("route to no operation or module: 'Spreading' (did you mean 'spreading'?); 'xyz'; "
+                                  "`socialsim models` lists them")

@@ -29,7 +29,7 @@ GRID = {
         "scenario": "hobbs-cafe",
         "arch": "generic",
         "model": "rules",
-        "routes": [{}, {"generic": "rules"}],
+        "routes": [{}, {"action": "rules"}],
         "steps": [2, 3],
     },
 }
@@ -751,6 +751,11 @@ def test_a_sweep_without_a_model_uses_the_default_and_checks_a_routed_model_befo
     with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/chat'"):
         sweep(routed, tmp_path / "b", progress=False)
     assert not list((tmp_path / "b" / RUNS).iterdir())
+    misspelt = {**spec, "parameters": {"arch": "generic", "routes": {"ComposChat": "rules"}}}
+    with pytest.raises(SweepFileError, match="route to no operation or module: 'ComposChat' \\(did you mean "
+                                             "'ComposeChat'"):  # before any run, not a silent no-op route
+        sweep(misspelt, tmp_path / "c", progress=False)
+    assert not list((tmp_path / "c" / RUNS).iterdir())
 
 
 def test_a_judge_of_a_run_still_to_do_is_checked_when_a_finished_run_of_its_grid_point_came_first(

@@ -29,6 +29,24 @@ def parse_route(text: str) -> tuple[str, str]:
     return name.strip(), model.strip()
 
 
+def check_route_names(routes: dict[str, str]) -> None:
+    """Refuse a route whose name is no operation or module: a typo (``CreatNorm=openai/gpt-4o``)
+    would send nothing to its model while the run looked routed. Any architecture's names are
+    accepted, so one route file can serve all three."""
+    from difflib import get_close_matches
+
+    from socialsim.llm.operations import all_operations
+
+    operations = all_operations()
+    known = sorted({op.name for op in operations} | {op.module for op in operations})
+    unknown = [name for name in routes if name not in known]
+    if unknown:
+        named = "; ".join(f"{name!r}" + (f" (did you mean {', '.join(map(repr, near))}?)"
+                                          if (near := get_close_matches(name, known, n=2)) else "")
+                          for name in unknown)
+        raise ValueError(f"route to no operation or module: {named}; `socialsim models` lists them")
+
+
 @dataclass
 class RouteTable:
     default: str = EMBEDDED

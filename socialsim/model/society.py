@@ -15,7 +15,7 @@ from mesa import DataCollector, Model
 from socialsim.agents import agent_class
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import TOTALS, Budget, Ledger
-from socialsim.llm.routing import RouteTable, default_model
+from socialsim.llm.routing import RouteTable, check_route_names, default_model
 from socialsim.scenarios.loader import ScenarioError, load_scenario
 from socialsim.scenarios.schema import Scenario
 from socialsim.spaces.social_network import SocialNetworkWorld
@@ -49,6 +49,7 @@ class SocietyModel(Model):
             RouteTable(default_model(model), dict(routes or {})),
             ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
         )
+        check_route_names(self.llm.routes.routes)  # a misspelt route sends nothing to its model
         # set when an end-of-run measurement that asks a model (a judge, an embedding) was stopped
         # by the budget or an outage: the run's status says so and --resume finishes it
         self.measurement_stopped: str | None = None
