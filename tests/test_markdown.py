@@ -26,6 +26,9 @@ def test_a_cell_with_pipes_and_line_breaks_stays_one_cell_on_one_line():
 def test_numbers_missing_values_and_empty_tables():
     assert [cell(v) for v in (0.12345, 2, None, float("nan"), "x")] == ["0.123", "2", "", "", "x"]
     assert cell(0.12345, digits=2) == "0.12" and cell(0.5, digits=None) == "0.5"
+    table = pd.DataFrame({"rate": [0.12345, float("nan")], "n": [3, 4]})
+    assert markdown_table(table, digits=2).split("\n")[2:] == ["| 0.12 | 3 |", "|  | 4 |"]
+    assert markdown_table(table).split("\n")[2] == "| 0.123 | 3 |"
     empty = pd.DataFrame(columns=["a", "b"])
     assert markdown_table(empty, empty="(nothing recorded)") == "(nothing recorded)"
     assert markdown_table(empty) == "| a | b |\n|---|---|"  # no text for an empty table: the header alone
