@@ -1,5 +1,7 @@
 """The command line: runs, replays, lists models, and rejects bad input with clear messages."""
 
+import re
+
 import pytest
 
 from socialsim.cli import main
@@ -183,3 +185,5 @@ def test_a_weak_model_s_failures_show_in_brief_on_the_console_and_in_full_in_run
     assert len(plans) == 4 and plans[-1] == "GenerateNormativePlans: more failures, in run.log only"
     logged = (tmp_path / "run" / "run.log").read_text()
     assert logged.count("GenerateNormativePlans: unusable answer") == 20 and "more failures" not in logged
+    first = next(line for line in logged.splitlines() if "GenerateNormativePlans: unusable answer" in line)
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING socialsim.llm: step 1 agent ", first)  # when, how grave, from where
