@@ -301,3 +301,13 @@ def test_the_first_difference_names_a_missing_table_and_an_agents_frame(tmp_path
     assert first_difference(a, b).startswith("agents.parquet: row ")
     (b / "tables" / "events.parquet").unlink()
     assert first_difference(a, b) == "different files: ['tables/events.parquet'] present in only one run"
+
+
+def test_every_call_setting_of_the_config_reaches_the_runs_gateway(tmp_path):
+    config = RunConfig(arch="generic", model="rules", steps=1, max_concurrency=7, rpm=120.0, tpm=9000.0,
+                       timeout_s=12.5, num_retries=3, json_schema=True, breaker=2, api_base="http://127.0.0.1:1/v1",
+                       price=(0.1, 0.2), max_calls=50, max_cost=1.0)
+    llm = run(config, tmp_path / "r", progress=False).model.llm
+    assert (llm.max_concurrency, llm.rpm, llm.tpm, llm.timeout_s, llm.num_retries, llm.json_schema, llm.breaker,
+            llm.api_base, llm.price) == (7, 120.0, 9000.0, 12.5, 3, True, 2, "http://127.0.0.1:1/v1", (0.1, 0.2))
+    assert (llm.ledger.budget.max_calls, llm.ledger.budget.max_cost) == (50, 1.0)
