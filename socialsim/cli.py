@@ -14,6 +14,10 @@ import shutil
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the command line imports the simulation only when a command needs it
+    from socialsim.model.runner import RunConfig
 
 # litellm, llama.cpp and Solara are imported where they are needed (litellm through llm/litellm_setup.py,
 # on a run's first provider call or model check), so `socialsim --help`, `socialsim models`, scenario
@@ -176,8 +180,9 @@ def _call_options(args: argparse.Namespace) -> dict:
     return options
 
 
-def _resumed_config(args: argparse.Namespace):
-    """The saved config of ``--resume RUN_DIR`` with the allowed changes; refuses any other."""
+def _resumed_config(args: argparse.Namespace) -> tuple[RunConfig, dict]:
+    """The saved config of ``--resume RUN_DIR`` with the allowed changes (refusing any other), and
+    the run's whole ``config.json``."""
     from socialsim.model.run_dir import not_a_run_dir
     from socialsim.model.runner import recorded_config
 
@@ -205,12 +210,11 @@ def _resumed_config(args: argparse.Namespace):
     updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls, "steps": args.steps,
                                  "price": args.price, "max_concurrency": args.concurrency, "rpm": args.rpm,
                                  "tpm": args.tpm, "api_base": args.api_base}.items() if v is not None}
-    return saved.model_copy(update=updates | _call_options(args))
+    return saved.model_copy(update=updates | _call_options(args)), meta
 
 
-def _nothing_to_resume(run_dir: Path, steps: int) -> str | None:
+def _nothing_to_resume(run_dir: Path, meta: dict, steps: int) -> str | None:
     """What to say instead of re-running a run that has already completed ``steps`` steps."""
-    meta = json.loads((run_dir / "config.json").read_text())
     if meta.get("status") == "completed" and steps <= meta.get("steps_done", 0):
         return (f"{run_dir} has already completed its {meta['steps_done']} steps: nothing to resume "
                 f"(--steps N, more than {meta['steps_done']}, extends it)")
@@ -259,9 +263,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a terminated run saves a resumable state, like Ctrl-C
     try:
         if args.resume:
-            config = _resumed_config(args)
+            config, meta = _resumed_config(args)
             out = args.resume
-            if message := _nothing_to_resume(args.resume, config.steps):
+            if message := _nothing_to_resume(args.resume, meta, config.steps):
                 print(message)
                 return 0
         else:
