@@ -19,6 +19,7 @@ import pandas as pd
 
 from socialsim.batch.sweepfile import CONFIG_PARAMS, encode
 from socialsim.batch.sweeps import RUNS, write_table
+from socialsim.model.run_dir import SWEEP_FILE
 from socialsim.model.runner import _tidy
 from socialsim.model.steplog import frame_reader
 
@@ -70,7 +71,7 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
     arms: dict[Path, str] = {}  # a reproduction's run directory -> its arm's label
     reproduction: dict[str, pd.DataFrame] = {}
     if (path / RUNS).is_dir():
-        sweep_meta = _json(path / "sweep.json")
+        sweep_meta = _json(path / SWEEP_FILE)
         dirs = run_dirs(path, sweep_meta.get("run_ids"))
         names = list(sweep_meta.get("parameters", {}))
         if sweep_meta.get("steps") is not None and "steps" not in names:  # steps set for the whole sweep

@@ -51,7 +51,7 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord
-from socialsim.model.run_dir import not_for_a_batch
+from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch
 from socialsim.model.runner import RunConfig, keep_scenario, save
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
@@ -290,7 +290,7 @@ def sweep(
         raise ValueError("two grid points resolve to the same run (e.g. a parameter equal to its default "
                          "listed twice); remove the duplicate values")
     # run_ids: the runs of this grid, so an export leaves out those of an earlier grid in the same folder
-    (sweep_dir / "sweep.json").write_text(redact(json.dumps(
+    (sweep_dir / SWEEP_FILE).write_text(redact(json.dumps(
         {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list(), "run_ids": ids},
         indent=2, default=str)))
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
