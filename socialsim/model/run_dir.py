@@ -25,6 +25,10 @@ LOCK = ".lock"  # held by the process writing a run directory (``writing``)
 SCENARIO_COPY = "scenario"  # a run directory's copy of its scenario file: scenario.yaml or .toml
 
 
+def _runs(n: int) -> str:
+    return f"{n} run{'s' if n > 1 else ''}"
+
+
 def folder_name(label: str) -> str:
     """A label made safe as a folder's name (a reproduction's arm, a run's settings)."""
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in label).strip("_") or "run"
@@ -118,7 +122,7 @@ class NotARunDir(FileNotFoundError):
             runs = self.runs
             named = ", ".join(str(r) for r in runs[:_NAMED]) + (f" and {len(runs) - _NAMED} more"
                                                                if len(runs) > _NAMED else "")
-            message += f"; it holds {len(runs)} run{'s' if len(runs) > 1 else ''} ({named}): give one of them"
+            message += f"; it holds {_runs(len(runs))} ({named}): give one of them"
         super().__init__(message)
 
 
@@ -131,7 +135,7 @@ def already_a_run(path: str | Path, flag: str = "--out") -> str | None:
         inside = runs_below(path)
         if not inside:
             return None
-        return (f"{flag} {path} holds {len(inside)} run{'s' if len(inside) > 1 else ''} below it (e.g. {inside[0]}); "
+        return (f"{flag} {path} holds {_runs(len(inside))} below it (e.g. {inside[0]}); "
                 f"nothing was written: give a folder of its own, e.g. {path / 'my-run'}")
     try:
         meta = json.loads((path / "config.json").read_text())
@@ -158,7 +162,7 @@ def not_for_a_batch(path: str | Path, what: str) -> str | None:
         own = not (path / SWEEP_FILE).is_file() and all(r.name.startswith("seed-") for r in inside)
     if own or not inside:
         return None
-    return (f"--out {path} holds {len(inside)} run{'s' if len(inside) > 1 else ''} that are not a {what}'s "
+    return (f"--out {path} holds {_runs(len(inside))} that are not a {what}'s "
             f"(e.g. {inside[0]}); nothing was written: give a folder of its own")
 
 
