@@ -194,6 +194,9 @@ def _resumed_config(args: argparse.Namespace) -> tuple[RunConfig, dict]:
         saved = recorded_config(meta["config"], path)
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ValueError(f"--resume {args.resume}: config.json is not a run's config ({exc})") from None
+    if recording := meta.get("replay_of"):
+        raise ValueError(f"--resume {args.resume} is a replay of {recording}: it keeps no tape, so going on from it "
+                         f"would make every call again, live; resume the recording (socialsim run --resume {recording})")
     done = meta.get("steps_done", 0)
     if args.steps is not None and args.steps < done:  # it would write the shorter run over the longer
         raise ValueError(f"--steps {args.steps} is fewer than the {done} steps {args.resume} has completed: a "
@@ -385,6 +388,22 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep_interrupted(sweep_dir: Path | None) -> int:
+    """What a Ctrl-C'd (or terminated) sweep has done, and how to go on, instead of a traceback."""
+    import pandas as pd
+
+    table = sweep_dir / "runs.parquet" if sweep_dir else None
+    if table is None or not table.is_file():
+        print("socialsim: sweep interrupted before its first run", file=sys.stderr)
+        return 130
+    runs = pd.read_parquet(table)
+    done = int((runs["status"] == "completed").sum())
+    print(f"socialsim: sweep interrupted: {done} of {len(runs)} runs completed (listed in {sweep_dir / 'runs.csv'}); "
+          "the same command goes on from there (completed runs are skipped, recorded calls are not paid "
+          "again)", file=sys.stderr)
+    return 130
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from socialsim.batch.sweepfile import SweepFileError, load_sweep
     from socialsim.llm.engines import ModelUnavailable
@@ -393,12 +412,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.processes is not None and args.processes < 1:
         return _fail(f"--processes expects a whole number >= 1, got {args.processes}")
     logging.getLogger("distributed").setLevel(logging.WARNING)  # Dask's INFO chatter would bury the progress bar
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated sweep stops like Ctrl-C
+    spec = None
     try:
         spec = load_sweep(args.sweep_file)
         from socialsim.batch.sweeps import sweep
 
         result = sweep(spec, args.out, processes=args.processes, cluster=args.cluster, scheduler=args.scheduler,
                        progress=not args.no_progress)
+    except KeyboardInterrupt:
+        return _sweep_interrupted(args.out or (Path("sweeps") / spec.name if spec else None))
     except (SweepFileError, ScenarioError, ModelUnavailable, ValueError) as exc:
         return _fail(str(exc))
     except OSError as exc:  # a file, or a Dask scheduler that cannot be reached

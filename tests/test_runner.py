@@ -77,6 +77,25 @@ def test_provider_run_replays_identically_with_zero_calls(tmp_path, server):
         pd.read_parquet(tmp_path / "run" / "tables/events.parquet"))
 
 
+def test_a_replay_directory_is_neither_resumed_nor_replayed_it_names_the_recording(tmp_path, server, capsys):
+    """A replay keeps no tape: going on from it would have made every call again, live."""
+    from socialsim.cli import main
+
+    run(provider_config(server), tmp_path / "run", progress=False)
+    calls = len(server.requests)
+    result, same = replay(tmp_path / "run", progress=False)
+    assert same and json.loads((result.run_dir / "config.json").read_text())["replay_of"] == str(tmp_path / "run")
+    assert "replay_of" not in json.loads((tmp_path / "run" / "config.json").read_text())
+    assert main(["run", "--resume", str(result.run_dir), "--steps", "4", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"is a replay of {tmp_path / 'run'}: it keeps no tape" in err
+    assert f"socialsim run --resume {tmp_path / 'run'}" in err
+    assert main(["replay", str(result.run_dir), "--no-progress"]) == 2
+    assert f"is itself a replay of {tmp_path / 'run'}" in capsys.readouterr().err
+    assert len(server.requests) == calls  # neither reached the provider
+    assert json.loads((result.run_dir / "config.json").read_text())["steps_done"] == 3  # left as it was
+
+
 def test_replay_with_a_damaged_tape_names_the_missing_call(tmp_path, server):
     from socialsim.llm.tape import TapeMiss
 

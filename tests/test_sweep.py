@@ -773,3 +773,61 @@ def test_a_judge_of_a_run_still_to_do_is_checked_when_a_finished_run_of_its_grid
         monkeypatch.delenv("OPENAI_API_KEY")
         with pytest.raises(ModelUnavailable, match="'openai/fake-judge' needs OPENAI_API_KEY"):
             sweep({**spec, "api_base": server.api_base, "seeds": [1, 2]}, tmp_path / "s", progress=False)
+
+
+def test_ctrl_c_stops_a_sweep_with_its_runs_table_and_the_same_command_goes_on(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or SIGTERM) used to end a sweep in a traceback, with no runs table for what was done."""
+    from socialsim.cli import main
+
+    original = SocietyModel.step
+
+    def step(self):
+        if self.run_config.rng == 2 and self.steps == 1:
+            raise KeyboardInterrupt
+        original(self)
+
+    monkeypatch.setattr(SocietyModel, "step", step)
+    (tmp_path / "s.yaml").write_text("name: ctrlc\nseeds: [1, 2]\nsteps: 2\nparameters: {arch: generic, model: rules}\n")
+    argv = ["sweep", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "s"), "--no-progress"]
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"sweep interrupted: 1 of 2 runs completed (listed in {tmp_path / 's' / 'runs.csv'}); the same command " \
+           "goes on from there" in err
+    runs = pd.read_csv(tmp_path / "s" / "runs.csv").set_index("rng")
+    assert runs.loc[1, "status"] == "completed" and runs.loc[2, "status"] == "not run"
+    monkeypatch.setattr(SocietyModel, "step", original)
+    assert main(argv) == 0
+    assert "runs: 2 (1 run now, 1 already done, 0 not completed)" in capsys.readouterr().out
+
+
+def test_a_sweep_interrupted_before_its_runs_says_so(tmp_path, monkeypatch, capsys):
+    from socialsim.batch import sweeps
+    from socialsim.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweeps, "check_grid", interrupted)
+    (tmp_path / "s.yaml").write_text("name: early\nseeds: [1]\nsteps: 1\nparameters: {arch: generic, model: rules}\n")
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "s"), "--no-progress"]) == 130
+    assert capsys.readouterr().err.strip() == "socialsim: sweep interrupted before its first run"
+
+
+def test_a_run_stopped_by_a_provider_outage_says_so_and_is_redone(tmp_path, monkeypatch):
+    from socialsim.llm.gateway import ProviderOutage
+
+    original = SocietyModel.step
+
+    def step(self):
+        if self.run_config.rng == 2:
+            raise ProviderOutage("5 calls in a row failed after their retries")
+        original(self)
+
+    monkeypatch.setattr(SocietyModel, "step", step)
+    spec = {"name": "outage", "seeds": [1, 2], "steps": 2, "parameters": {"arch": "generic", "model": "rules"}}
+    runs = sweep(spec, tmp_path / "s", progress=False).runs.set_index("rng")
+    assert runs.loc[2, "status"] == "stopped by provider outage: 5 calls in a row failed after their retries"
+    assert runs.loc[1, "status"] == "completed"
+    monkeypatch.setattr(SocietyModel, "step", original)
+    assert sweep(spec, tmp_path / "s", progress=False).executed == [runs.loc[2, "run_id"]]

@@ -45,7 +45,7 @@ from socialsim.batch.sweepfile import (
     validate_sweep,
 )
 from socialsim.llm.engines import engine_note
-from socialsim.llm.gateway import Gateway
+from socialsim.llm.gateway import Gateway, ProviderOutage
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
@@ -189,6 +189,9 @@ class SweepModel(SocietyModel):
         except BudgetExhausted as exc:
             self.finish(f"stopped by budget: {exc}")
             return
+        except ProviderOutage as exc:  # as a single run words it; the same sweep command retries the run
+            self.finish(f"stopped by provider outage: {exc}")
+            return
         except Exception as exc:  # one broken run must not end a sweep of hundreds; it is recorded
             log.exception("run %s failed at step %s", self.run_id, self.steps)
             self.finish(f"failed: {type(exc).__name__}: {exc}")
@@ -296,13 +299,17 @@ def sweep(
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
     if preflight:
         check_grid(planned, spec, done=set(skipped))
-    if cluster or scheduler or client is not None:
-        from socialsim.batch.dask_backend import run_on_dask
+    try:
+        if cluster or scheduler or client is not None:
+            from socialsim.batch.dask_backend import run_on_dask
 
-        run_on_dask(planned, spec, sweep_dir, set(skipped), cluster=cluster, scheduler=scheduler, client=client,
-                    processes=processes or spec.processes, progress=progress)
-    else:
-        run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned))
+            run_on_dask(planned, spec, sweep_dir, set(skipped), cluster=cluster, scheduler=scheduler, client=client,
+                        processes=processes or spec.processes, progress=progress)
+        else:
+            run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned))
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the runs table says what is done; the same command goes on
+        write_table(summarize(sweep_dir, planned), sweep_dir / "runs")
+        raise
     runs = summarize(sweep_dir, planned)
     write_table(runs, sweep_dir / "runs")
     result = SweepResult(sweep_dir, runs, [i for i in ids if i not in set(skipped)], skipped)

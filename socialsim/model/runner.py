@@ -292,6 +292,9 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
                          "finished or been stopped")
     consolidate(run_dir)  # a killed run: its complete steps, from the per-step records
     saved = json.loads((run_dir / "config.json").read_text())
+    if recording := saved.get("replay_of"):
+        raise ValueError(f"{run_dir} is itself a replay of {recording} and keeps no tape of its own: "
+                         f"replay the recording (socialsim replay {recording})")
     config = recorded_config(saved["config"], run_dir / "config.json")
     steps_done = saved.get("steps_done", config.steps)
     if not steps_done:
@@ -435,6 +438,8 @@ def save_meta(model: SocietyModel, run_dir: Path, config: RunConfig, status: str
         "failures_by_operation": dict(ledger.failures),
         "capped_replies": {"replies": model.llm.capped_replies, "characters_cut": model.llm.capped_chars},
     }
+    if model.llm.replay and model.llm.tape.path is not None:  # a check of a recording, with no tape of its own
+        meta["replay_of"] = str(model.llm.tape.path.parent)
     text = redact(json.dumps(meta, indent=2, default=str))
     _write_whole(run_dir / "config.json", lambda tmp: tmp.write_text(text))
 
