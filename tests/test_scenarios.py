@@ -185,6 +185,34 @@ def test_a_check_of_the_whole_section_is_named_as_such_and_its_reason_shown_once
         "pair.low: Input should be a valid integer, unable to parse string as an integer (got 'x')"]
 
 
+def test_a_validator_that_names_where_the_problem_is_gets_that_field_said_once():
+    """A scenario's bad preset used to read "presets: presets.paper.steps: ..."."""
+    from pydantic import ValidationError, field_validator
+
+    from socialsim.scenarios.schema import Strict, field_problems
+
+    class Section(Strict):
+        presets: dict = {}
+        parameters: dict = {}
+
+        @field_validator("presets")
+        @classmethod
+        def _whole_path(cls, value):
+            raise ValueError("presets.paper.steps: expected a whole number >= 1, got 0")
+
+        @field_validator("parameters")
+        @classmethod
+        def _relative(cls, value):
+            raise ValueError("steps: expected a whole number >= 1, got 0")
+
+    with pytest.raises(ValidationError) as raised:
+        Section(presets={"paper": {"steps": 0}}, parameters={"steps": 0})
+    assert field_problems(raised.value) == ["presets.paper.steps: expected a whole number >= 1, got 0",
+                                            "parameters.steps: expected a whole number >= 1, got 0"]
+    assert field_problems(raised.value, "crsec") == ["crsec.presets.paper.steps: expected a whole number >= 1, got 0",
+                                                     "crsec.parameters.steps: expected a whole number >= 1, got 0"]
+
+
 def _presets():
     return [(name, preset) for name in available_scenarios() for preset in load_scenario(name).presets]
 

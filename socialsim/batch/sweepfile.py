@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from socialsim.agents import ARCHITECTURES
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
+from socialsim.scenarios.schema import field_problems
 
 # Per-run settings the sweep owns; they are not grid parameters.
 RESERVED = {"rng", "seed", "seeds", "gateway", "sweep_dir"}
@@ -44,9 +44,6 @@ RESERVED = {"rng", "seed", "seeds", "gateway", "sweep_dir"}
 LIMITS = ("max_cost", "max_calls", "api_base", "max_concurrency")
 # Grid parameters that are RunConfig fields (everything else is an architecture parameter).
 CONFIG_PARAMS = ("scenario", "arch", "model", "routes", "preset", "steps")
-
-
-_FIELD_PREFIX = re.compile(r"^([\w.]+): (.*)$", re.S)
 
 
 class SweepFileError(ValueError):
@@ -183,16 +180,7 @@ def validate_sweep(data: dict[str, Any] | SweepSpec, source: str = "sweep", base
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "value_error" and (m := _FIELD_PREFIX.match(msg)):  # our "name: problem"
-                field, msg = ".".join(filter(None, [field, m[1]])), m[2]
-            field = field or "(top level)"
-            got = err.get("input")
-            shown = "" if isinstance(got, dict | list) or got is None or "got" in msg else f" (got {got!r})"
-            problems.append(f"  {field}: {msg}{shown}")
+        problems = [f"  {line}" for line in field_problems(exc)]
         raise SweepFileError(f"{source}: invalid sweep file\n" + "\n".join(problems)) from None
     scenarios = []
     for value in _values(spec.parameters.get("scenario", "hobbs-cafe")):

@@ -8,9 +8,12 @@ errors, so a typo is reported rather than silently ignored. Architecture section
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+_FIELD_PREFIX = re.compile(r"^([\w.]+): (.*)$", re.S)  # a validator's message that names where: "steps: ..."
 
 
 def field_problems(exc: ValidationError, prefix: str = "") -> list[str]:
@@ -19,8 +22,12 @@ def field_problems(exc: ValidationError, prefix: str = "") -> list[str]:
     run parameters, so every bad file or ``--set`` value reads the same way."""
     lines = []
     for err in exc.errors():
-        field = ".".join([prefix] * bool(prefix) + [str(p) for p in err["loc"]]) or "(top level)"
+        field = ".".join(str(p) for p in err["loc"])
         message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "value_error" and (named := _FIELD_PREFIX.match(message)):  # our "where: problem"
+            where, message = named[1], named[2]  # relative to the field, or (repeating it) its whole path
+            field = where if where == field or where.startswith(f"{field}.") else ".".join(filter(None, [field, where]))
+        field = ".".join(filter(None, [prefix, field])) or "(top level)"
         got = err.get("input")
         # a whole section or list is not worth repeating, nor a text the message already quotes
         # (a number is always shown: "greater than 0" does not say that 0 was given)
