@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import shutil
 import sys
 from collections import Counter
@@ -48,16 +49,16 @@ def _parser() -> argparse.ArgumentParser:
                           "free; only the length, limits and call settings may change (--steps, --max-cost, "
                           "--max-calls, --price, --concurrency, --rpm, --tpm, --api-base, --timeout, --retries, "
                           "--json-schema, --breaker)")
-    run.add_argument("--max-cost", type=float, help="stop cleanly once this many USD are spent")
+    run.add_argument("--max-cost", type=_finite, help="stop cleanly once this many USD are spent")
     run.add_argument("--price", type=_price, metavar="IN,OUT",
                      help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
                           "(needed with --max-cost)")
     run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls")
     run.add_argument("--concurrency", type=int, help="max LLM calls in flight at once (default 128: a 100-agent phase in one round)")
-    run.add_argument("--rpm", type=float, help="requests-per-minute limit shared by the run")
-    run.add_argument("--tpm", type=float, help="tokens-per-minute limit shared by the run")
+    run.add_argument("--rpm", type=_finite, help="requests-per-minute limit shared by the run")
+    run.add_argument("--tpm", type=_finite, help="tokens-per-minute limit shared by the run")
     run.add_argument("--api-base", help="endpoint of provider models, e.g. http://127.0.0.1:8000/v1 (vLLM)")
-    run.add_argument("--timeout", type=float, metavar="SECONDS",
+    run.add_argument("--timeout", type=_finite, metavar="SECONDS",
                      help="per-attempt timeout of an LLM call (default 30; a slow local model may need more)")
     run.add_argument("--retries", type=int, help="retries of a failed LLM call (default 1)")
     run.add_argument("--json-schema", choices=["auto", "on", "off"],
@@ -101,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm (default 3)")
     rp.add_argument("--steps", type=int, help="override every run's length (a quick look; not the paper's protocol)")
     rp.add_argument("--yes", action="store_true", help="run whatever the projected cost (not needed when no model is asked, e.g. --model rules)")
-    rp.add_argument("--max-cost", type=float, help="run only if the projection is under this many USD; the runs share it")
+    rp.add_argument("--max-cost", type=_finite, help="run only if the projection is under this many USD; the runs share it")
     rp.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter for every run, e.g. --set crsec.prompt_examples=neutral (not one the "
                          "protocol's arms vary; repeatable)")
@@ -122,13 +123,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _finite(text: str) -> float:
+    """A number argument: ``nan`` and ``inf`` are refused (``--max-cost nan`` compared false with every
+    cost, so it kept no budget at all)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expects a finite number, got {text!r}")
+    return value
+
+
 def _price(text: str) -> tuple[float, float]:
     """``--price IN,OUT``: two non-negative numbers of USD per 1M tokens."""
     try:
         prices = tuple(float(part) for part in text.split(","))
     except ValueError:
         prices = ()
-    if len(prices) != 2 or min(prices) < 0:
+    if len(prices) != 2 or not all(math.isfinite(p) and p >= 0 for p in prices):
         raise argparse.ArgumentTypeError(f"expects IN,OUT: two numbers >= 0 of USD per 1M tokens, e.g. 0.15,0.6; got {text!r}")
     return prices
 
@@ -453,13 +466,26 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _fail(f"--seeds expects a whole number >= 1, got {args.seeds}")
     if args.steps is not None and args.steps < 1:
         return _fail(f"--steps expects a whole number >= 1, got {args.steps}")
+    if args.max_cost is not None and args.max_cost < 0:
+        return _fail(f"--max-cost expects a number of USD >= 0, got {args.max_cost}")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        return _fail(f"--out {args.out} is a file, not a folder: give a folder for the reproduction's runs")
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated reproduction stops like Ctrl-C: its runs saved, reported
     try:
         settings = parse_assignments(args.arch, args.settings)
         summary = reproduce(args.arch, args.model, seeds=args.seeds, judge=args.judge, yes=args.yes,
                             max_cost=args.max_cost, out=args.out, steps=args.steps, settings=settings,
                             null_model=args.null_model)
+    except KeyboardInterrupt:  # between two runs (a run itself stops cleanly and the protocol reports it)
+        print("socialsim: reproduction interrupted; the same command with the same --out goes on (completed "
+              "runs are kept, recorded calls are free)", file=sys.stderr)
+        return 130
     except (ScenarioError, ModelUnavailable, ValueError) as exc:
         return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"{type(exc).__name__}: {exc}")
     if summary is None:
         return 4
     return 0 if summary.attrs["complete"] else 3

@@ -205,7 +205,11 @@ PARSE_CASES = [  # rejected by argparse itself (exit 2, usage message)
     ("price-negative", ["--price=-1,2"], "--price: expects IN,OUT"),
     ("price-text", ["--price", "a,b"], "--price: expects IN,OUT"),
     ("json-schema-bad", ["--json-schema", "maybe"], "--json-schema: invalid choice: 'maybe'"),
-    ("max-cost-text", ["--max-cost", "lots"], "--max-cost: invalid float value: 'lots'"),
+    ("max-cost-text", ["--max-cost", "lots"], "--max-cost: expects a number, got 'lots'"),
+    ("max-cost-nan", ["--max-cost", "nan"], "--max-cost: expects a finite number, got 'nan'"),  # it kept no budget
+    ("price-nan", ["--price", "nan,nan"], "--price: expects IN,OUT"),  # its NaN cost never reached a budget
+    ("rpm-infinite", ["--rpm", "inf"], "--rpm: expects a finite number, got 'inf'"),
+    ("timeout-text", ["--timeout", "soon"], "--timeout: expects a number, got 'soon'"),
 ]
 
 

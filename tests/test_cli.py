@@ -1,5 +1,6 @@
 """The command line: runs, replays, lists models, and rejects bad input with clear messages."""
 
+import contextlib
 import re
 
 import pytest
@@ -187,3 +188,30 @@ def test_a_weak_model_s_failures_show_in_brief_on_the_console_and_in_full_in_run
     assert logged.count("GenerateNormativePlans: unusable answer") == 20 and "more failures" not in logged
     first = next(line for line in logged.splitlines() if "GenerateNormativePlans: unusable answer" in line)
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING socialsim.llm: step 1 agent ", first)  # when, how grave, from where
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--max-cost", "-1"], "--max-cost expects a number of USD >= 0, got -1.0"),  # the runs then stopped at once
+    (["--max-cost", "nan"], "--max-cost: expects a finite number, got 'nan'"),  # it ran, with no budget at all
+    (["--out", "{file}"], "is a file, not a folder"),  # a FileExistsError traceback
+])
+def test_reproduce_refuses_a_budget_or_folder_it_cannot_keep(argv, message, tmp_path, capsys, monkeypatch):
+    from socialsim.model import reproduce as rp
+
+    monkeypatch.setattr(rp, "reproduce", lambda *a, **k: pytest.fail("the protocol must not start"))
+    (tmp_path / "afile").write_text("")
+    with contextlib.suppress(SystemExit):  # argparse's own refusals exit 2 as well
+        assert main(["reproduce", "crsec", "--model", "rules", *(a.format(file=tmp_path / "afile") for a in argv)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_reproduce_interrupted_between_runs_says_how_to_go_on(monkeypatch, capsys):
+    from socialsim.model import reproduce as rp
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rp, "reproduce", interrupted)
+    assert main(["reproduce", "crsec", "--model", "rules"]) == 130
+    assert "reproduction interrupted; the same command with the same --out goes on" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -438,3 +439,92 @@ def test_a_quick_look_gets_a_folder_of_its_own(toy, tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / "reproduce").iterdir()) == ["generic-rules", "generic-rules-steps-1"]
     done = json.loads((tmp_path / "reproduce" / "generic-rules" / "cafe" / "seed-1" / "config.json").read_text())
     assert done["steps_done"] == 2
+
+
+def _asks_a_model(monkeypatch, scripted):
+    from socialsim.model import runner
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    monkeypatch.setattr(runner, "check_models", lambda models, api_base=None: None)  # no provider to reach
+    scripted(default="1")
+
+
+def test_the_null_model_asks_no_model_a_set_names(scripted, monkeypatch, tmp_path):
+    """`--set crsec.judge=MODEL` used to reach the 'free' null model's runs too: 213 paid judge calls
+    with no budget."""
+    _asks_a_model(monkeypatch, scripted)
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: rp.Protocol(
+        arch="crsec", runs=[rp.ProtocolRun("cafe", "hobbs-cafe", steps=1)], measure=lambda run_dir: {"one": 1.0},
+        paper=pd.DataFrame(columns=["label", "metric", "paper"]),
+        findings=[rp.compare("one is above zero", ("cafe", "one"), ">", 0.0)]))
+    said = []
+    rp.reproduce("crsec", "openai/scripted", seeds=1, yes=True, out=tmp_path / "r", echo=said.append,
+                 settings={"judge": "openai/scripted-judge", "temptation": 0.5})
+    ran = json.loads((tmp_path / "r" / "cafe" / "seed-1" / "config.json").read_text())["config"]["arch_params"]
+    assert ran["judge"] == "openai/scripted-judge"  # the model's own runs keep it
+    null = tmp_path / "r" / rp.NULL_DIR / "cafe" / "seed-1"
+    kept = json.loads((null / "config.json").read_text())
+    assert "judge" not in kept["config"]["arch_params"] and kept["config"]["arch_params"]["temptation"] == 0.5
+    assert kept["live_calls"] == 0 and set(pd.read_parquet(null / "llm_calls.parquet")["model"]) == {"rules"}
+    assert "(the null model leaves out --set crsec.judge: it asks no model)" in said
+    assert "null_verdict" in pd.read_csv(tmp_path / "r" / "findings.csv")
+
+
+def test_a_null_model_that_would_ask_a_model_is_refused(monkeypatch, tmp_path):
+    protocol = _toy_with_findings()
+    protocol.routes = {"action": "openai/gpt-4o-mini"}  # a route the protocol itself sets
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: protocol)
+    with pytest.raises(ValueError, match="the rules null model would ask openai/gpt-4o-mini: it must ask no model"):
+        rp.reproduce("generic", "rules", seeds=1, yes=True, out=tmp_path / "n", echo=lambda line: None,
+                     null_model=False, free_only=True)
+    assert not (tmp_path / "n").exists()
+
+
+def test_a_stopped_protocol_or_null_model_gives_no_null_verdicts(scripted, monkeypatch, tmp_path):
+    """Ctrl-C in the null model's runs used to end with exit 0 and its verdicts on the seeds it had
+    done; Ctrl-C in the model's runs still started the whole null protocol."""
+    from socialsim.model.society import SocietyModel
+
+    _asks_a_model(monkeypatch, scripted)
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: _toy_with_findings())
+    step = SocietyModel.step
+    stop = {"engine": "rules", "seed": 2}
+
+    def interrupted(self):
+        if self.llm.routes.default == stop["engine"] and self._seed == stop["seed"]:
+            raise KeyboardInterrupt
+        step(self)
+
+    monkeypatch.setattr(SocietyModel, "step", interrupted)
+    said = []
+    summary = rp.reproduce("generic", "openai/scripted", seeds=2, yes=True, out=tmp_path / "r", echo=said.append)
+    assert not summary.attrs["complete"]  # exit 3, not 0
+    assert "null_verdict" not in pd.read_csv(tmp_path / "r" / "findings.csv")
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "the rules null model did not complete the protocol, so its verdicts are left out" in report
+    assert "| every run completes its steps | holds | 2 of 2 |" in report  # the model's own findings stand
+
+    stop["engine"] = "openai/scripted"
+    summary = rp.reproduce("generic", "openai/scripted", seeds=2, yes=True, out=tmp_path / "m", echo=said.append)
+    assert not summary.attrs["complete"] and not (tmp_path / "m" / rp.NULL_DIR).exists()
+    assert not any(line.startswith("The same protocol on the rules null model") for line in said[-8:])
+
+
+def test_a_resumed_reproduction_says_what_it_paid_and_shares_its_budget_by_what_is_paid(scripted, monkeypatch,
+                                                                                      tmp_path):
+    from socialsim.model import runner
+
+    _asks_a_model(monkeypatch, scripted)
+    monkeypatch.setattr(runner, "check_priced", lambda config, models: None)
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: _toy_with_findings())
+    said = []
+    rp.reproduce("generic", "openai/gpt-4o-mini", seeds=1, yes=True, out=tmp_path / "r", echo=said.append,
+                 null_model=False)
+    first = (tmp_path / "r" / "report.md").read_text()
+    cost = float(re.search(r"the runs' calls cost \$([\d.]+)\.", first)[1])
+    assert cost > 0 and "paid by this command" not in first
+    rp.reproduce("generic", "openai/gpt-4o-mini", seeds=1, yes=True, out=tmp_path / "r", echo=said.append,
+                 null_model=False, steps=2)
+    again = (tmp_path / "r" / "report.md").read_text()
+    assert f"the runs' calls cost ${cost:.4f} ($0.0000 of it paid by this command; the rest was recorded before)" in again
+    assert said[-1].startswith("reproduction directory") and any(f"${cost:.4f}, $0.0000 of it paid now" in s for s in said)

@@ -37,6 +37,19 @@ def test_the_runs_of_a_reproduction_and_of_a_sweep_are_found_and_named(tmp_path)
     assert runs_below(tmp_path / "nowhere") == []
 
 
+def test_a_runs_own_replays_are_not_runs_of_its_folder(tmp_path):
+    """A replay of a reproduction's run (``seed-1/replay``, ``seed-1/check-order-1``) made the
+    reproduction refuse its own folder as holding "runs that are not a reproduction's"."""
+    from socialsim.model.run_dir import not_for_a_batch
+
+    runs = _runs(tmp_path / "repro", "full/seed-1", "full/seed-2")
+    _runs(tmp_path / "repro", "full/seed-1/replay", "full/seed-1/check-order-1", "full/seed-2/replay")
+    assert runs_below(tmp_path / "repro") == runs
+    assert not_for_a_batch(tmp_path / "repro", "reproduction") is None
+    assert runs_below(tmp_path / "repro" / "full" / "seed-1") == [tmp_path / "repro" / "full" / "seed-1" / name
+                                                                  for name in ("check-order-1", "replay")]
+
+
 @pytest.mark.parametrize("argv", [["replay", "{dir}"], ["run", "--resume", "{dir}"]])
 def test_replay_and_resume_name_the_runs_inside(argv, tmp_path, capsys):
     (run,) = _runs(tmp_path / "repro", "full/seed-1")

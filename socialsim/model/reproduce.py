@@ -341,14 +341,16 @@ def reproduce(
     progress: bool = False,
     echo: Callable[[str], None] = print,
     null_model: bool = True,
+    free_only: bool = False,
 ) -> pd.DataFrame | None:
     """Project, then (if allowed) run the protocol and return the summary table; None if not run.
     ``summary.attrs["complete"]`` is False when a run stopped short or could not be measured.
     ``settings`` (``--set``) go to every run, e.g. CRSEC's neutral prompt examples against the paper's;
     a parameter the protocol's arms vary cannot be one of them. With a model other than the rules,
     ``null_model`` also runs the protocol on the rules (free, in ``OUT/rules-null-model``) and
-    sets each finding's verdict there beside this engine's (:func:`with_null_model`)."""
-    from socialsim.llm.routing import default_model
+    sets each finding's verdict there beside this engine's (:func:`with_null_model`); ``free_only``
+    refuses a protocol that would ask any model (the null model's)."""
+    from socialsim.llm.routing import RULES, default_model
     from socialsim.model.runner import RunConfig, run
 
     protocol = load_protocol(arch, judge)
@@ -392,6 +394,9 @@ def reproduce(
         echo(f"Not in the projection: {what}, up to {calls} more calls in all (asked after each run's last "
              f"step, on the same budget)")
     free = proj.calls == 0 and not proj.not_projected  # the rules answer everything: nothing to pay or wait for
+    if free_only and not free:
+        raise ValueError(f"the rules null model would ask {', '.join(sorted(set(proj.per_model['model']) - {RULES}))}: "
+                         "it must ask no model")
     if free and not yes:
         echo("No model is asked (the rules answer every decision): running without --yes.")
     elif not yes:
@@ -402,19 +407,23 @@ def reproduce(
             echo(f"Not run: the projection exceeds --max-cost {max_cost} (or is unknown); raise it or add --yes.")
             return None
     out.mkdir(parents=True, exist_ok=True)
-    spent, rows, problems, not_started = 0.0, [], [], []
+    spent, paid, rows, problems, not_started, stopped = 0.0, 0.0, [], [], [], False
     for i, (spec, seed) in enumerate(planned, 1):
-        left = None if max_cost is None else max(max_cost - spent, 0.0)
+        # the runs share --max-cost: each may pay what the earlier ones of this command left (a run's own
+        # budget counts only its live calls; its recorded ones are free)
+        left = None if max_cost is None else max(max_cost - paid, 0.0)
         run_dir = out / folder_name(spec.label) / f"seed-{seed}"
         result = run(configs[run_dir].model_copy(update={"max_cost": left}), run_dir, progress=progress)
-        cost = result.model.llm.ledger.totals()["cost_usd"]
-        spent += cost
+        ledger = result.model.llm.ledger
+        cost, live = ledger.totals()["cost_usd"], ledger.live_cost
+        spent, paid = spent + cost, paid + live
         echo(f"[{i}/{len(planned)}] {spec.label} seed {seed}: {result.status} ({result.steps_done} steps, "
-             f"${cost:.4f})")
+             f"${cost:.4f}" + (f", ${live:.4f} of it paid now" if live != cost else "") + ")")
         if result.status != "completed":  # a budget, an outage or Ctrl-C stops the protocol here
             problems.append(f"{spec.label} seed {seed}: {result.status} after {result.steps_done} steps "
                             f"(not measured: a partial run is not the protocol's)")
             not_started = [f"{s.label} seed {k}" for s, k in planned[i:]]
+            stopped = True
             break
         try:
             figures = protocol.measure(run_dir)
@@ -429,11 +438,19 @@ def reproduce(
     summary = summarize(protocol, measured)
     summary.to_csv(out / "summary.csv", index=False)
     checked = check_findings(protocol, measured)
-    if null_model and model != "rules" and protocol.findings:
+    if null_model and model != "rules" and protocol.findings and not stopped:
         echo(f"The same protocol on the rules null model (no model asked; in {out / NULL_DIR}) ...")
-        reproduce(arch, "rules", seeds=seeds, yes=True, out=out / NULL_DIR, steps=steps, settings=settings,
-                  progress=progress, echo=lambda line: None, null_model=False)
-        checked = with_null_model(checked, pd.read_csv(out / NULL_DIR / "findings.csv"))
+        asked = set(proj.per_model["model"]) - {RULES}  # a judge or an embedding model --set names: not the null's
+        free = {k: v for k, v in settings.items() if not {str(x) for x in (v if isinstance(v, list) else [v])} & asked}
+        if dropped := sorted(set(settings) - set(free)):
+            echo(f"(the null model leaves out --set {', '.join(f'{arch}.{k}' for k in dropped)}: it asks no model)")
+        null = reproduce(arch, RULES, seeds=seeds, yes=True, out=out / NULL_DIR, steps=steps, settings=free,
+                         progress=progress, echo=lambda line: None, null_model=False, free_only=True)
+        if null is not None and null.attrs["complete"]:
+            checked = with_null_model(checked, pd.read_csv(out / NULL_DIR / "findings.csv"))
+        else:  # stopped (Ctrl-C) or unmeasured: a verdict on some seeds is not the null model's on the protocol
+            problems.append(f"the rules null model did not complete the protocol, so its verdicts are left out "
+                            f"(see {out / NULL_DIR / 'report.md'})")
     checked.to_csv(out / "findings.csv", index=False)
     engine = "the rules baseline (a null model, not an LLM)" if model == "rules" else model
     notes = []
@@ -449,7 +466,9 @@ def reproduce(
         notes.append(f"Not started ({len(not_started)}): " + ", ".join(not_started)
                      + ". The same command with the same --out resumes: recorded calls are free.")
     findings = findings_section(checked, engine)
-    text = (f"# Reproduction of {arch}\n\nEngine: {engine}; seeds 1..{seeds}; spent ${spent:.4f}.\n\n"
+    text = (f"# Reproduction of {arch}\n\nEngine: {engine}; seeds 1..{seeds}; the runs' calls cost ${spent:.4f}"
+            + (f" (${paid:.4f} of it paid by this command; the rest was recorded before)" if paid != spent else "")
+            + ".\n\n"
             + "".join(f"{n}\n\n" for n in notes) + f"{protocol.description}\n\n"
             + (f"{findings}\n\n## The paper's figures beside the runs'\n\n" if findings else "")
             + markdown_table(summary) + "\n")

@@ -104,11 +104,13 @@ def is_run_dir(path: str | Path) -> bool:
 
 
 def runs_below(path: str | Path) -> list[Path]:
-    """The run directories up to three levels below ``path``, in order."""
+    """The run directories up to three levels below ``path``, in order; not those inside another run
+    (its replays, ``RUN/replay`` and ``RUN/check-order-K``, are checks of it, not runs of their own)."""
     path = Path(path)
     if not path.is_dir():
         return []
-    return sorted({found.parent for pattern in _RUNS_BELOW for found in path.glob(pattern)})
+    found = {config.parent for pattern in _RUNS_BELOW for config in path.glob(pattern)}
+    return sorted(run for run in found if not any(parent in found for parent in run.parents))
 
 
 class NotARunDir(FileNotFoundError):

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -60,14 +60,14 @@ class RunConfig(BaseModel):
     steps: int | None = Field(default=None, ge=1)
     preset: str | None = None
     rng: int = Field(default=42, ge=0)  # a numpy seed: a whole number >= 0
-    max_cost: float | None = Field(default=None, ge=0)
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     max_calls: int | None = Field(default=None, ge=0)
     max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
-    rpm: float | None = Field(default=None, gt=0)
-    tpm: float | None = Field(default=None, gt=0)
+    rpm: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    tpm: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     api_base: str | None = None  # endpoint for provider models (vLLM, Ollama, a proxy); never a key
-    price: tuple[float, float] | None = None  # USD per 1M (prompt, completion) tokens, for unpriced models
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)  # per call attempt
+    price: tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None  # USD per 1M (prompt, completion) tokens, for unpriced models
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)  # per call attempt
     num_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
     json_schema: bool | None = None  # None: where litellm knows support; True: declared capable
     breaker: int = Field(default=DEFAULT_BREAKER, ge=0)  # live calls failing in a row that stop the run; 0: off
