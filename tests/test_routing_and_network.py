@@ -46,6 +46,29 @@ def test_a_route_splits_at_its_first_equals_sign_and_a_route_file_may_name_only_
     assert RouteTable.from_file(path) == RouteTable(EMBEDDED, {})
 
 
+def test_a_route_file_without_a_default_takes_the_default_model_and_a_broken_one_is_named(tmp_path, monkeypatch):
+    """It used to ignore $SOCIALSIM_MODEL (the embedded model ran instead), a misspelt ``route:``
+    routed nothing, broken YAML gave a traceback and a number as a model a pydantic report."""
+    path = tmp_path / "routes.yaml"
+    monkeypatch.setenv("SOCIALSIM_MODEL", "rules")
+    path.write_text("routes:\n  elimination: openai/gpt-4o-mini\n")
+    assert RouteTable.from_file(path) == RouteTable("rules", {"elimination": "openai/gpt-4o-mini"})
+    path.write_text("")
+    assert RouteTable.from_file(path).default == "rules"
+    for text, message in [
+        ("route:\n  Elim: rules\n", "'route': not a route file's field (expected 'default' and 'routes')"),
+        ("{{{", "not valid YAML: while parsing a flow node"),
+        ("default: 5\n", "default: expected a model string, got 5"),
+        ("routes:\n  Elim:\n", "routes.Elim: expected a model string, got None"),
+        ("routes: [Elim]\n", "routes: expected a mapping OPERATION_OR_MODULE: MODEL, got ['Elim']"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(f"{path}: ") + "(.*; )?" + re.escape(message)):
+            RouteTable.from_file(path)
+    with pytest.raises(ValueError, match=re.escape(f"--routes {tmp_path / 'nope.yaml'}: cannot read it (No such file")):
+        RouteTable.from_file(tmp_path / "nope.yaml")
+
+
 class Person:
     def __init__(self, name):
         self.name = name

@@ -60,8 +60,32 @@ class RouteTable:
 
     @classmethod
     def from_file(cls, path: str | Path, default: str | None = None) -> RouteTable:
-        """Load ``{default: MODEL, routes: {OP_OR_MODULE: MODEL}}`` from YAML."""
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(data, dict) or not isinstance(data.get("routes", {}), dict):
+        """Load ``{default: MODEL, routes: {OP_OR_MODULE: MODEL}}`` from YAML. ``default`` (``--model``)
+        wins over the file's; with neither, the default model (``$SOCIALSIM_MODEL``, else the embedded
+        one). Any other key is refused: a misspelt ``route:`` would route nothing."""
+        try:
+            with open(path, encoding="utf-8") as text:  # a YAML error then names the file, not "<unicode string>"
+                data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {exc}") from None
+        except OSError as exc:
+            raise ValueError(f"--routes {path}: cannot read it ({exc.strerror or exc})") from None
+        if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a mapping with 'default' and 'routes'")
-        return cls(default=default or data.get("default") or EMBEDDED, routes=dict(data.get("routes", {})))
+        problems = [f"{key!r}: not a route file's field (expected 'default' and 'routes')"
+                    for key in data if key not in ("default", "routes")]
+        if "default" in data and not _a_model(data["default"]):
+            problems.append(f"default: expected a model string, got {data['default']!r}")
+        routes = data.get("routes") or {}
+        if not isinstance(routes, dict):
+            problems.append(f"routes: expected a mapping OPERATION_OR_MODULE: MODEL, got {routes!r}")
+            routes = {}
+        problems += [f"routes.{name}: expected a model string, got {model!r}" for name, model in routes.items()
+                     if not _a_model(model)]
+        if problems:
+            raise ValueError(f"{path}: " + "; ".join(problems))
+        return cls(default=default_model(default or data.get("default")), routes={str(k): v for k, v in routes.items()})
+
+
+def _a_model(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
