@@ -526,8 +526,8 @@ class EngineNotesOnce(logging.Filter):
 
 
 class FailuresInBrief(logging.Filter):
-    """The first few failed answers of each operation on the console, then one line saying the rest
-    go to run.log only: a weak model fails thousands of times in a long run, and the console is for
+    """The first few failed answers of each operation on the console (and apart, its first few replies
+    cut to their length cap), then one line saying the rest go to run.log only: a weak model fails thousands of times in a long run, and the console is for
     seeing that it does (every failure stays in run.log, and the run's closing line counts them)."""
 
     SHOWN = 3
@@ -540,11 +540,13 @@ class FailuresInBrief(logging.Filter):
         operation = getattr(record, "operation", None)
         if operation is None:
             return True
-        self.seen[operation] += 1
-        if self.seen[operation] == self.SHOWN + 1:  # a copy for the console: run.log keeps the failure itself
-            return logging.makeLogRecord({**record.__dict__, "msg": "%s: more failures, in run.log only",
-                                          "args": (operation,)})
-        return self.seen[operation] <= self.SHOWN
+        kind = getattr(record, "kind", "failures")  # or "cut replies": counted apart
+        self.seen[f"{operation} {kind}"] += 1
+        seen = self.seen[f"{operation} {kind}"]
+        if seen == self.SHOWN + 1:  # a copy for the console: run.log keeps the failure itself
+            return logging.makeLogRecord({**record.__dict__, "msg": "%s: more %s, in run.log only",
+                                          "args": (operation, kind)})
+        return seen <= self.SHOWN
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -215,3 +215,23 @@ def test_reproduce_interrupted_between_runs_says_how_to_go_on(monkeypatch, capsy
     monkeypatch.setattr(rp, "reproduce", interrupted)
     assert main(["reproduce", "crsec", "--model", "rules"]) == 130
     assert "reproduction interrupted; the same command with the same --out goes on" in capsys.readouterr().err
+
+
+def test_replies_cut_to_their_cap_are_shown_in_brief_apart_from_failures():
+    """A verbose model's cut replies (5,803 console lines in a short ITCMA-S reproduction) went
+    around the brief: they now count apart from the operation's failures."""
+    import logging
+
+    from socialsim.cli import FailuresInBrief
+
+    brief = FailuresInBrief()
+
+    def shown(msg, **extra):
+        kept = brief.filter(logging.makeLogRecord({"msg": msg, "levelno": logging.WARNING, **extra}))
+        return kept.getMessage() if isinstance(kept, logging.LogRecord) else kept
+
+    cut = [shown(f"Elim: reply {i} cut", operation="Elim", kind="cut replies") for i in range(6)]
+    assert cut == [True, True, True, "Elim: more cut replies, in run.log only", False, False]
+    failed = [shown(f"Elim: unusable answer {i}", operation="Elim") for i in range(5)]
+    assert failed == [True, True, True, "Elim: more failures, in run.log only", False]
+    assert shown("an ordinary warning") is True

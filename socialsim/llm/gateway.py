@@ -447,7 +447,8 @@ class Gateway:
         self.capped_replies += 1
         self.capped_chars += len(raw) - limit
         log.warning("step %s agent %s %s: reply of %d characters cut to %d (max_tokens=%d)",
-                    self.step, agent_id, op.name, len(raw), limit, max_tokens)
+                    self.step, agent_id, op.name, len(raw), limit, max_tokens,
+                    extra={"operation": op.name, "kind": "cut replies"})  # the console shows the first few
         return raw[:limit]
 
     async def _complete(self, op, agent_id, model, messages, params, question) -> Completion:
