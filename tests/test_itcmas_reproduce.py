@@ -11,6 +11,7 @@ import pytest
 
 from socialsim.agents.itcmas import reproduce as rp
 from socialsim.agents.itcmas.metrics import DIMENSIONS, JUDGE_FILE
+from socialsim.model.reproduce import check_findings
 
 STEPS = 30
 
@@ -62,6 +63,17 @@ def test_the_society_the_run_formed(run_dir):
     assert (got["cliques"], got["largest_clique"], got["outside_cliques"], got["isolated"]) == (1, 3, 1, 1)
     # AY, SG and MD each tie with the two others: AY leads by the weight of its ties (5 interactions)
     assert {name: got[f"leader_{name}"] for name in rp.AGENTS} == {"AY": 1, "SG": 0, "MD": 0, "WL": 0, "LL": 0, "WM": 0}
+
+
+def test_with_no_clique_no_one_is_counted_outside_one(run_dir):
+    """"Some agents stay outside every clique" held, trivially, in runs that formed no clique at all."""
+    pd.DataFrame([{"step": 1, "initiator": "AY", "receiver": "SG"}]).to_parquet(run_dir / "tables" / "interactions.parquet")
+    got = rp.measure_run(run_dir)
+    assert got["cliques"] == 0 and math.isnan(got["outside_cliques"])
+    found = next(f for f in rp.findings() if f.text == "full ITCMA-S: some agents stay outside every clique")
+    checked = check_findings(rp.Protocol("itcmas", [], rp.measure_run, pd.DataFrame(), findings=[found]),
+                             pd.DataFrame([{"label": "full", "seed": 1, **got}]))
+    assert checked["verdict"].tolist() == ["not measured"]
 
 
 def test_the_shares_counts_and_ranges_of_the_actions(run_dir):

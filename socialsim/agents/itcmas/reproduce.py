@@ -3,7 +3,8 @@ LTRHA only, compressed memory only, driver only, full ITCMA-S) on IrollanValley 
 judge's five-dimension scores beside the paper's Table 1, and the society each run formed.
 
 Per run: the leader (most central in the interaction graph; NaN when the top is tied), the
-number of cliques (≥ 3 agents), the largest one's size and the agents outside every clique, each
+number of cliques (≥ 3 agents), the largest one's size and the agents outside every clique (NaN
+when no clique formed: then no one is left out of one), each
 beside its chance level in random graphs with as many ties (``NAME_chance``), isolated agents, the
 Gini of resources at the end (NaN without LTRHA), the range of P, A and D over all agents and
 steps, the share of chats, filtered actions, and the mean judge score per dimension. The judge (route ``itcmas_judge``) scores each run at its
@@ -67,7 +68,8 @@ def measure_run(run_dir: Path) -> dict[str, float]:
         "largest_clique": float(structure["largest_clique"]),
         "largest_clique_chance": chance["largest_clique"],
         "isolated": float(len(structure["isolated"])),
-        "outside_cliques": float(structure["outside_cliques"]),
+        # with no clique, every agent is "outside" it: the paper's "left out of the clique" is then not measured
+        "outside_cliques": float(structure["outside_cliques"]) if structure["cliques"] else float("nan"),
         "outside_cliques_chance": chance["outside_cliques"],
         "chat_share": float(actions["action"].str.startswith("chat with").mean()),
         "filtered": float((actions["status"] == "filtered").sum()),
