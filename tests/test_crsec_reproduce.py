@@ -121,7 +121,13 @@ def test_the_conflict_trend_compares_whole_quarters_and_has_none_without_early_c
     frame.to_parquet(tmp_path / "model.parquet")
     assert measure(tmp_path)["conflicts last quarter / first quarter"] == 1 / 4
     pd.DataFrame({"conflicts": [0, 0, 3, 5]}).to_parquet(tmp_path / "model.parquet")
-    assert math.isnan(measure(tmp_path)["conflicts last quarter / first quarter"])  # nothing to fall from
+    assert measure(tmp_path)["conflicts last quarter / first quarter"] == math.inf  # risen from none: not fallen
+    pd.DataFrame({"conflicts": [0, 2, 3, 0]}).to_parquet(tmp_path / "model.parquet")
+    assert math.isnan(measure(tmp_path)["conflicts last quarter / first quarter"])  # none at either end: nothing to fall
+    from socialsim.model.reproduce import check_findings
+
+    risen = check_findings(protocol(judge=None), _figures(1.0, 1.0, 0.4, math.inf)).set_index("finding")["verdict"]
+    assert risen["conflicts fall: fewer in the last quarter of the run than in the first"] == "does not hold"
 
 
 def test_measure_reads_the_judges_mean_rating_per_task(tmp_path):

@@ -10,6 +10,7 @@ The paper's figures are the ones its text states (Sec. 3.2); qualitative finding
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -79,7 +80,8 @@ def measure(run_dir: Path) -> dict[str, float]:
     quarter = max(1, len(conflicts) // 4)
     first = float(conflicts.iloc[:quarter].sum()) if len(conflicts) else float("nan")
     last = float(conflicts.iloc[-quarter:].sum()) if len(conflicts) else float("nan")
-    out["conflicts last quarter / first quarter"] = last / first if first else float("nan")
+    # none at first: a rise from none has not fallen (inf); none in either quarter, nothing to fall (NaN)
+    out["conflicts last quarter / first quarter"] = last / first if first else (math.inf if last else float("nan"))
     ratings = Path(run_dir) / "tables" / QUESTIONNAIRE_FILE  # only with an LLM judge (--judge)
     means = summary(pd.read_parquet(ratings)).set_index("task")["mean"] if ratings.is_file() else {}
     for t in TASKS:
