@@ -528,3 +528,23 @@ def test_a_resumed_reproduction_says_what_it_paid_and_shares_its_budget_by_what_
     again = (tmp_path / "r" / "report.md").read_text()
     assert f"the runs' calls cost ${cost:.4f} ($0.0000 of it paid by this command; the rest was recorded before)" in again
     assert said[-1].startswith("reproduction directory") and any(f"${cost:.4f}, $0.0000 of it paid now" in s for s in said)
+
+
+def test_the_reproduction_report_says_how_many_answers_fell_back(scripted, monkeypatch, tmp_path):
+    """Every answer of a model fell back to its default and the top report still listed findings as
+    holding with no word of it (only each run's own report said so)."""
+    _asks_a_model(monkeypatch, scripted)
+    scripted(default="I would rather not say.")  # no option of any question
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: _toy_with_findings())
+    said = []
+    rp.reproduce("generic", "openai/scripted", seeds=1, yes=True, out=tmp_path / "r", echo=said.append, null_model=False)
+    calls = pd.read_parquet(tmp_path / "r" / "cafe" / "seed-1" / "llm_calls.parquet")
+    asked = calls[calls["engine"] == "llm"]
+    assert len(asked) > 0 and (asked["status"] == "fallback").all()
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert (f"**Most of the model's answers were unusable.** Of the {len(asked)} decisions asked of a model, "
+            f"{len(asked)} (100%) were answered by the operation's fallback") in report
+    scripted(default="1")
+    rp.reproduce("generic", "openai/scripted", seeds=1, yes=True, out=tmp_path / "ok", echo=said.append,
+                 null_model=False)
+    assert "fallback" not in (tmp_path / "ok" / "report.md").read_text()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -408,6 +409,7 @@ def reproduce(
             return None
     out.mkdir(parents=True, exist_ok=True)
     spent, paid, rows, problems, not_started, stopped = 0.0, 0.0, [], [], [], False
+    answers: Counter[str] = Counter()
     for i, (spec, seed) in enumerate(planned, 1):
         # the runs share --max-cost: each may pay what the earlier ones of this command left (a run's own
         # budget counts only its live calls; its recorded ones are free)
@@ -416,6 +418,7 @@ def reproduce(
         result = run(configs[run_dir].model_copy(update={"max_cost": left}), run_dir, progress=progress)
         ledger = result.model.llm.ledger
         cost, live = ledger.totals()["cost_usd"], ledger.live_cost
+        answers.update(row.status for row in ledger.rows if row.engine == "llm")  # a model's: ok, repaired, fallback
         spent, paid = spent + cost, paid + live
         echo(f"[{i}/{len(planned)}] {spec.label} seed {seed}: {result.status} ({result.steps_done} steps, "
              f"${cost:.4f}" + (f", ${live:.4f} of it paid now" if live != cost else "") + ")")
@@ -460,6 +463,14 @@ def reproduce(
     if settings:
         notes.append("Every run with " + ", ".join(f"{arch}.{k}={v}" for k, v in sorted(settings.items()))
                      + " (--set): the protocol under another setting than the paper's.")
+    if answers["fallback"]:
+        asked = sum(answers.values())
+        share = answers["fallback"] / asked
+        notes.append(("**Most of the model's answers were unusable.** " if share > 0.5 else "")
+                     + f"Of the {asked} decisions asked of a model, {answers['fallback']} ({share:.0%}) were answered "
+                     f"by the operation's fallback (its documented default) after the reply stayed unusable, and "
+                     f"{answers['repaired']} repaired by asking once more: the figures rest on those defaults as "
+                     "much; each run's report.md and run.log list them.")
     if problems:
         notes.append("Not in the figures: " + "; ".join(problems) + ".")
     if not_started:
