@@ -103,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--steps", type=int, help="override every run's length (a quick look; not the paper's protocol)")
     rp.add_argument("--yes", action="store_true", help="run whatever the projected cost (not needed when no model is asked, e.g. --model rules)")
     rp.add_argument("--max-cost", type=_finite, help="run only if the projection is under this many USD; the runs share it")
+    rp.add_argument("--price", type=_price, metavar="IN,OUT",
+                    help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
+                         "(projection and budget)")
+    rp.add_argument("--api-base", metavar="URL", help="endpoint for provider models (a vLLM or Ollama server, a proxy)")
     rp.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter for every run, e.g. --set crsec.prompt_examples=neutral (not one the "
                          "protocol's arms vary; repeatable)")
@@ -477,7 +481,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         settings = parse_assignments(args.arch, args.settings)
         summary = reproduce(args.arch, args.model, seeds=args.seeds, judge=args.judge, yes=args.yes,
                             max_cost=args.max_cost, out=args.out, steps=args.steps, settings=settings,
-                            null_model=args.null_model)
+                            null_model=args.null_model, api_base=args.api_base, unit_price=args.price)
     except KeyboardInterrupt:  # between two runs (a run itself stops cleanly and the protocol reports it)
         print("socialsim: reproduction interrupted; the same command with the same --out goes on (completed "
               "runs are kept, recorded calls are free)", file=sys.stderr)

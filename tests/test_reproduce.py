@@ -108,11 +108,23 @@ def test_calls_after_the_runs_still_need_yes_with_the_rules_as_actors(monkeypatc
     assert not (tmp_path / "r").exists() and any("Not run: add --yes" in s for s in said)
 
 
-def test_budget_below_an_unknown_price_refuses(toy, tmp_path):
+def test_budget_below_an_unknown_price_refuses_and_a_price_given_keeps_it(toy, tmp_path, scripted, monkeypatch):
+    """reproduce's refusal told the user to give --price, which it did not take (nor --api-base)."""
+    from socialsim.model import runner
+
     said = []
     assert rp.reproduce("generic", "nobody/knows-this-model", seeds=1, max_cost=1.0, out=tmp_path / "r",
                         echo=said.append) is None
-    assert "unknown" in " ".join(said)
+    assert said[-1].startswith("Not run: the cost is unknown (a model has no price in litellm's cost map), so "
+                               "--max-cost 1.0 cannot be kept; give --price IN,OUT")
+    monkeypatch.setattr(runner, "check_models", lambda models, api_base=None: None)  # no provider to reach
+    scripted(default="1")
+    summary = rp.reproduce("generic", "hosted_vllm/knows-no-price", seeds=1, max_cost=1.0, out=tmp_path / "p",
+                           echo=said.append, unit_price=(1.0, 2.0), api_base="http://127.0.0.1:9/v1", null_model=False)
+    assert summary is not None and any(line.startswith("Projected:") and "cost $0.0" in line for line in said)
+    config = json.loads((tmp_path / "p" / "cafe" / "seed-1" / "config.json").read_text())
+    assert config["config"]["price"] == [1.0, 2.0] and config["config"]["api_base"] == "http://127.0.0.1:9/v1"
+    assert config["usage"]["cost_usd"] > 0  # priced at --price
 
 
 def test_runs_every_seed_and_puts_the_paper_beside_the_mean(toy, tmp_path):

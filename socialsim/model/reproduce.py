@@ -125,16 +125,19 @@ def load_protocol(arch: str, judge: str | None = None) -> Protocol:
     return module.protocol(judge=judge)
 
 
-def price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """USD for these tokens as the gateway would charge them (0 for our offline engines, None if unknown)."""
+def price(model: str, prompt_tokens: int, completion_tokens: int,
+          unit_price: tuple[float, float] | None = None) -> float | None:
+    """USD for these tokens as the gateway would charge them (0 for our offline engines, None if unknown;
+    ``unit_price``: ``--price`` for a model litellm has no price for)."""
     if model == "rules":
         return 0.0
     from socialsim.llm.gateway import token_cost
 
-    return token_cost(model, prompt_tokens, completion_tokens)
+    return token_cost(model, prompt_tokens, completion_tokens, unit_price)
 
 
-def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) -> Projection:
+def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2,
+            unit_price: tuple[float, float] | None = None) -> Projection:
     """Estimate calls, tokens and cost of the whole protocol from short dry runs.
 
     A dry run routes every operation as the real run will (the actors' model, the protocol's routes,
@@ -175,7 +178,7 @@ def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2) ->
                      "completion_tokens": int(asked["completion_tokens"].sum())})
     per_run = pd.DataFrame(rows, columns=["run", "steps", "decisions", "calls", "prompt_tokens", "completion_tokens"])
     per_model = pd.concat(usage).groupby(level=0, sort=True).sum().astype(int).reset_index()
-    costs = [price(m, pt, ct)
+    costs = [price(m, pt, ct, unit_price)
              for m, pt, ct in per_model[["model", "prompt_tokens", "completion_tokens"]].itertuples(index=False)]
     per_model["cost_usd"] = costs
     cost = None if any(c is None for c in costs) else float(sum(costs))
@@ -343,6 +346,8 @@ def reproduce(
     echo: Callable[[str], None] = print,
     null_model: bool = True,
     free_only: bool = False,
+    api_base: str | None = None,
+    unit_price: tuple[float, float] | None = None,
 ) -> pd.DataFrame | None:
     """Project, then (if allowed) run the protocol and return the summary table; None if not run.
     ``summary.attrs["complete"]`` is False when a run stopped short or could not be measured.
@@ -373,10 +378,11 @@ def reproduce(
     planned = [(spec, seed) for spec in protocol.runs for seed in range(1, seeds + 1)]
     configs = {out / folder_name(spec.label) / f"seed-{seed}":
                RunConfig(scenario=spec.scenario, arch=arch, model=model, routes=dict(protocol.routes),
-                         steps=spec.steps, preset=spec.preset, rng=seed, arch_params=dict(spec.arch_params))
+                         steps=spec.steps, preset=spec.preset, rng=seed, arch_params=dict(spec.arch_params),
+                         api_base=api_base, price=unit_price)
                for spec, seed in planned}
     _refuse_another_protocols_runs(out, arch, configs)
-    proj = project(protocol, model, seeds)
+    proj = project(protocol, model, seeds, unit_price=unit_price)
     echo(f"Protocol: {protocol.description or arch} — {len(protocol.runs)} run(s) x {seeds} seed(s) on {model}")
     echo(proj.per_run.to_string(index=False))
     if len(proj.per_model) > 1:
@@ -404,8 +410,12 @@ def reproduce(
         if max_cost is None:
             echo("Not run: add --yes to run it, or --max-cost USD to run it under a budget.")
             return None
-        if proj.cost_usd is None or proj.cost_usd > max_cost:
-            echo(f"Not run: the projection exceeds --max-cost {max_cost} (or is unknown); raise it or add --yes.")
+        if proj.cost_usd is None:
+            echo(f"Not run: the cost is unknown (a model has no price in litellm's cost map), so --max-cost {max_cost} "
+                 "cannot be kept; give --price IN,OUT (USD per 1M prompt and completion tokens) or add --yes.")
+            return None
+        if proj.cost_usd > max_cost:
+            echo(f"Not run: the projection exceeds --max-cost {max_cost}; raise it or add --yes.")
             return None
     out.mkdir(parents=True, exist_ok=True)
     spent, paid, rows, problems, not_started, stopped = 0.0, 0.0, [], [], [], False

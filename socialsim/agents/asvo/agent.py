@@ -79,7 +79,8 @@ class ASVORuntime:
         for judge in self.settings.judges:
             if judge != RULES and judge in actors:
                 raise ValueError(f"judge model {judge!r} is also an actor model ({', '.join(sorted(actors))}); "
-                                 f"the judge must differ from the actors' model: pass judges=[...] with another model")
+                                 f"the judge must differ from the actors' model: give another (--set 'asvo.judges=[\"MODEL\"]', or "
+                                 f"reproduce's --judge)")
             _check_judge_name(judge)
             # shares the run's tape, ledger, endpoint, limits, timeout, retries and prices
             gateways.append((judge, model.llm.derive(RouteTable(judge))))

@@ -101,7 +101,8 @@ class CRSECState:
         actors = model.llm.routes.models() - {RULES}
         if judge != RULES and judge in actors:
             raise ValueError(f"crsec judge {judge!r} is also an actors' model ({', '.join(sorted(actors))}); "
-                             f"pass --set crsec.judge=<another model>, or rules for the lexical matcher")
+                             f"give another model as the judge (--set crsec.judge=MODEL, or reproduce's --judge), "
+                             f"or rules for the lexical matcher")
         return model.llm.derive(RouteTable(judge))
 
     def path(self, start: str, goal: str) -> list[str]:
