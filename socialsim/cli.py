@@ -499,8 +499,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from socialsim.dashboards.server import check_target, host_warning, port_in_use, serve
     from socialsim.scenarios.loader import ScenarioError
 
+    if not 1 <= args.port <= 65535:  # 0 would let the server pick a port the line above it never names
+        return _fail(f"--port expects a port number from 1 to 65535, got {args.port}")
     try:
-        target = check_target(args.target)
+        target = check_target(args.target, args.arch)
     except (ScenarioError, ValueError, FileNotFoundError) as exc:
         return _fail(str(exc))
     if busy := port_in_use(args.host, args.port):

@@ -176,7 +176,7 @@ ARG_CASES = [
      ["openai/unknown-model-xyz has no price"]),  # a route's model needs a price too
     ("misspelt-route", ["--route", "CreatNorm=rules"],  # it routed nothing, silently
      ["route to no operation or module: 'CreatNorm' (did you mean 'CreateNorm'", "`socialsim models` lists them"]),
-    ("resume-not-a-run", ["--resume", "/nonexistent/run"], ["--resume /nonexistent/run is not a run directory"]),
+    ("resume-not-a-run", ["--resume", "/nonexistent/run"], ["--resume /nonexistent/run does not exist (no such run directory)"]),
     ("out-unwritable", ["--out", "/proc/forbidden/run"], ["--out /proc/forbidden/run: cannot write there"]),
     ("unknown-model", ["--model", "nosuch/model"], ["unknown model 'nosuch/model'", "PROVIDER/MODEL"]),
     ("breaker-negative", ["--breaker", "-1"], ["--breaker expects a whole number >= 0, got -1"]),

@@ -122,3 +122,28 @@ def test_stopping_the_command_stops_its_server(tmp_path):
             for _ in range(200):
                 os.kill(server_pid, 0)
                 time.sleep(0.05)
+
+
+def test_a_target_with_an_unknown_architecture_a_folder_named_like_a_scenario_and_bad_ports(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """The page used to show only a traceback for an unknown architecture; a folder called
+    hobbs-cafe hid the scenario; --port 99999 gave a traceback and --port 0 announced port 0."""
+    with pytest.raises(ValueError, match=r"--arch: unknown architecture 'bogus' \(known: asvo, crsec, generic, itcmas\)"):
+        server.check_target("hobbs-cafe", "bogus")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((server.Path(__file__).parent.parent / "socialsim/scenarios/data/hobbs-cafe.yaml").read_text()
+                   .replace("default_arch: crsec", "default_arch: crsek"))
+    with pytest.raises(ValueError, match=f"{bad}: default_arch: unknown architecture 'crsek'"):
+        server.check_target(str(bad))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hobbs-cafe").mkdir()
+    assert server.check_target("hobbs-cafe") == "hobbs-cafe"
+    _fake_run_dir(tmp_path / "hobbs-cafe" / "r1")
+    with pytest.raises(ValueError, match="it holds 1 run"):
+        server.check_target("hobbs-cafe")
+    with pytest.raises(ValueError, match="does not exist"):
+        server.check_target(str(tmp_path / "runs" / "nowhere"))  # a path: not taken for a scenario's name
+    for port in ("99999", "0", "-1"):
+        assert cli.main(["dashboard", "--port", port]) == 2
+        assert f"--port expects a port number from 1 to 65535, got {port}" in capsys.readouterr().err
+    assert "--host takes this machine's name or address" in server.port_in_use("no.such.host.invalid", 8765)

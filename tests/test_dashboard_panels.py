@@ -4,12 +4,14 @@ and drawn only from what an architecture records."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import altair as alt
 import pandas as pd
 import pytest
 
 from socialsim.dashboards import charts, figures, panels
+from socialsim.dashboards.panels import frames_from_run
 from socialsim.dashboards.session import LiveConfig, LiveSession, ReplaySession, parameter_controls
 from socialsim.metrics.report import interaction_matrix
 from socialsim.model.runner import RunConfig, run
@@ -486,3 +488,31 @@ def test_a_run_of_ones_own_scenario_file_opens_from_any_folder(tmp_path, monkeyp
     session = ReplaySession(tmp_path / "a" / "r")
     assert session.config.scenario == str(tmp_path / "a" / "r" / "scenario.yaml")  # Reset runs the same society
     assert {a["name"] for a in session.frames.areas} == {a.name for a in load_scenario("hobbs-cafe").map.areas}
+
+
+def test_each_chat_line_is_in_the_event_log_once_addressed_to_the_other_party(crsec):
+    """Every CRSEC chat line was listed twice, half of the copies addressed to the speaker himself."""
+    frames = frames_from_run(crsec.run_dir)
+    lines = pd.read_parquet(crsec.run_dir / "tables" / "conversations.parquet")
+    assert len(lines) > 0
+    chats = panels.event_log(frames, 3, kinds=["chat"])
+    assert len(chats) == len(lines)
+    assert not any(text.startswith(f"chat with {agent}:") for agent, text in zip(chats["agent"], chats["text"], strict=True))
+    no_events = replace(frames, tables={k: v for k, v in frames.tables.items() if k != "events"})
+    from_lines = panels.event_log(no_events, 3, kinds=["chat"])  # an architecture that logs only its conversations
+    assert len(from_lines) == len(lines)
+    replies = lines[lines["speaker"] == lines["receiver"]]
+    assert len(replies) > 0
+    for r in replies.itertuples():
+        assert f"to {r.sender}: {r.text}" in set(from_lines[from_lines["agent"] == r.receiver]["text"])
+
+
+def test_the_usage_at_the_latest_step_counts_every_call_the_run_made(generic):
+    """After a budget stop the page showed fewer calls than were paid (those of the step it cut short
+    dropped), and more failures than calls."""
+    frames = frames_from_run(generic.run_dir)
+    cut = frames.calls[frames.calls["step"] == 4].assign(step=5, error="budget")  # a step 5 cut short
+    stopped = replace(frames, calls=pd.concat([frames.calls, cut], ignore_index=True))
+    latest = panels.usage_totals(stopped, stopped.steps_done)
+    assert latest["decisions"] == len(stopped.calls) and latest["failures"] == len(cut)
+    assert panels.usage_totals(stopped, 3)["decisions"] == int((frames.calls["step"] <= 3).sum())

@@ -415,9 +415,11 @@ def _event_rows(frames: Frames) -> Iterable[dict]:
         yield {"step": r["step"], "kind": kind, "agent": r.get("agent", ""), "text": text}
     for r in t.get("thoughts", pd.DataFrame()).to_dict("records"):
         yield {"step": r["step"], "kind": "thought", "agent": r.get("agent", ""), "text": r.get("thought", "")}
-    for r in t.get("conversations", pd.DataFrame()).to_dict("records"):
-        yield {"step": r["step"], "kind": "chat", "agent": r.get("speaker", r.get("sender", "")),
-               "text": f"to {r.get('receiver', '')}: {r.get('text', '')}"}
+    spoken = "verb" in events and bool((events["verb"] == "chat with").any())  # each line already an event
+    for r in [] if spoken else t.get("conversations", pd.DataFrame()).to_dict("records"):
+        speaker = r.get("speaker", r.get("sender", ""))
+        addressee = r.get("receiver", "") if speaker == r.get("sender") else r.get("sender", "")  # the other party
+        yield {"step": r["step"], "kind": "chat", "agent": speaker, "text": f"to {addressee}: {r.get('text', '')}"}
     for r in t.get("filtered_actions", pd.DataFrame()).to_dict("records"):
         yield {"step": r["step"], "kind": "filtered action", "agent": r.get("agent", ""), "text": r.get("action", "")}
     for r in t.get("norm_changes", pd.DataFrame()).to_dict("records"):
@@ -472,7 +474,9 @@ USAGE_COLUMNS = ["module", "op", "model", "decisions", "llm_calls", "prompt_toke
 def usage_table(frames: Frames, step: int) -> pd.DataFrame:
     """Calls, tokens, cost, repairs, fallbacks, replies cut at max_tokens and failures per
     operation up to ``step``."""
-    df = upto(frames.calls, step)
+    # at the latest step, every call the run made: also those of a step a budget cut short and of an
+    # end-of-run measurement, which no complete step holds
+    df = frames.calls if step >= frames.steps_done else upto(frames.calls, step)
     if df.empty:
         return pd.DataFrame(columns=USAGE_COLUMNS)
     df = df.assign(llm=df["engine"] != "rules", failed=df["error"].notna() & (df["error"].astype(str) != ""))

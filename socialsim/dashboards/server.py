@@ -19,16 +19,23 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 DEFAULT_PORT = 8765
 
 
-def check_target(target: str) -> str:
-    """A scenario name/file or a run directory; raise ValueError naming what is wrong."""
-    from socialsim.model.run_dir import is_run_dir, not_a_run_dir
-    from socialsim.scenarios.loader import load_scenario
+def check_target(target: str, arch: str | None = None) -> str:
+    """A scenario name/file or a run directory; raise ValueError naming what is wrong (a scenario
+    whose architecture, ``arch`` or its default, is unknown too: the page would show only a traceback)."""
+    from socialsim.agents import ARCHITECTURES
+    from socialsim.model.run_dir import is_run_dir, not_a_run_dir, runs_below
+    from socialsim.scenarios.loader import SUFFIXES, available_scenarios, load_scenario
 
     if is_run_dir(target):
         return str(Path(target).resolve())
-    if Path(target).is_dir():
-        raise ValueError(not_a_run_dir(target))
-    load_scenario(target)  # raises ScenarioError with the reason
+    if Path(target).is_dir() and (target not in available_scenarios() or runs_below(target)):
+        raise ValueError(not_a_run_dir(target))  # a folder named like a scenario, holding no run, is not one
+    if "/" in target.replace(os.sep, "/") and Path(target).suffix not in SUFFIXES and not Path(target).exists():
+        raise ValueError(not_a_run_dir(target))  # a path, not a scenario's name: "does not exist"
+    chosen = arch or load_scenario(target).default_arch  # raises ScenarioError with the reason
+    if chosen not in ARCHITECTURES:
+        where = "--arch" if arch else f"{target}: default_arch"
+        raise ValueError(f"{where}: unknown architecture {chosen!r} (known: {', '.join(sorted(ARCHITECTURES))})")
     return target
 
 
@@ -95,6 +102,8 @@ def port_in_use(host: str, port: int) -> str | None:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
         try:
             probe.bind((host, port))
+        except socket.gaierror as exc:  # a host name that does not resolve: no dashboard to blame
+            return f"cannot listen on {host}: {exc.strerror or exc} (--host takes this machine's name or address)"
         except OSError as exc:
             return (f"cannot listen on {host}:{port} ({exc.strerror or exc}): is another dashboard running? "
                     f"--port N picks another port")

@@ -119,7 +119,8 @@ class NotARunDir(FileNotFoundError):
 
     def __init__(self, path: str | Path) -> None:
         self.runs = runs_below(path)
-        message = f"{path} is not a run directory (no config.json)"
+        message = (f"{path} is not a run directory (no config.json)" if Path(path).exists()
+                   else f"{path} does not exist (no such run directory)")
         if self.runs:
             runs = self.runs
             named = ", ".join(str(r) for r in runs[:_NAMED]) + (f" and {len(runs) - _NAMED} more"
