@@ -81,11 +81,18 @@ def test_play_stops_at_the_runs_length_and_says_so():
     session.play()
     assert session.wait(120) and session.error == ""
     assert session.frames.steps_done == 2 and not session.playing
-    assert "length (2 steps)" in session.stop_reason
+    assert session.stop_reason == "reached step 2, where Play stops"
     session.play()  # at the end Play refuses, Step still goes further
     assert not session.busy and session.frames.steps_done == 2
+    assert session.stop_reason.startswith("reached step 2, where Play stops; Step goes further")
     session.step(1)
     assert session.wait(120) and session.frames.steps_done == 3
+    session.set_length(5)  # "Play stops at step" changed live: Play goes on, no Reset
+    session.play()
+    assert session.wait(120) and session.frames.steps_done == 5
+    session.set_length(None)  # the scenario's own length, now behind: Play says whose length it is
+    session.play()
+    assert session.stop_reason.startswith(f"reached the scenario's length ({session.length} steps)")
 
 
 def _play_for(session: LiveSession, seconds: float) -> int:
@@ -131,6 +138,27 @@ def test_play_stops_on_a_budget_stop_with_the_reason_and_keeps_the_record(slow_p
     frames = session.frames
     assert 1 <= frames.steps_done < 20 and frames.status == session.stop_reason  # steps before the stop are kept
     assert 0 < panels.usage_totals(frames, frames.steps_done)["llm_calls"] <= 15
+
+
+def test_the_budget_changes_live_and_a_negative_one_is_refused(slow_provider):
+    slow_provider.delay_s = 0.0
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=5, max_calls=5,
+                                     api_base=slow_provider.api_base))
+    session.start()
+    session.play()
+    assert session.wait(120) and session.stop_reason.startswith("stopped by budget: max_calls=5 reached")
+    with pytest.raises(ValueError, match="max LLM calls expects a whole number >= 0"):
+        session.set_max_calls(-5)
+    stopped_at = session.frames.steps_done
+    session.set_max_calls(None)  # no limit now; but the stop cut a step in half: Play and Step say Reset
+    session.play()
+    session.step(1)  # used to spin for ever on steps Mesa no longer scheduled
+    assert session.wait(5) and not session.busy and session.frames.steps_done == stopped_at
+    assert "cannot go on: Reset builds it again (raise max LLM calls first" in session.stop_reason
+    again = LiveSession(session.config)  # what Reset builds: the page's settings, the budget raised live
+    again.start()
+    again.play()
+    assert again.wait(120) and again.frames.steps_done == 5 and again.error == "" and again.config.max_calls is None
 
 
 def _playing_on(provider) -> LiveSession:
@@ -247,3 +275,41 @@ def test_a_page_that_says_idle_shows_the_last_step_even_if_the_step_ends_during_
             shown.append((counter, value.split(" · ")[0]))
     assert ("Step 2", "stepping") in shown and shown[-1] == ("Step 3", "idle")
     assert ("Step 2", "idle") not in shown
+
+
+def test_reset_or_closing_the_page_stops_the_society_it_replaces(monkeypatch):
+    """Reset left the old society playing (and calling its model) unseen behind the new one."""
+    import ipyvuetify as v
+    import solara
+
+    from socialsim.dashboards import app
+
+    playing = LiveSession(LiveConfig(scenario="makerspace", arch="generic", model="rules", seed=1, steps=10_000,
+                                     play_interval_ms=0))
+    playing.start()
+    monkeypatch.setattr(app, "initial_session", lambda: playing)
+    box, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)  # the sidebar's layout
+    playing.play()
+    assert playing.playing
+    rc.find(v.Btn, class_="btn-reset").widget.click()
+    assert not playing.playing and playing.wait(60)
+    stopped_at = playing.frames.steps_done
+    time.sleep(0.3)
+    assert playing.frames.steps_done == stopped_at  # it stays where it was
+    rc.find(v.Btn, class_="btn-play").widget.click()  # the new society plays ...
+    assert _stepping_soon()
+    rc.close()  # ... until the page is closed or reloaded
+    assert not _stepping_soon(expected=False)
+
+
+def _stepping_soon(expected: bool = True, seconds: float = 10.0) -> bool:
+    """Whether a dashboard society's worker thread is alive, waiting up to ``seconds`` for the
+    ``expected`` answer."""
+    import threading
+
+    deadline = time.monotonic() + seconds
+    while True:
+        alive = any(t.name == "socialsim-dashboard-step" and t.is_alive() for t in threading.enumerate())
+        if alive == expected or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)

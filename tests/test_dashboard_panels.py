@@ -516,3 +516,34 @@ def test_the_usage_at_the_latest_step_counts_every_call_the_run_made(generic):
     latest = panels.usage_totals(stopped, stopped.steps_done)
     assert latest["decisions"] == len(stopped.calls) and latest["failures"] == len(cut)
     assert panels.usage_totals(stopped, 3)["decisions"] == int((frames.calls["step"] <= 3).sum())
+
+
+def test_a_replays_reset_runs_as_the_recording_did_and_the_page_says_how_it_ended(tmp_path):
+    """Reset from a replay dropped the run's budget, endpoint, routes and length (with a real key it
+    would have run with no budget, against another endpoint); a stopped, killed or replayed run
+    looked completed."""
+    import json
+
+    from socialsim.dashboards.session import how_it_ended
+
+    config = RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=2, max_calls=30, max_cost=0.5,
+                       api_base="http://127.0.0.1:9/v1", routes={"action": "rules"}, price=(1.0, 2.0), timeout_s=7.0,
+                       breaker=2)
+    done = run(config, tmp_path / "r", progress=False, preflight=False)
+    live = ReplaySession(done.run_dir).config
+    assert (live.max_calls, live.max_cost, live.api_base, live.steps, live.routes) == \
+        (30, 0.5, "http://127.0.0.1:9/v1", 2, {"action": "rules"})
+    assert live.call_options["price"] == [1.0, 2.0] and live.call_options["timeout_s"] == 7.0
+    assert live.call_options["breaker"] == 2
+    session = LiveSession(live)  # what Reset builds from it
+    session.step(1)
+    assert session.wait(60) and session.error == ""
+    gateway = session.model.llm
+    assert (gateway.ledger.budget.max_calls, gateway.api_base, gateway.routes.routes) == (30, "http://127.0.0.1:9/v1",
+                                                                                         {"action": "rules"})
+    assert ReplaySession(done.run_dir).ending == ""
+    meta = json.loads((done.run_dir / "config.json").read_text())
+    assert how_it_ended(done.run_dir, {**meta, "status": "stopped by budget: max_calls=30 reached"}).startswith(
+        "This run did not complete (stopped by budget: max_calls=30 reached) after 2 steps; `socialsim run --resume")
+    assert how_it_ended(done.run_dir, {**meta, "status": "running"}).startswith("Killed while running (its process is gone)")
+    assert how_it_ended(done.run_dir, {**meta, "replay_of": "r0"}).startswith("A replay of r0")

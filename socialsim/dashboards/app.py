@@ -383,10 +383,11 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
             return
         set_reset_error("")
         new = LiveSession(LiveConfig(scenario=scenario, arch=None if arch == DEFAULT_ARCH else arch,
-                                     model=engine or None, seed=int(seed or 0), params=dict(mine),
-                                     max_calls=int(max_calls) if max_calls else None,
+                                     model=engine.strip() or None, seed=int(seed or 0), params=dict(mine),
+                                     max_calls=int(max_calls) if max_calls else None, max_cost=config.max_cost,
                                      api_base=config.api_base, steps=int(steps) if steps and steps > 0 else None,
-                                     play_interval_ms=int(interval)))
+                                     play_interval_ms=int(interval), routes=dict(config.routes),
+                                     call_options=dict(config.call_options)))
         new.start()
         set_session(new)
 
@@ -403,6 +404,21 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         set_open_error(("", (), None))
         set_cursor(replay.frames.steps_done)  # before the session, so the new slider starts at the end
         set_session(replay)
+
+    # where Play stops and the budget take effect at once, as the play interval does (no Reset)
+    def change_steps(value: int) -> None:
+        set_steps(value)
+        if not session.replay:
+            current.current.set_length(int(value) if value and value > 0 else None)
+
+    def change_max_calls(value: int) -> None:
+        if value is not None and value < 0:
+            set_reset_error(f"max LLM calls expects a whole number >= 0 (0: no limit), got {value}")
+            return
+        set_reset_error("")
+        set_max_calls(value)
+        if not session.replay:
+            current.current.set_max_calls(int(value) if value else None)
 
     def command(action: Any) -> Any:
         def run() -> None:
@@ -446,9 +462,9 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
                          classes=["ctl-engine"])
         with solara.Row():
             solara.InputInt("seed", value=seed, on_value=set_seed, classes=["ctl-seed"])
-            solara.InputInt("Play stops at step (0: scenario's)", value=steps, on_value=set_steps,
+            solara.InputInt("Play stops at step (0: scenario's)", value=steps, on_value=change_steps,
                             classes=["ctl-steps"])
-        solara.InputInt("max LLM calls (0: no limit)", value=max_calls, on_value=set_max_calls,
+        solara.InputInt("max LLM calls (0: no limit)", value=max_calls, on_value=change_max_calls,
                         classes=["ctl-max-calls"])
         ParameterControls(chosen, mine, lambda name, value: set_changed({**changed, chosen: {**mine, name: value}}))
     with solara.Card("Replay a run", classes=["panel-replay"]):
@@ -483,8 +499,14 @@ def Page() -> None:
     current = solara.use_ref(first)  # the latest session, readable before the next render
 
     def set_session(new: Any) -> None:
+        replaced = current.current
+        if replaced is not new and not replaced.replay:
+            replaced.pause()  # a replaced society must not go on playing, and paying, unseen
         current.current = new
         set_state(new)
+
+    # a page closed or reloaded leaves no society playing behind it
+    solara.use_effect(lambda: (lambda: None if current.current.replay else current.current.pause()), [])
     cursor, set_cursor = solara.use_state(session.frames.steps_done if session.replay else 0)
     tab, set_tab = solara.use_state(0)
     tick, set_tick = solara.use_state(0.0)
@@ -551,12 +573,15 @@ def Page() -> None:
         if busy:
             solara.ProgressLinear(True)
             solara.Text(session.progress(), classes=["progress-text"])
+        if getattr(session, "ending", ""):  # a replayed run stopped, killed, still written, or itself a replay
+            solara.Warning(session.ending, dense=True, classes=["replay-ending"])
         if getattr(session, "stop_reason", ""):
             solara.Info(session.stop_reason, dense=True, classes=["stop-reason"])
         if session.error:
             solara.Error(f"The society stopped: {session.error}")
         if frames is None:
-            solara.Text("Building the society…")
+            if not session.error:  # a build that failed says so above, and builds nothing more
+                solara.Text("Building the society…")
             return
         solara.Text(" · ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()), classes=["usage-live"],
                     style="font-size:12px")

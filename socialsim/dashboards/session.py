@@ -144,6 +144,10 @@ class LiveConfig:
     api_base: str | None = None  # a provider endpoint (vLLM, Ollama, the test server)
     steps: int | None = None  # where Play stops; None: the scenario's default length
     play_interval_ms: int = PLAY_INTERVAL_MS  # the pause Play makes between steps (Mesa's SolaraViz: 100)
+    routes: dict[str, str] = field(default_factory=dict)  # a replayed run's, kept for its Reset
+    # the rest of a replayed run's call settings (price, timeout_s, num_retries, json_schema, breaker,
+    # rpm, tpm, max_concurrency): a Reset from it asks as the recording asked
+    call_options: dict[str, Any] = field(default_factory=dict)
 
 
 class LiveSession:
@@ -171,6 +175,7 @@ class LiveSession:
         self._step_no = 0
         self.length = config.steps or scenario_length(config.scenario)  # Play stops here; Step goes further
         self.stop_reason = ""
+        self._cut = ""  # why a step was cut short: the society cannot step again
 
     # --- commands (return at once) -------------------------------------------------------------
     def start(self) -> None:
@@ -178,18 +183,30 @@ class LiveSession:
         self._launch(0)
 
     def step(self, n: int = 1) -> None:
-        self._launch(n)
+        if not self._refused():
+            self._launch(n)
 
     def play(self) -> None:
         """Step until Pause, the scenario's length or the budget stops it."""
+        if self._refused():
+            return
         done = self.frames.steps_done if self.frames else 0
         if done >= self.length:
-            self.stop_reason = f"reached the scenario's length ({self.length} steps); Step goes further"
+            self.stop_reason = f"reached {self._end()}; Step goes further, or raise \"Play stops at step\""
             return
         self.stop_reason = ""
         self._playing = True
         self._wake.clear()
         self._launch(0)
+
+    def _refused(self) -> bool:
+        """A society stopped in the middle of a step (a budget, an outage, an error) cannot go on: its
+        step is half done, and Mesa would not schedule another (Step and Play would loop on nothing)."""
+        if not self._cut:
+            return False
+        self.stop_reason = (f"{self._cut}; this society stopped in the middle of step {self._step_no} and cannot go "
+                            "on: Reset builds it again (raise max LLM calls first to run past this point)")
+        return True
 
     def pause(self) -> None:
         """Stop after the step now running (a step is never cut in half); returns at once."""
@@ -198,6 +215,21 @@ class LiveSession:
         self._wake.set()
         if self._running:
             self.stop_reason = "paused: the step now running completes, then the society waits"
+
+    def set_length(self, steps: int | None) -> None:
+        """Where Play stops (None: the scenario's length), changed live: no Reset needed."""
+        self.config.steps = steps
+        self.length = steps or scenario_length(self.config.scenario)
+        if self.stop_reason.startswith("reached"):
+            self.stop_reason = ""
+
+    def set_max_calls(self, max_calls: int | None) -> None:
+        """The budget of LLM calls (None: no limit), changed live: the next call is checked against it."""
+        if max_calls is not None and max_calls < 0:
+            raise ValueError(f"max LLM calls expects a whole number >= 0 (0: no limit), got {max_calls}")
+        self.config.max_calls = max_calls
+        if self.model is not None:
+            self.model.llm.ledger.budget.max_calls = max_calls
 
     @property
     def busy(self) -> bool:
@@ -252,7 +284,10 @@ class LiveSession:
                 self._started = time.monotonic()
                 self._rows_before = len(self.model.llm.ledger.rows)
                 self._step_no = (self.frames.steps_done if self.frames else 0) + 1
+                before = self.model.steps
                 self.model.step()
+                if self.model.steps == before:  # Mesa's step schedule was stopped: never spin on nothing
+                    raise RuntimeError("the model did not step (Mesa stopped its step schedule)")
                 self._snapshot(f"step {self._step_no} done")
                 if self._playing and self._pending == 0:  # Play's interval; Pause ends it at once
                     self._wake.wait(max(0, self.play_interval_ms) / 1000)
@@ -262,7 +297,7 @@ class LiveSession:
             self._playing = False
             self._pending = 0
             kind = "budget" if isinstance(exc, BudgetExhausted) else "provider outage"
-            self.stop_reason = f"stopped by {kind}: {exc}"
+            self.stop_reason = self._cut = f"stopped by {kind}: {exc}"
             self._snapshot(self.stop_reason)
             with self._lock:
                 self._running = False
@@ -272,6 +307,7 @@ class LiveSession:
             self._playing = False
             self.error = redact(f"{type(exc).__name__}: {exc}")
             log.error("dashboard step failed:\n%s", redact(traceback.format_exc()))
+            self._cut = "stopped by an error"
             if self.model is not None:
                 self._snapshot(f"stopped: {self.error}")
             with self._lock:
@@ -284,40 +320,66 @@ class LiveSession:
             done = self.frames.steps_done if self.frames else 0
             if self._playing and self._pending == 0 and done >= self.length:
                 self._playing = False
-                self.stop_reason = f"reached the scenario's length ({self.length} steps)"
+                self.stop_reason = f"reached {self._end()}"
             if self._pending > 0 or self._playing:
                 self._pending = max(0, self._pending - 1)
                 return True
             self._running = False
             return False
 
+    def _end(self) -> str:
+        return f"step {self.length}, where Play stops" if self.config.steps else \
+            f"the scenario's length ({self.length} steps)"
+
     def _build(self) -> None:
         from socialsim.llm.engines import check_models, engine_note
-        from socialsim.llm.routing import default_model
+        from socialsim.llm.gateway import Gateway
+        from socialsim.llm.ledger import Budget, Ledger
+        from socialsim.llm.routing import RouteTable, default_model
         from socialsim.model.society import SocietyModel
 
         c = self.config
         if c.seed < 0:  # the page's seed box takes any whole number; numpy's seeds are >= 0
             raise ValueError(f"seed expects a whole number >= 0, got {c.seed}")
-        model_name = default_model(c.model)
-        check_models({model_name}, api_base=c.api_base)
-        self.notes = [n for n in [engine_note(model_name)] if n]
-        gateway = None
-        if c.api_base:
-            from socialsim.llm.gateway import Gateway
-            from socialsim.llm.ledger import Budget, Ledger
-            from socialsim.llm.routing import RouteTable
-
-            gateway = Gateway(RouteTable(model_name, {}), ledger=Ledger(Budget(c.max_cost, c.max_calls)),
-                              api_base=c.api_base)
-        self.model = SocietyModel(c.scenario, arch=c.arch, model=model_name, rng=c.seed, gateway=gateway,
-                                  max_cost=c.max_cost, max_calls=c.max_calls, **c.params)
+        if c.max_calls is not None and c.max_calls < 0:
+            raise ValueError(f"max LLM calls expects a whole number >= 0 (0: no limit), got {c.max_calls}")
+        model_name = default_model(c.model.strip() if c.model else None)
+        gateway = Gateway(RouteTable(model_name, dict(c.routes)), ledger=Ledger(Budget(c.max_cost, c.max_calls)),
+                          api_base=c.api_base, **c.call_options)
+        model = SocietyModel(c.scenario, arch=c.arch, rng=c.seed, gateway=gateway, **c.params)
+        check_models(gateway.models(), api_base=c.api_base)  # the routes' and a judge's too, before step 1
+        self.model = model
+        self.notes = [n for m in sorted(gateway.models()) if (n := engine_note(m))]
         self.settings = effective_settings(self.model)
         self._snapshot("built: press Step or Run")
 
     def _snapshot(self, status: str) -> None:
         self.frames = frames_from_model(self.model, status)
         self.version += 1
+
+
+def how_it_ended(run_dir: Path, meta: dict) -> str:
+    """One line on a recorded run that did not simply complete (the page shows it above the steps);
+    "" for a completed run."""
+    from socialsim.model.run_dir import being_written
+
+    status, done = meta.get("status", ""), meta.get("steps_done", 0)
+    if meta.get("replay_of"):
+        return f"A replay of {meta['replay_of']} (it keeps no tape: open or continue that run)."
+    if status == "completed":
+        return ""
+    if status == "running":
+        if pid := being_written(run_dir):
+            return (f"Being written by another process (pid {pid}): its {done} complete steps so far; open it "
+                    "again for more.")
+        return (f"Killed while running (its process is gone): its {done} complete steps are shown; "
+                f"`socialsim run --resume {run_dir}` continues it.")
+    return (f"This run did not complete ({status or 'no status recorded'}) after {done} steps; "
+            f"`socialsim run --resume {run_dir}` continues it.")
+
+
+# a recorded run's call settings a Reset from its replay keeps (RunConfig's names, Gateway's keywords)
+_CALL_OPTIONS = ("price", "timeout_s", "num_retries", "json_schema", "breaker", "rpm", "tpm", "max_concurrency")
 
 
 class ReplaySession:
@@ -334,12 +396,18 @@ class ReplaySession:
         self.version = 1
         self.notes: list[str] = []
         self.settings = {}
-        recorded = json.loads((self.run_dir / "config.json").read_text())["config"]
-        # Reset from a replay re-runs the same society live
+        meta = json.loads((self.run_dir / "config.json").read_text())
+        self.ending = how_it_ended(self.run_dir, meta)
+        recorded = meta["config"]
+        # Reset from a replay re-runs the same society live: its model, routes, budget, endpoint, length
+        # and call settings as recorded (without them a Reset ran with no budget, or asked another endpoint)
         named = recorded.get("scenario", self.frames.scenario)
         self.config = LiveConfig(scenario=recorded_scenario(self.run_dir, named), arch=self.frames.arch,
                                  model=recorded.get("model"), seed=int(recorded.get("rng", 42)),
-                                 params=dict(recorded.get("arch_params") or {}))
+                                 params=dict(recorded.get("arch_params") or {}), max_calls=recorded.get("max_calls"),
+                                 max_cost=recorded.get("max_cost"), api_base=recorded.get("api_base"),
+                                 steps=recorded.get("steps"), routes=dict(recorded.get("routes") or {}),
+                                 call_options={k: recorded[k] for k in _CALL_OPTIONS if recorded.get(k) is not None})
 
     def progress(self) -> str:
         return ""
