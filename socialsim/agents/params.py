@@ -135,7 +135,22 @@ def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
                 bound = getattr(meta, attr, None)
                 if bound is not None and not ok(out[name], bound):
                     raise ParamError(f"--set {item!r}: {arch}.{name} expects {_expected(name, field)}")
+        if why := _field_validator_refusal(model, name, out[name]):  # e.g. a time of day past 23:59
+            raise ParamError(f"--set {item!r}: {arch}.{name}: {why}")
     return out
+
+
+def _field_validator_refusal(model: type[BaseModel], name: str, value: Any) -> str:
+    """What the settings' own validators of this one field say against ``value`` ("" if nothing):
+    checked when the value is given, not only once the run is built. A check of the whole settings
+    (a field against another, fields the scenario supplies) is left to the build."""
+    try:
+        model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+    except ValidationError as exc:
+        return "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors() if tuple(e["loc"]) == (name,))
+    except Exception:  # noqa: BLE001 - a whole-settings check on the half-built probe: not this field's
+        return ""
+    return ""
 
 
 def _literal(raw: str) -> Any:
