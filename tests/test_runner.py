@@ -84,7 +84,8 @@ def test_a_replay_directory_is_neither_resumed_nor_replayed_it_names_the_recordi
     run(provider_config(server), tmp_path / "run", progress=False)
     calls = len(server.requests)
     result, same = replay(tmp_path / "run", progress=False)
-    assert same and json.loads((result.run_dir / "config.json").read_text())["replay_of"] == str(tmp_path / "run")
+    assert same and result.run_dir == tmp_path / "run" / "replay"  # the default folder, inside the recording
+    assert json.loads((result.run_dir / "config.json").read_text())["replay_of"] == str(tmp_path / "run")
     assert "replay_of" not in json.loads((tmp_path / "run" / "config.json").read_text())
     assert main(["run", "--resume", str(result.run_dir), "--steps", "4", "--no-progress"]) == 2
     err = capsys.readouterr().err
