@@ -208,6 +208,7 @@ PARSE_CASES = [  # rejected by argparse itself (exit 2, usage message)
     ("max-cost-text", ["--max-cost", "lots"], "--max-cost: expects a number, got 'lots'"),
     ("max-cost-nan", ["--max-cost", "nan"], "--max-cost: expects a finite number, got 'nan'"),  # it kept no budget
     ("price-nan", ["--price", "nan,nan"], "--price: expects IN,OUT"),  # its NaN cost never reached a budget
+    ("price-infinite", ["--price", "inf,1"], "--price: expects IN,OUT"),
     ("rpm-infinite", ["--rpm", "inf"], "--rpm: expects a finite number, got 'inf'"),
     ("timeout-text", ["--timeout", "soon"], "--timeout: expects a number, got 'soon'"),
 ]

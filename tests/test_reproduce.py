@@ -541,6 +541,11 @@ def test_a_resumed_reproduction_says_what_it_paid_and_shares_its_budget_by_what_
     assert f"the runs' calls cost ${cost:.4f} ($0.0000 of it paid by this command; the rest was recorded before)" in again
     assert said[-1].startswith("reproduction directory") and any(f"${cost:.4f}, $0.0000 of it paid now" in s for s in said)
 
+    # the runs share --max-cost by what this command pays: seed 1, recorded, leaves it all to seed 2
+    summary = rp.reproduce("generic", "openai/gpt-4o-mini", seeds=2, yes=True, out=tmp_path / "r", echo=said.append,
+                           null_model=False, steps=2, max_cost=cost * 1.5)
+    assert summary.attrs["complete"], said[-6:]
+
 
 def test_the_reproduction_report_says_how_many_answers_fell_back(scripted, monkeypatch, tmp_path):
     """Every answer of a model fell back to its default and the top report still listed findings as

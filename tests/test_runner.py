@@ -332,3 +332,13 @@ def test_every_call_setting_of_the_config_reaches_the_runs_gateway(tmp_path):
     assert (llm.max_concurrency, llm.rpm, llm.tpm, llm.timeout_s, llm.num_retries, llm.json_schema, llm.breaker,
             llm.api_base, llm.price) == (7, 120.0, 9000.0, 12.5, 3, True, 2, "http://127.0.0.1:1/v1", (0.1, 0.2))
     assert (llm.ledger.budget.max_calls, llm.ledger.budget.max_cost) == (50, 1.0)
+
+
+@pytest.mark.parametrize("field", [{"max_cost": float("nan")}, {"max_cost": float("inf")}, {"price": (float("nan"), 1.0)},
+                                   {"rpm": float("inf")}, {"timeout_s": float("nan")}])
+def test_a_run_config_refuses_a_limit_or_price_that_is_not_a_finite_number(field):
+    """NaN compares false with every cost: a NaN budget was no budget at all."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="finite number"):
+        RunConfig(**field)
