@@ -331,6 +331,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if result.status == "completed" else 3
 
 
+def _not_a_replay_folder(out: Path, run_dir: Path) -> str | None:
+    """Why ``replay --out`` must not write into ``out``: it is the run, or holds another run (a rules
+    run has no tape, but its frames are as much a record), which the replay would replace. An
+    earlier replay of this same run may be replaced."""
+    from socialsim.model.run_dir import already_a_run, is_run_dir
+
+    if out.resolve() == run_dir.resolve():
+        return f"--out {out} is the run being replayed: give another --out (default RUN_DIR/replay)"
+    if is_run_dir(out):
+        try:
+            replay_of = json.loads((out / "config.json").read_text()).get("replay_of")
+        except (OSError, ValueError, AttributeError):
+            replay_of = None
+        if replay_of is not None and Path(replay_of).resolve() == run_dir.resolve():
+            return None  # this run's own earlier replay
+    return already_a_run(out)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from socialsim.llm.tape import TapeMiss
     from socialsim.model.run_dir import is_run_dir, not_a_run_dir
@@ -338,9 +356,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     if not is_run_dir(args.run_dir):
         return _fail(not_a_run_dir(args.run_dir))
-    if args.out is not None and (args.out.resolve() == args.run_dir.resolve() or (args.out / "tape.jsonl").is_file()):
-        return _fail(f"--out {args.out} holds a recorded run (its tape.jsonl); a replay there would replace "
-                     "its frames: give another --out (default RUN_DIR/replay)")
+    if args.out is not None and (why := _not_a_replay_folder(args.out, args.run_dir)):
+        return _fail(why)
     try:
         result, same = replay(args.run_dir, args.out, progress=not args.no_progress)
         order = check_order(args.run_dir) if args.check_order and same else None

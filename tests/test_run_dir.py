@@ -114,12 +114,18 @@ def test_a_new_run_or_a_replay_is_refused_a_directory_that_holds_a_run(tmp_path,
     assert main(run + [str(stopped)]) == 2
     assert (f"already holds a run (interrupted, 2 steps); nothing was written. To keep it, continue it with "
             f"`socialsim run --resume {stopped}`, or") in capsys.readouterr().err
-    for out in (stopped, done):  # a recording, or the run being replayed itself
-        assert main(["replay", str(done), "--out", str(out), "--no-progress"]) == 2
-        assert "a replay there would replace its frames: give another --out" in capsys.readouterr().err
+    assert main(["replay", str(done), "--out", str(done), "--no-progress"]) == 2
+    assert f"--out {done} is the run being replayed: give another --out" in capsys.readouterr().err
+    # another run, recorded with a tape or not (a rules run has none: it was overwritten, a data loss)
+    (done / "tape.jsonl").unlink(missing_ok=True)
+    for source, out in ((done, stopped), (stopped, done)):
+        assert main(["replay", str(source), "--out", str(out), "--no-progress"]) == 2
+        assert f"--out {out} already holds a run" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
     assert main(run + [str(tmp_path / "new")]) == 0  # a new directory, or ...
     assert main(run + [str(tmp_path / "new" / "replay")]) == 0  # ... one below a run, is fine
+    assert main(["replay", str(tmp_path / "new"), "--no-progress"]) == 0
+    assert main(["replay", str(tmp_path / "new"), "--out", str(tmp_path / "new" / "replay"), "--no-progress"]) == 0  # its own
 
 
 def test_a_default_run_directory_is_named_by_scenario_architecture_and_time(tmp_path):
