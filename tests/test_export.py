@@ -216,3 +216,29 @@ def test_a_killed_runs_export_holds_its_complete_steps(tmp_path):
     model.iloc[:0].to_parquet(run_dir / "model.parquet")  # the frame written before step 1
     exported = export(run_dir, write=False)
     assert exported.model["step"].tolist() == [1, 2] and not has_parts(run_dir)
+
+
+def test_a_parameter_named_like_a_recorded_column_never_replaces_it(tmp_path):
+    """An ASVO sweep over ``reflection`` exported the parameter's True in place of every reflection's text."""
+    result = sweep({"name": "clash", "seeds": [1], "steps": 2,
+                    "parameters": {"scenario": "school-micro", "arch": "asvo", "model": "rules",
+                                   "reflection": [True]}}, tmp_path / "s", progress=False)
+    run_dir = tmp_path / "s" / "runs" / result.runs["run_id"].iloc[0]
+    recorded = pd.read_parquet(run_dir / "tables" / "asvo_reflections.parquet")
+    assert len(recorded) > 0 and recorded["reflection"].map(lambda text: isinstance(text, str) and len(text) > 5).all()
+    exported = export(tmp_path / "s").tables["asvo_reflections"]
+    assert exported["reflection"].tolist() == recorded["reflection"].tolist()
+    assert (exported["param_reflection"] == True).all()  # noqa: E712 - the parameter, beside it
+    assert "reflection" in export(tmp_path / "s").runs  # the runs table keeps the parameter's own name
+
+
+def test_an_export_never_writes_into_a_run_a_sweep_or_a_reproduction(sweep_dir, tmp_path):
+    """``export(RUN, SWEEP)`` (read as two paths) replaced the sweep's runs.parquet with the run's."""
+    run(RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=1), tmp_path / "r", progress=False)
+    before = (sweep_dir / "runs.parquet").read_bytes()
+    for out, mark in ((sweep_dir, "sweep.json"), (tmp_path / "r", "config.json"), (tmp_path, "runs below it")):
+        with pytest.raises(ValueError, match=f"export out={out} holds a run, a sweep or a reproduction \\({mark}"):
+            export(tmp_path / "r", out)
+    assert (sweep_dir / "runs.parquet").read_bytes() == before
+    export(tmp_path / "r", tmp_path / "r" / "export")  # its own export folder, again and again
+    export(tmp_path / "r", tmp_path / "r" / "export")

@@ -66,8 +66,11 @@ def run_dirs(path: Path, run_ids: list[str] | None = None) -> list[Path]:
 def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, ...] = ("parquet", "csv"),
            write: bool = True) -> Export:
     """Read RUN_DIR, SWEEP_DIR or a reproduction's directory into tidy frames; write them to ``out``
-    (default PATH/export)."""
+    (default PATH/export), which must not hold a run, a sweep or a reproduction (their own tables
+    would be replaced: a sweep's ``runs.parquet``)."""
     path = Path(path)
+    if write and out is not None and (why := _not_an_export_folder(Path(out))):
+        raise ValueError(why)
     arms: dict[Path, str] = {}  # a reproduction's run directory -> its arm's label
     reproduction: dict[str, pd.DataFrame] = {}
     if (path / RUNS).is_dir():
@@ -101,7 +104,7 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         final = frame.iloc[-1].to_dict() if len(frame) else {}
         runs.append({**tags, "status": meta.get("status"), "steps_done": meta.get("steps_done", 0),
                      "live_calls": meta.get("live_calls", 0), "live_cost_usd": meta.get("live_cost_usd", 0.0),
-                     **{k: v for k, v in final.items() if k not in tags}})
+                     **{(f"final_{k}" if k in tags else k): v for k, v in final.items()}})  # never dropped
         ag = read(d / "agents.parquet").rename(columns={"Step": "step", "AgentID": "agent_id"})
         agents.append(_tag(ag.assign(agent_type=meta.get("config", {}).get("arch")), tags))
         # the ledger's `model` is the model that answered each call; `model` the run's default
@@ -159,6 +162,16 @@ def _reproduction_runs(path: Path) -> tuple[list[Path], list[int], list[str], di
     return dirs, seeds, ["scenario", "arch", "model", "preset", *params], arms
 
 
+def _not_an_export_folder(out: Path) -> str | None:
+    from socialsim.model.run_dir import runs_below
+
+    marks = [name for name in ("config.json", SWEEP_FILE, REPRODUCTION_SUMMARY) if (out / name).is_file()]
+    if marks or runs_below(out):
+        return (f"export out={out} holds a run, a sweep or a reproduction ({', '.join(marks) or 'runs below it'}), "
+                "whose tables an export would replace: give a folder of its own")
+    return None
+
+
 def _json(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
@@ -179,9 +192,12 @@ def _tags(run_dir: Path, meta: dict[str, Any], names: list[str], seeds: list[int
 
 
 def _tag(frame: pd.DataFrame, tags: dict[str, Any]) -> pd.DataFrame:
-    """Prefix a run's frame with its identifying columns (like batch_run's rows)."""
-    tagged = pd.DataFrame({k: [v] * len(frame) for k, v in tags.items()}, index=frame.index)
-    return pd.concat([tagged, frame.drop(columns=[c for c in tags if c in frame.columns])], axis=1)
+    """Prefix a run's frame with its identifying columns (like batch_run's rows). A recorded column
+    is never replaced: a parameter named like one (ASVO's ``reflection`` beside the reflections'
+    text) is added as ``param_NAME``."""
+    tagged = pd.DataFrame({(f"param_{k}" if k in frame.columns else k): [v] * len(frame) for k, v in tags.items()},
+                          index=frame.index)
+    return pd.concat([tagged, frame], axis=1)
 
 
 def _frame(parts: list[pd.DataFrame]) -> pd.DataFrame:
