@@ -233,3 +233,10 @@ def test_an_optional_bounded_parameter_can_be_set_back_to_null():
         parse_assignments("asvo", ["asvo.step_minutes=0"])
     with pytest.raises(ParamError, match=r"expects text, or null \(Input should be a valid string\)$"):
         parse_assignments("asvo", ["asvo.embedding_model=[1]"])
+
+
+def test_a_choices_own_word_is_taken_as_that_word_not_as_null():
+    """`--set asvo.tom_scope=none` was read as null and refused ("expects one of all, observed, none")."""
+    assert parse_assignments("asvo", ["asvo.tom_scope=none"]) == {"tom_scope": "none"}
+    assert parse_assignments("asvo", ["tom_scope=observed"]) == {"tom_scope": "observed"}
+    assert parse_assignments("asvo", ["embedding_model=none"]) == {"embedding_model": None}  # not a choice: null

@@ -119,8 +119,9 @@ def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
         if name not in model.model_fields:
             known = ", ".join(model.model_fields)
             raise ParamError(f"--set {item!r}: unknown {arch} parameter {name!r}; known: {known}")
-        value = _literal(raw.strip())
         field = model.model_fields[name]
+        # a choice's own word is that word (ASVO's tom_scope "none"), before "none" is read as null
+        value = raw.strip() if raw.strip() in _choices(field) else _literal(raw.strip())
         try:
             out[name] = TypeAdapter(field.annotation).validate_python(value)
         except ValidationError as exc:
@@ -151,6 +152,13 @@ def _field_validator_refusal(model: type[BaseModel], name: str, value: Any) -> s
     except Exception:  # noqa: BLE001 - a whole-settings check on the half-built probe: not this field's
         return ""
     return ""
+
+
+def _choices(field) -> set[str]:
+    """The words a choice parameter takes (its Literal's, also inside an Optional)."""
+    args = typing.get_args(field.annotation)
+    literals = [field.annotation, *args]
+    return {str(v) for a in literals if typing.get_origin(a) is typing.Literal for v in typing.get_args(a)}
 
 
 def _literal(raw: str) -> Any:
