@@ -64,6 +64,23 @@ def test_svo_assignment_cycle_mix_and_explicit():
                    random.Random(0))
 
 
+def test_agents_own_svos_are_used_when_the_scenario_says_nothing_and_an_unused_one_is_named(caplog):
+    """A scenario giving every agent traits.svo, without svo_assignment, was silently cycled instead."""
+    section = ASVOScenario.model_validate({"actions": [{"text": "wait", "self": 0.5, "others": 0.0}]})
+    traits = {"A": {"svo": "competitive"}, "B": {"svo": "competitive"}}
+    assert assign_svo(["A", "B"], traits, ASVOSettings(), section, random.Random(0)) == \
+        {"A": "competitive", "B": "competitive"}
+    with caplog.at_level("WARNING", logger="socialsim"):
+        partly = assign_svo(["A", "B", "C"], {"A": {"svo": "competitive"}}, ASVOSettings(), section, random.Random(0))
+    assert partly == {"A": "altruistic", "B": "prosocial", "C": "individualistic"}  # not all given: cycled ...
+    assert "the SVO in traits.svo of A is not used: SVOs are assigned by 'cycle'" in caplog.text  # ... and said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="socialsim"):
+        assign_svo(["A", "B"], traits, ASVOSettings(svo_agents={"A": "altruistic", "B": "altruistic"},
+                                                    svo_assignment="cycle"), section, random.Random(0))
+    assert "not used" not in caplog.text  # every traits.svo overridden by name: nothing ignored unsaid
+
+
 def test_scenario_svo_traits_are_used_and_the_ablation_hides_them():
     model = SocietyModel("school-micro", model="rules", rng=1)
     assert {a.name: a.svo for a in model.agents} == {"Alice": "altruistic", "Amy": "competitive"}

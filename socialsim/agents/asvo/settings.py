@@ -8,6 +8,7 @@ behaviour.
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any, Literal
 
@@ -16,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from socialsim.agents.asvo.svo import SVO_TYPES
 from socialsim.agents.desires import DEGREE_STEP, DESIRES
 from socialsim.scenarios.schema import field_problems
+
+log = logging.getLogger("socialsim")
 
 # Table 1 of the ASVO appendix, as architecture parameters (steps is the run length).
 PAPER_PRESET: dict[str, Any] = {
@@ -132,7 +135,8 @@ class CatalogueAction(_Strict):
 class ASVOScenario(_Strict):
     """The scenario file's ``asvo:`` section."""
 
-    svo_assignment: Literal["cycle", "mix", "explicit"] = "cycle"
+    # None: explicit when every agent's traits give an SVO, else one of each type in turn (cycle)
+    svo_assignment: Literal["cycle", "mix", "explicit"] | None = None
     svo_mix: dict[str, float] | None = None
     degrees: dict[str, str] = Field(default_factory=dict)  # desire -> decrease degree
     reverse: list[str] = Field(default_factory=list)  # reverse-coded desires (larger = worse)
@@ -171,10 +175,16 @@ def assign_svo(names: list[str], traits: dict[str, dict], settings: ASVOSettings
     ``svo_agents`` overrides any mode for the agents it names. A mix is split by largest
     remainders and shuffled with the model's RNG, so it is reproducible.
     """
+    given = {n: t["svo"] for n, t in traits.items() if "svo" in t}  # the scenario's traits.svo
     mode = section.svo_assignment if settings.svo_assignment == "scenario" else settings.svo_assignment
+    if mode is None:  # the scenario says nothing: its agents' own SVOs when all have one
+        mode = "explicit" if names and all(n in given for n in names) else "cycle"
     mix = settings.svo_mix or section.svo_mix
-    explicit = {n: t["svo"] for n, t in traits.items() if "svo" in t}
+    explicit = dict(given)
     explicit.update(settings.svo_agents or {})
+    if mode != "explicit" and (unused := sorted(set(given) - set(settings.svo_agents or {}))):
+        log.warning("the SVO in traits.svo of %s is not used: SVOs are assigned by %r (svo_assignment: explicit "
+                    "uses them)", ", ".join(unused), mode)
     if mode == "explicit":
         missing = [n for n in names if n not in explicit]
         if missing:
