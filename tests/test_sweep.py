@@ -831,3 +831,28 @@ def test_a_run_stopped_by_a_provider_outage_says_so_and_is_redone(tmp_path, monk
     assert runs.loc[1, "status"] == "completed"
     monkeypatch.setattr(SocietyModel, "step", original)
     assert sweep(spec, tmp_path / "s", progress=False).executed == [runs.loc[2, "run_id"]]
+
+
+def test_a_sweeps_budget_on_a_model_without_a_price_is_refused_unless_the_file_gives_one(tmp_path, monkeypatch):
+    """A sweep's max_cost on a model litellm cannot price was silently not kept (46 calls on a budget of
+    a millionth of a dollar); a sweep file had no way to give a price."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as server:
+        spec = {"name": "unpriced", "seeds": [1], "steps": 2, "api_base": server.api_base, "max_cost": 1e-6,
+                "parameters": {"arch": "generic", "model": "hosted_vllm/no-price-known"}}
+        with pytest.raises(SweepFileError, match=r"max_cost: max_cost 1e-06 cannot be kept: hosted_vllm/no-price-known "
+                                                 r"has no price in litellm's cost map; give price: \[IN, OUT\]"):
+            sweep(spec, tmp_path / "a", progress=False)
+        assert not server.requests[1:]  # nothing asked but the pre-flight probe, if any
+        priced = sweep({**spec, "price": [100.0, 100.0]}, tmp_path / "b", progress=False)
+    row = priced.runs.iloc[0]
+    assert row["status"].startswith("stopped by budget: max_cost=$1e-06 reached") and row["live_cost_usd"] <= 1e-6
+    with pytest.raises(SweepFileError, match="price"):
+        load_sweep_text(tmp_path, "name: x\nprice: [nan, 1]\nparameters: {arch: generic, model: rules}\n")
+
+
+def load_sweep_text(tmp_path, text):
+    (tmp_path / "bad.yaml").write_text(text)
+    return load_sweep(tmp_path / "bad.yaml")

@@ -41,7 +41,7 @@ from socialsim.scenarios.schema import field_problems
 # Per-run settings the sweep owns; they are not grid parameters.
 RESERVED = {"rng", "seed", "seeds", "gateway", "sweep_dir"}
 # Per-run limits and endpoint: one value for the whole sweep, given at the top level.
-LIMITS = ("max_cost", "max_calls", "api_base", "max_concurrency")
+LIMITS = ("max_cost", "max_calls", "api_base", "max_concurrency", "price")
 # Grid parameters that are RunConfig fields (everything else is an architecture parameter).
 CONFIG_PARAMS = ("scenario", "arch", "model", "routes", "preset", "steps")
 
@@ -71,10 +71,12 @@ class SweepSpec(BaseModel):
     seed: int = Field(default=0, ge=0)  # first seed when `replicates` is given
     steps: int | None = Field(default=None, ge=1)  # same as parameters.steps (a single value)
     processes: int = Field(default=1, ge=1)
-    max_cost: float | None = Field(default=None, ge=0)  # per run, USD of live calls
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # per run, USD of live calls
     max_calls: int | None = Field(default=None, ge=0)  # per run, live calls
     max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     api_base: str | None = None  # endpoint of provider models; never a key
+    # USD per 1M prompt and completion tokens, for a model litellm has no price for (as --price)
+    price: tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None
     figures: list[FigureSpec] = Field(default_factory=list)
     _source: str = PrivateAttr(default="sweep")  # the file it came from, for error messages
 

@@ -164,9 +164,11 @@ class SweepModel(SocietyModel):
 
     def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
-                 max_concurrency: int = DEFAULT_CONCURRENCY, **params: Any) -> None:
+                 max_concurrency: int = DEFAULT_CONCURRENCY, price: tuple[float, float] | None = None,
+                 **params: Any) -> None:
         params = {"scenario": scenario, **params}
-        extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency}
+        extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency,
+                 "price": price}
         self.run_config = run_config({**params, **extra}, rng)
         self.run_id = run_id_of(self.run_config)
         self.sweep_dir = Path(sweep_dir)
@@ -179,7 +181,7 @@ class SweepModel(SocietyModel):
         self.tape = SharedTape(self.sweep_dir / "tape.jsonl")
         routes = RouteTable(cfg.model, dict(cfg.routes))
         gateway = Gateway(routes, self.tape, Ledger(Budget(cfg.max_cost, cfg.max_calls)),
-                          max_concurrency=cfg.max_concurrency, api_base=cfg.api_base)
+                          max_concurrency=cfg.max_concurrency, api_base=cfg.api_base, price=cfg.price)
         self.notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
 
@@ -232,7 +234,7 @@ class PlannedRun:
         """The SweepModel keyword arguments of this run (without rng)."""
         return {**self.params, "model": self.config.model, "sweep_dir": str(sweep_dir),
                 "max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
-                "max_concurrency": spec.max_concurrency}
+                "max_concurrency": spec.max_concurrency, "price": spec.price}
 
 
 @dataclass
@@ -352,6 +354,13 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
         if p.run_id not in done:
             models |= asked[key]
     _check_figure_outcomes(spec, outcomes)
+    if spec.max_cost is not None:  # a budget needs prices: refused as `socialsim run --max-cost` is
+        from socialsim.model.runner import check_priced
+
+        try:
+            check_priced(RunConfig(max_cost=spec.max_cost, price=spec.price), models)
+        except ValueError as exc:
+            raise SweepFileError(f"{spec.source}: max_cost: {str(exc).replace('--max-cost', 'max_cost').replace('--price IN,OUT', 'price: [IN, OUT]')}") from None
     check_models(models, api_base=spec.api_base)
 
 
@@ -377,7 +386,7 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
     grid["model"] = [default_model(m) for m in grid.get("model", [None])]
     parameters = {**grid, "sweep_dir": [str(sweep_dir)], "max_cost": [spec.max_cost],
                   "max_calls": [spec.max_calls], "api_base": [spec.api_base],
-                  "max_concurrency": [spec.max_concurrency]}
+                  "max_concurrency": [spec.max_concurrency], "price": [spec.price]}
     batch_run(SweepModel, parameters=parameters, rng=spec.seed_list(), max_steps=max_steps,
               number_processes=processes, data_collection_period=-1, display_progress=progress)
 
