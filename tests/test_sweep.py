@@ -856,3 +856,22 @@ def test_a_sweeps_budget_on_a_model_without_a_price_is_refused_unless_the_file_g
 def load_sweep_text(tmp_path, text):
     (tmp_path / "bad.yaml").write_text(text)
     return load_sweep(tmp_path / "bad.yaml")
+
+
+def test_a_sweeps_run_is_measured_and_reported_as_a_single_run_is_only_its_figures_left_out(tmp_path):
+    """Sweep runs skipped every end-of-run measurement (ITCMA-S's judge, CRSEC's questionnaire, ASVO's
+    embeddings) and wrote no report."""
+    from socialsim.model.runner import RunConfig, run
+
+    result = sweep({"name": "measured", "seeds": [1], "steps": 2,
+                    "parameters": {"scenario": "irollan-valley", "arch": "itcmas", "model": "rules"}},
+                   tmp_path / "s", progress=False)
+    swept = tmp_path / "s" / RUNS / result.runs["run_id"].iloc[0]
+    single = run(RunConfig(scenario="irollan-valley", arch="itcmas", model="rules", steps=2, rng=1), tmp_path / "r",
+                 progress=False).run_dir
+    judged = pd.read_parquet(swept / "tables" / "itcmas_judge.parquet")
+    assert len(judged) > 0 and judged.equals(pd.read_parquet(single / "tables" / "itcmas_judge.parquet"))
+    report = (swept / "report.md").read_text()
+    assert "Not drawn for a sweep's runs" in report and "](figures/" not in report
+    assert not list((swept / "figures").glob("*.png")) and list((single / "figures").glob("*.png"))
+    assert "](figures/" in (single / "report.md").read_text()  # a single run still draws and links them

@@ -52,7 +52,7 @@ from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord
 from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch
-from socialsim.model.runner import RunConfig, keep_scenario, save
+from socialsim.model.runner import RunConfig, keep_scenario, report_run, save
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
 
@@ -202,7 +202,10 @@ class SweepModel(SocietyModel):
             self.finish("completed")
 
     def finish(self, status: str) -> Path:
-        """Write the run directory next to its final place, then rename it there in one step."""
+        """Write the run directory next to its final place, then rename it there in one step: the
+        same directory a single run writes, its report and end-of-run measurements (a judge's
+        questionnaire, embeddings) included, which a stop inside them leaves to be redone; only the
+        report's figures are not drawn."""
         self.running = False
         runs = self.sweep_dir / RUNS
         partial = runs / f"{PARTIAL}{self.run_id}-{os.getpid()}-{threading.get_ident()}"
@@ -210,6 +213,11 @@ class SweepModel(SocietyModel):
         partial.mkdir(parents=True)
         save(self, partial, self.run_config, status, self.notes)
         keep_scenario(partial, self.run_config.scenario)  # replayable from any folder
+        if status == "completed":  # a run stopped short is measured when it is done
+            from socialsim.metrics.report import without_figures
+
+            with without_figures():  # drawing was four fifths of a short rules run's time
+                report_run(self, partial, self.run_config, status, self.notes)
         meta = json.loads((partial / "config.json").read_text())
         meta["run_id"] = self.run_id
         (partial / "config.json").write_text(redact(json.dumps(meta, indent=2, default=str)))

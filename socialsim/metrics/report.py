@@ -12,6 +12,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,9 +29,27 @@ if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
 
 log = logging.getLogger("socialsim")
+_FIGURE_LINK = re.compile(r"^!\[[^\]]*\]\(figures/[^)]*\)$")
 
 
 _MISSING_GLYPH = re.compile(r"^Glyph (\d+) .*missing from font")
+
+# Whether reports draw their figures (PNG): a sweep's runs measure and report everything but leave the
+# drawing out (it was four fifths of a short rules run's time); ``without_figures`` switches it off.
+_FIGURES: ContextVar[bool] = ContextVar("socialsim_figures", default=True)
+
+
+def figures_drawn() -> bool:
+    return _FIGURES.get()
+
+
+@contextmanager
+def without_figures() -> Iterator[None]:
+    token = _FIGURES.set(False)
+    try:
+        yield
+    finally:
+        _FIGURES.reset(token)
 
 
 @contextmanager
@@ -84,6 +103,8 @@ def interaction_matrix(model: SocietyModel) -> pd.DataFrame:
 
 
 def plot_interactions(model: SocietyModel, path: Path) -> None:
+    if not figures_drawn():
+        return
     matrix = interaction_matrix(model)
     fig, ax = plt.subplots(figsize=(6, 5))
     image = ax.imshow(matrix.values, cmap="Blues")
@@ -100,7 +121,7 @@ def plot_interactions(model: SocietyModel, path: Path) -> None:
 
 def plot_usage(model: SocietyModel, path: Path) -> None:
     frame = model.datacollector.get_model_vars_dataframe()
-    if frame.empty:
+    if frame.empty or not figures_drawn():
         return
     fig, ax = plt.subplots(figsize=(6, 3))
     per_step = frame.set_index("step")[["llm_calls", "rule_decisions"]].diff().fillna(frame.set_index("step")[["llm_calls", "rule_decisions"]])
@@ -161,6 +182,10 @@ def _write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[s
     ]
     if sections:
         parts += ["", *sections]
+    if not figures_drawn():  # a sweep's run: no image to link to
+        parts = [line for part in parts for line in part.split("\n") if not _FIGURE_LINK.match(line)]
+        parts.insert(parts.index("## Figures") + 2, "Not drawn for a sweep's runs (the data they show are in the "
+                                                     "frames and tables).")
     path = run_dir / "report.md"
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
     return path

@@ -155,8 +155,11 @@ def separability(texts: list[str], labels: list[str], embedding_model: str | Non
 
 
 def plot_tsne(result: Separability, path: Path, title: str = "Actions by SVO (t-SNE)") -> bool:
-    """Scatter of the t-SNE points coloured by label; False when there is nothing to draw."""
-    if result.points is None:
+    """Scatter of the t-SNE points coloured by label; False when there is nothing to draw (or no
+    figure is drawn: a sweep's run)."""
+    from socialsim.metrics.report import figures_drawn
+
+    if result.points is None or not figures_drawn():
         return False
     import matplotlib
 

@@ -139,7 +139,7 @@ def run(
         for note in notes:
             log.warning(note)
         status = _step_all(model, run_dir, config, notes, progress)
-        return _report(model, run_dir, config, status, notes)
+        return report_run(model, run_dir, config, status, notes)
 
 
 def _scenario_source(config: RunConfig, earlier: str | Path | None) -> str:
@@ -223,8 +223,9 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
     return status
 
 
-def _report(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> RunResult:
-    """Write the report; a measurement it makes after the last step (a judge) may stop the run."""
+def report_run(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> RunResult:
+    """Write the report (a single run's, a sweep run's); a measurement it makes after the last step
+    (a judge) may stop the run, whose status then says so."""
     result = RunResult(run_dir, status, _steps_done(model), model)
     recorded = len(model.llm.ledger.rows)
     result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped

@@ -28,7 +28,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, STANCES, SVO_TYPES  # noqa: E402
 from socialsim.metrics.markdown import markdown_table  # noqa: E402
-from socialsim.metrics.report import end_of_run_measurement  # noqa: E402
+from socialsim.metrics.report import end_of_run_measurement, figures_drawn  # noqa: E402
 from socialsim.metrics.separability import PAPER_TABLE_2, PERMUTATIONS, plot_tsne, separability  # noqa: E402
 
 if TYPE_CHECKING:
@@ -155,6 +155,8 @@ def tom_table(predicted: pd.DataFrame, seed: int = 0, n: int = PERMUTATIONS) -> 
 def plot_desires(agent_frame: pd.DataFrame, path: Path, max_agents: int = 12) -> None:
     """Every desire the agents have over time (a ``desire_pool`` below eight records the others
     as empty), one small panel per agent."""
+    if not figures_drawn():
+        return
     columns = [c for c in agent_frame.columns if c.startswith("desire_") and agent_frame[c].notna().any()]
     frame = agent_frame.reset_index() if "Step" not in agent_frame.columns else agent_frame
     names = list(dict.fromkeys(frame["name"]))[:max_agents]
@@ -180,6 +182,8 @@ def plot_desires(agent_frame: pd.DataFrame, path: Path, max_agents: int = 12) ->
 
 def plot_cooperation(by_svo: pd.DataFrame, path: Path) -> None:
     """Cooperation rate and competition index per SVO type."""
+    if not figures_drawn():
+        return
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     x = range(len(by_svo))
     ax.bar([i - 0.2 for i in x], by_svo["cooperation_rate"], width=0.4, label="cooperation rate")

@@ -20,6 +20,7 @@ from socialsim.agents.crsec.operations import breaches as act_breaches
 from socialsim.agents.crsec.settings import CRSECSettings
 from socialsim.agents.norms import norm_key
 from socialsim.metrics.markdown import markdown_table, one_line
+from socialsim.metrics.report import figures_drawn
 from socialsim.spaces.world import World, WorldEvent, gerund
 
 if TYPE_CHECKING:
@@ -230,6 +231,8 @@ def emergent_norms(model: SocietyModel) -> pd.DataFrame:
 
 def plot_figure2(model: SocietyModel, path: Path) -> None:
     """Panel (a): conflicts, norm-related thoughts and chats per step; (b): adoption and compliance."""
+    if not figures_drawn():
+        return
     import matplotlib
 
     matplotlib.use("Agg")

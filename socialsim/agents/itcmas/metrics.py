@@ -40,6 +40,7 @@ from socialsim.agents.itcmas.operations import (  # noqa: E402
     run_judge,
 )
 from socialsim.llm.routing import RULES, RouteTable  # noqa: E402
+from socialsim.metrics.report import figures_drawn  # noqa: E402
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
@@ -130,6 +131,8 @@ def _agent_frame(model: SocietyModel) -> pd.DataFrame:
 
 def plot_over_time(model: SocietyModel, figures: Path) -> list[str]:
     """Driver, P/A/D, resources per agent and topic per area over time; returns file names."""
+    if not figures_drawn():
+        return []
     df = _agent_frame(model)
     written = []
     if df.empty:
