@@ -105,20 +105,20 @@ def test_resume_after_a_kill_does_not_repeat_finished_runs(tmp_path, monkeypatch
         original(self)
 
     monkeypatch.setattr(SocietyModel, "step", counting_step)
-    # runs go replicate by replicate, in grid order: lengths 2, 3, 2, 3 per replicate, so step
-    # 7 is the middle of the third run
-    kill_at = 7
+    # runs go grid point by grid point, seeds innermost: lengths 2, 2, 3, 3, 2, 2, 3, 3, so step
+    # 6 is the middle of the third run
+    kill_at = 6
     with pytest.raises(Killed):
         sweep(GRID, tmp_path / "s", progress=False)
     done = [p for p in plan(load_grid()) if is_done(tmp_path / "s", p.run_id)]
     assert len(done) == 2  # the interrupted third run left nothing that counts as done
-    assert not any((tmp_path / "s" / RUNS / p.run_id).exists() for p in plan(load_grid())[2:])
+    assert sorted(p.rng for p in done) == [3, 4] and {p.config.steps for p in done} == {2}
     before = {p.run_id: (tmp_path / "s" / RUNS / p.run_id / "config.json").stat().st_mtime_ns for p in done}
 
     kill_at, steps["n"] = None, 0
     result = sweep(GRID, tmp_path / "s", progress=False)
     assert sorted(result.skipped) == sorted(before) and len(result.executed) == 6
-    assert steps["n"] == 2 * 2 * (2 + 3) - (2 + 3)  # every step except those of the two finished runs
+    assert steps["n"] == 2 * 2 * (2 + 3) - (2 + 2)  # every step except those of the two finished runs
     assert {r: (tmp_path / "s" / RUNS / r / "config.json").stat().st_mtime_ns for r in before} == before
     assert (result.runs["status"] == "completed").all()
 
@@ -532,11 +532,13 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
             "max_concurrency": 9, "api_base": "http://127.0.0.1:9/v1",
             "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, False]}}
     result = sweep(spec, tmp_path / "s", progress=False, preflight=False)
-    assert seen["cls"] is SweepModel and seen["rng"] == [5, 6] and seen["max_steps"] == 4
+    assert seen["cls"] is SweepModel and seen["rng"] == [None] and seen["max_steps"] == 4
     assert (seen["number_processes"], seen["data_collection_period"], seen["display_progress"]) == (2, -1, False)
     assert seen["parameters"] == {"arch": ["crsec"], "model": ["rules"], "enable_chat": [True, False], "steps": [3],
                                   "sweep_dir": [str(tmp_path / "s")], "max_cost": [0.5], "max_calls": [7],
-                                  "api_base": ["http://127.0.0.1:9/v1"], "max_concurrency": [9]}
+                                  "api_base": ["http://127.0.0.1:9/v1"], "max_concurrency": [9], "price": [None],
+                                  "replicate_seed": [5, 6]}
+    assert list(seen["parameters"])[-1] == "replicate_seed"  # innermost: side by side, a grid point's other seeds
     sweep(spec, tmp_path / "s", processes=1, progress=True, preflight=False)  # the argument wins over the file
     assert (seen["number_processes"], seen["display_progress"]) == (1, True)
     # nothing ran: every planned run is listed, as not run
@@ -875,3 +877,28 @@ def test_a_sweeps_run_is_measured_and_reported_as_a_single_run_is_only_its_figur
     assert "Not drawn for a sweep's runs" in report and "](figures/" not in report
     assert not list((swept / "figures").glob("*.png")) and list((single / "figures").glob("*.png"))
     assert "](figures/" in (single / "report.md").read_text()  # a single run still draws and links them
+
+
+def test_dask_is_given_the_runs_grid_point_by_grid_point_seeds_innermost(tmp_path, monkeypatch):
+    """With two workers, the two runs of one seed ran side by side and both paid for the calls they
+    share (184 calls for 92 on the tape); now side by side are other seeds of one grid point."""
+    from socialsim.batch.dask_backend import run_on_dask
+    from socialsim.batch.sweepfile import validate_sweep
+
+    class Recording:  # a Dask client that records the order of its tasks and runs none
+        def __init__(self):
+            self.order = []
+
+        def submit(self, fn, kwargs, rng, max_steps, pure):
+            self.order.append((kwargs["steps"], rng))
+            return None
+
+    spec = validate_sweep({"name": "o", "seeds": [1, 2, 3], "parameters": {"arch": "generic", "model": "rules",
+                                                                          "steps": [1, 2]}})
+    import distributed
+
+    monkeypatch.setattr(distributed, "as_completed", lambda futures: iter(()))  # nothing is run
+    client = Recording()
+    planned = plan(spec)
+    run_on_dask(planned, spec, tmp_path, {planned[0].run_id}, client=client, progress=False)
+    assert client.order == [(1, 2), (1, 3), (2, 1), (2, 2), (2, 3)]  # (steps 1, seed 1) is done

@@ -43,10 +43,13 @@ def run_on_dask(
             raise ValueError(f"unknown cluster {cluster!r}; expected 'local' (or give a scheduler address)")
     try:
         max_steps = _max_steps(planned)
-        futures = [
-            client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec), p.rng, max_steps, pure=False)
-            for p in planned if p.run_id not in done
-        ]
+        # grid point by grid point, seeds innermost: the tasks running side by side are other seeds, so
+        # a grid point's run finds its seed's shared calls on the tape instead of making them too
+        points = len(spec.combinations())
+        todo = [planned[i] for i in sorted(range(len(planned)), key=lambda i: (i % points, i // points))
+                if planned[i].run_id not in done]
+        futures = [client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec), p.rng, max_steps, pure=False)
+                   for p in todo]
         bar = None
         if progress:
             from tqdm.auto import tqdm

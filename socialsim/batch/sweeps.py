@@ -165,7 +165,8 @@ class SweepModel(SocietyModel):
     def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
                  max_concurrency: int = DEFAULT_CONCURRENCY, price: tuple[float, float] | None = None,
-                 **params: Any) -> None:
+                 replicate_seed: int | None = None, **params: Any) -> None:
+        rng = replicate_seed if replicate_seed is not None else rng  # the seed, when the grid hands it (run_local)
         params = {"scenario": scenario, **params}
         extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency,
                  "price": price}
@@ -392,10 +393,14 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
 
     grid = spec.grid()
     grid["model"] = [default_model(m) for m in grid.get("model", [None])]
+    # the seeds are the grid's last (innermost) parameter, not batch_run's rng (its outer loop): the runs
+    # a pool starts side by side are then other seeds of one grid point, and a run of the next grid point
+    # finds on the shared tape the calls its seed shares with it, instead of making them at the same time
     parameters = {**grid, "sweep_dir": [str(sweep_dir)], "max_cost": [spec.max_cost],
                   "max_calls": [spec.max_calls], "api_base": [spec.api_base],
-                  "max_concurrency": [spec.max_concurrency], "price": [spec.price]}
-    batch_run(SweepModel, parameters=parameters, rng=spec.seed_list(), max_steps=max_steps,
+                  "max_concurrency": [spec.max_concurrency], "price": [spec.price],
+                  "replicate_seed": spec.seed_list()}
+    batch_run(SweepModel, parameters=parameters, rng=[None], max_steps=max_steps,
               number_processes=processes, data_collection_period=-1, display_progress=progress)
 
 
