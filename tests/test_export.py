@@ -92,22 +92,23 @@ def test_sweep_file_figures_are_written(tmp_path):
 def test_a_reproduction_exports_its_runs_by_arm_with_its_summary_and_findings(monkeypatch, tmp_path):
     from socialsim.model import reproduce as rp
 
-    def toy(arch, judge=None):  # two arms of one scenario, one with a parameter the other leaves alone
+    def toy(arch, judge=None):  # two arms of one scenario, one with a parameter the other leaves alone (a generic
+        # agent has none: it refuses any)
         return rp.Protocol(
-            arch="generic", measure=lambda d: {"score": 0.0}, description="toy",
+            arch="crsec", measure=lambda d: {"score": 0.0}, description="toy",
             paper=pd.DataFrame([{"label": "*", "metric": "score", "paper": 1.0}]),
             runs=[rp.ProtocolRun("plain / A", "hobbs-cafe", steps=1),
-                  rp.ProtocolRun("moved: B", "hobbs-cafe", steps=2, arch_params={"social": False})],
+                  rp.ProtocolRun("moved: B", "hobbs-cafe", steps=2, arch_params={"enable_chat": False})],
             findings=[rp.compare("B scores above 0", ("moved: B", "score"), ">", 0.0)])
 
     monkeypatch.setattr(rp, "load_protocol", toy)
-    rp.reproduce("generic", "rules", seeds=2, yes=True, out=tmp_path / "r", echo=lambda line: None)
+    rp.reproduce("crsec", "rules", seeds=2, yes=True, out=tmp_path / "r", echo=lambda line: None)
     exp = export(tmp_path / "r")
     runs = exp.runs.set_index("run_id")
     assert sorted(runs.index) == ["moved__B/seed-1", "moved__B/seed-2", "plain___A/seed-1", "plain___A/seed-2"]
     assert runs.loc["moved__B/seed-2", "arm"] == "moved: B" and runs.loc["plain___A/seed-1", "arm"] == "plain / A"
     assert runs.loc["moved__B/seed-2", ["rng", "replicate", "steps_done"]].tolist() == [2, 1, 2]
-    assert "social" in exp.parameters and runs.loc["moved__B/seed-1", "social"] is False
+    assert "enable_chat" in exp.parameters and runs.loc["moved__B/seed-1", "enable_chat"] is False
     assert exp.model.groupby("run_id")["step"].max().to_dict() == {"moved__B/seed-1": 2, "moved__B/seed-2": 2,
                                                                   "plain___A/seed-1": 1, "plain___A/seed-2": 1}
     assert set(exp.types["arm"]) == {"plain / A", "moved: B"}
@@ -116,8 +117,8 @@ def test_a_reproduction_exports_its_runs_by_arm_with_its_summary_and_findings(mo
     assert back["findings"]["verdict"].tolist() == ["does not hold"]  # the measure gives 0: as written
     assert set(back["summary"]["label"]) == {"plain / A", "moved: B"}
     # every arm's scenario, architecture, model and preset are parameter columns, with its own parameters
-    assert exp.parameters == ["scenario", "arch", "model", "preset", "social"]
-    assert runs.loc["plain___A/seed-1", ["scenario", "arch", "model"]].tolist() == ["hobbs-cafe", "generic", "rules"]
+    assert exp.parameters == ["scenario", "arch", "model", "preset", "enable_chat"]
+    assert runs.loc["plain___A/seed-1", ["scenario", "arch", "model"]].tolist() == ["hobbs-cafe", "crsec", "rules"]
 
 
 def test_a_sweeps_export_holds_the_runs_of_its_latest_grid_not_an_earlier_one_in_the_same_folder(tmp_path, caplog):

@@ -240,3 +240,17 @@ def test_a_choices_own_word_is_taken_as_that_word_not_as_null():
     assert parse_assignments("asvo", ["asvo.tom_scope=none"]) == {"tom_scope": "none"}
     assert parse_assignments("asvo", ["tom_scope=observed"]) == {"tom_scope": "observed"}
     assert parse_assignments("asvo", ["embedding_model=none"]) == {"embedding_model": None}  # not a choice: null
+
+
+def test_a_parameter_given_to_an_architecture_without_parameters_is_refused(tmp_path):
+    """A generic society took any keyword (a misspelt `temprature`, an `api_base` meant for the
+    gateway) and ignored it: two 'different' sweep runs were the same run."""
+    from socialsim.batch.sweepfile import SweepFileError
+    from socialsim.batch.sweeps import sweep
+    from socialsim.model.society import SocietyModel
+
+    with pytest.raises(ValueError, match="architecture 'generic' has no parameters; given: api_base, temprature"):
+        SocietyModel("hobbs-cafe", arch="generic", model="rules", temprature=0.1, api_base="http://x")
+    with pytest.raises(SweepFileError, match="cannot be built: architecture 'generic' has no parameters; given: temprature"):
+        sweep({"name": "t", "seeds": [1], "parameters": {"arch": "generic", "model": "rules", "temprature": [0.1, 0.9]}},
+              tmp_path / "s", progress=False)

@@ -60,6 +60,8 @@ class SocietyModel(Model):
         self.interactions.add_nodes_from(names)
 
         cls = agent_class(self.arch)
+        if arch_params and cls.settings_model is None:  # nothing would read them: a typo would pass unseen
+            raise ValueError(f"architecture {self.arch!r} has no parameters; given: {', '.join(sorted(arch_params))}")
         self._check_space(cls.space)
         self.society = cls.society_class(self) if cls.society_class else None
         for spec in self.scenario_spec.agents:
