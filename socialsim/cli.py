@@ -466,7 +466,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"sweep directory: {result.sweep_dir}")
     print(f"runs: {len(runs)} ({len(result.executed)} run now, {len(result.skipped)} already done, "
           f"{len(result.failed)} not completed)")
-    print(f"live LLM calls: {int(runs['live_calls'].sum())}, live cost: ${runs['live_cost_usd'].sum():.4f}")
+    now = runs[runs["run_id"].isin(result.executed)]  # the runs this command ran; the others were paid before
+    print(f"live LLM calls made now: {int(now['live_calls'].sum())}, live cost now: ${now['live_cost_usd'].sum():.4f}")
     for problem in result.figure_problems:
         print(f"warning: {problem}", file=sys.stderr)
     if args.export:

@@ -902,3 +902,23 @@ def test_dask_is_given_the_runs_grid_point_by_grid_point_seeds_innermost(tmp_pat
     planned = plan(spec)
     run_on_dask(planned, spec, tmp_path, {planned[0].run_id}, client=client, progress=False)
     assert client.order == [(1, 2), (1, 3), (2, 1), (2, 2), (2, 3)]  # (steps 1, seed 1) is done
+
+
+def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypatch, capsys):
+    """A finished sweep run again said "live LLM calls: 52" while the provider saw no request."""
+    from socialsim.cli import main
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied) as server:
+        spec = {"name": "paid", "seeds": [1], "steps": 1, "api_base": server.api_base,
+                "parameters": {"arch": "generic", "model": "openai/fake-model"}}
+        path = write(tmp_path, json.dumps(spec), "paid.yaml")
+        argv = ["sweep", str(path), "--out", str(tmp_path / "s"), "--no-progress"]
+        assert main(argv) == 0
+        first = capsys.readouterr().out
+        asked = len(server.requests)
+        assert main(argv) == 0
+        assert len(server.requests) == asked
+    made = int(re.search(r"live LLM calls made now: (\d+)", first)[1])
+    assert made > 0 and "live LLM calls made now: 0, live cost now: $0.0000" in capsys.readouterr().out
