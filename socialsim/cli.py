@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a scenario and write a run directory")
     run.add_argument("scenario", nargs="?", help="scenario name or file (default: hobbs-cafe)")
-    run.add_argument("--arch", help="architecture: generic (default: the scenario's)")
+    run.add_argument("--arch", help="architecture: crsec, asvo, itcmas or generic (default: the scenario's)")
     run.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' "
                                      "(default: $SOCIALSIM_MODEL, else local/smollm2)")
     run.add_argument("--route", action="append", default=[], metavar="OP=MODEL",
