@@ -326,7 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"replies cut at max_tokens: {sum(cut.values())} ("
               + ", ".join(f"{op} {n}" for op, n in cut.most_common())
               + "); each is marked in llm_calls.parquet (truncated) and run.log")
-    if result.status.startswith("stopped"):
+    if result.status != "completed":  # stopped, interrupted (Ctrl-C, SIGTERM) or failed: it goes on from here
         print(f"resume with: socialsim run --resume {result.run_dir}")
     return 0 if result.status == "completed" else 3
 

@@ -235,3 +235,21 @@ def test_replies_cut_to_their_cap_are_shown_in_brief_apart_from_failures():
     failed = [shown(f"Elim: unusable answer {i}", operation="Elim") for i in range(5)]
     assert failed == [True, True, True, "Elim: more failures, in run.log only", False]
     assert shown("an ordinary warning") is True
+
+
+def test_an_interrupted_run_says_how_to_resume_it(tmp_path, monkeypatch, capsys):
+    """A run stopped by its budget said "resume with: ..."; one stopped by Ctrl-C or SIGTERM did not."""
+    from socialsim.model.society import SocietyModel
+
+    step = SocietyModel.step
+
+    def interrupted_in_step_2(self):
+        if self.steps == 2:
+            raise KeyboardInterrupt
+        step(self)
+
+    monkeypatch.setattr(SocietyModel, "step", interrupted_in_step_2)
+    assert main(["run", "hobbs-cafe", "--arch", "generic", "--model", "rules", "--steps", "3",
+                 "--out", str(tmp_path / "r"), "--no-progress"]) == 3
+    out = capsys.readouterr().out
+    assert "status: interrupted (1 steps)" in out and f"resume with: socialsim run --resume {tmp_path / 'r'}" in out
