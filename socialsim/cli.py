@@ -582,7 +582,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
                "dashboard": cmd_dashboard}[args.command]
-    return handler(args)
+    try:
+        return handler(args)
+    except BrokenPipeError:  # `socialsim models --params asvo | head`: the reader has all it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
 
 
 if __name__ == "__main__":
