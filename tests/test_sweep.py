@@ -922,3 +922,21 @@ def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypat
         assert len(server.requests) == asked
     made = int(re.search(r"live LLM calls made now: (\d+)", first)[1])
     assert made > 0 and "live LLM calls made now: 0, live cost now: $0.0000" in capsys.readouterr().out
+
+
+def test_one_run_named_from_another_folder_or_written_another_way_keeps_its_id(tmp_path, monkeypatch):
+    """The same scenario file named from another folder, or `enable_chat: "false"` for false, was a new
+    run done again."""
+    from socialsim.batch.sweeps import run_config, run_id_of
+    from socialsim.scenarios.loader import DATA_DIR
+
+    (tmp_path / "custom").mkdir()
+    (tmp_path / "custom" / "cafe.yaml").write_text((DATA_DIR / "hobbs-cafe.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    params = {"arch": "crsec", "model": "rules", "steps": 1, "enable_chat": False}
+    here = run_id_of(run_config({**params, "scenario": "custom/cafe.yaml"}, 1))
+    monkeypatch.chdir(tmp_path / "custom")
+    assert run_id_of(run_config({**params, "scenario": "cafe.yaml"}, 1)) == here
+    assert run_id_of(run_config({**params, "scenario": "cafe.yaml", "enable_chat": "false"}, 1)) == here
+    assert run_config({**params, "scenario": "cafe.yaml", "enable_chat": "false"}, 1).arch_params["enable_chat"] is False
+    assert run_id_of(run_config({**params, "scenario": "cafe.yaml", "enable_chat": True}, 1)) != here

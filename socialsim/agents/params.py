@@ -52,6 +52,23 @@ def settings_model(arch: str) -> type[BaseModel] | None:
     return getattr(agent_class(arch), "settings_model", None)
 
 
+def typed_values(arch: str, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` as their parameters' types make them (a sweep file's "false" is False, 1 is 1.0 for
+    a number), so one setting written two ways is one run; a value its type refuses, or a name the
+    architecture does not have, is left as given for the build to refuse by name."""
+    model = settings_model(arch)
+    if model is None:
+        return dict(values)
+    typed = {}
+    for name, value in values.items():
+        field = model.model_fields.get(name)
+        try:
+            typed[name] = value if field is None else TypeAdapter(field.annotation).validate_python(value)
+        except ValidationError:
+            typed[name] = value
+    return typed
+
+
 def parameters(arch: str) -> list[Param]:
     """Every declared parameter of an architecture, in declaration order."""
     model = settings_model(arch)

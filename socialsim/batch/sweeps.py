@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 from mesa import DataCollector, Model
 
+from socialsim.agents.params import typed_values
 from socialsim.batch.sweepfile import (
     CONFIG_PARAMS,
     LIMITS,
@@ -71,7 +72,8 @@ def run_config(params: dict[str, Any], rng: int) -> RunConfig:
     config = {k: params[k] for k in CONFIG_PARAMS if k in params and params[k] is not None}
     extra = {k: params[k] for k in LIMITS if k in params and params[k] is not None}
     arch_params = {k: v for k, v in params.items() if k not in CONFIG_PARAMS and k not in LIMITS}
-    return RunConfig(**config, **extra, rng=rng, arch_params=arch_params).resolved()
+    resolved = RunConfig(**config, **extra, rng=rng, arch_params=arch_params).resolved()
+    return resolved.model_copy(update={"arch_params": typed_values(resolved.arch, resolved.arch_params)})
 
 
 def run_id_of(config: RunConfig) -> str:
@@ -79,9 +81,10 @@ def run_id_of(config: RunConfig) -> str:
     finished run by mistake and an unchanged one always finds it."""
     # Limits and the endpoint do not change what a completed run recorded: raising a budget
     # continues the same run (its calls so far come from the tape for free).
-    # The scenario counts by its content, not its name: an edited file is a different run.
+    # The scenario counts by its content, not its name or path: an edited file is a different run, the
+    # same file named from another folder (or copied) the same one.
     scenario = hashlib.sha256(scenario_path(config.scenario).read_bytes()).hexdigest()
-    canonical = json.dumps({**config.model_dump(exclude=NOT_IDENTITY), "scenario_content": scenario},
+    canonical = json.dumps({**config.model_dump(exclude=NOT_IDENTITY | {"scenario"}), "scenario_content": scenario},
                            sort_keys=True, default=str)
     return "run-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
