@@ -940,3 +940,21 @@ def test_one_run_named_from_another_folder_or_written_another_way_keeps_its_id(t
     assert run_id_of(run_config({**params, "scenario": "cafe.yaml", "enable_chat": "false"}, 1)) == here
     assert run_config({**params, "scenario": "cafe.yaml", "enable_chat": "false"}, 1).arch_params["enable_chat"] is False
     assert run_id_of(run_config({**params, "scenario": "cafe.yaml", "enable_chat": True}, 1)) != here
+
+
+def test_a_figure_that_pools_a_swept_parameter_says_so(tmp_path):
+    """A figure by enable_chat of a chat x synthesis sweep mixed the synthesis-off and -on runs in one
+    spread, titled "mean ± sd of 6 replicates" (there were 3)."""
+    spec = {"name": "pool", "seeds": [1, 2, 3], "steps": 1,
+            "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, False],
+                           "enable_synthesis": [True, False]},
+            "figures": [{"outcome": "llm_calls", "x": "enable_chat"},
+                        {"outcome": "llm_calls", "x": "enable_chat", "hue": "enable_synthesis"}]}
+    result = sweep(spec, tmp_path / "s", progress=False)
+    assert result.figure_problems == ["figures.0 (llm_calls by enable_chat) pools the runs of every enable_synthesis "
+                                      "(neither its x nor its hue): its spread mixes them"]
+    from socialsim.batch.figures import plot_outcome
+
+    fig = plot_outcome(result.runs, "llm_calls", "enable_chat", pooled=("enable_synthesis",))
+    assert "mean ± sd of 6 runs pooled over enable_synthesis" in fig.axes[0].get_title()
+    assert len(list((tmp_path / "s" / "figures").glob("*.png"))) == 2  # both drawn

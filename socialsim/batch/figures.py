@@ -37,8 +37,10 @@ def outcome_summary(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = 
     return stats.reset_index()
 
 
-def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = None, ax=None):
-    """Draw ``outcome`` against ``x``; returns the matplotlib Figure."""
+def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = None, ax=None,
+                 pooled: tuple[str, ...] = ()):
+    """Draw ``outcome`` against ``x``; returns the matplotlib Figure. ``pooled``: swept parameters that
+    are neither ``x`` nor ``hue``, whose runs each point mixes (the title says so)."""
     stats = outcome_summary(runs, outcome, x, hue)
     done = runs[runs["status"] == "completed"] if "status" in runs.columns else runs
     if ax is None:
@@ -59,7 +61,8 @@ def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = Non
     ax.set_xlabel(x)
     ax.set_ylabel(f"{outcome} (final step)")
     n = int(stats["count"].max()) if len(stats) else 0
-    ax.set_title(f"{outcome} by {x}\nmean ± sd of {n} replicates; dots are runs", fontsize="medium")
+    of = f"{n} runs pooled over {', '.join(pooled)}" if pooled else f"{n} replicates"
+    ax.set_title(f"{outcome} by {x}\nmean ± sd of {of}; dots are runs", fontsize="medium")
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
@@ -73,8 +76,13 @@ def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
     problems = []
     with missing_glyphs_noted(str(out)):
         for i, fig_spec in enumerate(spec.figures):
+            pooled = tuple(p for p in spec.swept() if p not in (fig_spec.x, fig_spec.hue))
+            if pooled:  # drawn, but each point mixes these parameters' runs: say so
+                problems.append(f"figures.{i} ({fig_spec.outcome} by {fig_spec.x}) pools the runs of every "
+                                f"{', '.join(pooled)} (neither its x nor its hue): its spread mixes them")
+                log.warning("%s: %s", spec.source, problems[-1])
             try:
-                fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue)
+                fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue, pooled=pooled)
             except (KeyError, TypeError, ValueError) as exc:  # a missing column, an outcome that is not a number
                 why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # not KeyError's quoted repr
                 problems.append(f"figures.{i} ({fig_spec.outcome} by {fig_spec.x}) not drawn: {why}")

@@ -255,7 +255,7 @@ class SweepResult:
     runs: pd.DataFrame  # one row per planned run: parameters, status, usage, final outcomes
     executed: list[str] = field(default_factory=list)  # run ids run by this call
     skipped: list[str] = field(default_factory=list)  # run ids already done before it
-    figure_problems: list[str] = field(default_factory=list)  # the sweep file's figures not drawn, and why
+    figure_problems: list[str] = field(default_factory=list)  # figures not drawn and why, or drawn pooling runs
 
     @property
     def failed(self) -> pd.DataFrame:
