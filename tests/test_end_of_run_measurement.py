@@ -161,3 +161,18 @@ def test_asvo_embeddings_stopped_by_the_budget_leave_separability_unmeasured(ser
     assert json.loads((tmp_path / "r" / "config.json").read_text())["status"] == result.status  # resumable
     assert "Not measured: stopped by budget" in (tmp_path / "r" / "report.md").read_text()
     assert not (tmp_path / "r" / "asvo_separability.json").exists()  # reproduce does not read a half figure
+
+
+def test_a_rejudge_without_a_key_or_a_provider_says_so_and_writes_nothing(server, tmp_path, capsys, monkeypatch):
+    """Without a key it tried api.openai.com, printed a ProviderOutage traceback and left a tape behind."""
+    from socialsim.agents.itcmas.metrics import main as rejudge
+
+    _itcmas(server, tmp_path / "r", judge="rules")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert rejudge([str(tmp_path / "r"), "--judge", "openai/gpt-4o-mini"]) == 2
+    assert "needs OPENAI_API_KEY in the environment" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "rejudged").exists()
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    server.down = True  # an outage: every call fails after its retries
+    assert rejudge([str(tmp_path / "r"), "--judge", JUDGE, "--api-base", server.api_base]) == 3
+    assert "the judge stopped" in capsys.readouterr().err

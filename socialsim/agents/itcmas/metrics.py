@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -371,9 +372,23 @@ def main(argv: list[str] | None = None) -> int:
     scenario = load_scenario(config["scenario"])
     ablation = {**(scenario.itcmas or {}), **config.get("arch_params", {})}.get("ablation", "full")
     folder = args.run_dir / REJUDGED
+    from socialsim.llm.engines import ModelUnavailable, check_models
+    from socialsim.llm.gateway import ProviderOutage
+    from socialsim.llm.ledger import BudgetExhausted
+
+    try:  # a judge with no key or no server is named before any call (as `socialsim run` names it)
+        check_models({args.judge}, ping=False, api_base=args.api_base)  # no request: a rerun may need none
+    except ModelUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     gateway = Gateway(RouteTable(args.judge), tape=Tape(folder / "tape.jsonl"), api_base=args.api_base)
-    scores = judge_run(actions, len(scenario.map.areas) if scenario.map else 1, args.judge, actors,
-                       run_gateway=gateway)
+    try:
+        scores = judge_run(actions, len(scenario.map.areas) if scenario.map else 1, args.judge, actors,
+                           run_gateway=gateway)
+    except (ProviderOutage, BudgetExhausted) as exc:  # the calls made so far are on the tape: run it again
+        print(f"error: the judge stopped: {exc}; the same command again goes on from {folder / 'tape.jsonl'}",
+              file=sys.stderr)
+        return 3
     folder.mkdir(exist_ok=True)
     saved = folder / f"{args.judge.replace('/', '_')}.parquet"
     scores.assign(judge=args.judge).to_parquet(saved, index=False)
