@@ -243,3 +243,11 @@ def test_an_export_never_writes_into_a_run_a_sweep_or_a_reproduction(sweep_dir, 
     assert (sweep_dir / "runs.parquet").read_bytes() == before
     export(tmp_path / "r", tmp_path / "r" / "export")  # its own export folder, again and again
     export(tmp_path / "r", tmp_path / "r" / "export")
+
+
+def test_a_final_model_value_named_like_a_parameter_is_kept_beside_it(tmp_path):
+    run(RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=1), tmp_path / "r", progress=False)
+    frame = pd.read_parquet(tmp_path / "r" / "model.parquet").assign(model="a reporter's value")
+    frame.to_parquet(tmp_path / "r" / "model.parquet")
+    runs = export(tmp_path / "r", write=False).runs
+    assert runs["model"].tolist() == ["rules"] and runs["final_model"].tolist() == ["a reporter's value"]
