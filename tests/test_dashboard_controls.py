@@ -159,6 +159,10 @@ def test_the_budget_changes_live_and_a_negative_one_is_refused(slow_provider):
     again.start()
     again.play()
     assert again.wait(120) and again.frames.steps_done == 5 and again.error == "" and again.config.max_calls is None
+    again.set_max_calls(again.model.llm.ledger.live_calls + 3)  # a budget given live reaches the next call
+    again.set_length(10)
+    again.play()
+    assert again.wait(120) and again.stop_reason.startswith(f"stopped by budget: max_calls={again.config.max_calls}")
 
 
 def _playing_on(provider) -> LiveSession:
