@@ -565,3 +565,14 @@ def test_the_reproduction_report_says_how_many_answers_fell_back(scripted, monke
     rp.reproduce("generic", "openai/scripted", seeds=1, yes=True, out=tmp_path / "ok", echo=said.append,
                  null_model=False)
     assert "fallback" not in (tmp_path / "ok" / "report.md").read_text()
+
+
+def test_a_projection_on_the_embedded_model_says_how_long_it_takes(toy, tmp_path):
+    """52,125 calls were projected at $0 with no word that they take many hours on 2 cores."""
+    said = []
+    assert rp.reproduce("generic", "local/smollm2", seeds=2, out=tmp_path / "r", echo=said.append) is None
+    calls = int(re.search(r"(\d+) of them LLM calls", next(s for s in said if s.startswith("Projected")))[1])
+    low, high = (calls * s / 60 for s in rp.EMBEDDED_SECONDS_PER_CALL)
+    assert f"so about {low:.0f}-{high:.0f} minutes" in next(s for s in said if s.startswith("Time: the embedded model"))
+    rp.reproduce("generic", "rules", seeds=1, out=tmp_path / "q", echo=said.append)
+    assert sum(s.startswith("Time:") for s in said) == 1  # the rules: no model, no wait

@@ -117,6 +117,11 @@ class Projection:
     after_run: dict[str, int] = field(default_factory=dict)  # the same, priced in the figures above
 
 
+# the embedded model's seconds a call on 2 free cores, measured (README: a Hobbs Café step with the cache,
+# 12.8 s for about 32 calls; a day's first step with the model's own plans, 17.4 s for 16 calls)
+EMBEDDED_SECONDS_PER_CALL = (0.4, 1.1)
+
+
 def load_protocol(arch: str, judge: str | None = None) -> Protocol:
     try:
         module = import_module(f"socialsim.agents.{arch}.reproduce")
@@ -356,6 +361,7 @@ def reproduce(
     ``null_model`` also runs the protocol on the rules (free, in ``OUT/rules-null-model``) and
     sets each finding's verdict there beside this engine's (:func:`with_null_model`); ``free_only``
     refuses a protocol that would ask any model (the null model's)."""
+    from socialsim.llm.gateway import is_embedded
     from socialsim.llm.routing import RULES, default_model
     from socialsim.model.runner import RunConfig, run
 
@@ -391,6 +397,12 @@ def reproduce(
     echo(f"Projected: {proj.decisions} decisions, {proj.calls} of them LLM calls with {proj.prompt_tokens} prompt + "
          f"{proj.completion_tokens} completion tokens, cost {cost} (estimated from a dry run of each arm answered by "
          f"the rules, no model asked; completions at each operation's max_tokens)")
+    if is_embedded(model) and proj.calls:  # free, but not quick: say how long before it is started
+        low, high = (proj.calls * s for s in EMBEDDED_SECONDS_PER_CALL)
+        hours = high >= 3600
+        span = f"{low / 3600:.1f}-{high / 3600:.1f} hours" if hours else f"{low / 60:.0f}-{high / 60:.0f} minutes"
+        echo(f"Time: the embedded model answers a call in about {EMBEDDED_SECONDS_PER_CALL[0]}-"
+             f"{EMBEDDED_SECONDS_PER_CALL[1]} s on 2 free cores (measured), so about {span}")
     for what, calls in proj.after_run.items():
         echo(f"Included: {what}, up to {calls} calls in all after each run's last step (their prompts measured "
              f"on the dry run, extended to the run's length)")
