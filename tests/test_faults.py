@@ -71,6 +71,13 @@ def test_a_hundred_bad_answers_crash_nothing_lose_nothing_and_replay(tmp_path):
     assert all(len(r["raw"]) <= CHARS_PER_TOKEN_CAP * r["params"]["max_tokens"] for r in tape)
     # the instruction-laden answer was never used as an answer
     assert not calls["status"].isin(["ok", "repaired"]).sum() == len(calls)
+    # config.json and usage.csv say the same as the ledger (keys and columns as docs/outputs.md names them)
+    meta = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert meta["usage"] == ledger.totals() and meta["failures_by_operation"] == dict(ledger.failures)
+    assert meta["capped_replies"] == {"replies": result.model.llm.capped_replies,
+                                      "characters_cut": result.model.llm.capped_chars}
+    usage = pd.read_csv(tmp_path / "run" / "usage.csv")
+    assert list(usage.columns) == list(ledger.by_operation().columns) and len(usage) == len(ledger.by_operation())
 
     replayed, same = replay(tmp_path / "run", progress=False)
     assert same, first_difference(tmp_path / "run", replayed.run_dir)
