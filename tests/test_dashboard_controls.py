@@ -126,13 +126,19 @@ def slow_provider(monkeypatch):
         yield server
 
 
-def test_play_stops_on_a_budget_stop_with_the_reason_and_keeps_the_record(slow_provider):
-    slow_provider.delay_s = 0.0
-    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=20, max_calls=15,
-                                     api_base=slow_provider.api_base))
+def _played_to_its_budget(provider, steps: int, max_calls: int) -> LiveSession:
+    """A society of generic agents on an instant test server, played until its call budget stops it."""
+    provider.delay_s = 0.0
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=steps,
+                                     max_calls=max_calls, api_base=provider.api_base))
     session.start()
     session.play()
     assert session.wait(120)
+    return session
+
+
+def test_play_stops_on_a_budget_stop_with_the_reason_and_keeps_the_record(slow_provider):
+    session = _played_to_its_budget(slow_provider, steps=20, max_calls=15)
     assert session.stop_reason.startswith("stopped by budget") and "max_calls=15" in session.stop_reason
     assert session.error == "" and not session.playing
     frames = session.frames
@@ -141,12 +147,8 @@ def test_play_stops_on_a_budget_stop_with_the_reason_and_keeps_the_record(slow_p
 
 
 def test_the_budget_changes_live_and_a_negative_one_is_refused(slow_provider):
-    slow_provider.delay_s = 0.0
-    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=5, max_calls=5,
-                                     api_base=slow_provider.api_base))
-    session.start()
-    session.play()
-    assert session.wait(120) and session.stop_reason.startswith("stopped by budget: max_calls=5 reached")
+    session = _played_to_its_budget(slow_provider, steps=5, max_calls=5)
+    assert session.stop_reason.startswith("stopped by budget: max_calls=5 reached")
     with pytest.raises(ValueError, match="max LLM calls expects a whole number >= 0"):
         session.set_max_calls(-5)
     stopped_at = session.frames.steps_done
