@@ -154,6 +154,14 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _sigterm_stops_like_ctrl_c() -> None:
+    """A terminated run, sweep or reproduction (``kill``, a closed session) saves and reports what it
+    has, as Ctrl-C does."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def _fail(message: str, code: int = 2) -> int:
     print(f"socialsim: error: {message}", file=sys.stderr)
     return code
@@ -272,15 +280,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (ScenarioError, FileNotFoundError) as exc:
             return _fail(str(exc))
 
-    import signal
-
     from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.llm.routing import RouteTable, parse_route
     from socialsim.model.run_dir import already_a_run
     from socialsim.model.runner import RunConfig, run
 
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated run saves a resumable state, like Ctrl-C
+    _sigterm_stops_like_ctrl_c()  # a terminated run saves a resumable state
     try:
         if args.resume:
             config, meta = _resumed_config(args)
@@ -446,9 +452,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.processes is not None and args.processes < 1:
         return _fail(f"--processes expects a whole number >= 1, got {args.processes}")
     logging.getLogger("distributed").setLevel(logging.WARNING)  # Dask's INFO chatter would bury the progress bar
-    import signal
-
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated sweep stops like Ctrl-C
+    _sigterm_stops_like_ctrl_c()
     spec = None
     try:
         spec = load_sweep(args.sweep_file)
@@ -492,9 +496,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return _fail(f"--max-cost expects a number of USD >= 0, got {args.max_cost}")
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         return _fail(f"--out {args.out} is a file, not a folder: give a folder for the reproduction's runs")
-    import signal
-
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated reproduction stops like Ctrl-C: its runs saved, reported
+    _sigterm_stops_like_ctrl_c()  # a terminated reproduction stops like Ctrl-C: its runs saved, reported
     try:
         settings = parse_assignments(args.arch, args.settings)
         summary = reproduce(args.arch, args.model, seeds=args.seeds, judge=args.judge, yes=args.yes,
@@ -551,8 +553,9 @@ class EngineNotesOnce(logging.Filter):
 
 class FailuresInBrief(logging.Filter):
     """The first few failed answers of each operation on the console (and apart, its first few replies
-    cut to their length cap), then one line saying the rest go to run.log only: a weak model fails thousands of times in a long run, and the console is for
-    seeing that it does (every failure stays in run.log, and the run's closing line counts them)."""
+    cut to their length cap), then one line saying the rest go to run.log only: a weak model fails
+    thousands of times in a long run, and the console is for seeing that it does (every failure
+    stays in run.log, and the run's closing line counts them)."""
 
     SHOWN = 3
 
