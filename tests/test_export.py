@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -215,8 +217,11 @@ def test_a_killed_runs_export_holds_its_complete_steps(tmp_path):
     for step in (1, 2):
         log.append({"model.parquet": model[model["step"] <= step]}, steps_done=step)
     model.iloc[:0].to_parquet(run_dir / "model.parquet")  # the frame written before step 1
+    meta = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**meta, "status": "running", "steps_done": 2}))  # as kill -9 left it
     exported = export(run_dir, write=False)
     assert exported.model["step"].tolist() == [1, 2] and not has_parts(run_dir)
+    assert exported.runs["status"].tolist() == ["killed"]  # its process is gone: not "running"
 
 
 def test_a_parameter_named_like_a_recorded_column_never_replaces_it(tmp_path):

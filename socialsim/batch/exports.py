@@ -102,7 +102,7 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         frame = read(d / "model.parquet")
         model.append(_tag(frame, tags))
         final = frame.iloc[-1].to_dict() if len(frame) else {}
-        runs.append({**tags, "status": meta.get("status"), "steps_done": meta.get("steps_done", 0),
+        runs.append({**tags, "status": _status(d, meta), "steps_done": meta.get("steps_done", 0),
                      "live_calls": meta.get("live_calls", 0), "live_cost_usd": meta.get("live_cost_usd", 0.0),
                      **{(f"final_{k}" if k in tags else k): v for k, v in final.items()}})  # never dropped
         ag = read(d / "agents.parquet").rename(columns={"Step": "step", "AgentID": "agent_id"})
@@ -160,6 +160,15 @@ def _reproduction_runs(path: Path) -> tuple[list[Path], list[int], list[str], di
     by_folder = {folder_name(str(label)): str(label) for label in labels}
     arms = {d: by_folder.get(d.parent.name, d.parent.name) for d in dirs}
     return dirs, seeds, ["scenario", "arch", "model", "preset", *params], arms
+
+
+def _status(run_dir: Path, meta: dict[str, Any]) -> str | None:
+    """A run's recorded status; "killed" for one still marked running that no process writes (its
+    process ended without saving: ``kill -9``, a crash), not "running"."""
+    from socialsim.model.run_dir import being_written
+
+    status = meta.get("status")
+    return "killed" if status == "running" and not being_written(run_dir) else status
 
 
 def _not_an_export_folder(out: Path) -> str | None:
