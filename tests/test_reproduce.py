@@ -576,3 +576,17 @@ def test_a_projection_on_the_embedded_model_says_how_long_it_takes(toy, tmp_path
     assert f"so about {low:.0f}-{high:.0f} minutes" in next(s for s in said if s.startswith("Time: the embedded model"))
     rp.reproduce("generic", "rules", seeds=1, out=tmp_path / "q", echo=said.append)
     assert sum(s.startswith("Time:") for s in said) == 1  # the rules: no model, no wait
+
+
+def test_a_run_that_refuses_its_model_leaves_no_reproduction_folder(toy, tmp_path, monkeypatch):
+    """A run refusing its model (no key, no price) left an empty --out folder behind."""
+    from socialsim.llm.engines import ModelUnavailable
+    from socialsim.model import runner
+
+    def refused(models, api_base=None):
+        raise ModelUnavailable("model 'openai/gpt-4o-mini' needs OPENAI_API_KEY in the environment")
+
+    monkeypatch.setattr(runner, "check_models", refused)
+    with pytest.raises(ModelUnavailable):
+        rp.reproduce("generic", "openai/gpt-4o-mini", seeds=1, yes=True, out=tmp_path / "r", echo=lambda line: None)
+    assert not (tmp_path / "r").exists()

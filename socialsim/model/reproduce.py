@@ -429,7 +429,7 @@ def reproduce(
         if proj.cost_usd > max_cost:
             echo(f"Not run: the projection exceeds --max-cost {max_cost}; raise it or add --yes.")
             return None
-    out.mkdir(parents=True, exist_ok=True)
+    # no folder made before a run is: a run refusing its model (a price, a key) leaves none behind
     spent, paid, rows, problems, not_started, stopped = 0.0, 0.0, [], [], [], False
     answers: Counter[str] = Counter()
     for i, (spec, seed) in enumerate(planned, 1):
@@ -461,6 +461,7 @@ def reproduce(
             problems.append(f"{spec.label} seed {seed}: could not be measured ({type(exc).__name__}: {exc})")
     measured = pd.DataFrame(rows)
     summary = summarize(protocol, measured)
+    out.mkdir(parents=True, exist_ok=True)
     summary.to_csv(out / "summary.csv", index=False)
     checked = check_findings(protocol, measured)
     if null_model and model != "rules" and protocol.findings and not stopped:
