@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 
+import pandas as pd
 import pytest
 
 from socialsim.agents import ARCHITECTURES
@@ -151,20 +152,41 @@ def test_the_budget_changes_live_and_a_negative_one_is_refused(slow_provider):
     assert session.stop_reason.startswith("stopped by budget: max_calls=5 reached")
     with pytest.raises(ValueError, match="max LLM calls expects a whole number >= 0"):
         session.set_max_calls(-5)
-    stopped_at = session.frames.steps_done
-    session.set_max_calls(None)  # no limit now; but the stop cut a step in half: Play and Step say Reset
+    paid = session.model.llm.ledger.live_calls
+    asked = len(slow_provider.requests)
+    session.set_max_calls(None)  # no limit now: Play goes on, the society built again from its own tape
+    session.play()
+    assert session.wait(120) and session.frames.steps_done == 5 and session.error == "", session.stop_reason
+    assert session.model.llm.ledger.live_calls >= paid  # what was paid before the stop still counts
+    made = len(slow_provider.requests) - asked - 1  # the calls made on; 1: the rebuild's check of the model
+    whole = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=5,
+                                   api_base=slow_provider.api_base))
+    whole.start()
+    whole.play()
+    assert whole.wait(120) and whole.frames.steps_done == 5
+    timed = ["llm_latency_s"]  # a live session's own clock; everything it decided is the same
+    pd.testing.assert_frame_equal(session.frames.model.drop(columns=timed), whole.frames.model.drop(columns=timed))
+    # the steps before the stop were answered by its tape: only the calls not made yet reached the provider
+    assert made == whole.model.llm.ledger.live_calls - paid == session.model.llm.ledger.live_calls - paid
+    session.set_max_calls(session.model.llm.ledger.live_calls + 3)  # a budget given live reaches the next call
+    session.set_length(10)
+    session.play()
+    assert session.wait(120) and session.stop_reason.startswith(f"stopped by budget: max_calls={session.config.max_calls}")
+
+
+def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch):
+    from socialsim.model.society import SocietyModel
+
+    session = LiveSession(LiveConfig(scenario="makerspace", arch="generic", model="rules", seed=1))
+    session.step(1)
+    assert session.wait(60) and session.frames.steps_done == 1
+    monkeypatch.setattr(SocietyModel, "_collect", lambda self: (_ for _ in ()).throw(RuntimeError("boom")))
+    session.step(1)
+    assert session.wait(60) and "RuntimeError: boom" in session.error
     session.play()
     session.step(1)  # used to spin for ever on steps Mesa no longer scheduled
-    assert session.wait(5) and not session.busy and session.frames.steps_done == stopped_at
-    assert "cannot go on: Reset builds it again (raise max LLM calls first" in session.stop_reason
-    again = LiveSession(session.config)  # what Reset builds: the page's settings, the budget raised live
-    again.start()
-    again.play()
-    assert again.wait(120) and again.frames.steps_done == 5 and again.error == "" and again.config.max_calls is None
-    again.set_max_calls(again.model.llm.ledger.live_calls + 3)  # a budget given live reaches the next call
-    again.set_length(10)
-    again.play()
-    assert again.wait(120) and again.stop_reason.startswith(f"stopped by budget: max_calls={again.config.max_calls}")
+    assert session.wait(5) and not session.busy and session.frames.steps_done == 1
+    assert "cannot go on: Reset builds it again" in session.stop_reason
 
 
 def _playing_on(provider) -> LiveSession:

@@ -175,7 +175,8 @@ class LiveSession:
         self._step_no = 0
         self.length = config.steps or scenario_length(config.scenario)  # Play stops here; Step goes further
         self.stop_reason = ""
-        self._cut = ""  # why a step was cut short: the society cannot step again
+        self._cut = ""  # why a step was cut short: the society cannot step again as it is
+        self._rebuild = False  # set by Step or Play after a budget or outage stop: build it again from its tape
 
     # --- commands (return at once) -------------------------------------------------------------
     def start(self) -> None:
@@ -200,13 +201,18 @@ class LiveSession:
         self._launch(0)
 
     def _refused(self) -> bool:
-        """A society stopped in the middle of a step (a budget, an outage, an error) cannot go on: its
-        step is half done, and Mesa would not schedule another (Step and Play would loop on nothing)."""
+        """A society stopped in the middle of a step cannot step on as it is: its step is half done, and
+        Mesa schedules no further step. After a budget or an outage it goes on by being built again from
+        its own tape (as ``--resume`` does: its steps so far are answered for free, then it continues);
+        after an error it is refused, naming Reset."""
         if not self._cut:
             return False
-        self.stop_reason = (f"{self._cut}; this society stopped in the middle of step {self._step_no} and cannot go "
-                            "on: Reset builds it again (raise max LLM calls first to run past this point)")
-        return True
+        if self._cut.startswith("stopped by an error"):
+            self.stop_reason = (f"{self._cut}; this society stopped in the middle of step {self._step_no} and cannot "
+                                "go on: Reset builds it again")
+            return True
+        self._rebuild = True  # the worker builds it again from its tape, then steps on
+        return False
 
     def pause(self) -> None:
         """Stop after the step now running (a step is never cut in half); returns at once."""
@@ -280,6 +286,9 @@ class LiveSession:
             if self.model is None:
                 self._started = time.monotonic()
                 self._build()
+            elif self._rebuild:
+                self._started = time.monotonic()
+                self._continue_from_tape()
             while self._next():
                 self._started = time.monotonic()
                 self._rows_before = len(self.model.llm.ledger.rows)
@@ -331,7 +340,20 @@ class LiveSession:
         return f"step {self.length}, where Play stops" if self.config.steps else \
             f"the scenario's length ({self.length} steps)"
 
-    def _build(self) -> None:
+    def _continue_from_tape(self) -> None:
+        """The society a budget or an outage cut mid-step, built again on the calls it made (its tape):
+        its complete steps are run again from the tape, free and the same, and it goes on from there;
+        its live calls and cost so far still count against the budget."""
+        old = self.model.llm
+        done = self.frames.steps_done if self.frames else 0
+        self._build(tape=old.tape)
+        self.model.llm.ledger.live_calls, self.model.llm.ledger.live_cost = old.ledger.live_calls, old.ledger.live_cost
+        for _ in range(done):
+            self.model.step()
+        self._cut, self._rebuild, self.stop_reason = "", False, ""
+        self._snapshot(f"built again from its tape at step {done}")
+
+    def _build(self, tape: Any = None) -> None:
         from socialsim.llm.engines import check_models, engine_note
         from socialsim.llm.gateway import Gateway
         from socialsim.llm.ledger import Budget, Ledger
@@ -344,8 +366,8 @@ class LiveSession:
         if c.max_calls is not None and c.max_calls < 0:
             raise ValueError(f"max LLM calls expects a whole number >= 0 (0: no limit), got {c.max_calls}")
         model_name = default_model(c.model.strip() if c.model else None)
-        gateway = Gateway(RouteTable(model_name, dict(c.routes)), ledger=Ledger(Budget(c.max_cost, c.max_calls)),
-                          api_base=c.api_base, **c.call_options)
+        gateway = Gateway(RouteTable(model_name, dict(c.routes)), tape,
+                          ledger=Ledger(Budget(c.max_cost, c.max_calls)), api_base=c.api_base, **c.call_options)
         model = SocietyModel(c.scenario, arch=c.arch, rng=c.seed, gateway=gateway, **c.params)
         check_models(gateway.models(), api_base=c.api_base)  # the routes' and a judge's too, before step 1
         self.model = model
