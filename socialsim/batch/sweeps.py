@@ -53,7 +53,7 @@ from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord
 from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch
-from socialsim.model.runner import RunConfig, keep_scenario, report_run, save
+from socialsim.model.runner import RunConfig, call_settings, keep_scenario, report_run, save
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
 
@@ -184,8 +184,7 @@ class SweepModel(SocietyModel):
         cfg = self.run_config
         self.tape = SharedTape(self.sweep_dir / "tape.jsonl")
         routes = RouteTable(cfg.model, dict(cfg.routes))
-        gateway = Gateway(routes, self.tape, Ledger(Budget(cfg.max_cost, cfg.max_calls)),
-                          max_concurrency=cfg.max_concurrency, api_base=cfg.api_base, price=cfg.price)
+        gateway = Gateway(routes, self.tape, Ledger(Budget(cfg.max_cost, cfg.max_calls)), **call_settings(cfg))
         self.notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
 

@@ -231,9 +231,7 @@ class LiveSession:
 
     def set_max_calls(self, max_calls: int | None) -> None:
         """The budget of LLM calls (None: no limit), changed live: the next call is checked against it."""
-        if max_calls is not None and max_calls < 0:
-            raise ValueError(f"max LLM calls expects a whole number >= 0 (0: no limit), got {max_calls}")
-        self.config.max_calls = max_calls
+        self.config.max_calls = _checked_max_calls(max_calls)
         if self.model is not None:
             self.model.llm.ledger.budget.max_calls = max_calls
 
@@ -363,8 +361,7 @@ class LiveSession:
         c = self.config
         if c.seed < 0:  # the page's seed box takes any whole number; numpy's seeds are >= 0
             raise ValueError(f"seed expects a whole number >= 0, got {c.seed}")
-        if c.max_calls is not None and c.max_calls < 0:
-            raise ValueError(f"max LLM calls expects a whole number >= 0 (0: no limit), got {c.max_calls}")
+        _checked_max_calls(c.max_calls)
         model_name = default_model(c.model.strip() if c.model else None)
         gateway = Gateway(RouteTable(model_name, dict(c.routes)), tape,
                           ledger=Ledger(Budget(c.max_cost, c.max_calls)), api_base=c.api_base, **c.call_options)
@@ -378,6 +375,12 @@ class LiveSession:
     def _snapshot(self, status: str) -> None:
         self.frames = frames_from_model(self.model, status)
         self.version += 1
+
+
+def _checked_max_calls(max_calls: int | None) -> int | None:
+    if max_calls is not None and max_calls < 0:
+        raise ValueError(f"max LLM calls expects a whole number >= 0 (0: no limit), got {max_calls}")
+    return max_calls
 
 
 def how_it_ended(run_dir: Path, meta: dict) -> str:
@@ -400,10 +403,6 @@ def how_it_ended(run_dir: Path, meta: dict) -> str:
             f"`socialsim run --resume {run_dir}` continues it.")
 
 
-# a recorded run's call settings a Reset from its replay keeps (RunConfig's names, Gateway's keywords)
-_CALL_OPTIONS = ("price", "timeout_s", "num_retries", "json_schema", "breaker", "rpm", "tpm", "max_concurrency")
-
-
 class ReplaySession:
     """A finished run directory, read once; the page scrubs its steps."""
 
@@ -423,13 +422,16 @@ class ReplaySession:
         recorded = meta["config"]
         # Reset from a replay re-runs the same society live: its model, routes, budget, endpoint, length
         # and call settings as recorded (without them a Reset ran with no budget, or asked another endpoint)
+        from socialsim.model.runner import CALL_SETTINGS
+
         named = recorded.get("scenario", self.frames.scenario)
         self.config = LiveConfig(scenario=recorded_scenario(self.run_dir, named), arch=self.frames.arch,
                                  model=recorded.get("model"), seed=int(recorded.get("rng", 42)),
                                  params=dict(recorded.get("arch_params") or {}), max_calls=recorded.get("max_calls"),
                                  max_cost=recorded.get("max_cost"), api_base=recorded.get("api_base"),
                                  steps=recorded.get("steps"), routes=dict(recorded.get("routes") or {}),
-                                 call_options={k: recorded[k] for k in _CALL_OPTIONS if recorded.get(k) is not None})
+                                 call_options={k: recorded[k] for k in CALL_SETTINGS
+                                               if k != "api_base" and recorded.get(k) is not None})
 
     def progress(self) -> str:
         return ""

@@ -154,13 +154,20 @@ def _scenario_source(config: RunConfig, earlier: str | Path | None) -> str:
     return source
 
 
+# RunConfig's settings of how calls are made (pace, endpoint, price, timeout, retries, schema, breaker),
+# handed to the Gateway under the same names: a run, a sweep's run and a dashboard's Reset all pass these
+CALL_SETTINGS = ("max_concurrency", "rpm", "tpm", "api_base", "price", "timeout_s", "num_retries", "json_schema",
+                 "breaker")
+
+
+def call_settings(config: RunConfig) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in CALL_SETTINGS}
+
+
 def _gateway(config: RunConfig, tape_dir: Path, replay: bool, order_probe: int | None) -> Gateway:
     """The run's one gateway: its routes, its tape (the recording's, for a replay), its budget."""
     gateway = Gateway(RouteTable(config.model, dict(config.routes)), Tape(tape_dir / "tape.jsonl"),
-                      Ledger(Budget(config.max_cost, config.max_calls)), replay=replay,
-                      max_concurrency=config.max_concurrency, rpm=config.rpm, tpm=config.tpm,
-                      api_base=config.api_base, price=config.price, timeout_s=config.timeout_s,
-                      num_retries=config.num_retries, json_schema=config.json_schema, breaker=config.breaker)
+                      Ledger(Budget(config.max_cost, config.max_calls)), replay=replay, **call_settings(config))
     if order_probe is not None:
         gateway.order_probe = random.Random(order_probe)
     return gateway
