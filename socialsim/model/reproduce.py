@@ -467,10 +467,11 @@ def reproduce(
     if null_model and model != "rules" and protocol.findings and not stopped:
         echo(f"The same protocol on the rules null model (no model asked; in {out / NULL_DIR}) ...")
         asked = set(proj.per_model["model"]) - {RULES}  # a judge or an embedding model --set names: not the null's
-        free = {k: v for k, v in settings.items() if not {str(x) for x in (v if isinstance(v, list) else [v])} & asked}
-        if dropped := sorted(set(settings) - set(free)):
+        null_settings = {k: v for k, v in settings.items()
+                         if not {str(x) for x in (v if isinstance(v, list) else [v])} & asked}
+        if dropped := sorted(set(settings) - set(null_settings)):
             echo(f"(the null model leaves out --set {', '.join(f'{arch}.{k}' for k in dropped)}: it asks no model)")
-        null = reproduce(arch, RULES, seeds=seeds, yes=True, out=out / NULL_DIR, steps=steps, settings=free,
+        null = reproduce(arch, RULES, seeds=seeds, yes=True, out=out / NULL_DIR, steps=steps, settings=null_settings,
                          progress=progress, echo=lambda line: None, null_model=False, free_only=True)
         if null is not None and null.attrs["complete"]:
             checked = with_null_model(checked, pd.read_csv(out / NULL_DIR / "findings.csv"))
