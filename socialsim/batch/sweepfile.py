@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from socialsim.agents import ARCHITECTURES
+from socialsim.llm.gateway import UnitPrice
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 from socialsim.scenarios.schema import field_problems
@@ -76,7 +77,7 @@ class SweepSpec(BaseModel):
     max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     api_base: str | None = None  # endpoint of provider models; never a key
     # USD per 1M prompt and completion tokens, for a model litellm has no price for (as --price)
-    price: tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None
+    price: UnitPrice | None = None
     figures: list[FigureSpec] = Field(default_factory=list)
     _source: str = PrivateAttr(default="sweep")  # the file it came from, for error messages
 

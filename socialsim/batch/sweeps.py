@@ -369,9 +369,10 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
         from socialsim.model.runner import check_priced
 
         try:
-            check_priced(RunConfig(max_cost=spec.max_cost, price=spec.price), models)
+            check_priced(RunConfig(max_cost=spec.max_cost, price=spec.price), models,
+                         budget="max_cost: ", price="price: [IN, OUT]")
         except ValueError as exc:
-            raise SweepFileError(f"{spec.source}: max_cost: {str(exc).replace('--max-cost', 'max_cost').replace('--price IN,OUT', 'price: [IN, OUT]')}") from None
+            raise SweepFileError(f"{spec.source}: {exc}") from None
     check_models(models, api_base=spec.api_base)
 
 

@@ -23,7 +23,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from socialsim.llm.ledger import Ledger, LedgerRow
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY, shared_limiter
@@ -38,6 +40,10 @@ log = logging.getLogger("socialsim.llm")
 
 
 _UNPRICED: set[str] = set()
+
+# A user's price for a model litellm cannot price: USD per 1M (prompt, completion) tokens, each a
+# finite number >= 0 (--price on the command line, ``price:`` in a sweep file).
+UnitPrice = tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], Annotated[float, Field(ge=0, allow_inf_nan=False)]]
 
 # A hung provider costs at most DEFAULT_TIMEOUT_S x (1 + DEFAULT_RETRIES) per call; both can be set
 # per run (--timeout, --retries) and a slow local model may need a longer timeout.
@@ -70,7 +76,7 @@ def _provider_exceptions() -> tuple[type[BaseException], ...]:
 
 
 def token_cost(model: str, prompt_tokens: int, completion_tokens: int,
-               price: tuple[float, float] | None = None) -> float | None:
+               price: UnitPrice | None = None) -> float | None:
     """USD for these tokens: 0 for the embedded engine, else litellm's local cost map, else
     ``price`` (USD per 1M prompt, completion tokens); None when neither knows the model. The one
     pricing rule for charging a call, reserving budget before it and projecting a protocol."""

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -32,6 +32,7 @@ from socialsim.llm.gateway import (
     DEFAULT_TIMEOUT_S,
     Gateway,
     ProviderOutage,
+    UnitPrice,
     token_cost,
 )
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
@@ -66,7 +67,7 @@ class RunConfig(BaseModel):
     rpm: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     tpm: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     api_base: str | None = None  # endpoint for provider models (vLLM, Ollama, a proxy); never a key
-    price: tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None  # USD per 1M (prompt, completion) tokens, for unpriced models
+    price: UnitPrice | None = None  # USD per 1M (prompt, completion) tokens, for unpriced models
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)  # per call attempt
     num_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
     json_schema: bool | None = None  # None: where litellm knows support; True: declared capable
@@ -257,13 +258,15 @@ def new_run_dir(config: RunConfig, parent: Path = Path("runs")) -> Path:
             path = parent / f"{base}-{n}"
 
 
-def check_priced(config: RunConfig, models: set[str]) -> None:
+def check_priced(config: RunConfig, models: set[str], budget: str = "--max-cost ",
+                 price: str = "--price IN,OUT") -> None:
     """A budget needs prices: refuse --max-cost when a model the run may ask (its routes' and any
-    judge's) has none (before anything is written)."""
+    judge's) has none (before anything is written). ``budget`` and ``price`` name the two settings
+    as the user wrote them (a sweep file says ``max_cost: `` and ``price: [IN, OUT]``)."""
     unpriced = sorted(m for m in models if m != "rules" and token_cost(m, 1, 1, config.price) is None)
     if unpriced:
-        raise ValueError(f"--max-cost {config.max_cost:g} cannot be kept: {', '.join(unpriced)} "
-                         f"has no price in litellm's cost map; give --price IN,OUT (USD per 1M prompt "
+        raise ValueError(f"{budget}{config.max_cost:g} cannot be kept: {', '.join(unpriced)} "
+                         f"has no price in litellm's cost map; give {price} (USD per 1M prompt "
                          f"and completion tokens)")
 
 
