@@ -17,17 +17,24 @@ How a sweep runs, and why:
 - All runs read and append ``SWEEP_DIR/tape.jsonl``; a call whose key (model, messages,
   parameters, seed) is already there costs nothing, so repeating a sweep makes no LLM calls.
   Each run directory also gets the records it used, so ``socialsim replay`` works on it.
+  Runs side by side (processes, Dask workers) may ask the same call at the same moment: the first
+  claims it (a file under ``SWEEP_DIR/.claims``) and the others wait for its answer on the tape.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import difflib
 import hashlib
 import json
 import logging
 import os
 import shutil
+import socket
 import threading
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +109,7 @@ def is_done(sweep_dir: str | Path, run_id: str) -> bool:
 
 
 # --- the tape shared by a sweep's runs ------------------------------------------------------------
+CLAIMS = ".claims"  # SWEEP_DIR/.claims/KEY: a call one of the sweep's runs is making now
 class SharedTape(Tape):
     """The sweep's tape file, shared by concurrent runs (processes, Dask workers on one disk).
 
@@ -151,10 +159,63 @@ class SharedTape(Tape):
         super().add(record)
         self.used[record.key] = None
 
+    @contextlib.asynccontextmanager
+    async def claim(self, key: str, stale_after_s: float = 600.0) -> AsyncIterator[TapeRecord | None]:
+        """One run at a time asks a given call: the first to create ``.claims/KEY`` makes it; the
+        others poll the tape until its answer is there (yielded to them: a free tape hit) or the
+        claim is gone without one (the claimer failed, or stopped: then they claim it). A claim
+        whose process has died on this host, or older than ``stale_after_s``, is taken over."""
+        claim = self.path.parent / CLAIMS / key
+        claim.parent.mkdir(exist_ok=True)
+        pause = 0.02
+        while True:
+            record = self.get(key)
+            if record is not None and record.error is None:
+                yield record
+                return
+            try:
+                fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                if _stale(claim, stale_after_s):
+                    claim.unlink(missing_ok=True)
+                    continue
+                await asyncio.sleep(pause)
+                pause = min(pause * 1.5, 0.5)
+                continue
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{socket.gethostname()} {os.getpid()}\n")
+            break
+        try:
+            record = self.get(key)  # answered between the look above and the claim
+            yield record if record is not None and record.error is None else None
+        finally:
+            claim.unlink(missing_ok=True)
+
     def write_used(self, path: Path) -> None:
         target = Tape(path)
         for key in self.used:
             target.add(self._records[key])
+
+
+def _stale(claim: Path, stale_after_s: float) -> bool:
+    """A claim left by a run that will not answer it: its process on this host is gone (killed),
+    or it is older than any call can take (a process on another Dask host)."""
+    try:
+        host, pid = claim.read_text().split()
+        age = time.time() - claim.stat().st_mtime
+    except (OSError, ValueError):  # gone already, or still being written
+        return False
+    if age > stale_after_s:
+        return True
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError):
+        return False
+    return False
 
 
 # --- the model Mesa's batch_run builds ----------------------------------------------------------
@@ -323,6 +384,8 @@ def sweep(
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the runs table says what is done; the same command goes on
         write_table(summarize(sweep_dir, planned), sweep_dir / "runs")
         raise
+    with contextlib.suppress(OSError):  # empty unless another sweep of this folder is still asking
+        (sweep_dir / CLAIMS).rmdir()
     runs = summarize(sweep_dir, planned)
     write_table(runs, sweep_dir / "runs")
     result = SweepResult(sweep_dir, runs, [i for i in ids if i not in set(skipped)], skipped)

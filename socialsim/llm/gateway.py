@@ -471,6 +471,20 @@ class Gateway:
                 f"the tape has no record of {op.name} for agent {agent_id} at step {self.step} "
                 f"on {model} (key {key}); the run's configuration or code differs from the recording"
             )
+        # a sweep's runs side by side: the call another run is making now is waited for, not repaid
+        async with self.tape.claim(key, self._claim_stale_s()) as answered:
+            if answered is not None:
+                return Completion(answered.raw, answered.prompt_tokens, answered.completion_tokens,
+                                  answered.latency_s, answered.cost_usd, False, answered.finish_reason == "length")
+            return await self._call(op, agent_id, model, messages, params, fmt, key)
+
+    def _claim_stale_s(self) -> float:
+        """How long a claimed call may take before others stop waiting for it: every attempt
+        timing out, twice over, and never under ten minutes (a limiter's wait counts too)."""
+        return max(600.0, 2 * self.timeout_s * (self.num_retries + 1))
+
+    async def _call(self, op, agent_id, model, messages, params, fmt, key) -> Completion:
+        """One live round-trip: budget reserved, limits kept, the reply capped, charged and taped."""
         reserve = self.worst_case_cost(model, messages, params["max_tokens"])
         self.ledger.check_budget(reserve)
         if self._semaphore is None:
@@ -539,14 +553,23 @@ class Gateway:
         op = _EmbedOp(purpose)
         record = self.tape.get(key)
         if record is not None and record.error is None:
-            self._record(op, agent_id, model, "llm", "ok", [Completion(record.raw, record.prompt_tokens, 0,
-                                                                        record.latency_s, record.cost_usd, False)],
-                         path=path)
-            return json.loads(record.raw)
+            return self._taped_vectors(op, agent_id, model, record, path)
         if self.replay:
             if record is not None:
                 raise ProviderError(record.error or "")
             raise TapeMiss(f"the tape has no embeddings of {len(texts)} texts on {model} (key {key})")
+        async with self.tape.claim(key, self._claim_stale_s()) as answered:
+            if answered is not None:
+                return self._taped_vectors(op, agent_id, model, answered, path)
+            return await self._embed_live(op, agent_id, model, texts, messages, key, path)
+
+    def _taped_vectors(self, op, agent_id, model, record: TapeRecord, path) -> list[list[float]]:
+        self._record(op, agent_id, model, "llm", "ok", [Completion(record.raw, record.prompt_tokens, 0,
+                                                                    record.latency_s, record.cost_usd, False)],
+                     path=path)
+        return json.loads(record.raw)
+
+    async def _embed_live(self, op, agent_id, model, texts, messages, key, path) -> list[list[float]]:
         reserve = token_cost(model, sum(len(t) for t in texts) // 3 + len(texts), 0, self.price) or 0.0
         self.ledger.check_budget(reserve)
         start = time.perf_counter()

@@ -9,10 +9,12 @@ several runs (sweep replicates) answers any call whose key matches from the file
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +143,13 @@ class Tape:
             return False
         self._records[record.key] = record
         return True
+
+    @contextlib.asynccontextmanager
+    async def claim(self, key: str, stale_after_s: float = 600.0) -> AsyncIterator[TapeRecord | None]:
+        """Held around a live call: yields None when this tape's owner is to make the call, or
+        the answer another run sharing the tape recorded meanwhile. A run's own tape has no
+        other writer: nothing to wait for (see ``SharedTape.claim``)."""
+        yield None
 
     def add(self, record: TapeRecord) -> None:
         secrets = secret_values()  # one look at the environment for the whole record

@@ -1,0 +1,162 @@
+"""A sweep's shared tape: a call another run is making right now is waited for, not paid twice;
+a claim left by a run that cannot answer it (failed, killed, too old) is taken over."""
+
+import asyncio
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from socialsim.batch.sweeps import CLAIMS, SharedTape, sweep
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.gateway import Gateway
+from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
+from socialsim.llm.routing import RouteTable
+from socialsim.llm.tape import TapeRecord
+
+CONTEXT = ActionContext("Carlos Gomez", "A poet.", "A cafe.", "You are in Hobbs Cafe.",
+                        ["go outside", "chat with Tom", "smoke a cigarette"], people_here=["Tom"])
+
+
+def record(key, raw="2", error=None):
+    return TapeRecord(key, "openai/fake-model", "ChooseAction", 1, 0, [], {}, raw, 10, 1, 0.1, 0.0, error=error)
+
+
+def test_two_runs_asking_the_same_call_at_once_make_it_once(tmp_path, monkeypatch):
+    """Two gateways on one sweep tape (two runs side by side) ask the same question together:
+    the provider answers once; the second run gets that answer from the tape, free."""
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(delay_s=0.3, policy=lambda m: "2") as server:
+        gateways = [Gateway(RouteTable("openai/fake-model"), SharedTape(tmp_path / "tape.jsonl"),
+                            api_base=server.api_base, num_retries=0) for _ in range(2)]
+
+        async def both():
+            return await asyncio.gather(*(g.ask(CHOOSE_ACTION, CONTEXT, agent_id=1, rng=random.Random(7))
+                                          for g in gateways))
+
+        answers = asyncio.run(both())
+    assert len(server.requests) == 1
+    assert [a.value.text for a in answers] == ["chat with Tom"] * 2
+    assert sorted(g.ledger.totals()["llm_calls"] for g in gateways) == [1, 1]
+    assert sorted(sum(r.live_calls for r in g.ledger.rows) for g in gateways) == [0, 1]
+    assert not list((tmp_path / CLAIMS).iterdir())  # released
+
+
+def test_a_claim_released_without_an_answer_lets_the_waiter_make_the_call(tmp_path):
+    """The claimer failed (a provider error on the tape, or stopped by its budget): the waiter
+    is not handed the failure; it claims the call and makes it itself."""
+    first, second = SharedTape(tmp_path / "tape.jsonl"), SharedTape(tmp_path / "tape.jsonl")
+    outcome = []
+
+    async def claimer():
+        async with first.claim("k") as answered:
+            assert answered is None
+            await asyncio.sleep(0.2)
+            first.add(record("k", raw="", error="APIError: 500"))
+
+    async def waiter():
+        await asyncio.sleep(0.05)
+        async with second.claim("k") as answered:
+            outcome.append((answered, (tmp_path / CLAIMS / "k").exists()))
+
+    async def both():
+        await asyncio.gather(claimer(), waiter())
+
+    asyncio.run(both())
+    assert outcome == [(None, True)]  # not the error; and the waiter holds the claim now
+
+
+def test_a_waiter_is_handed_the_answer_the_claimer_recorded(tmp_path):
+    first, second = SharedTape(tmp_path / "tape.jsonl"), SharedTape(tmp_path / "tape.jsonl")
+    got = []
+
+    async def claimer():
+        async with first.claim("k"):
+            await asyncio.sleep(0.2)
+            first.add(record("k", raw="3"))
+
+    async def waiter():
+        await asyncio.sleep(0.05)
+        start = time.perf_counter()
+        async with second.claim("k") as answered:
+            got.append((answered.raw, time.perf_counter() - start >= 0.1))
+
+    async def both():
+        await asyncio.gather(claimer(), waiter())
+
+    asyncio.run(both())
+    assert got == [("3", True)]  # it waited for the claimer, then read its answer
+
+
+def test_a_claim_whose_process_is_gone_or_too_old_is_taken_over(tmp_path):
+    tape = SharedTape(tmp_path / "tape.jsonl")
+    (tmp_path / CLAIMS).mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (tmp_path / CLAIMS / "killed").write_text(f"{socket.gethostname()} {dead}\n")
+    elsewhere = tmp_path / CLAIMS / "old"
+    elsewhere.write_text("another-host 1\n")
+    os.utime(elsewhere, (time.time() - 3600, time.time() - 3600))
+    (tmp_path / CLAIMS / "alive").write_text(f"another-host {os.getpid()}\n")
+
+    async def claim(key, stale_after_s=600.0):
+        async with tape.claim(key, stale_after_s) as answered:
+            return answered
+
+    assert asyncio.run(asyncio.wait_for(claim("killed"), 5)) is None
+    assert asyncio.run(asyncio.wait_for(claim("old"), 5)) is None
+    with pytest.raises(TimeoutError):  # a live claim on another host is waited for
+        asyncio.run(asyncio.wait_for(claim("alive"), 0.5))
+    assert asyncio.run(asyncio.wait_for(claim("alive", stale_after_s=0.0), 5)) is None  # until it is too old
+
+
+def test_runs_side_by_side_pay_once_for_the_calls_they_share(tmp_path, monkeypatch):
+    """One seed, two grid points on two workers: both start at once and ask the same first calls
+    (temptation does not change them); each is made once, and the results equal one worker's."""
+    pytest.importorskip("distributed")
+    import distributed
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    cluster = distributed.LocalCluster  # --cluster local, its workers threads of this process (a test's speed)
+    monkeypatch.setattr(distributed, "LocalCluster", lambda **kw: cluster(
+        **{k: v for k, v in kw.items() if k not in ("host", "processes")}, processes=False))
+    with FakeOpenAIServer(delay_s=0.05, policy=lambda m: "1") as server:
+        spec = {"name": "shared", "seeds": [1], "steps": 1, "api_base": server.api_base,
+                "parameters": {"scenario": "hobbs-cafe", "arch": "crsec", "model": "openai/fake-model",
+                               "temptation": [0.1, 0.9]}}
+        apart = sweep(spec, tmp_path / "one", progress=False, preflight=False, figures=False)
+        alone = len(server.requests)
+        together = sweep({**spec, "processes": 2}, tmp_path / "two", cluster="local", progress=False,
+                         preflight=False, figures=False)
+        assert len(server.requests) - alone == alone  # not twice as many
+    assert together.runs["live_calls"].sum() == apart.runs["live_calls"].sum() == alone
+    assert together.runs["llm_calls"].tolist() == apart.runs["llm_calls"].tolist()
+    assert not (tmp_path / "two" / CLAIMS).exists()
+
+
+def test_two_runs_embedding_the_same_texts_at_once_pay_once(tmp_path, monkeypatch):
+    """ASVO's end-of-run embeddings on a sweep's tape: the same texts asked by two runs together
+    are embedded once; both get the same vectors."""
+    from types import SimpleNamespace
+
+    calls = []
+
+    async def slow(self, model, texts):
+        calls.append(list(texts))
+        await asyncio.sleep(0.2)
+        return SimpleNamespace(data=[{"embedding": [float(len(t)), 1.0]} for t in texts],
+                               usage=SimpleNamespace(prompt_tokens=len(texts)))
+
+    monkeypatch.setattr(Gateway, "_aembedding", slow)
+    gateways = [Gateway(RouteTable("rules"), SharedTape(tmp_path / "tape.jsonl")) for _ in range(2)]
+
+    async def both():
+        return await asyncio.gather(*(g.aembed("openai/text-embedding-3-small", ["a", "bb"]) for g in gateways))
+
+    vectors = asyncio.run(both())
+    assert len(calls) == 1 and vectors[0] == vectors[1] == [[1.0, 1.0], [2.0, 1.0]]
+    assert sorted(g.ledger.live_calls for g in gateways) == [0, 1]
