@@ -33,7 +33,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from socialsim.agents import ARCHITECTURES
+from socialsim.agents import architectures
 from socialsim.llm.gateway import UnitPrice
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
@@ -96,8 +96,8 @@ class SweepSpec(BaseModel):
             if isinstance(values, list) and not values:
                 raise ValueError(f"{name}: expected a value or a non-empty list of values, got []")
         for value in _values(params.get("arch")):
-            if value is not None and value not in ARCHITECTURES:
-                raise ValueError(f"arch: expected one of {', '.join(sorted(ARCHITECTURES))}, got {value!r}")
+            if value is not None and value not in architectures():
+                raise ValueError(f"arch: expected one of {', '.join(sorted(architectures()))}, got {value!r}")
         for value in _values(params.get("model")):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ValueError(f"model: expected a litellm model string, 'rules' or 'local/smollm2', got {value!r}")

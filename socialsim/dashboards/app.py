@@ -20,7 +20,7 @@ import pandas as pd
 import solara
 import solara.lab
 
-from socialsim.agents import ARCHITECTURES
+from socialsim.agents import architectures
 from socialsim.dashboards import charts, figures, panels
 from socialsim.dashboards.session import (
     PLAY_INTERVAL_MS,
@@ -454,7 +454,7 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
             solara.Error(reset_error, dense=True, classes=["reset-error"])
         solara.Select("scenario", values=scenarios if scenario in scenarios else [scenario, *scenarios],
                       value=scenario, on_value=set_scenario, dense=True, classes=["ctl-scenario"])
-        solara.Select("architecture", values=[DEFAULT_ARCH, *ARCHITECTURES], value=arch, on_value=set_arch,
+        solara.Select("architecture", values=[DEFAULT_ARCH, *architectures()], value=arch, on_value=set_arch,
                       dense=True, classes=["ctl-arch"])
         if arch == DEFAULT_ARCH:
             solara.Text(f"scenario default: {default_arch}", style="font-size:12px;color:#777")

@@ -22,7 +22,7 @@ DEFAULT_PORT = 8765
 def check_target(target: str, arch: str | None = None) -> str:
     """A scenario name/file or a run directory; raise ValueError naming what is wrong (a scenario
     whose architecture, ``arch`` or its default, is unknown too: the page would show only a traceback)."""
-    from socialsim.agents import ARCHITECTURES
+    from socialsim.agents import architectures
     from socialsim.model.run_dir import is_run_dir, not_a_run_dir, runs_below
     from socialsim.scenarios.loader import SUFFIXES, available_scenarios, load_scenario
 
@@ -33,9 +33,9 @@ def check_target(target: str, arch: str | None = None) -> str:
     if "/" in target.replace(os.sep, "/") and Path(target).suffix not in SUFFIXES and not Path(target).exists():
         raise ValueError(not_a_run_dir(target))  # a path, not a scenario's name: "does not exist"
     chosen = arch or load_scenario(target).default_arch  # raises ScenarioError with the reason
-    if chosen not in ARCHITECTURES:
+    if chosen not in architectures():
         where = "--arch" if arch else f"{target}: default_arch"
-        raise ValueError(f"{where}: unknown architecture {chosen!r} (known: {', '.join(sorted(ARCHITECTURES))})")
+        raise ValueError(f"{where}: unknown architecture {chosen!r} (known: {', '.join(sorted(architectures()))})")
     return target
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from importlib import import_module
 
 from socialsim.llm.operation import Operation
@@ -9,11 +10,32 @@ from socialsim.llm.operation import Operation
 MODULES = ["socialsim.llm.operations.generic", "socialsim.agents.crsec.operations", "socialsim.agents.asvo.operations", "socialsim.agents.itcmas.operations"]
 
 
+def installed_modules() -> list[str]:
+    """The modules of architectures other packages declare (``socialsim.agents``): each agent's
+    own module and, beside it, an ``operations`` module if there is one."""
+    from socialsim.agents import installed_architectures
+
+    modules = []
+    for path in installed_architectures().values():
+        module = path.partition(":")[0]
+        modules += [module, f"{module.rpartition('.')[0]}.operations" if "." in module else "operations"]
+    return modules
+
+
 def all_operations() -> list[Operation]:
-    """Every operation instance defined by the operation modules, in a stable order."""
+    """Every operation instance defined by the operation modules (the package's, then installed
+    architectures'), in a stable order."""
     found: dict[str, Operation] = {}
-    for name in MODULES:
-        for value in vars(import_module(name)).values():
+    for name in MODULES + installed_modules():
+        try:
+            module = import_module(name)
+        except ImportError as exc:
+            if name in MODULES:
+                raise
+            if exc.name != name:  # an agent module with no `operations` beside it is no error
+                logging.getLogger("socialsim").warning("operations of %s cannot be listed: %s", name, exc)
+            continue
+        for value in vars(module).values():
             if isinstance(value, Operation):
                 found[value.name] = value
     return sorted(found.values(), key=lambda op: (op.module, op.name))

@@ -1,0 +1,142 @@
+"""An architecture in the user's own package, declared under the ``socialsim.architectures`` entry
+points: the command line runs, replays and resumes it, sweeps and routes know it, and a package
+cannot take over one of socialsim's own names."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from socialsim import agents
+from socialsim.agents import architectures, installed_architectures
+
+AGENT = '''
+from pydantic import BaseModel, ConfigDict, Field
+
+from socialsim.agents.generic import GenerativeAgent
+from tidyagent.operations import GREET
+
+
+class TidySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tidiness: float = Field(default=0.5, ge=0, le=1, description="how often an agent tidies")
+
+
+class TidyAgent(GenerativeAgent):
+    """The generic agent, counting how many steps it was asked to tidy."""
+
+    architecture = "tidy"
+    settings_model = TidySettings
+
+    @classmethod
+    def model_reporters(cls):
+        return {"tidy_steps": lambda m: sum(a.tidied for a in m.agents)}
+
+    def perceive(self):
+        super().perceive()
+        self.tidied = getattr(self, "tidied", 0) + (self.phase_rng.random() < self.model.arch_params.get("tidiness", 0.5))
+'''
+OPERATIONS = '''
+from socialsim.llm.operation import Operation
+from socialsim.llm.questions import YesNo, YesNoQuestion
+
+
+class Greet(Operation):
+    name = "Greet"
+    module = "tidying"
+    max_tokens = 4
+    fallback_doc = "no"
+
+    def question(self, ctx):
+        return YesNoQuestion()
+
+    def prompt(self, ctx):
+        return "Do you greet?"
+
+    def rule(self, ctx, rng):
+        return YesNo(yes=True)
+
+    def fallback(self, ctx):
+        return YesNo(yes=False)
+
+
+GREET = Greet()
+'''
+
+
+@pytest.fixture
+def tidy_package(tmp_path, monkeypatch):
+    """A package ``tidyagent`` installed the way pip leaves it: a dist-info naming its entry point."""
+    site = tmp_path / "site"
+    (site / "tidyagent").mkdir(parents=True)
+    (site / "tidyagent" / "__init__.py").write_text("")
+    (site / "tidyagent" / "agent.py").write_text(textwrap.dedent(AGENT))
+    (site / "tidyagent" / "operations.py").write_text(textwrap.dedent(OPERATIONS))
+    info = site / "tidyagent-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tidyagent\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[socialsim.architectures]\ntidy = tidyagent.agent:TidyAgent\n"
+                                           "crsec = tidyagent.agent:TidyAgent\n")
+    monkeypatch.syspath_prepend(str(site))
+    installed_architectures.cache_clear()
+    yield site
+    installed_architectures.cache_clear()
+    for name in [m for m in sys.modules if m.startswith("tidyagent")]:
+        del sys.modules[name]
+
+
+def cli(site, *args, cwd):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "socialsim.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def test_an_installed_architecture_is_known_and_cannot_replace_the_package_own(tidy_package, caplog):
+    assert architectures()["tidy"] == "tidyagent.agent:TidyAgent"
+    assert architectures()["crsec"] == "socialsim.agents.crsec.agent:CRSECAgent"  # not the package's
+    assert "socialsim has its own of that name" in caplog.text
+    assert agents.agent_class("tidy").__name__ == "TidyAgent"
+
+
+def test_its_operations_are_routable_and_its_sweeps_valid(tidy_package):
+    from socialsim.batch.sweepfile import validate_sweep
+    from socialsim.llm.routing import check_route_names
+
+    check_route_names({"Greet": "rules", "tidying": "rules"})  # no "route to no operation"
+    spec = validate_sweep({"parameters": {"arch": "tidy", "model": "rules", "tidiness": [0.1, 0.9]}})
+    assert spec.grid()["arch"] == ["tidy"]
+
+
+def test_the_command_line_runs_replays_and_resumes_it(tidy_package, tmp_path):
+    run_dir = tmp_path / "run"
+    done = cli(tidy_package, "run", "hobbs-cafe", "--arch", "tidy", "--model", "rules", "--steps", "3",
+               "--set", "tidy.tidiness=1", "--out", str(run_dir), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((run_dir / "config.json").read_text())
+    assert (config["config"]["arch"], config["config"]["arch_params"], config["status"]) == (
+        "tidy", {"tidiness": 1.0}, "completed")
+    import pandas as pd
+
+    people = pd.read_parquet(run_dir / "agents.parquet").reset_index()["AgentID"].nunique()
+    assert pd.read_parquet(run_dir / "model.parquet")["tidy_steps"].iloc[-1] == 3 * people == 30  # all, every step
+    replayed = cli(tidy_package, "replay", str(run_dir), "--no-progress", cwd=tmp_path)
+    assert replayed.returncode == 0 and "frames identical to the recording: yes" in replayed.stdout, replayed.stderr
+    more = cli(tidy_package, "run", "--resume", str(run_dir), "--steps", "4", "--no-progress", cwd=tmp_path)
+    assert more.returncode == 0, more.stderr
+    assert json.loads((run_dir / "config.json").read_text())["steps_done"] == 4
+    refused = cli(tidy_package, "run", "hobbs-cafe", "--arch", "tidy", "--model", "rules", "--set",
+                  "tidy.tidiness=2", "--out", str(tmp_path / "bad"), cwd=tmp_path)
+    assert refused.returncode != 0 and "tidiness" in refused.stderr
+
+
+def test_a_declared_architecture_that_cannot_be_imported_is_named(tidy_package):
+    (tidy_package / "tidyagent-0.1.dist-info" / "entry_points.txt").write_text(
+        "[socialsim.architectures]\nbroken = tidyagent.missing:Agent\n")
+    installed_architectures.cache_clear()
+    with pytest.raises(ValueError, match=r"architecture 'broken' \(tidyagent.missing:Agent, declared by an "
+                                         r"installed package under 'socialsim.architectures'\) cannot be loaded"):
+        agents.agent_class("broken")
