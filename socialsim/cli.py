@@ -422,6 +422,11 @@ def cmd_models(args: argparse.Namespace) -> int:
     print(f"\nDefault model now: {current}")
     if note := engine_note(current):
         print(f"  note: {note}")
+    from socialsim.agents import ARCHITECTURES, architectures
+
+    print("\nArchitectures (--arch NAME; `socialsim models --params NAME` lists its parameters):")
+    for name, path in architectures().items():
+        print(f"  {name:12} {'' if name in ARCHITECTURES else 'installed: '}{path.replace(':', '.')}")
     print("\nOperations (route any of them, or their module, with --route NAME=MODEL):")
     for op in all_operations():
         print(f"  {op.module:12} {op.name}")

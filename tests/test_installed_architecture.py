@@ -102,6 +102,17 @@ def test_an_installed_architecture_is_known_and_cannot_replace_the_package_own(t
     assert agents.agent_class("tidy").__name__ == "TidyAgent"
 
 
+def test_socialsim_models_lists_it_with_its_operation(tidy_package, capsys):
+    from socialsim.cli import main
+
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "  tidy         installed: tidyagent.agent.TidyAgent" in out and "  crsec        socialsim." in out
+    assert "  tidying      Greet" in out
+    assert main(["models", "--params", "tidy"]) == 0
+    assert "tidiness" in capsys.readouterr().out
+
+
 def test_its_operations_are_routable_and_its_sweeps_valid(tidy_package):
     from socialsim.batch.sweepfile import validate_sweep
     from socialsim.llm.routing import check_route_names
