@@ -17,7 +17,6 @@ AGENT = '''
 from pydantic import BaseModel, ConfigDict, Field
 
 from socialsim.agents.generic import GenerativeAgent
-from tidyagent.operations import GREET
 
 
 class TidySettings(BaseModel):
@@ -98,6 +97,7 @@ def cli(site, *args, cwd):
 def test_an_installed_architecture_is_known_and_cannot_replace_the_package_own(tidy_package, caplog):
     assert architectures()["tidy"] == "tidyagent.agent:TidyAgent"
     assert architectures()["crsec"] == "socialsim.agents.crsec.agent:CRSECAgent"  # not the package's
+    assert list(architectures()) == ["generic", "crsec", "asvo", "itcmas", "tidy"]  # socialsim's first
     assert "socialsim has its own of that name" in caplog.text
     assert agents.agent_class("tidy").__name__ == "TidyAgent"
 

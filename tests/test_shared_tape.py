@@ -160,3 +160,26 @@ def test_two_runs_embedding_the_same_texts_at_once_pay_once(tmp_path, monkeypatc
     vectors = asyncio.run(both())
     assert len(calls) == 1 and vectors[0] == vectors[1] == [[1.0, 1.0], [2.0, 1.0]]
     assert sorted(g.ledger.live_calls for g in gateways) == [0, 1]
+
+
+def test_an_answer_recorded_just_before_the_claim_is_taken_is_used(tmp_path, monkeypatch):
+    """The other run answered and let go between this run's look at the tape and its claim:
+    the claim looks once more, and the call is not made again."""
+    first = SharedTape(tmp_path / "tape.jsonl")
+    first.add(record("k", raw="3"))
+    second = SharedTape(tmp_path / "tape.jsonl")
+    looks = []
+    real_get = SharedTape.get
+
+    def late(self, key):  # the first look misses: the answer lands just after it
+        looks.append(key)
+        return None if len(looks) == 1 else real_get(self, key)
+
+    monkeypatch.setattr(SharedTape, "get", late)
+
+    async def claim():
+        async with second.claim("k") as answered:
+            return answered
+
+    assert asyncio.run(claim()).raw == "3" and len(looks) == 2
+    assert not (tmp_path / CLAIMS / "k").exists()
