@@ -569,7 +569,10 @@ class JudgeContext:
 
 
 class JudgeAction(Operation):
-    """A social psychologist's Naturalness and Human-likeness (1-5) for this SVO type, with a reason."""
+    """A social psychologist's Naturalness and Human-likeness (1-5) of an action, with a reason.
+
+    The paper asks for them "for someone of this SVO type"; our judge is never shown the SVO (it
+    would read back the label it is measuring), so it rates the action for a real person."""
 
     name = "JudgeAction"
     module = "judge"
