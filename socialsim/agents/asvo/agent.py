@@ -156,7 +156,7 @@ class ASVOAgent(GenerativeAgent):
         self.svo = runtime.svo[spec.name]  # the assigned type (judged for it even in the ablation)
         self.use_svo = settings.use_svo
         self.state = self._initial_state(spec, section)
-        self.memory: deque[str] = deque(maxlen=settings.memory_steps)
+        self.memory: deque[str] = deque(maxlen=settings.memory_steps)  # the last memory_steps steps; 0: none
         # what the agent knows of the others
         self.visible: list[tuple[str, str, str]] = []  # (name, action, stance) seen this step
         self.last_seen: dict[str, tuple[str, str]] = {}  # name -> (action, stance)

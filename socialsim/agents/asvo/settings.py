@@ -54,8 +54,9 @@ class ASVOSettings(_Strict):
         "candidate actions proposed, and their outcomes imagined, per step [ours]"))
     max_retries: int = Field(default=1, ge=0, le=5, description=(
         "R: retries of a desire update found unreasonable, each after a reflection [ours]"))
-    memory_steps: int = Field(default=5, ge=1, description=(
-        "steps of own actions and outcomes kept in the prompts' memory [paper: 5]"))
+    memory_steps: int = Field(default=5, ge=0, description=(
+        "steps of own actions and outcomes kept in the prompts' memory; 0: memory off, the prompts show "
+        "none (the rules engine reads no memory) [paper: 5]"))
     decay_per_hour: float = Field(default=1.0, ge=0, description=(
         "satisfaction lost per simulated hour, scaled by the step's length [paper: linear decay; rate ours]"))
     step_minutes: float | None = Field(default=None, gt=0, description=(
