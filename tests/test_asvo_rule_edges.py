@@ -109,7 +109,7 @@ def test_careless_proposals_land_at_least_three_levels_away_and_stop_after_a_ref
 def expect(monkeypatch):
     """Fix what the rule expects the desire to become, to test the check's boundaries."""
     def set_to(value):
-        monkeypatch.setattr(ops, "rule_update", lambda desire, v, channels, svo: value)
+        monkeypatch.setattr(ops, "rule_update", lambda desire, v, channels, svo, reverse=False: value)
     return set_to
 
 

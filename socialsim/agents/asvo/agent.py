@@ -251,7 +251,7 @@ class ASVOAgent(GenerativeAgent):
         if target.name in seen:
             action, stance = seen[target.name]
             ctx = ops.MindContext(self.name, self.setting, list(self.memory), target.name, action, stance, prior,
-                                  self.runtime.decay)
+                                  self.runtime.decay, self.state.reverse)
             answer = await self._ask(ops.PREDICT_OBSERVED_DESIRES, ctx, rng)
             observable = True
         else:
@@ -262,7 +262,7 @@ class ASVOAgent(GenerativeAgent):
             action = (await self._ask(ops.GUESS_HIDDEN_ACTION, guess_ctx, rng)).value.text
             stance = known[1] if known and action == known[0] else ("Neutral" if action == default else None)
             ctx = ops.MindContext(self.name, self.setting, list(self.memory), target.name, action, stance, prior,
-                                  self.runtime.decay)
+                                  self.runtime.decay, self.state.reverse)
             answer = await self._ask(ops.PREDICT_GUESSED_DESIRES, ctx, rng)
             observable = False
         return {"target": target.name, "observable": observable, "action": action, "stance": stance,
@@ -288,11 +288,13 @@ class ASVOAgent(GenerativeAgent):
             return
         outcomes = await self.model.llm.gather(*(
             self._ask(ops.SIMULATE_OUTCOME, ops.OutcomeContext(self.name, self.active_svo, values, text,
-                                                               *self.effects[text], **tom), r)
+                                                               *self.effects[text], **tom,
+                                                               reverse=self.state.reverse), r)
             for (text, _), r in zip(self.candidates, rngs, strict=True)))
         predicted = [{d: float(v) for d, v in ops.record_values(o.value).items() if d in values} for o in outcomes]
         texts = _distinct([t for t, _ in self.candidates])
-        select = ops.SelectContext(self.name, self.active_svo, values, dict(self.state.expected), texts, predicted)
+        select = ops.SelectContext(self.name, self.active_svo, values, dict(self.state.expected), texts, predicted,
+                                   self.state.reverse)
         choice = (await self._ask(ops.SELECT_ACTION, select, rng_select)).value
         self.intent = self.candidates[choice.index]
 
@@ -385,7 +387,8 @@ class ASVOAgent(GenerativeAgent):
         if not settings.update_desires:
             return value, self._row(desire, value, value, value, 0, True), []
         ctx = ops.UpdateContext(self.name, self.description, self.active_svo, desire, value, self.action,
-                                self.consequence, dict(self.channels), history, noise=settings.update_noise)
+                                self.consequence, dict(self.channels), history, noise=settings.update_noise,
+                                reverse=desire in self.state.reverse)
         reflections: list[str] = []
         proposed, attempts = None, 0
         for attempts in range(1, settings.max_retries + 2):

@@ -123,6 +123,7 @@ class MindContext:
     stance: str | None  # the action's stance when the observer knows it (rules only)
     prior: dict[str, float] = field(default_factory=lambda: dict.fromkeys(DESIRES, NEUTRAL_BELIEF))
     decay: LinearDecay = field(default_factory=LinearDecay)  # the satisfaction dynamics everyone shares
+    reverse: frozenset[str] = frozenset()  # the scenario's reverse-coded desires (larger = worse), everyone's
 
 
 class PredictObservedDesires(Operation):
@@ -153,7 +154,8 @@ class PredictObservedDesires(Operation):
         stance = ctx.stance or "Neutral"
         svo = svo_from_stance(stance)
         channels = predicted_channels(stance)
-        values = {d: ctx.decay.apply(rule_update(d, v, channels, svo)) for d, v in ctx.prior.items()}
+        values = {d: ctx.decay.apply(rule_update(d, v, channels, svo, d in ctx.reverse), d in ctx.reverse)
+                  for d, v in ctx.prior.items()}
         return make_record(values, f"a {stance} action suggests a {svo or 'neutral'} person")
 
     def fallback(self, ctx: MindContext) -> BaseModel:
@@ -321,6 +323,7 @@ class OutcomeContext:
     others_own: float = 0.0
     others_need: float = 0.0
     others_view: list[str] = field(default_factory=list)  # "Bob: likely does X; desires ..." lines
+    reverse: frozenset[str] = frozenset()  # reverse-coded desires (larger = worse)
 
 
 class SimulateOutcome(Operation):
@@ -351,7 +354,7 @@ class SimulateOutcome(Operation):
         (harm hurts more) for others predicted to be badly off: ``others * (1 + need)``."""
         channels = channels_from_effects(ctx.own + ctx.received,
                                          ctx.others * (1 + ctx.others_need) + ctx.others_own)
-        values = {d: rule_update(d, v, channels, ctx.svo) for d, v in ctx.desires.items()}
+        values = {d: rule_update(d, v, channels, ctx.svo, d in ctx.reverse) for d, v in ctx.desires.items()}
         return make_record(values, f"expected result: {ctx.own:+.2f} for me, {ctx.others:+.2f} for the others")
 
     def fallback(self, ctx: OutcomeContext) -> BaseModel:
@@ -366,6 +369,7 @@ class SelectContext:
     expected: dict[str, float]
     candidates: list[str]
     outcomes: list[dict[str, float]]  # predicted desire values per candidate
+    reverse: frozenset[str] = frozenset()  # reverse-coded desires: their gap is closed by going down
 
 
 class SelectAction(Operation):
@@ -393,8 +397,9 @@ class SelectAction(Operation):
         )
 
     def rule(self, ctx: SelectContext, rng: random.Random) -> Choice:
-        """Most of the gap to the expected values closed; ties broken by the model's RNG."""
-        scores = [round(gap_closure(ctx.desires, o, ctx.expected), 9) for o in ctx.outcomes]
+        """Most of the gap to the expected values closed (downward for a reverse-coded desire);
+        ties broken by the model's RNG."""
+        scores = [round(gap_closure(ctx.desires, o, ctx.expected, ctx.reverse), 9) for o in ctx.outcomes]
         best = rng.choice([i for i, s in enumerate(scores) if s == max(scores)])
         return Choice(index=best, text=ctx.candidates[best])
 
@@ -417,6 +422,7 @@ class UpdateContext:
     unreasonable: list[str] = field(default_factory=list)  # earlier reflections of this agent
     proposed: int | None = None  # for the check and the reflection: the updated value
     noise: float = 0.0  # rules only: chance the rule proposes a careless value (ASVOSettings.update_noise)
+    reverse: bool = False  # the desire is reverse-coded (larger = worse): a good outcome lowers it
 
 
 def _level(value: float) -> int:
@@ -458,7 +464,7 @@ class UpdateDesire(Operation):
         With probability ``noise`` the proposal is careless (a level at least 3 away from that),
         a stand-in for a language model's slips so the check and reflection have work to do; a
         retry that has a reflection on this very update in front of it is careful."""
-        level = _level(rule_update(ctx.desire, ctx.value, ctx.channels, ctx.svo))
+        level = _level(rule_update(ctx.desire, ctx.value, ctx.channels, ctx.svo, ctx.reverse))
         reflected = any(u.startswith(f"After '{ctx.action}', {ctx.desire} updated") for u in ctx.unreasonable)
         if ctx.noise and not reflected and rng.random() < ctx.noise:
             level = rng.choice([v for v in range(11) if abs(v - level) >= 3])
@@ -475,7 +481,7 @@ YES_NO = ("Yes.", "No.")
 def rule_reasonable(ctx: UpdateContext) -> tuple[bool, int | float]:
     """The rule check: the change must go the way the outcome points, by about the right amount,
     and an outcome that does not touch the desire must leave it alone."""
-    expected = rule_update(ctx.desire, ctx.value, ctx.channels, ctx.svo)
+    expected = rule_update(ctx.desire, ctx.value, ctx.channels, ctx.svo, ctx.reverse)
     proposed = ctx.proposed if ctx.proposed is not None else ctx.value
     if expected == ctx.value:
         return proposed == _level(ctx.value) or proposed == ctx.value, expected

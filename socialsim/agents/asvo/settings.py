@@ -157,6 +157,18 @@ class ASVOScenario(_Strict):
                 raise ValueError(f"{desire}: unknown degree {degree!r} (degrees: {', '.join(DEGREE_STEP)})")
         return v
 
+    @field_validator("reverse", "expected_defaults", "initial")
+    @classmethod
+    def _known_desires(cls, v, info):
+        """A misspelt desire would be silently ignored (no desire reverse-coded, the default start):
+        refused, naming the field and the desires."""
+        names = v if isinstance(v, list) else (v if isinstance(v, dict) else {})
+        unknown = [d for d in names if d not in DESIRES]
+        if unknown:
+            raise ValueError(f"{info.field_name}: unknown desire{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(map(repr, unknown))} (desires: {', '.join(DESIRES)})")
+        return v
+
     @classmethod
     def from_scenario(cls, scenario) -> ASVOScenario:
         if scenario.asvo is None:

@@ -118,10 +118,13 @@ def felt(desire: str, channels: dict[str, float], svo: str | None) -> float:
     return sum(RELEVANCE[desire][c] * w[c] * channels.get(c, 0.0) for c in CHANNELS)
 
 
-def rule_update(desire: str, value: float, channels: dict[str, float], svo: str | None) -> int | float:
+def rule_update(desire: str, value: float, channels: dict[str, float], svo: str | None,
+                reverse: bool = False) -> int | float:
     """The rule baseline's new value of one desire: unchanged when the outcome does not touch it
-    (felt change under half a point), else the rounded value moved by the felt outcome."""
-    delta = UPDATE_GAIN * felt(desire, channels, svo)
+    (felt change under half a point), else the rounded value moved by the felt outcome: up for a
+    good outcome, but down for a reverse-coded desire (larger = worse), as decay and the expected
+    value read it."""
+    delta = UPDATE_GAIN * felt(desire, channels, svo) * (-1 if reverse else 1)
     if abs(delta) < 0.5:
         return value
     return int(min(10, max(0, round(value + delta))))
