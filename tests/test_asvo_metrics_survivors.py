@@ -140,11 +140,12 @@ def test_table_2_puts_this_runs_row_and_its_chance_level_under_the_papers_rows()
 
 def test_action_separability_drops_empty_and_missing_actions_and_passes_model_seed_and_gateway_on(monkeypatch):
     from socialsim.agents.asvo import metrics
+    from socialsim.agents.asvo.svo import SVO_WORDS
 
     seen = {}
 
-    def fake(texts, labels, embedding_model, seed, gateway):
-        seen.update(texts=texts, labels=labels, model=embedding_model, seed=seed, gateway=gateway)
+    def fake(texts, labels, embedding_model, seed, gateway, mask):
+        seen.update(texts=texts, labels=labels, model=embedding_model, seed=seed, gateway=gateway, mask=mask)
         return "result"
 
     monkeypatch.setattr(metrics, "separability", fake)
@@ -152,4 +153,4 @@ def test_action_separability_drops_empty_and_missing_actions_and_passes_model_se
                                                                           "individualistic"]})
     assert metrics.action_separability(frame, "openai/emb", seed=7, gateway="gw") == "result"
     assert seen == {"texts": ["help Bob", "x"], "labels": ["prosocial", "competitive"],
-                    "model": "openai/emb", "seed": 7, "gateway": "gw"}
+                    "model": "openai/emb", "seed": 7, "gateway": "gw", "mask": SVO_WORDS}

@@ -7,12 +7,17 @@ distance / mean intra-label pairwise distance), both on the t-SNE points as in t
 Embeddings: the offline default needs no download (TF-IDF of character n-grams, then a truncated
 SVD: a latent-semantic embedding fitted on the texts themselves); any litellm embedding
 model (``openai/text-embedding-3-small``, ``ollama/nomic-embed-text``...) can be named instead.
+
+Labels never reach the embedding: words that name a label (``mask``, e.g. an SVO type an LLM
+echoes from its prompt: "As an altruistic person, I ...") are removed from the texts first, so a
+text that repeats its own label cannot separate by it; how many texts had them is reported.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +112,7 @@ class Separability:
     note: str = ""
     shuffled_silhouette: float = math.nan  # chance level: mean silhouette over label permutations
     embedding: str = ""  # the embedding the points come from
+    masked: int = 0  # texts that named a label (``mask``), embedded with those words removed
 
     @property
     def measurable(self) -> bool:
@@ -125,12 +131,30 @@ def permutation_silhouette(points: np.ndarray, labels: list[str], seed: int = 0,
     return float(np.mean(values)) if values else math.nan
 
 
+def mask_words(texts: list[str], mask: re.Pattern | None) -> tuple[list[str], int]:
+    """``texts`` with every match of ``mask`` removed (spaces tidied), and how many had one."""
+    if mask is None:
+        return list(texts), 0
+    out = [re.sub(r"\s+([,.;:!?])", r"\1", re.sub(r"\s{2,}", " ", mask.sub("", t))).strip() for t in texts]
+    return out, sum(bool(mask.search(t)) for t in texts)
+
+
 def separability(texts: list[str], labels: list[str], embedding_model: str | None = None,
-                 seed: int = 0, gateway: Any = None) -> Separability:
-    """Embed, project with t-SNE, then silhouette and separation ratio on the 2-D points. With an
-    embedding model that fails, the offline embedding is used and the note says why."""
+                 seed: int = 0, gateway: Any = None, mask: re.Pattern | None = None) -> Separability:
+    """Embed, project with t-SNE, then silhouette and separation ratio on the 2-D points. Words
+    matching ``mask`` (names of the labels) are removed before embedding, and counted: otherwise a
+    text that repeats its label would be read back as separation. With an embedding model that
+    fails, the offline embedding is used and the note says why."""
     if len(texts) != len(labels):
         raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+    texts, masked = mask_words(texts, mask)
+    result = _separability(texts, labels, embedding_model, seed, gateway)
+    result.masked = masked
+    return result
+
+
+def _separability(texts: list[str], labels: list[str], embedding_model: str | None, seed: int,
+                  gateway: Any) -> Separability:
     if len(texts) < MIN_POINTS:
         return Separability(None, labels, math.nan, math.nan, f"too few actions ({len(texts)} < {MIN_POINTS})")
     if len(set(labels)) < 2:

@@ -26,7 +26,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, STANCES, SVO_TYPES  # noqa: E402
+from socialsim.agents.asvo.svo import (  # noqa: E402
+    COMPETITION_WEIGHT,
+    COOPERATION_WEIGHT,
+    STANCES,
+    SVO_TYPES,
+    SVO_WORDS,
+)
 from socialsim.metrics.markdown import markdown_table  # noqa: E402
 from socialsim.metrics.report import end_of_run_measurement, figures_drawn  # noqa: E402
 from socialsim.metrics.separability import PAPER_TABLE_2, PERMUTATIONS, plot_tsne, separability  # noqa: E402
@@ -104,9 +110,11 @@ def judge_agreement(judgements: pd.DataFrame) -> pd.DataFrame:
 
 def action_separability(actions: pd.DataFrame, embedding_model: str | None = None, seed: int = 0,
                         gateway=None):
+    """Separability of the recorded action texts by SVO type, with the SVO words (``svo.SVO_WORDS``)
+    masked: an action that names its actor's type would otherwise be read back as separation."""
     df = actions[actions["action"].astype(str).str.len() > 0]
     return separability(df["action"].astype(str).tolist(), df["svo"].astype(str).tolist(), embedding_model, seed,
-                        gateway)
+                        gateway, mask=SVO_WORDS)
 
 
 SEPARABILITY_FILE = "asvo_separability.json"
@@ -116,7 +124,7 @@ def save_separability(sep, run_dir: Path) -> None:
     """The run's separability figures (computed once, with the run's embedding) for `reproduce`."""
     figures = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio,
                "silhouette_shuffled": sep.shuffled_silhouette, "embedding": sep.embedding, "note": sep.note,
-               "actions": len(sep.labels)}
+               "actions": len(sep.labels), "svo_words_masked": sep.masked}
     (run_dir / SEPARABILITY_FILE).write_text(json.dumps(figures, indent=1, allow_nan=True))
 
 
@@ -282,6 +290,10 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
         parts += [f"{len(sep.labels)} actions, embeddings: {sep.embedding or settings.embedding_model or 'none'}; "
                   f"t-SNE to 2-D; silhouette and separation ratio on the t-SNE points; the chance row shuffles the "
                   f"SVO labels over the same points. {sep.note}", "",
+                  f"SVO words masked: {sep.masked} of {len(sep.labels)} action texts named an SVO type or the idea "
+                  "of one (\"altruistic\", \"social value orientation\"...: `svo.SVO_WORDS`), as the prompts do; "
+                  "those words were removed before embedding, so an action that echoes its actor's label is not read "
+                  "back as separation.", "",
                   table_2(setting_of(model.scenario_spec.name), settings.use_svo, sep), ""]
         if plot_tsne(sep, figures / "asvo_tsne.png"):
             parts += ["![t-SNE of actions](figures/asvo_tsne.png)", ""]

@@ -38,10 +38,11 @@ def measure(run_dir: Path) -> dict[str, float]:
     if written.is_file():
         figures = json.loads(written.read_text())
         out = {k: float(figures[k]) for k in ("silhouette", "separation_ratio", "silhouette_shuffled")}
+        out["svo_words_masked"] = float(figures.get("svo_words_masked", float("nan")))
     else:
         sep = action_separability(actions)
         out = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio,
-               "silhouette_shuffled": sep.shuffled_silhouette}
+               "silhouette_shuffled": sep.shuffled_silhouette, "svo_words_masked": float(sep.masked)}
     rates = cooperation_table(actions, "svo").set_index("svo")["cooperation_rate"] if not actions.empty else {}
     for svo in SVO_TYPES:
         out[f"cooperation_rate_{svo}"] = float(rates[svo]) if svo in rates else float("nan")

@@ -19,6 +19,7 @@ some channels more than to others. The numbers are ours and deliberately simple.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 SVO_TYPES: tuple[str, ...] = ("altruistic", "prosocial", "individualistic", "competitive")
@@ -53,6 +54,20 @@ PERSONALITY: dict[str, str] = {
         "to surpass the people around you."
     ),
 }
+
+# Words that name an SVO type, or the idea of one, as the prompts plant them ("You have an altruistic
+# social personality", "a human-like agent with a competitive orientation"): removed from the action
+# texts before separability embeds them, with the article before them, so an LLM that echoes its own
+# label ("As an altruistic person, I ...") cannot separate the types by it. Masked: the four type
+# names and their word forms (altruistic/altruist/altruism, prosocial/pro-social, individualistic/
+# individualist/individualism, competitive/competitively/competitiveness), "social value
+# orientation", "value orientation", "social personality", "personality type" and "SVO". Kept, as
+# behaviour: compete, competition, competitor, rival, help, share, fair, individual... "competitive"
+# is masked even where it describes an activity ("a competitive quiz"): it is the type's own name.
+_TYPE_FORMS = (r"altruis(?:tic(?:ally)?|ts?|m)|pro-?social(?:ly|ity)?|individualis(?:tic(?:ally)?|ts?|m)"
+               r"|competitive(?:ly|ness)?")
+_SVO_PHRASES = r"(?:social\s+)?value\s+orientations?|social\s+personalit(?:y|ies)|personality\s+types?|svos?"
+SVO_WORDS = re.compile(rf"\b(?:(?:an?|the)\s+)?(?:{_TYPE_FORMS}|{_SVO_PHRASES})\b", re.IGNORECASE)
 
 # The five categories of the paper's D.2, used as the stance of an action.
 STANCES: tuple[str, ...] = ("Cooperation", "QuasiCooperation", "Neutral", "QuasiCompetition", "Competition")
