@@ -144,7 +144,7 @@ def test_action_separability_drops_empty_and_missing_actions_and_passes_model_se
 
     seen = {}
 
-    def fake(texts, labels, embedding_model, seed, gateway, mask):
+    def fake(texts, labels, embedding_model, seed, gateway, mask, groups):
         seen.update(texts=texts, labels=labels, model=embedding_model, seed=seed, gateway=gateway, mask=mask)
         return "result"
 

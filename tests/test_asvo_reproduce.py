@@ -23,7 +23,14 @@ def test_a_short_rules_reproduction_measures_every_metric(tmp_path, monkeypatch)
     assert {"silhouette", "separation_ratio", "silhouette_shuffled", "cooperation_rate_altruistic"} <= metrics
     row = summary[(summary["label"] == "school-meso / ASVO") & (summary["metric"] == "silhouette")].iloc[0]
     assert row["paper"] == 0.12 and not math.isnan(row["mean"])
-    assert (tmp_path / "report.md").exists()
+    report = (tmp_path / "report.md").read_text()
+    assert "marked confounded" in report  # the protocol's reading of its findings, under them (school-meso: 1 agent/type)
+
+
+def verdict_of(verdicts, start: str) -> str:
+    """The verdict of the one finding whose text starts so (texts end with marks: relative, confounded)."""
+    (found,) = [v for f, v in verdicts.items() if f.startswith(start)]
+    return found
 
 
 def test_table_2_itself_satisfies_the_findings_and_swapped_arms_fail_them():
@@ -32,15 +39,21 @@ def test_table_2_itself_satisfies_the_findings_and_swapped_arms_fail_them():
     protocol = asvo_reproduce.protocol(judge=None)
     wide = protocol.paper.pivot(index="label", columns="metric", values="paper").reset_index()
     wide["silhouette_shuffled"], wide["seed"] = 0.0, 1  # chance: a silhouette of zero
-    as_paper = check_findings(protocol, wide)
-    assert len(as_paper) == 24 and set(as_paper["verdict"]) == {"holds"}
+    as_paper = check_findings(protocol, wide).set_index("finding")["verdict"]
+    assert len(as_paper) == 40
+    agent_shuffle = as_paper.index.str.contains("shuffled between agents")
+    assert set(as_paper[~agent_shuffle]) == {"holds"}
+    assert set(as_paper[agent_shuffle]) == {"not measured"}  # the paper gives no such figure
     swapped = wide.assign(label=wide["label"].map(
         lambda s: s.replace("w/o ASVO", "@").replace("ASVO", "w/o ASVO").replace("@", "ASVO")))
     verdicts = check_findings(protocol, swapped).set_index("finding")["verdict"]
-    assert verdicts["school-micro: actions separate by SVO type more with ASVO than without (silhouette)"] == "does not hold"
-    assert verdicts["family-meso: ... and by the separation ratio"] == "does not hold"
-    assert verdicts["workplace-micro: with ASVO, above the shuffled-label chance level (silhouette)"] == "holds"
-    assert verdicts["school-micro: with ASVO, above the shuffled-label chance level (silhouette)"] == "does not hold"
+    assert verdict_of(verdicts, "school-micro: actions separate by SVO type more with ASVO than without (silhouette)") \
+        == "does not hold"
+    assert verdict_of(verdicts, "family-meso: ... and by the separation ratio") == "does not hold"
+    assert verdict_of(verdicts, "workplace-micro: with ASVO, above the shuffled-label chance level (silhouette)") \
+        == "holds"
+    assert verdict_of(verdicts, "school-micro: with ASVO, above the shuffled-label chance level (silhouette)") \
+        == "does not hold"
 
 
 def test_a_positive_silhouette_below_its_shuffled_chance_level_is_not_above_chance():
@@ -50,8 +63,10 @@ def test_a_positive_silhouette_below_its_shuffled_chance_level_is_not_above_chan
     wide = protocol.paper.pivot(index="label", columns="metric", values="paper").reset_index()
     wide["silhouette_shuffled"], wide["seed"] = 0.15, 1  # chance above the paper's 0.12 in school
     verdicts = check_findings(protocol, wide).set_index("finding")["verdict"]
-    assert verdicts["school-micro: with ASVO, above the shuffled-label chance level (silhouette)"] == "does not hold"
-    assert verdicts["workplace-micro: with ASVO, above the shuffled-label chance level (silhouette)"] == "holds"  # 0.21
+    assert verdict_of(verdicts, "school-micro: with ASVO, above the shuffled-label chance level (silhouette)") \
+        == "does not hold"
+    assert verdict_of(verdicts, "workplace-micro: with ASVO, above the shuffled-label chance level (silhouette)") \
+        == "holds"  # 0.21
 
 
 def actions_of_two_types():
@@ -103,5 +118,6 @@ def test_an_arm_as_separable_as_the_other_or_as_chance_is_not_more_separable():
     wide = protocol.paper.pivot(index="label", columns="metric", values="paper").reset_index()
     wide["silhouette"], wide["separation_ratio"], wide["seed"] = 0.2, 1.5, 1  # both arms alike
     wide["silhouette_shuffled"] = wide["label"].map(lambda s: 0.2 if s.endswith("/ ASVO") else -0.5)
-    verdicts = set(check_findings(protocol, wide)["verdict"])
-    assert verdicts == {"does not hold"}  # a tie is no difference; the ASVO arm's own chance level is 0.2
+    checked = check_findings(protocol, wide)
+    relative = checked[checked["finding"].str.contains(asvo_reproduce.RELATIVE, regex=False)]
+    assert set(relative["verdict"]) == {"does not hold"}  # a tie is no difference; the ASVO arm's own chance is 0.2

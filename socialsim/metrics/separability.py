@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,16 @@ class Separability:
     shuffled_silhouette: float = math.nan  # chance level: mean silhouette over label permutations
     embedding: str = ""  # the embedding the points come from
     masked: int = 0  # texts that named a label (``mask``), embedded with those words removed
+    # with ``groups`` (who wrote each text): the fewest groups a label has (1: label = group identity),
+    # and the chance that labels shuffled between groups separate the points as well (NaN: too few groups)
+    groups_per_label: int = 0
+    group_shuffle_p: float = math.nan
+
+    @property
+    def label_is_group(self) -> bool:
+        """Every label is one group's (one agent per SVO type): separation by label is separation by
+        group, so it cannot tell the label from the group's identity."""
+        return self.groups_per_label == 1
 
     @property
     def measurable(self) -> bool:
@@ -131,6 +142,44 @@ def permutation_silhouette(points: np.ndarray, labels: list[str], seed: int = 0,
     return float(np.mean(values)) if values else math.nan
 
 
+GROUP_PERMUTATIONS = 99  # label shuffles between groups for the group-level p-value
+MIN_PARTITIONS = 20  # fewer distinct ways to give the groups their labels: p can never reach 0.05
+
+
+def group_partitions(group_labels: dict[str, str]) -> int:
+    """How many distinct ways the labels can be dealt out to the groups (label names aside):
+    n! / (prod of each label's group count! x prod, over labels of equal count, of how many)."""
+    sizes = Counter(group_labels.values()).values()
+    ways = math.factorial(len(group_labels))
+    for size in sizes:
+        ways //= math.factorial(size)
+    for same in Counter(sizes).values():
+        ways //= math.factorial(same)
+    return ways
+
+
+def group_shuffle_p(points: np.ndarray, labels: list[str], groups: list[str], seed: int = 0,
+                    n: int = GROUP_PERMUTATIONS) -> float:
+    """The chance that the labels, shuffled between groups (each group keeps one label for all its
+    texts), give a silhouette at least as high: a permutation p-value that holds who wrote what
+    fixed, so a label that only stands for its agents does not count. NaN when a group has several
+    labels or the groups are too few for p to reach 0.05 (``MIN_PARTITIONS``)."""
+    of_group: dict[str, str] = {}
+    for g, label in zip(groups, labels, strict=True):
+        if of_group.setdefault(g, label) != label:
+            return math.nan
+    if group_partitions(of_group) < MIN_PARTITIONS:
+        return math.nan
+    observed = silhouette(points, labels)
+    names, dealt = list(of_group), list(of_group.values())
+    rng = np.random.default_rng(seed)
+    higher = 0
+    for _ in range(n):
+        shuffled = dict(zip(names, rng.permutation(dealt), strict=True))
+        higher += silhouette(points, [shuffled[g] for g in groups]) >= observed - 1e-12
+    return (1 + higher) / (1 + n)
+
+
 def mask_words(texts: list[str], mask: re.Pattern | None) -> tuple[list[str], int]:
     """``texts`` with every match of ``mask`` removed (spaces tidied), and how many had one."""
     if mask is None:
@@ -140,16 +189,25 @@ def mask_words(texts: list[str], mask: re.Pattern | None) -> tuple[list[str], in
 
 
 def separability(texts: list[str], labels: list[str], embedding_model: str | None = None,
-                 seed: int = 0, gateway: Any = None, mask: re.Pattern | None = None) -> Separability:
+                 seed: int = 0, gateway: Any = None, mask: re.Pattern | None = None,
+                 groups: list[str] | None = None) -> Separability:
     """Embed, project with t-SNE, then silhouette and separation ratio on the 2-D points. Words
     matching ``mask`` (names of the labels) are removed before embedding, and counted: otherwise a
     text that repeats its label would be read back as separation. With an embedding model that
-    fails, the offline embedding is used and the note says why."""
-    if len(texts) != len(labels):
-        raise ValueError(f"{len(texts)} texts but {len(labels)} labels")
+    fails, the offline embedding is used and the note says why. With ``groups`` (each text's
+    author), the labels are also shuffled between groups (:func:`group_shuffle_p`)."""
+    if len(texts) != len(labels) or (groups is not None and len(groups) != len(labels)):
+        raise ValueError(f"{len(texts)} texts but {len(labels)} labels" + (f" and {len(groups)} groups" if groups else ""))
     texts, masked = mask_words(texts, mask)
     result = _separability(texts, labels, embedding_model, seed, gateway)
     result.masked = masked
+    if groups is not None:
+        per_label: dict[str, set[str]] = {}
+        for g, label in zip(groups, labels, strict=True):
+            per_label.setdefault(label, set()).add(g)
+        result.groups_per_label = min((len(g) for g in per_label.values()), default=0)
+        if result.points is not None:
+            result.group_shuffle_p = group_shuffle_p(result.points, labels, groups, seed)
     return result
 
 

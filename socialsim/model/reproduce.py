@@ -102,6 +102,9 @@ class Protocol:
     # asks those calls on a (dry) society's gateway as if its run had lasted the given steps, so the
     # projection can measure their prompts; None: they are counted but not priced
     after_run_probe: Callable[[Any, int], None] | None = None
+    # what the checked findings (with the null model's verdicts when run) mean together, as lines
+    # printed under them: e.g. relative findings that hold where no absolute one does
+    interpret: Callable[[pd.DataFrame], list[str]] = lambda checked: []
 
 
 @dataclass
@@ -501,6 +504,8 @@ def reproduce(
         notes.append(f"Not started ({len(not_started)}): " + ", ".join(not_started)
                      + ". The same command with the same --out resumes: recorded calls are free.")
     findings = findings_section(checked, engine)
+    if findings and (reading := protocol.interpret(checked)):
+        findings += "\n\n" + "\n\n".join(reading)
     text = (f"# Reproduction of {arch}\n\nEngine: {engine}; seeds 1..{seeds}; the runs' calls cost ${spent:.4f}"
             + (f" (${paid:.4f} of it paid by this command; the rest was recorded before)" if paid != spent else "")
             + ".\n\n"

@@ -35,7 +35,13 @@ from socialsim.agents.asvo.svo import (  # noqa: E402
 )
 from socialsim.metrics.markdown import markdown_table  # noqa: E402
 from socialsim.metrics.report import end_of_run_measurement, figures_drawn  # noqa: E402
-from socialsim.metrics.separability import PAPER_TABLE_2, PERMUTATIONS, plot_tsne, separability  # noqa: E402
+from socialsim.metrics.separability import (  # noqa: E402
+    GROUP_PERMUTATIONS,
+    PAPER_TABLE_2,
+    PERMUTATIONS,
+    plot_tsne,
+    separability,
+)
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
@@ -111,10 +117,12 @@ def judge_agreement(judgements: pd.DataFrame) -> pd.DataFrame:
 def action_separability(actions: pd.DataFrame, embedding_model: str | None = None, seed: int = 0,
                         gateway=None):
     """Separability of the recorded action texts by SVO type, with the SVO words (``svo.SVO_WORDS``)
-    masked: an action that names its actor's type would otherwise be read back as separation."""
+    masked: an action that names its actor's type would otherwise be read back as separation. The
+    actors are the groups: the SVO types are also shuffled between agents, not only between actions."""
     df = actions[actions["action"].astype(str).str.len() > 0]
+    groups = df["agent"].astype(str).tolist() if "agent" in df else None
     return separability(df["action"].astype(str).tolist(), df["svo"].astype(str).tolist(), embedding_model, seed,
-                        gateway, mask=SVO_WORDS)
+                        gateway, mask=SVO_WORDS, groups=groups)
 
 
 SEPARABILITY_FILE = "asvo_separability.json"
@@ -124,7 +132,9 @@ def save_separability(sep, run_dir: Path) -> None:
     """The run's separability figures (computed once, with the run's embedding) for `reproduce`."""
     figures = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio,
                "silhouette_shuffled": sep.shuffled_silhouette, "embedding": sep.embedding, "note": sep.note,
-               "actions": len(sep.labels), "svo_words_masked": sep.masked}
+               "actions": len(sep.labels), "svo_words_masked": sep.masked,
+               "agents_per_svo": sep.groups_per_label, "svo_is_agent": sep.label_is_group,
+               "agent_shuffle_p": sep.group_shuffle_p}
     (run_dir / SEPARABILITY_FILE).write_text(json.dumps(figures, indent=1, allow_nan=True))
 
 
@@ -224,6 +234,21 @@ def table_2(setting: str | None, use_svo: bool, sep) -> str:
     return "\n".join(["| setting | silhouette | separation ratio |", "|---|---|---|", *rows])
 
 
+def agents_line(sep) -> str:
+    """What the separability can say about SVO rather than about the agents who hold it."""
+    if sep.label_is_group:
+        return ("**Each SVO type is held by a single agent here**, so the SVO label is the agent's identity: a "
+                "silhouette above the shuffled-label chance shows that agents act differently from each other, "
+                "which they do with or without an SVO. Separability here cannot tell SVO from agent identity: "
+                "it is not a test of SVO (shuffling the types between agents is not measurable).")
+    if math.isnan(sep.group_shuffle_p):
+        return (f"Shuffling the SVO types between agents: not measurable ({sep.groups_per_label or 'no'} agents "
+                "for the rarest type: too few ways to deal the types out for p to reach 0.05).")
+    return (f"Shuffling the SVO types between agents (each keeps one type for all its actions; "
+            f"{GROUP_PERMUTATIONS} permutations): p = {sep.group_shuffle_p:.2f}, the chance that a random "
+            f"assignment of the types to these agents separates their actions as well.")
+
+
 def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
     dc = model.datacollector
     actions = dc.get_table_dataframe("asvo_actions")
@@ -295,6 +320,8 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
                   "those words were removed before embedding, so an action that echoes its actor's label is not read "
                   "back as separation.", "",
                   table_2(setting_of(model.scenario_spec.name), settings.use_svo, sep), ""]
+        if sep.measurable:
+            parts += [agents_line(sep), ""]
         if plot_tsne(sep, figures / "asvo_tsne.png"):
             parts += ["![t-SNE of actions](figures/asvo_tsne.png)", ""]
 

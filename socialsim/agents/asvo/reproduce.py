@@ -39,10 +39,12 @@ def measure(run_dir: Path) -> dict[str, float]:
         figures = json.loads(written.read_text())
         out = {k: float(figures[k]) for k in ("silhouette", "separation_ratio", "silhouette_shuffled")}
         out["svo_words_masked"] = float(figures.get("svo_words_masked", float("nan")))
+        out["agent_shuffle_p"] = float(figures.get("agent_shuffle_p", float("nan")))
     else:
         sep = action_separability(actions)
         out = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio,
-               "silhouette_shuffled": sep.shuffled_silhouette, "svo_words_masked": float(sep.masked)}
+               "silhouette_shuffled": sep.shuffled_silhouette, "svo_words_masked": float(sep.masked),
+               "agent_shuffle_p": sep.group_shuffle_p}
     rates = cooperation_table(actions, "svo").set_index("svo")["cooperation_rate"] if not actions.empty else {}
     for svo in SVO_TYPES:
         out[f"cooperation_rate_{svo}"] = float(rates[svo]) if svo in rates else float("nan")
@@ -59,20 +61,79 @@ def paper_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+RELATIVE = "(relative)"  # marks the findings that compare two figures of the run
+CONFOUNDED = ("(confounded: each SVO type is one agent here, so this compares agents, not SVO types; "
+              "not a test of SVO)")
+POSITIVE = "with ASVO, a positive silhouette"
+RELATIVE_READING = ("Relative findings pass for any rule in which SVO changes choices, i.e. they cannot discriminate "
+                    "the null model from an LLM.")
+
+
+def one_agent_per_svo(scenario: str) -> bool:
+    """Whether the scenario (its SVO assignment under the paper preset) gives each SVO type to a
+    single agent, so that SVO labels and agent identities are the same partition."""
+    import random
+    from collections import Counter
+
+    from socialsim.agents.asvo.settings import ASVOScenario, ASVOSettings, assign_svo
+    from socialsim.scenarios.loader import load_scenario
+
+    spec = load_scenario(scenario)
+    svo = assign_svo([a.name for a in spec.agents], {a.name: a.traits for a in spec.agents}, ASVOSettings(),
+                     ASVOScenario.from_scenario(spec), random.Random(0))
+    return set(Counter(svo.values()).values()) == {1}
+
+
 def findings() -> list[Finding]:
     """Table 2's findings per scenario: actions separate by SVO type better with ASVO than without
-    (silhouette and separation ratio), and with ASVO better than the same actions with shuffled
-    SVO labels (the paper's positive silhouettes; chance is the honest zero)."""
+    (silhouette and separation ratio), with ASVO better than the same actions with shuffled SVO
+    labels, and (absolute, as the paper's figures are) with a positive silhouette and better than
+    the SVO types shuffled between agents. The relative ones are marked; where each SVO type is one
+    agent the shuffled-label one is marked confounded (and the agent shuffle is not measurable)."""
     out = []
     for s in SCENARIOS:
         with_svo, without = label(s, "ASVO"), label(s, "w/o ASVO")
-        out += [compare(f"{s}: actions separate by SVO type more with ASVO than without (silhouette)",
+        confounded = f" {CONFOUNDED}" if one_agent_per_svo(s) else ""
+        out += [compare(f"{s}: actions separate by SVO type more with ASVO than without (silhouette) {RELATIVE}",
                         (with_svo, "silhouette"), ">", (without, "silhouette")),
-                compare(f"{s}: ... and by the separation ratio",
+                compare(f"{s}: ... and by the separation ratio {RELATIVE}",
                         (with_svo, "separation_ratio"), ">", (without, "separation_ratio")),
-                compare(f"{s}: with ASVO, above the shuffled-label chance level (silhouette)",
-                        (with_svo, "silhouette"), ">", (with_svo, "silhouette_shuffled"))]
+                compare(f"{s}: with ASVO, above the shuffled-label chance level (silhouette) {RELATIVE}{confounded}",
+                        (with_svo, "silhouette"), ">", (with_svo, "silhouette_shuffled")),
+                compare(f"{s}: {POSITIVE} (the paper's Table 2: 0.07 to 0.21)", (with_svo, "silhouette"), ">", 0.0),
+                compare(f"{s}: with ASVO, better than the SVO types shuffled between agents (p < 0.05)",
+                        (with_svo, "agent_shuffle_p"), "<", 0.05)]
     return out
+
+
+def interpret(checked: pd.DataFrame) -> list[str]:
+    """What the verdicts mean together: relative findings that hold where the silhouette with ASVO
+    is not even positive, said plainly, beside the null model's verdicts."""
+    if checked.empty:
+        return []
+    lines = []
+    verdict = dict(zip(checked["finding"], checked["verdict"], strict=True))
+    null = dict(zip(checked["finding"], checked["null_verdict"], strict=True)) if "null_verdict" in checked else {}
+    relative = checked[checked["finding"].str.contains(RELATIVE, regex=False)]
+    negative = [s for s in SCENARIOS if verdict.get(f"{s}: {POSITIVE} (the paper's Table 2: 0.07 to 0.21)")
+                == "does not hold"]
+    holding = [f for f in relative["finding"] if verdict[f] == "holds" and f.split(":")[0] in negative]
+    if holding:
+        lines.append(f"**{len(holding)} relative findings hold where the silhouette with ASVO is not positive** "
+                     f"({', '.join(negative)}): there the actions do not cluster by SVO type at all; the relative "
+                     "findings only say that SVO changed the choices. " + RELATIVE_READING)
+    if null:
+        both = [f for f in relative["finding"] if verdict[f] == "holds" and null.get(f) == "holds"]
+        lines.append(f"The rules null model holds {len(both)} of the {int((relative['finding'].map(verdict) == 'holds').sum())} "
+                     f"relative findings that hold here. {RELATIVE_READING}")
+    elif not relative.empty and (relative["finding"].map(verdict) == "holds").any():
+        lines.append(f"{RELATIVE_READING} The absolute ones (a positive silhouette, the SVO types shuffled between "
+                     "agents) are the test.")
+    if any(CONFOUNDED in f for f in checked["finding"]):
+        lines.append("Where each SVO type is one agent (marked confounded), a silhouette above the shuffled-label "
+                     "chance shows only that agents act differently; the w/o-ASVO arm, with no SVO anywhere, passes "
+                     "it as well.")
+    return lines
 
 
 def protocol(judge: str | None) -> Protocol:
@@ -85,4 +146,4 @@ def protocol(judge: str | None) -> Protocol:
                      "eight scenarios x {ASVO, w/o ASVO}, paper preset; plus the shuffled-label silhouette "
                      "(chance) and the cooperation rate per SVO type. Judge: "
                      f"{judge or 'rules (the baseline: labels read from simulated effects)'}."),
-        findings=findings())
+        findings=findings(), interpret=interpret)
