@@ -1,6 +1,8 @@
 """The ITCMA-S rules at their edges: Elim's relevance ratings per verb (a social goal, a partner
 who spoke to me, a new place, tiredness, a thing the goal is about) and which goals make a thing
-relevant. Written after mutmut on the rules of ``agents/itcmas/operations.py`` left them unpinned."""
+relevant. Written after mutmut on the rules of ``agents/itcmas/operations.py`` left them unpinned.
+The words the rules read a goal by are the scenario's: here IrollanValley's (``WORDS``); with none,
+no word triggers anything."""
 
 import dataclasses
 import random
@@ -8,10 +10,15 @@ import random
 import pytest
 
 from socialsim.agents.itcmas import operations as ops
+from socialsim.agents.itcmas.rules import NO_WORDS
+from socialsim.agents.itcmas.settings import load_config
+from socialsim.scenarios.loader import load_scenario
+
+WORDS = load_config(load_scenario("irollan-valley").itcmas, {}).vocabulary
 
 
-def mu(verb, goal="Write my thesis", noun="", driver=1.0, spoke_to_me=False, new_place=False):
-    ctx = ops.ElimContext(goal, f"{verb} {noun}".strip(), [], verb, noun, driver, spoke_to_me, new_place)
+def mu(verb, goal="Write my thesis", noun="", driver=1.0, spoke_to_me=False, new_place=False, words=WORDS):
+    ctx = ops.ElimContext(goal, f"{verb} {noun}".strip(), [], verb, noun, driver, spoke_to_me, new_place, words)
     return ops.ELIM.rule(ctx, random.Random(0)).value
 
 
@@ -50,7 +57,16 @@ def test_taking_a_thing_rates_by_the_goal_and_other_verbs_rate_two():
     ("Eat lunch", "book", False), ("Write my thesis", "food", False), ("Eat lunch", "", False),
     ("Drink something", "food", False)])
 def test_a_thing_is_relevant_when_the_goal_names_it_or_a_verb_of_the_goal_is_about_it(goal, noun, relevant):
-    assert ops.relevant_to(goal, noun) is relevant
+    assert WORDS.relevant(goal, noun) is relevant
+
+
+def test_without_the_scenarios_words_no_goal_word_makes_anything_relevant():
+    """No vocabulary is built into the architecture: a scenario that gives none gets none."""
+    assert mu("chat with", goal="Meet a friend and talk with the others", noun="LL", words=NO_WORDS) == 2
+    assert mu("go to", goal="Explore the valley", new_place=True, words=NO_WORDS) == 3
+    assert mu("use", noun="bed", driver=0.1, words=NO_WORDS) == 2
+    assert mu("take", goal="Eat lunch", noun="beverage", words=NO_WORDS) == 2
+    assert mu("take", goal="Eat some food", noun="food", words=NO_WORDS) == 4  # the goal names the thing itself
 
 
 # --- protention ---------------------------------------------------------------------------------------------
@@ -93,8 +109,8 @@ def test_an_observation_without_a_place_or_anything_seen_is_short():
 # --- chat, the social filter --------------------------------------------------------------------------------
 
 
-def chat(heard=(), topic=None, seed=0):
-    ctx = ops.ITCMAChatContext("AY", "LL", "obs", "I feel fine", list(heard), topic, "the canteen")
+def chat(heard=(), topic=None, seed=0, places=("the reading room", "the canteen")):
+    ctx = ops.ITCMAChatContext("AY", "LL", "obs", "I feel fine", list(heard), topic, "the canteen", list(places))
     return ops.CHAT.rule(ctx, random.Random(seed)).text
 
 
@@ -102,6 +118,10 @@ def test_a_rule_chat_answers_what_was_heard_opens_otherwise_and_takes_the_atmosp
     openers = {chat(seed=s) for s in range(40)}
     assert openers == {"Hi LL! What are you up to in the canteen?", "Hello LL, shall we do something together?",
                        "LL, have you been to the reading room or the canteen today?"}
+    assert {chat(seed=s, places=["the hall"]) for s in range(40)} >= {"LL, have you been to the hall today?"}
+    # a scenario with no public room: no place but the one here is named
+    assert {chat(seed=s, places=[]) for s in range(40)} == {"Hi LL! What are you up to in the canteen?",
+                                                            "Hello LL, shall we do something together?"}
     replies = {chat(heard=["shall we eat?"], seed=s) for s in range(40)}
     assert replies == {"Yes LL, let's do that together here in the canteen.", "I hear you, LL. What should we do next?",
                        "Good idea, LL. I'll join you."}

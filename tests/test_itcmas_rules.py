@@ -6,7 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from socialsim.agents.itcmas.rules import CHOICE, choice_utility, matrix_score
+from socialsim.agents.itcmas.rules import CHOICE, Vocabulary, choice_utility, matrix_score
+
+WORDS = Vocabulary(rest_furniture=("bed",))  # a scenario's resting furniture (none is built in)
 
 
 def candidate(verb, **kw):
@@ -16,7 +18,7 @@ def candidate(verb, **kw):
 
 
 def utility(c, driver=0.0, resources=None, topic=None, pleasure=0.0):
-    return choice_utility(c, driver=driver, resources=resources, topic=topic, pleasure=pleasure)[0]
+    return choice_utility(c, driver=driver, resources=resources, topic=topic, pleasure=pleasure, vocabulary=WORDS)[0]
 
 
 def sigmoid(x):

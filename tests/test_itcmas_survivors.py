@@ -110,9 +110,12 @@ def test_exact_ties_fall_to_the_rng_not_to_list_order():
 def test_every_piece_of_resting_furniture_rests(noun):
     from types import SimpleNamespace
 
-    from socialsim.agents.itcmas.rules import CHOICE, choice_utility
+    from socialsim.agents.itcmas.rules import CHOICE, Vocabulary, choice_utility
 
     c = SimpleNamespace(verb="use", mu=2, target="", noun=noun, new_place=False, spoke_to_me=False,
                         chatted_lately=False, habit=0.0, change=0.0, filtered_before=False)
-    score, why = choice_utility(c, driver=0.0, resources=None, topic=None, pleasure=0.0)
+    words = Vocabulary(rest_furniture=("bed", "chair", "nightstand"))  # IrollanValley's
+    score, why = choice_utility(c, driver=0.0, resources=None, topic=None, pleasure=0.0, vocabulary=words)
     assert score == pytest.approx(CHOICE.mu * 2 + CHOICE.rest) and why == "I need some rest"
+    # no resting furniture is built in: without the scenario's words, using it is just using it
+    assert choice_utility(c, driver=0.0, resources=None, topic=None, pleasure=0.0)[0] == pytest.approx(CHOICE.mu * 2)

@@ -54,6 +54,11 @@ class Operation:
         """The user-message text (without the answer-format instruction)."""
         raise NotImplementedError
 
+    def system_text(self, ctx: Any) -> str:
+        """The system message. An architecture whose agents live in the scenario's world says so here
+        from the context (the scenario's own text), so no world is written into the operation."""
+        return self.system
+
     def input_text(self, ctx: Any) -> str:
         """What changes from call to call, placed after the answer format ("": the prompt holds it).
         An operation with a long answer format (a JSON schema) puts its input here, so all the fixed
@@ -64,7 +69,7 @@ class Operation:
         text = f"{self.prompt(ctx)}\n\n{self.question(ctx).instruction()}"
         if changing := self.input_text(ctx):
             text = f"{text}\n\n{changing}"
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]
+        return [{"role": "system", "content": self.system_text(ctx)}, {"role": "user", "content": text}]
 
     def rule(self, ctx: Any, rng: random.Random) -> BaseModel:
         raise NotImplementedError

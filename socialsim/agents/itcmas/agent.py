@@ -87,6 +87,20 @@ def kind_of(name: str) -> str:
     return _NUMBER.sub("", name.split("'s ")[-1]).strip()
 
 
+def check_kinds(config: ITCMASConfig, world_map, where: str) -> None:
+    """The furniture and item kinds the rules' words name must be the scenario's (a typo would
+    silently never match)."""
+    furniture = {kind_of(f.name) for f in world_map.furniture} if world_map else set()
+    items = {kind_of(i.name) for i in world_map.items} if world_map else set()
+    named = [("rest_furniture", kind, furniture, "furniture") for kind in config.rest_furniture]
+    named += [(f"goal_objects.{word}", kind, items, "item") for word, kinds in config.goal_objects.items()
+              for kind in kinds]
+    for field, kind, known, what in named:
+        if kind not in known:
+            raise ValueError(f"{where}: invalid itcmas parameters: {field}: {kind!r} is no {what} kind of the map "
+                             f"(kinds: {', '.join(sorted(known)) or 'none'})")
+
+
 class ITCMASociety:
     """Society-level state of one model: the validated parameters, topics and the matrix log."""
 
@@ -94,13 +108,20 @@ class ITCMASociety:
         where = model.scenario_spec.where
         self.config: ITCMASConfig = load_config(model.scenario_spec.itcmas, model.arch_params, where)
         check_judge(model.llm.routes)  # the end-of-run judge must not be an actors' model
-        names = {a.name for a in model.scenario_spec.agents}
-        areas = {a.name for a in model.scenario_spec.map.areas} if model.scenario_spec.map else set()
+        spec = model.scenario_spec
+        names = {a.name for a in spec.agents}
+        areas = {a.name for a in spec.map.areas} if spec.map else set()
         for agent, home in self.config.homes.items():
             if agent not in names:
                 raise ValueError(f"{where}: invalid itcmas parameters: homes: unknown agent {agent!r}")
             if home not in areas:
                 raise ValueError(f"{where}: invalid itcmas parameters: homes.{agent}: unknown area {home!r}")
+        check_kinds(self.config, spec.map, where)
+        self.setting = spec.context  # every operation's system message: the scenario's own world
+        self.vocabulary = self.config.vocabulary
+        homes = set(self.config.homes.values())  # the public rooms a rule-made chat may name
+        self.public_rooms = [a.name for a in spec.map.areas if a.kind != "outside" and a.name not in homes] \
+            if spec.map else []
         self.topics: dict[str, float] = {}
         self.pending_ranking: list[str] | None = None
         self.matrix_runs = 0
@@ -283,11 +304,13 @@ class ITCMASAgent(GenerativeAgent):
         for action in self.action_space:
             types.setdefault(action_type(action), []).append(action)
         names = list(types)
+        society = self.society
         elim_ctxs = [ElimContext(goal=self.goal, action=t, action_space=names, verb=acts[0].verb,
                                  noun=kind_of(acts[0].item or acts[0].target) if acts[0].verb in ("use", "take", "put") else "",
                                  driver=self.emotion.driver,
                                  spoke_to_me=acts[0].verb == "chat with" and self._spoke_to_me(acts[0].target),
-                                 new_place=acts[0].verb == "go to" and acts[0].target not in self.visited)
+                                 new_place=acts[0].verb == "go to" and acts[0].target not in self.visited,
+                                 vocabulary=society.vocabulary, setting=society.setting)
                      for t, acts in types.items()]
         mus = {t: a.value.value for t, a in zip(names, await self._ask_all(ELIM, elim_ctxs), strict=True)}
         self.elim_ratings = mus
@@ -304,7 +327,8 @@ class ITCMASAgent(GenerativeAgent):
         pro_ctxs = [ProtentionContext(
             name=self.name, observation=self.observation, imagination=list(self.imagine.keys),
             driver_text=self.emotion.describe(), action=a.text, verb=a.verb, current_phrases=current,
-            target=a.target, item=a.item, remembered_phrases=self._remembered(a.target) if a.verb == "go to" else [])
+            target=a.target, item=a.item, remembered_phrases=self._remembered(a.target) if a.verb == "go to" else [],
+            setting=society.setting)
             for _, a in pool]
         if cfg.protention:
             pro_answers = await self._ask_all(self.society.protention_op, pro_ctxs)
@@ -331,7 +355,8 @@ class ITCMASAgent(GenerativeAgent):
             memory=self._memory_text(), driver_text=self.emotion.describe(), driver=self.emotion.driver,
             social_text=self._social_text(kind) if cfg.modules["ltrha"] else "",
             resources=self.resources if cfg.modules["ltrha"] else None, candidates=candidates,
-            topic=self.society.topics.get(self.area) if cfg.modules["ltrha"] else None, pleasure=self.emotion.P)
+            topic=self.society.topics.get(self.area) if cfg.modules["ltrha"] else None, pleasure=self.emotion.P,
+            vocabulary=society.vocabulary, setting=society.setting)
         choice = (await self.ask(CHOOSE, ctx)).value
         index = choice.action - 1
         action = pool[index][1]
@@ -339,7 +364,8 @@ class ITCMASAgent(GenerativeAgent):
         self.next_protention = pro_fields[index]
         if action.verb == "chat with":
             chat = ITCMAChatContext(self.name, action.target, self.observation, choice.thought,
-                                    self.heard_from(action.target), self.society.topics.get(self.area), self.area)
+                                    self.heard_from(action.target), self.society.topics.get(self.area), self.area,
+                                    [p for p in society.public_rooms if p != self.area], society.setting)
             action = action.with_content((await self.ask(CHAT, chat)).value.text)
         self.intent = action
         await self.judge_intent()
@@ -353,7 +379,7 @@ class ITCMASAgent(GenerativeAgent):
         item = self._item(action.item) if action.item else None
         ctx = FilterContext(self.name, self.area, action.text, action.verb, home_owner(self.area, self.cfg.homes),
                             item.owner if item else None, list(self.addressed_by),
-                            [p.name for p in self.world.people_in(self.area, besides=self)])
+                            [p.name for p in self.world.people_in(self.area, besides=self)], self.society.setting)
         self.filter_verdict = (await self.ask(SOCIAL_FILTER, ctx)).value.yes
 
     def _check_truncated(self, action: str, answer) -> None:

@@ -7,6 +7,10 @@ one (see ``socialsim.agents.itcmas.settings.PAPER_ROUTES``); ``judge`` must be a
 from the actors'. Prompts are ours, following the paper's structure (Elim: "Your task is to: G.
 The actions you can take are: AS. Will a_i be relevant?"). Every rule answers from the context's
 structured fields only.
+
+No world is written here: the system message is the scenario's own ``context`` text
+(``setting`` of each context), the words the rules read a goal by are the scenario's
+(``rules.Vocabulary``, from ``ITCMASConfig``), and the places a rule-made chat names are its areas.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pydantic import BaseModel, Field, create_model, field_validator
 
 from socialsim.agents.itcmas.rules import CHOICE as CHOICE_WEIGHTS
 from socialsim.agents.itcmas.rules import MATRIX as MATRIX_WEIGHTS
-from socialsim.agents.itcmas.rules import choice_utility, matrix_score, noisy_order
+from socialsim.agents.itcmas.rules import NO_WORDS, Vocabulary, choice_utility, matrix_score, noisy_order
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import (
     Integer,
@@ -34,19 +38,22 @@ from socialsim.llm.questions import (
 )
 from socialsim.llm.routing import RULES, RouteTable
 
-SYSTEM = ("You are an agent living in IrollanValley, a small world of homes, a public canteen and a public "
-          "reading room. Nobody has a preset identity or role. Answer exactly in the requested format.")
 FILTERED_NOTE = " (LTRHA filtered this action of yours lately)"
-SOCIAL_WORDS = ("meet", "talk", "friend", "others", "together", "social")
-REST_FURNITURE = ("bed", "chair", "nightstand")
-# what a goal's verbs are about, for Elim's rule: "eat" makes food relevant, "read" books
-GOAL_OBJECTS = {"eat": ("food", "beverage", "beefsteak"), "drink": ("beverage",), "read": ("book",),
-                "play": ("toy",), "dress": ("clothes",)}
 
 
-def relevant_to(goal: str, noun: str) -> bool:
-    goal = goal.lower()
-    return bool(noun) and (noun in goal or any(verb in goal and noun in nouns for verb, nouns in GOAL_OBJECTS.items()))
+def world_system(setting: str) -> str:
+    """The system message of an agent's operations: the world is the scenario's own text."""
+    return " ".join(filter(None, ("You are an agent living in a simulated world.", setting.strip(),
+                                  "Answer exactly in the requested format.")))
+
+
+class InTheWorld(Operation):
+    """An operation an agent asks from inside the scenario's world (its context's ``setting``)."""
+
+    system = world_system("")  # without a context: no world named
+
+    def system_text(self, ctx) -> str:
+        return world_system(ctx.setting)
 
 
 # --- Elim (eq. 16) --------------------------------------------------------------------------------
@@ -60,14 +67,15 @@ class ElimContext:
     driver: float = 1.0
     spoke_to_me: bool = False  # for chats: the partner addressed the agent lately
     new_place: bool = False  # for moves: a place not visited lately
+    vocabulary: Vocabulary = NO_WORDS  # the scenario's words the rule reads the goal by
+    setting: str = ""  # the scenario's context text (the system message)
 
 
-class Elim(Operation):
+class Elim(InTheWorld):
     """μ ∈ [1, 5]: how relevant one action is to the agent's goal."""
 
     name = "Elim"
     module = "elimination"
-    system = SYSTEM
     temperature = 0.0
     max_tokens = 2
     fallback_doc = "μ = 5 (a failed rating never removes an action)"
@@ -80,19 +88,20 @@ class Elim(Operation):
                 f"Will '{ctx.action}' be relevant? Rate it from 1 (irrelevant) to 5 (highly relevant).")
 
     def rule(self, ctx: ElimContext, rng: random.Random) -> Integer:
-        """From the goal's words: chatting rates 4 if the goal is social (5 to someone who spoke to
-        me), exploring a new place 4 if the goal says explore, resting 4 when the drive is low,
-        taking a thing 4 if the goal mentions it; putting and leaving rate low."""
-        goal = ctx.goal.lower()
-        social = any(word in goal for word in SOCIAL_WORDS)
+        """From the goal's words, read by the scenario's vocabulary: chatting rates 4 if the goal
+        names a social word (5 to someone who spoke to me; else 2, or 4 to someone who spoke),
+        exploring a new place 4 if the goal names an explore word, resting furniture 4 when the
+        drive is low, taking a thing 4 if the goal is about it; putting and leaving rate low."""
+        words = ctx.vocabulary
+        social = words.is_social(ctx.goal)
         if ctx.verb == "chat with":
             value = (3 + social) + (1 if ctx.spoke_to_me else 0) - (0 if social or ctx.spoke_to_me else 1)
         elif ctx.verb == "go to":
-            value = (3 + ("explore" in goal)) if ctx.new_place else 3
+            value = (3 + words.explores(ctx.goal)) if ctx.new_place else 3
         elif ctx.verb == "use":
-            value = (4 if ctx.driver < 1.0 else 3) if ctx.noun in REST_FURNITURE else 2
+            value = (4 if ctx.driver < 1.0 else 3) if words.rests_on(ctx.noun) else 2
         elif ctx.verb == "take":
-            value = 4 if relevant_to(goal, ctx.noun) else 2
+            value = 4 if words.relevant(ctx.goal, ctx.noun) else 2
         else:  # put, leave, behaviours
             value = 2
         return Integer(value=value)
@@ -114,14 +123,14 @@ class ProtentionContext:
     target: str = ""
     item: str = ""
     remembered_phrases: list[str] = field(default_factory=list)  # of the target area, if ever seen
+    setting: str = ""  # the scenario's context text (the system message)
 
 
-class Protention(Operation):
+class Protention(InTheWorld):
     """Predict the observation that will follow one candidate action (TSFM by a small LLM)."""
 
     name = "Protention"
     module = "protention"
-    system = SYSTEM
     temperature = 0.0
     max_tokens = 72  # overridden per run by ITCMASConfig.protention_tokens
     fallback_doc = "the present observation unchanged (predict no change)"
@@ -194,6 +203,8 @@ class ChoiceContext:
     candidates: list[Candidate]
     topic: float | None = None  # of the agent's locale (in social_text)
     pleasure: float = 0.0  # P (in driver_text)
+    vocabulary: Vocabulary = NO_WORDS  # the scenario's words (what rests the agent)
+    setting: str = ""  # the scenario's context text (the system message)
 
 
 @lru_cache(maxsize=64)
@@ -206,12 +217,11 @@ def choice_model(n: int) -> type[BaseModel]:
     )
 
 
-class ChooseITCMAAction(Operation):
+class ChooseITCMAAction(InTheWorld):
     """A thought and one action, from the channel content, protentions, driver and emotions."""
 
     name = "ITCMAChooseAction"
     module = "action"
-    system = SYSTEM
     temperature = 0.7
     max_tokens = 64
     fallback_doc = "the first remaining action (the highest μ) with an empty thought"
@@ -236,7 +246,8 @@ class ChooseITCMAAction(Operation):
         topic and mood, novelty by the driver, rest when tired, habit, expected change, and a
         penalty for what LTRHA filtered before); the thought states the reason."""
         utils = {i: choice_utility(c, driver=ctx.driver, resources=ctx.resources, topic=ctx.topic,
-                                   pleasure=ctx.pleasure) for i, c in enumerate(ctx.candidates)}
+                                   pleasure=ctx.pleasure, vocabulary=ctx.vocabulary)
+                 for i, c in enumerate(ctx.candidates)}
         best = noisy_order(list(utils), lambda i: utils[i][0], rng, CHOICE_WEIGHTS.temperature)[0]
         chosen = ctx.candidates[best].action
         thought = f"I feel a drive of {ctx.driver:.2f}. I will {chosen}, because {utils[best][1]}."
@@ -256,12 +267,13 @@ class ITCMAChatContext:
     heard: list[str] = field(default_factory=list)  # what the partner said lately
     topic: float | None = None
     place: str = ""
+    places: list[str] = field(default_factory=list)  # the scenario's public rooms besides this one
+    setting: str = ""  # the scenario's context text (the system message)
 
 
-class ITCMAChat(Operation):
+class ITCMAChat(InTheWorld):
     name = "ITCMAChat"
     module = "chat"
-    system = SYSTEM
     max_tokens = 40
     fallback_doc = "a plain greeting to the partner"
 
@@ -275,7 +287,8 @@ class ITCMAChat(Operation):
                 f"Recently between you:\n{heard}\nYou talk to {ctx.partner}. What do you say? Your words only.")
 
     def rule(self, ctx: ITCMAChatContext, rng: random.Random) -> Text:
-        """A reply or an opener drawn by the RNG, coloured by the atmosphere (the topic)."""
+        """A reply or an opener drawn by the RNG, coloured by the atmosphere (the topic); an opener
+        names only the scenario's places (here, and its public rooms if it has any)."""
         mood = "" if ctx.topic is None or math.isnan(ctx.topic) else (
             " It feels good here." if ctx.topic > 0.2 else " It is a bit tense here." if ctx.topic < -0.2 else "")
         if ctx.heard:
@@ -284,12 +297,18 @@ class ITCMAChat(Operation):
                      f"Good idea, {ctx.partner}. I'll join you.")
         else:
             lines = (f"Hi {ctx.partner}! What are you up to in {ctx.place}?",
-                     f"Hello {ctx.partner}, shall we do something together?",
-                     f"{ctx.partner}, have you been to the reading room or the canteen today?")
+                     f"Hello {ctx.partner}, shall we do something together?")
+            if ctx.places:
+                lines += (f"{ctx.partner}, have you been to {_either(ctx.places)} today?",)
         return Text(text=rng.choice(lines) + mood)
 
     def fallback(self, ctx: ITCMAChatContext) -> Text:
         return Text(text=f"Hello {ctx.partner}.")
+
+
+def _either(places: list[str]) -> str:
+    """'A', 'A or B', 'A, B or C'."""
+    return places[0] if len(places) == 1 else f"{', '.join(places[:-1])} or {places[-1]}"
 
 
 # --- the matrix --------------------------------------------------------------------------------------
@@ -368,14 +387,14 @@ class FilterContext:
     item_owner: str | None
     addressed_by: list[str]  # who spoke to the agent last step
     people_here: list[str]
+    setting: str = ""  # the scenario's context text (the system message)
 
 
-class SocialFilter(Operation):
+class SocialFilter(InTheWorld):
     """Is this action detrimental to social interaction? (Yes: it is filtered, not executed.)"""
 
     name = "SocialFilter"
     module = "filter"
-    system = SYSTEM
     temperature = 0.0
     max_tokens = 2
     fallback_doc = "No (an unusable answer never blocks an action)"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,40 @@ class MatrixWeights:
     temperature: float = 0.1  # Gumbel noise: small, only separates near-ties
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """The scenario's words the rules read a goal and a thing by (``ITCMASConfig``'s
+    ``social_words``, ``explore_words``, ``rest_furniture``, ``goal_objects``). None is built in:
+    with none given, no goal makes chatting, exploring or a thing it does not name relevant and
+    no furniture rests the agent. Matching is by lowercase substring of the goal."""
+
+    social_words: tuple[str, ...] = ()  # a goal naming one makes chatting relevant
+    explore_words: tuple[str, ...] = ()  # ... makes going to a place not visited lately relevant
+    rest_furniture: tuple[str, ...] = ()  # furniture kinds whose use rests the agent
+    goal_objects: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # goal verb -> item kinds
+
+    def is_social(self, goal: str) -> bool:
+        return _names_one(goal, self.social_words)
+
+    def explores(self, goal: str) -> bool:
+        return _names_one(goal, self.explore_words)
+
+    def rests_on(self, noun: str) -> bool:
+        return bool(noun) and noun.lower() in self.rest_furniture
+
+    def relevant(self, goal: str, noun: str) -> bool:
+        """A thing is relevant when the goal names its kind or a verb of the goal is about it."""
+        goal, noun = goal.lower(), noun.lower()
+        return bool(noun) and (noun in goal or any(verb in goal and noun in kinds
+                                                   for verb, kinds in self.goal_objects.items()))
+
+
+def _names_one(goal: str, words: Sequence[str]) -> bool:
+    goal = goal.lower()
+    return any(word in goal for word in words)
+
+
+NO_WORDS = Vocabulary()
 CHOICE = ChoiceWeights()
 MATRIX = MatrixWeights()
 
@@ -63,8 +97,9 @@ def noisy_order[T](items: Sequence[T], score: Callable[[T], float], rng: random.
 
 
 def choice_utility(c, *, driver: float, resources: float | None, topic: float | None, pleasure: float,
-                   w: ChoiceWeights = CHOICE) -> tuple[float, str]:
-    """Utility of one candidate (``operations.Candidate``) and the reason a thought would give."""
+                   vocabulary: Vocabulary = NO_WORDS, w: ChoiceWeights = CHOICE) -> tuple[float, str]:
+    """Utility of one candidate (``operations.Candidate``) and the reason a thought would give
+    (what rests the agent is the scenario's ``vocabulary.rest_furniture``)."""
     wealth = 1.0 / (1.0 + math.exp(-resources)) if resources is not None else 0.5
     tired = 1.0 - math.tanh(max(driver, 0.0))
     drive = math.tanh(driver)
@@ -80,7 +115,7 @@ def choice_utility(c, *, driver: float, resources: float | None, topic: float | 
     elif c.verb == "take" and c.mu >= 3:
         score += w.useful
         why = f"I could use the {c.noun}"
-    elif c.verb == "use" and c.noun in ("bed", "chair", "nightstand"):
+    elif c.verb == "use" and vocabulary.rests_on(c.noun):
         score += w.rest * tired
         why = "I need some rest"
     score += w.habit * c.habit + w.change * drive * c.change - w.filtered * c.filtered_before

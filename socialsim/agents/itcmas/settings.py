@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from socialsim.agents.emotion import EmotionWeights
 from socialsim.agents.itcmas.phenomenal import SimWeights
+from socialsim.agents.itcmas.rules import Vocabulary
 from socialsim.scenarios.schema import field_problems
 
 Ablation = Literal["base", "ltrha", "memory", "driver", "full"]
@@ -62,6 +63,14 @@ class PADWeights(_Strict):
         return self
 
 
+def _lowercase(words: list[str]) -> list[str]:
+    """Words as the rules match them (lowercase, trimmed); an empty word would match every goal."""
+    cleaned = [w.strip().lower() for w in words]
+    if "" in cleaned:
+        raise ValueError("an empty word would match everything; give words of at least one letter")
+    return cleaned
+
+
 def _sum_to_one(what: str, total: float) -> None:
     if abs(total - 1.0) > 1e-6:
         raise ValueError(f"weights {what} must sum to 1 (they sum to {total:g})")
@@ -71,9 +80,22 @@ class ITCMASConfig(_Strict):
     ablation: Ablation = Field("full", description=(
         "ablation: the paper's variants: base (original ITCMA), base with one of ltrha, memory (blending and "
         "compression) or driver (eq. 13-15), or full (all three)"))
-    goal: str = Field("Live well in IrollanValley: explore, meet the others, eat, read and rest.", min_length=1,
-                      description="every agent's goal, in its prompts (the paper gives none) [ours]")
+    goal: str = Field("Live well here.", min_length=1, description=(
+        "every agent's goal, in its prompts (the paper gives none; a scenario's own, else this neutral one) [ours]"))
     homes: dict[str, str] = Field(default_factory=dict, description="agent name -> its home area")
+    # --- the scenario's words the rules baseline reads (none built in; see rules.Vocabulary) -------
+    social_words: list[str] = Field(default_factory=list, description=(
+        "words of a goal that make chatting relevant to it: the rules' Elim rates a chat 4 when the goal "
+        "names one, else 2 (below elim_threshold 3), so on the rules baseline chats start, and a society "
+        "forms, only with such a goal [ours]"))
+    explore_words: list[str] = Field(default_factory=list, description=(
+        "words of a goal that make going to a place not visited lately relevant (the rules' Elim: 4, else 3) [ours]"))
+    rest_furniture: list[str] = Field(default_factory=list, description=(
+        "furniture kinds (names without their numbers) whose use rests an agent: the rules rate and choose "
+        "them when the drive is low [ours]"))
+    goal_objects: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "a goal's word -> the item kinds it makes relevant to take, beside the kinds the goal names itself "
+        "(e.g. eat: [food]; the rules' Elim) [ours]"))
     similarity: SphericalWeights = Field(default_factory=SphericalWeights, description=(
         "ω of the spherical similarity (eq. 3: gamma, theta, phi) and of a row similarity (eq. 4: a, pos)"))
     emotion: PADWeights = Field(default_factory=PADWeights, description=(
@@ -117,6 +139,16 @@ class ITCMASConfig(_Strict):
     arousal_retention: bool = Field(True, description="A from the retained frames (eq. 11); False: A = 0")
     memory_activation: bool = Field(True, description="activate mood-congruent long-term memory (eq. 5-6)")
 
+    @field_validator("social_words", "explore_words", "rest_furniture")
+    @classmethod
+    def _words(cls, words: list[str]) -> list[str]:
+        return _lowercase(words)
+
+    @field_validator("goal_objects")
+    @classmethod
+    def _objects(cls, objects: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {word: _lowercase(kinds) for word, kinds in zip(_lowercase(list(objects)), objects.values(), strict=True)}
+
     @model_validator(mode="after")
     def _bounds(self):
         if self.s_max < self.s_min:
@@ -139,6 +171,12 @@ class ITCMASConfig(_Strict):
             "filter": ltrha if self.social_filter is None else self.social_filter,
             "success_rate": ltrha if self.success_rate is None else self.success_rate,
         }
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The scenario's words, as the rules read them."""
+        return Vocabulary(tuple(self.social_words), tuple(self.explore_words), tuple(self.rest_furniture),
+                          {word: tuple(kinds) for word, kinds in self.goal_objects.items()})
 
     @property
     def sim_weights(self) -> SimWeights:
