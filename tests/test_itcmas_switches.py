@@ -119,6 +119,22 @@ def test_elimination_off_keeps_irrelevant_actions():
     assert off > on
 
 
+def test_driver_module_override_turns_the_driver_of_eqs_13_15_on_and_off():
+    """``--set itcmas.driver_module=true`` on base ITCMA is the driver-only architecture (the same
+    recorded drivers, step for step), and ``=false`` on the full one gives other drivers."""
+    from socialsim.agents.params import parse_assignments
+
+    def drivers(ablation, *sets):
+        return actions(run(ablation=ablation, **parse_assignments("itcmas", list(sets))))["driver"].tolist()
+
+    base, driver = drivers("base"), drivers("driver")
+    assert base != driver
+    assert drivers("base", "itcmas.driver_module=true") == driver
+    full = drivers("full")
+    assert drivers("full", "itcmas.driver_module=false") != full
+    assert drivers("full", "itcmas.driver_module=null") == full  # null: as the ablation says
+
+
 def test_ltrha_off_records_no_topic_or_resources():
     model = run(ltrha=False)
     assert model.datacollector.get_table_dataframe("topics").empty
