@@ -10,6 +10,7 @@ import pytest
 from socialsim.agents.itcmas.metrics import PAPER_TABLE, judge_contexts, judge_run, judge_table, social_structure
 from socialsim.agents.itcmas.operations import JUDGE
 from socialsim.model.runner import RunConfig, run
+from socialsim.model.society import SocietyModel
 
 
 def test_social_structure_finds_clique_leader_and_isolates():
@@ -47,6 +48,18 @@ def test_rules_judge_is_a_transparent_baseline():
     assert frame.attrs["judge"].startswith("rules baseline")
     table = judge_table(frame, "full")
     assert "6.29" in table and "rules baseline" in table
+
+
+def test_the_judges_prompt_does_not_say_which_variant_it_judges():
+    """A full ITCMA-S run filters and fails actions (its table says so); the judge's prompts do not."""
+    model = SocietyModel("irollan-valley", model="rules", rng=3)
+    for _ in range(10):
+        model.step()
+    actions = model.datacollector.get_table_dataframe("itcmas_actions")
+    assert {"filtered", "failed"} <= set(actions["status"]) and actions["action"].str.contains("LTRHA").any()
+    prompts = "\n".join(m["content"] for ctx in judge_contexts(actions, 9) for m in JUDGE.messages(ctx))
+    for mark in ("LTRHA", "filtered", "failed", "refused", "resources"):
+        assert mark not in prompts, mark
 
 
 def test_llm_judge_must_differ_from_the_actors():

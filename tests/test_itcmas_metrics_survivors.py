@@ -80,6 +80,20 @@ def test_judge_contexts_measure_chats_execution_places_reversals_and_verb_variet
     assert (ll.steps, ll.verb_entropy, ll.reversals, ll.areas_total) == (1, 0.0, 0, 4)
 
 
+def test_the_judge_reads_what_was_done_not_the_mark_of_the_variant_that_stopped_it():
+    """Only LTRHA's variants filter an action (logged "(This action has been filtered by LTRHA) ...")
+    or fail one on their resources (eq. 18): the judge is shown the action and whether it was done."""
+    frame = rows(("(This action has been filtered by LTRHA) take toy 1 from table 6", "hall", "filtered"),
+                 ("use chair", "hall", "failed"), ("go to room", "room", "refused"), ("chat with LL: hi", "room", "done"))
+    (ctx,) = metrics.judge_contexts(frame, 3)
+    assert ctx.trajectory == ["step 1 in hall: thought: - -> take toy 1 from table 6 [not done]",
+                              "step 2 in hall: thought: - -> use chair [not done]",
+                              "step 3 in room: thought: - -> go to room [not done]",
+                              "step 4 in room: thought: - -> chat with LL: hi [done]"]
+    # the numbers the rules judge scales are measured as before (a filtered action is not executed)
+    assert (ctx.executed, ctx.chats_started, ctx.steps) == (1, 1, 4)
+
+
 def test_going_straight_back_is_a_reversal_and_going_on_to_a_third_place_is_not():
     # each row's area is where the agent is after its action
     back = rows(("use chair", "room", "done"), ("go to hall", "hall", "done"), ("go to room", "room", "done"))

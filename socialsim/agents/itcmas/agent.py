@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from socialsim.agents.emotion import EmotionState
 from socialsim.agents.generic import GenerativeAgent
-from socialsim.agents.itcmas.ltrha import Habitus, home_owner, place_kind, reallocate, success_rate, topic
+from socialsim.agents.itcmas.ltrha import (
+    FILTERED_PREFIX,
+    Habitus,
+    home_owner,
+    place_kind,
+    reallocate,
+    success_rate,
+    topic,
+)
 from socialsim.agents.itcmas.operations import (
     CHAT,
     CHOOSE,
@@ -68,7 +76,6 @@ if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
 
 log = logging.getLogger("socialsim")
-FILTERED_PREFIX = "(This action has been filtered by LTRHA) "
 ACTION_COLUMNS = ["step", "agent", "area", "action", "status", "reason", "thought", "driver", "P", "A", "D",
                   "resources", "actions_available", "candidates"]
 _NUMBER = re.compile(r"\s\d+\b")

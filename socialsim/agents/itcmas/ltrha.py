@@ -65,6 +65,7 @@ def reallocate(resources: dict[str, float], ranking: Sequence[str], s_min: float
 
 
 # --- the social filter's rule --------------------------------------------------------------------
+FILTERED_PREFIX = "(This action has been filtered by LTRHA) "  # a filtered action in the log, as in the paper's
 def detrimental_reason(verb: str, actor: str, area_owner: str | None, item_owner: str | None,
                        addressed_by: Sequence[str]) -> str:
     """Why an action harms social interaction ('' if it does not) [ours, from the paper's logs]:

@@ -6,7 +6,8 @@
 - figures: driver, P/A/D, resources per agent and topic per area over time (paper Fig. 6-7);
   the heat map (Fig. 8) is the run report's ``interactions.png``;
 - ``judge_run``: the paper's five dimensions on a 7-point scale per agent, by an LLM judge that must
-  differ from the actors' models, or by the ``rules`` baseline (labelled so everywhere);
+  differ from the actors' models, or by the ``rules`` baseline (labelled so everywhere); the judge
+  reads behaviour only (``judge_contexts``), never a mark that names the variant it judges;
   ``judge_table`` prints the paper's Table 1 beside ours.
 
 A run judges itself at its end with the model routed to the judge (``--route itcmas_judge=MODEL``,
@@ -32,6 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from socialsim.agents.itcmas.ltrha import FILTERED_PREFIX  # noqa: E402
 from socialsim.agents.itcmas.operations import (  # noqa: E402
     DIMENSIONS,
     JUDGE,
@@ -189,11 +191,14 @@ def plot_over_time(model: SocietyModel, figures: Path) -> list[str]:
 
 # --- the judge ----------------------------------------------------------------------------------------
 def judge_contexts(actions: pd.DataFrame, areas_total: int) -> list[JudgeContext]:
-    """One context per agent from its rows of the ``itcmas_actions`` table."""
+    """One context per agent from its rows of the ``itcmas_actions`` table. The trajectory shows what
+    the agent did, not the table's marks of why an action was not carried out: "(This action has been
+    filtered by LTRHA)" and the statuses filtered and failed (eq. 18) exist only in LTRHA's variants,
+    so a judge reading them would read the treatment's name. Each step is "done" or "not done"."""
     contexts = []
     for agent, rows in actions.sort_values("step").groupby("agent", sort=True):
-        trajectory = [f"step {r.step} in {r.area}: thought: {r.thought or '-'} -> {r.action} [{r.status}]"
-                      for r in rows.itertuples()]
+        trajectory = [f"step {r.step} in {r.area}: thought: {r.thought or '-'} -> {r.action.removeprefix(FILTERED_PREFIX)} "
+                      f"[{'done' if r.status == 'done' else 'not done'}]" for r in rows.itertuples()]
         verbs = Counter(_verb(a) for a in rows["action"])
         total = sum(verbs.values())
         entropy = -sum(c / total * math.log(c / total) for c in verbs.values()) / math.log(6) if total else 0.0
@@ -214,7 +219,7 @@ def judge_contexts(actions: pd.DataFrame, areas_total: int) -> list[JudgeContext
 
 
 def _verb(action: str) -> str:
-    action = action.removeprefix("(This action has been filtered by LTRHA) ")
+    action = action.removeprefix(FILTERED_PREFIX)
     for verb in ("go to", "use", "leave", "take", "put", "chat with"):
         if action.startswith(verb):
             return verb
