@@ -1,7 +1,7 @@
 """The figures ``socialsim reproduce itcmas`` reads from each run (``agents/itcmas/reproduce.py``),
 from a hand-written run directory whose answers are known: the society's structure with its
-leader by interaction weight, the share of chats, the filtered count, the Gini of the last step's
-resources, the mood ranges, who still moves in the last twenty steps, the judge's means without
+leader by interaction weight, the share of chats, the filtered count, the Gini of the resources
+the run ended with, the mood ranges, who still moves in the last twenty steps, the judge's means without
 its fallbacks; and the findings' thresholds."""
 
 import math
@@ -94,6 +94,28 @@ def test_the_gini_is_of_the_last_steps_resources(run_dir):
     without = actions().assign(resources=None)
     without.to_parquet(run_dir / "tables" / "itcmas_actions.parquet")
     assert math.isnan(rp.measure_run(run_dir)["gini"])  # without LTRHA there are no resources
+
+
+def test_the_gini_is_of_the_agents_frame_at_the_end_when_the_run_has_one(run_dir):
+    """The agents frame is recorded after the last step's matrix reallocation; the actions table's
+    last rows (the fixture's 5, 10, 10, 20) before it."""
+    final = {"AY": 0.0, "SG": 10.0, "MD": 10.0, "WL": 30.0}
+    frame = pd.DataFrame([{"Step": step, "AgentID": i, "name": name, "resources": final[name] if step == STEPS else 1.0}
+                          for step in (STEPS - 1, STEPS) for i, name in enumerate(final, 1)])
+    frame.to_parquet(run_dir / "agents.parquet")
+    assert rp.measure_run(run_dir)["gini"] == pytest.approx(rp.gini(list(final.values())))
+    frame.assign(resources=None).to_parquet(run_dir / "agents.parquet")
+    assert math.isnan(rp.measure_run(run_dir)["gini"])  # without LTRHA there are no resources
+
+
+def test_a_run_ending_on_a_reallocation_is_measured_on_the_resources_it_left(tmp_path):
+    from socialsim.model.runner import RunConfig, run
+
+    result = run(RunConfig(scenario="irollan-valley", model="rules", steps=5, rng=1), tmp_path / "run", progress=False)
+    final = [a.resources for a in result.model.agents]
+    logged = result.model.datacollector.get_table_dataframe("itcmas_actions").query("step == 5")["resources"]
+    assert sorted(logged) != sorted(final)  # step 5's reallocation came after its actions were logged
+    assert rp.measure_run(result.run_dir)["gini"] == pytest.approx(rp.gini(final))
 
 
 def test_the_judges_means_leave_its_fallbacks_out(run_dir):

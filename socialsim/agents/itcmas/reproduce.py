@@ -6,7 +6,7 @@ Per run: the leader (most central in the interaction graph; NaN when the top is 
 number of cliques (≥ 3 agents), the largest one's size and the agents outside every clique (NaN
 when no clique formed: then no one is left out of one), each
 beside its chance level in random graphs with as many ties (``NAME_chance``), isolated agents, the
-Gini of resources at the end (NaN without LTRHA), the range of P, A and D over all agents and
+Gini of the resources the run ended with (after its last matrix reallocation; NaN without LTRHA), the range of P, A and D over all agents and
 steps, the share of chats, filtered actions, and the mean judge score per dimension. The judge (route ``itcmas_judge``) scores each run at its
 end, on the run's tape and budget (``tables/itcmas_judge.parquet``); it must be a different model
 from the actors'; without ``--judge`` it is the rules baseline, which measures shares and is not a
@@ -52,6 +52,21 @@ def gini(values) -> float:
     return float((2 * np.arange(1, n + 1) - n - 1) @ x / (n * x.sum()))
 
 
+def final_resources(run_dir: Path, actions: pd.DataFrame) -> pd.Series:
+    """Every agent's resources at the end of the run: the agents frame's last step, recorded after
+    that step's matrix reallocation (eq. 19). The last step's rows of ``itcmas_actions`` are written
+    before it (75 steps with ``matrix_every`` 5 reallocate at the last step), so they stand in only
+    for a run directory without an agents frame."""
+    agents_file = Path(run_dir) / "agents.parquet"
+    if agents_file.is_file():
+        frame = pd.read_parquet(agents_file)
+        step = "Step" if "Step" in frame else "step"
+        if "resources" in frame and len(frame):
+            return pd.to_numeric(frame.loc[frame[step] == frame[step].max(), "resources"], errors="coerce")
+    last = actions[actions["step"] == actions["step"].max()]
+    return pd.to_numeric(last["resources"], errors="coerce")
+
+
 def measure_run(run_dir: Path) -> dict[str, float]:
     run_dir = Path(run_dir)
     actions = pd.read_parquet(run_dir / "tables" / "itcmas_actions.parquet")
@@ -76,8 +91,8 @@ def measure_run(run_dir: Path) -> dict[str, float]:
     }
     for name in AGENTS:
         out[f"leader_{name}"] = float(structure["leader"] == name)
-    last = actions[actions["step"] == actions["step"].max()]
-    out["gini"] = gini(last["resources"]) if last["resources"].notna().all() and len(last) else float("nan")
+    final = final_resources(run_dir, actions)
+    out["gini"] = gini(final) if len(final) and final.notna().all() else float("nan")
     for dim in ("P", "A", "D"):
         out[f"{dim}_min"], out[f"{dim}_max"] = float(actions[dim].min()), float(actions[dim].max())
     late = actions[actions["step"] > actions["step"].max() - 20]
