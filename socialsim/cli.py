@@ -17,8 +17,10 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from socialsim.llm.redact import RedactingFilter, redact
+
 if TYPE_CHECKING:  # the command line imports the simulation only when a command needs it
-    from socialsim.model.runner import RunConfig
+    from socialsim.model.runner import RunConfig, RunFailed
 
 # litellm, llama.cpp and Solara are imported where they are needed (litellm through llm/litellm_setup.py,
 # on a run's first provider call or model check), so `socialsim --help`, `socialsim models`, scenario
@@ -163,8 +165,28 @@ def _sigterm_stops_like_ctrl_c() -> None:
 
 
 def _fail(message: str, code: int = 2) -> int:
-    print(f"socialsim: error: {message}", file=sys.stderr)
+    print(f"socialsim: error: {redact(message)}", file=sys.stderr)  # a message may quote what was given
     return code
+
+
+def _run_failed(exc: RunFailed, going_on: str) -> int:
+    """A run stopped by an error in the simulation: a bug, not a bad argument; said so, with where
+    the run and its traceback are and how to go on once it is fixed."""
+    print(f"socialsim: the run failed: {redact(exc.status)}\n  its traceback is in {exc.run_dir / 'run.log'}; "
+          f"everything recorded so far is saved\n{going_on}", file=sys.stderr)
+    return 1
+
+
+def _problem(exc: BaseException) -> str:
+    """What went wrong, in a line: a pydantic error as the fields it names (its own report would
+    print every input whole), anything else as its message."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        from socialsim.scenarios.schema import field_problems
+
+        return "; ".join(field_problems(exc))
+    return str(exc)
 
 
 # Arguments a resumed run takes from its config.json; giving a different value is refused. How calls
@@ -266,10 +288,8 @@ def _writable_dir(path: Path) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
 
     from socialsim.scenarios.loader import ScenarioError, load_scenario
-    from socialsim.scenarios.schema import field_problems
 
     if message := _check_run_arguments(args):
         return _fail(message)
@@ -278,13 +298,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             spec = load_scenario(args.scenario or "hobbs-cafe")
         except (ScenarioError, FileNotFoundError) as exc:
-            return _fail(str(exc))
+            return _fail(_problem(exc))
 
     from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.llm.routing import RouteTable, parse_route
     from socialsim.model.run_dir import already_a_run
-    from socialsim.model.runner import RunConfig, run
+    from socialsim.model.runner import RunConfig, RunFailed, run
 
     _sigterm_stops_like_ctrl_c()  # a terminated run saves a resumable state
     try:
@@ -315,10 +335,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                     return _fail(message)
                 _writable_dir(out)
         result = run(config, out, progress=not args.no_progress)
+    except RunFailed as exc:
+        return _run_failed(exc, f"resume with: socialsim run --resume {exc.run_dir}")
     except (ScenarioError, ModelUnavailable, ValueError, FileNotFoundError) as exc:
-        return _fail(str(exc))
-    except ValidationError as exc:
-        return _fail("; ".join(field_problems(exc)))
+        return _fail(_problem(exc))
     except OSError as exc:
         return _fail(f"{type(exc).__name__}: {exc}")
     print(f"run directory: {result.run_dir}")
@@ -395,7 +415,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         try:
             check_models({args.probe}, ping=False, api_base=args.api_base)
         except ModelUnavailable as exc:
-            return _fail(str(exc))
+            return _fail(_problem(exc))
         if args.probe == "rules" or args.probe.startswith("local/"):
             print(f"{args.probe}: answers are constrained by the engine itself (no JSON-schema mode needed)")
             return 0
@@ -408,7 +428,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         try:
             params = parameters(args.params)
         except ValueError as exc:
-            return _fail(str(exc))
+            return _fail(_problem(exc))
         print(f"Parameters of {args.params} (socialsim run --arch {args.params} --set {args.params}.KEY=VALUE):")
         for p in params:
             limits = f" {p.limits()}" if p.limits() else ""
@@ -468,7 +488,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return _sweep_interrupted(args.out or (Path("sweeps") / spec.name if spec else None))
     except (SweepFileError, ScenarioError, ModelUnavailable, ValueError) as exc:
-        return _fail(str(exc))
+        return _fail(_problem(exc))
     except OSError as exc:  # a file, or a Dask scheduler that cannot be reached
         return _fail(f"{type(exc).__name__}: {exc}")
     runs = result.runs
@@ -491,6 +511,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.model.reproduce import reproduce
+    from socialsim.model.runner import RunFailed
     from socialsim.scenarios.loader import ScenarioError
 
     if args.seeds < 1:
@@ -511,8 +532,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print("socialsim: reproduction interrupted; the same command with the same --out goes on (completed "
               "runs are kept, recorded calls are free)", file=sys.stderr)
         return 130
+    except RunFailed as exc:
+        return _run_failed(exc, f"the same command with the same --out goes on from {exc.run_dir}")
     except (ScenarioError, ModelUnavailable, ValueError) as exc:
-        return _fail(str(exc))
+        return _fail(_problem(exc))
     except OSError as exc:
         return _fail(f"{type(exc).__name__}: {exc}")
     if summary is None:
@@ -529,7 +552,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     try:
         target = check_target(args.target, args.arch)
     except (ScenarioError, ValueError, FileNotFoundError) as exc:
-        return _fail(str(exc))
+        return _fail(_problem(exc))
     if busy := port_in_use(args.host, args.port):
         return _fail(busy)
     if warning := host_warning(args.host):
@@ -586,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     console.setLevel(logging.WARNING)  # a run's INFO notes (e.g. each reply cut at max_tokens) go to run.log only
     console.addFilter(EngineNotesOnce())
     console.addFilter(FailuresInBrief())
+    console.addFilter(RedactingFilter())  # what the console shows, as what run.log keeps, holds no key
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[console])
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep, "reproduce": cmd_reproduce,

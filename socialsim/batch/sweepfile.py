@@ -34,7 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from socialsim.agents import architectures
-from socialsim.llm.gateway import UnitPrice
+from socialsim.llm.gateway import ApiBase, UnitPrice
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 from socialsim.scenarios.schema import field_problems
@@ -75,7 +75,7 @@ class SweepSpec(BaseModel):
     max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # per run, USD of live calls
     max_calls: int | None = Field(default=None, ge=0)  # per run, live calls
     max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
-    api_base: str | None = None  # endpoint of provider models; never a key
+    api_base: ApiBase | None = None  # endpoint of provider models; never a key
     # USD per 1M prompt and completion tokens, for a model litellm has no price for (as --price)
     price: UnitPrice | None = None
     figures: list[FigureSpec] = Field(default_factory=list)

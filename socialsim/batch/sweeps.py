@@ -135,7 +135,7 @@ class SharedTape(Tape):
                 fh.seek(self._offset)
                 chunk = fh.read()
             end = chunk.rfind(b"\n") + 1  # a line still being written is read next time
-            for line in chunk[:end].decode("utf-8", errors="replace").splitlines():
+            for line in chunk[:end].decode("utf-8", errors="replace").split("\n"):  # not splitlines(): U+2028
                 if not line.strip():
                     continue
                 try:

@@ -25,14 +25,14 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from socialsim.llm.ledger import Ledger, LedgerRow
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY, shared_limiter
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operation import Answer, Operation
 from socialsim.llm.questions import AnswerError, QuestionKind, RecordQuestion
-from socialsim.llm.redact import redact
+from socialsim.llm.redact import no_credential_in_url, redact
 from socialsim.llm.routing import RULES, RouteTable
 from socialsim.llm.tape import Tape, TapeMiss, TapeRecord, call_key
 
@@ -43,6 +43,8 @@ _UNPRICED: set[str] = set()
 
 # A user's price for a model litellm cannot price: USD per 1M (prompt, completion) tokens, each a
 # finite number >= 0 (--price on the command line, ``price:`` in a sweep file).
+# An endpoint for provider models (vLLM, Ollama, a proxy): never with a key in it (runs record it).
+ApiBase = Annotated[str, AfterValidator(no_credential_in_url)]
 UnitPrice = tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], Annotated[float, Field(ge=0, allow_inf_nan=False)]]
 
 # A hung provider costs at most DEFAULT_TIMEOUT_S x (1 + DEFAULT_RETRIES) per call; both can be set
@@ -437,6 +439,16 @@ class Gateway:
             fmt = json_schema_format(question)
         return fmt
 
+    def _provider_failed(self, key, op, agent_id, model, messages, params, error: str) -> ProviderError:
+        """A call the provider failed (an error after retries, or a response without a message):
+        recorded like any failure, and counted towards the breaker, which stops the run when
+        ``breaker`` calls in a row failed."""
+        failure = self._failed(key, op, agent_id, model, messages, params, error)
+        self.failures_in_a_row += 1
+        if self.breaker and self.failures_in_a_row >= self.breaker:
+            raise ProviderOutage(f"{self.failures_in_a_row} calls in a row to {model} failed (last: {failure})")
+        return failure
+
     def _failed(self, key, op, agent_id, model, messages, params, error: str) -> ProviderError:
         """Record a failed call on the tape (so the run replays with the same fallback) and
         return the ProviderError to raise."""
@@ -499,23 +511,20 @@ class Gateway:
                 self.ledger.release(reserve)
                 if not isinstance(exc, _provider_exceptions()):
                     raise
-                failure = self._failed(key, op, agent_id, model, messages, {**params, **fmt},
-                                       f"{type(exc).__name__}: {str(exc)[:300]}")
-                self.failures_in_a_row += 1
-                if self.breaker and self.failures_in_a_row >= self.breaker:
-                    raise ProviderOutage(f"{self.failures_in_a_row} calls in a row to {model} failed "
-                                         f"(last: {failure})") from None
-                raise failure from None
-            self.failures_in_a_row = 0
+                error = redact(f"{type(exc).__name__}: {exc}")[:300]  # cut after redacting: no piece of a key
+                raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
             latency = time.perf_counter() - start
         try:
             content = response.choices[0].message.content
             finish_reason = getattr(response.choices[0], "finish_reason", None)
         except (AttributeError, IndexError, TypeError):  # a reply without a message: the provider's fault
             self.ledger.release(reserve)
-            raise self._failed(key, op, agent_id, model, messages, {**params, **fmt},
-                               f"malformed response: no message in {str(response)[:200]!r}") from None
+            error = redact(f"malformed response: no message in {response!r}")[:300]
+            raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
         text = content if isinstance(content, str) else ("" if content is None else str(content))
+        # what the run reads is what its tape keeps: a key the model echoes reaches no frame, and a replay
+        # (which reads the redacted tape) builds the same prompts from it
+        text = redact(text)
         raw = self._cap(text, params["max_tokens"], op, agent_id)
         if raw != text:
             finish_reason = "length"
@@ -533,6 +542,12 @@ class Gateway:
                        finish_reason=finish_reason if isinstance(finish_reason, str) else None)
         )
         log.debug("step %s agent %s %s on %s: %r", self.step, agent_id, op.name, model, raw[:120])
+        # an empty reply is kept (and parsed as an unusable answer), but a provider that answers
+        # nothing call after call is down, as one that fails is: the breaker counts both
+        self.failures_in_a_row = 0 if raw.strip() else self.failures_in_a_row + 1
+        if self.breaker and self.failures_in_a_row >= self.breaker:
+            raise ProviderOutage(f"{self.failures_in_a_row} calls in a row to {model} failed or answered "
+                                 f"nothing (the last: an empty reply)")
         return Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True,
                           finish_reason == "length")
 
@@ -582,7 +597,7 @@ class Gateway:
             self.ledger.release(reserve)
             if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
                 raise
-            error = redact(f"{type(exc).__name__}: {str(exc)[:300]}")
+            error = redact(f"{type(exc).__name__}: {exc}")[:300]  # cut after redacting: no piece of a key
             self._record(op, agent_id, model, "llm", "fallback", [], error, path)
             raise self._failed(key, op, agent_id, model, messages, {"embedding": True}, error) from None
         latency = round(time.perf_counter() - start, 6)

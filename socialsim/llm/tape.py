@@ -108,7 +108,8 @@ class Tape:
             self._load(self.path)
 
     def _load(self, path: Path) -> None:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # records end at "\n" only: a reply may hold U+2028, U+0085 ..., which splitlines() also splits at
+        lines = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
         for line_no, line in enumerate(lines, 1):
             if not line.strip():
                 continue

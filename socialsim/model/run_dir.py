@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from socialsim.llm.redact import redact
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 
 try:
@@ -48,8 +49,8 @@ def recorded_scenario(run_dir: str | Path, named: str) -> str:
     if copy is None:
         return named
     try:
-        same = scenario_path(named).read_bytes() == copy.read_bytes()
-    except (ScenarioError, OSError):
+        same = redact(scenario_path(named).read_text(encoding="utf-8")) == copy.read_text(encoding="utf-8")
+    except (ScenarioError, OSError, UnicodeDecodeError):
         same = False
     return named if same else str(copy)
 

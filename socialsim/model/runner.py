@@ -30,6 +30,7 @@ from socialsim.llm.gateway import (
     DEFAULT_BREAKER,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
+    ApiBase,
     Gateway,
     ProviderOutage,
     UnitPrice,
@@ -66,7 +67,7 @@ class RunConfig(BaseModel):
     max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     rpm: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     tpm: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    api_base: str | None = None  # endpoint for provider models (vLLM, Ollama, a proxy); never a key
+    api_base: ApiBase | None = None  # endpoint for provider models (vLLM, Ollama, a proxy); never a key
     price: UnitPrice | None = None  # USD per 1M (prompt, completion) tokens, for unpriced models
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, allow_inf_nan=False)  # per call attempt
     num_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
@@ -222,13 +223,25 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
             save_meta(model, run_dir, config, "running", notes)
     except KeyboardInterrupt:
         status = "interrupted"
-    except Exception as exc:
+    except Exception as exc:  # a bug (ours, or an architecture's): the run is saved, its traceback in run.log
         status = f"failed: {type(exc).__name__}: {exc}"
-        raise
+        log.error("step %d failed (%s: %s); everything recorded so far is saved", _steps_done(model) + 1,
+                  type(exc).__name__, exc, exc_info=True)
+        raise RunFailed(run_dir, status) from exc
     finally:
         save(model, run_dir, config, status, notes)
         step_log.close()
     return status
+
+
+class RunFailed(RuntimeError):
+    """A run stopped by an error in the simulation itself (not a budget, an outage or Ctrl-C):
+    what it recorded is saved, the traceback is in its run.log, and ``--resume`` goes on from its
+    last complete step once the cause is fixed."""
+
+    def __init__(self, run_dir: Path, status: str) -> None:
+        super().__init__(f"{run_dir}: {status}")
+        self.run_dir, self.status = run_dir, status
 
 
 def report_run(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> RunResult:

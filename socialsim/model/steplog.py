@@ -72,7 +72,10 @@ def read_parts(run_dir: str | Path) -> tuple[dict[str, pd.DataFrame], int]:
     frames: dict[str, pd.DataFrame] = {}
     for name, rows in manifest["rows"].items():
         path = _part_path(parts, name)
-        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        # rows end at "\n" only (not splitlines(): a text may hold U+2028); a torn last row has none
+        lines = (path.read_text(encoding="utf-8") if path.is_file() else "").split("\n")
+        if lines[-1] == "":
+            lines.pop()
         if len(lines) < rows:
             raise ValueError(f"{path}: {len(lines)} lines, but the manifest marks {rows} rows complete")
         extra = len(lines) - rows

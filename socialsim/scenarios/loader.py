@@ -7,6 +7,7 @@ file, the field and what was expected.
 
 from __future__ import annotations
 
+import logging
 import tomllib
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import yaml
 from pydantic import ValidationError
 
 from socialsim.scenarios.schema import Scenario, field_problems
+
+log = logging.getLogger("socialsim")
 
 DATA_DIR = Path(__file__).parent / "data"
 SUFFIXES = (".yaml", ".yml", ".toml")
@@ -44,8 +47,16 @@ def scenario_path(name_or_path: str | Path) -> Path:
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
+    """The validated scenario of a file, with any secret value in it (a key pasted into a
+    description) replaced by [REDACTED]: it never reaches a prompt, and a run builds exactly what
+    its kept copy (redacted too) holds, so replay and ``--resume`` ask the same calls."""
+    from socialsim.llm.redact import redact
+
     path = scenario_path(name_or_path)
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_text(encoding="utf-8")
+    text = redact(raw)
+    if text != raw:
+        log.warning("%s holds a secret value (a key or an environment secret); it is read as [REDACTED]", path)
     try:
         # libyaml's safe loader when present: same documents, ~10x faster (sweeps load many runs)
         data = tomllib.loads(text) if path.suffix == ".toml" else yaml.load(text, Loader=_SAFE_LOADER)

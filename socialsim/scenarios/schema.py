@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from socialsim.llm.redact import redact
+
 _FIELD_PREFIX = re.compile(r"^([\w.]+): (.*)$", re.S)  # a validator's message that names where: "steps: ..."
 
 
@@ -32,7 +34,7 @@ def field_problems(exc: ValidationError, prefix: str = "") -> list[str]:
         # a whole section or list is not worth repeating, nor a text the message already quotes
         # (a number is always shown: "greater than 0" does not say that 0 was given)
         quoted = isinstance(got, (dict, list)) or got is None or (isinstance(got, str) and repr(got) in message)
-        lines.append(f"{field}: {message}" + ("" if quoted else f" (got {got!r})"))
+        lines.append(redact(f"{field}: {message}" + ("" if quoted else f" (got {got!r})")))  # no key echoed
     return lines
 
 

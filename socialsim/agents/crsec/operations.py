@@ -14,6 +14,7 @@ change a parse.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -825,9 +826,12 @@ class GenerateAbstractNorm(Operation):
 
 
 def weighted_utility(members: list[NormView], weights: list[float]) -> int:
-    """The abstract norm's utility: the weighted mean of its members' (equal weights if unusable)."""
-    if len(weights) != len(members) or any(w < 0 for w in weights) or sum(weights) <= 0:
+    """The abstract norm's utility: the weighted mean of its members' (equal weights if unusable:
+    a wrong count, a negative, NaN or infinite weight, or none above 0). Weights are scaled by the
+    largest first, so a model's 1e308s cannot overflow the sum."""
+    if len(weights) != len(members) or not all(math.isfinite(w) and w >= 0 for w in weights) or max(weights) <= 0:
         weights = [1.0] * len(members)
+    weights = [w / max(weights) for w in weights]
     value = sum(w * m.utility for w, m in zip(weights, members, strict=True)) / sum(weights)  # equal lengths by now
     return max(1, min(100, round(value)))
 

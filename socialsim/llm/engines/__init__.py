@@ -92,12 +92,10 @@ def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
                                      max_tokens=1, timeout=30, num_retries=0,
                                      **({"api_base": api_base} if api_base else {})))
     except Exception as exc:
-        detail = re.sub(r"ssl:<[^>]*> ?", "", str(exc))[:200]  # aiohttp names its SSL context's address
+        detail = redact(re.sub(r"ssl:<[^>]*> ?", "", str(exc)))[:200]  # aiohttp names its SSL context's address
         hint = ("; is its server running? --api-base URL gives its address"
                 if isinstance(exc, litellm.APIConnectionError) else "")
-        raise ModelUnavailable(
-            redact(f"model {model!r} is unreachable: {type(exc).__name__}: {detail}{hint}")
-        ) from None
+        raise ModelUnavailable(f"model {model!r} is unreachable: {type(exc).__name__}: {detail}{hint}") from None
 
 
 # --- can a provider model answer to a JSON schema? ------------------------------------------------------
@@ -152,7 +150,7 @@ def probe_json_schema(model: str, api_base: str | None = None, timeout_s: float 
     except Exception as exc:
         # a 400/422 is the request refused (its response_format); anything else, no answer at all
         refused = isinstance(exc, litellm.BadRequestError | litellm.UnprocessableEntityError)
-        return SchemaProbe(model, False, False, redact(f"{type(exc).__name__}: {str(exc)[:200]}"), reached=refused)
+        return SchemaProbe(model, False, False, redact(f"{type(exc).__name__}: {exc}")[:200], reached=refused)
     text = (reply.choices[0].message.content or "") if reply.choices else ""
     try:
         Probe.model_validate(json.loads(text))

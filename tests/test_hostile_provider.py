@@ -1,0 +1,223 @@
+"""What a provider can do to a run, found by an audit (2026-11-26): a reply holding a Unicode line
+separator, a reply echoing the key, an error message cut inside the key, replies without a message
+or without text call after call, a model's numbers that overflow, a key pasted into a scenario or
+an endpoint, and an error in the simulation itself. None may lose the tape, leak a key or stop a
+run without saying how to go on."""
+
+import json
+import logging
+import re
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import adversary
+import pandas as pd
+import pytest
+from adversary import answer
+
+from socialsim.agents.generic import GenerativeAgent
+from socialsim.batch.sweeps import SharedTape
+from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.tape import Tape, TapeRecord
+from socialsim.model.runner import RunConfig, RunFailed, replay, run
+
+pytestmark = pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+KEY = "sk-AUDITSECRET0123456789abcdefXYZ"
+SEPARATORS = "one\u2028two\u0085three\u2029four\x1cfive"  # str.splitlines() splits at each of these
+
+
+def everything_in(run_dir: Path) -> str:
+    """Every byte of text a run directory holds, Parquet cells included."""
+    texts = []
+    for path in sorted(run_dir.rglob("*")):
+        if path.suffix == ".parquet":
+            texts.append(pd.read_parquet(path).to_json(force_ascii=False))
+        elif path.is_file() and path.suffix != ".png":
+            texts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(texts)
+
+
+def itcmas_run(tmp_path, name, server, steps=2):
+    config = RunConfig(scenario="irollan-valley", arch="itcmas", model="openai/fake-model", steps=steps, rng=3,
+                       api_base=server.api_base, num_retries=0, breaker=0)
+    return run(config, tmp_path / name, progress=False, preflight=False)
+
+
+def test_a_tape_whose_replies_hold_line_separators_reads_back_whole(tmp_path):
+    tape = Tape(tmp_path / "tape.jsonl")
+    for n in range(3):
+        tape.add(TapeRecord(f"k{n}", "m", "op", 1, 0, [{"role": "user", "content": SEPARATORS}], {}, SEPARATORS,
+                            1, 1, 0.0, 0.0))
+    assert len(Tape(tmp_path / "tape.jsonl")) == 3
+    assert Tape(tmp_path / "tape.jsonl").get("k2").raw == SEPARATORS
+    assert len(SharedTape(tmp_path / "tape.jsonl")) == 3
+
+
+def test_a_run_whose_model_writes_line_separators_replays_and_resumes(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    monkeypatch.setattr(adversary, "NASTY_TEXTS", (SEPARATORS,))
+    with FakeOpenAIServer(policy=answer) as server:
+        recorded = itcmas_run(tmp_path, "run", server)
+    assert recorded.status == "completed"
+    assert "\u2028" in (tmp_path / "run" / "tape.jsonl").read_text(encoding="utf-8")
+    result, same = replay(tmp_path / "run", progress=False)
+    assert same and result.model.llm.ledger.live_calls == 0
+
+
+def test_a_key_the_model_echoes_reaches_no_file_and_the_run_still_replays(tmp_path, monkeypatch):
+    """The reply is redacted before the run reads it: the frames, tables and report hold what the
+    tape holds, so nothing shows the key and the replay asks the same calls."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setattr(adversary, "NASTY_TEXTS", (f"my key is {KEY}, keep it", "fine"))
+    with FakeOpenAIServer(policy=answer) as server:
+        recorded = itcmas_run(tmp_path, "run", server)
+        echoed = sum(KEY in json.dumps(r["messages"]) for r in server.requests)
+    assert recorded.status == "completed"
+    held = everything_in(tmp_path / "run")
+    assert KEY not in held and KEY[:12] not in held
+    assert "[REDACTED]" in pd.read_parquet(tmp_path / "run" / "tables" / "itcmas_actions.parquet").to_json()
+    assert echoed == 0  # no later prompt sent the key back to the provider either
+    result, same = replay(tmp_path / "run", progress=False)
+    assert same and result.model.llm.ledger.live_calls == 0
+
+
+def test_an_error_message_cut_to_length_keeps_no_piece_of_a_key(monkeypatch, scripted):
+    """Redacted before it is cut: a cut inside the key would leave a prefix no rule recognises."""
+    from test_gateway import ask
+
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.routing import RouteTable
+
+    secret = "AUDITKEY0123456789abcdef0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    for pad in (250, 280, 290):
+        scripted(error=ConnectionError("x" * pad + f" Bearer {secret}"))
+        gateway = Gateway(RouteTable("openai/fake-model"), breaker=0)
+        ask(gateway)
+        errors = " ".join(str(r.error) for r in gateway.ledger.rows) + " ".join(
+            r.error or "" for r in gateway.tape.records())
+        assert secret[:6] not in errors and "x" * 10 in errors
+
+
+@pytest.mark.parametrize("fault", ["no_choices", "empty"])
+def test_a_provider_that_answers_nothing_call_after_call_trips_the_breaker(tmp_path, monkeypatch, fault):
+    """A reply without a message (a provider error) or without text (kept, and unusable) five
+    times in a row is an outage: the run stops, resumable, instead of completing on fallbacks."""
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=lambda m: "1", faults=lambda n, m: fault) as server:
+        config = RunConfig(scenario="hobbs-cafe", arch="generic", model="openai/fake-model", steps=3, rng=3,
+                           api_base=server.api_base, num_retries=0, breaker=5)
+        result = run(config, tmp_path / "run", progress=False, preflight=False)
+    # (a phase's calls are in flight together: more than five may have failed when the run stops)
+    assert re.match(r"stopped by provider outage: \d+ calls in a row to openai/fake-model failed", result.status)
+    assert result.steps_done == 0 and json.loads((tmp_path / "run" / "config.json").read_text())["status"] == \
+        result.status
+
+
+def test_a_provider_whose_replies_are_mostly_usable_is_not_cut_off_by_a_few_empty_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    every_third = lambda n, m: "empty" if n % 3 == 0 else None  # noqa: E731
+    with FakeOpenAIServer(policy=lambda m: "1", faults=every_third) as server:
+        config = RunConfig(scenario="hobbs-cafe", arch="generic", model="openai/fake-model", steps=2, rng=3,
+                           api_base=server.api_base, num_retries=0, breaker=5)
+        result = run(config, tmp_path / "run", progress=False, preflight=False)
+    assert result.status == "completed"
+
+
+@pytest.mark.parametrize("weights", [[1e308, 1e308], [float("nan"), 1.0], [float("inf"), 1.0],
+                                     [-1.0, 2.0], [0.0, 0.0], [1.0]])
+def test_synthesis_weights_a_model_cannot_use_give_the_members_equal_say(weights):
+    from socialsim.agents.crsec.operations import NormView, weighted_utility
+
+    members = [NormView("a", "injunctive", 20), NormView("b", "injunctive", 60)]
+    assert weighted_utility(members, weights) == 40
+
+
+def test_large_but_usable_synthesis_weights_keep_their_proportions():
+    from socialsim.agents.crsec.operations import NormView, weighted_utility
+
+    members = [NormView("a", "injunctive", 20), NormView("b", "injunctive", 60)]
+    assert weighted_utility(members, [1e308, 3e308 / 3 * 0.5]) == 40  # 1 : 0.5 of utilities 20, 60
+    assert weighted_utility(members, [3.0, 1.0]) == 30
+    assert weighted_utility(members, [1e308, 0.0]) == 20  # all on the first: no overflow
+
+
+def test_a_key_in_a_scenario_is_read_redacted_so_the_run_replays_from_its_copy(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    source = Path(__file__).parents[1] / "socialsim" / "scenarios" / "data" / "hobbs-cafe.yaml"
+    text = source.read_text(encoding="utf-8")
+    first = re.search(r"description: >-\n( +)", text)  # the first agent's description, a folded block
+    scenario = tmp_path / "cafe.yaml"
+    scenario.write_text(text.replace(first[0], f"{first[0]}My key is {KEY}. ", 1), encoding="utf-8")
+    with FakeOpenAIServer(policy=lambda m: str(zlib.crc32(m[-1]["content"].encode()) % 2 + 1)) as server:
+        config = RunConfig(scenario=str(scenario), arch="generic", model="openai/fake-model", steps=2, rng=3,
+                           api_base=server.api_base, num_retries=0, breaker=0)
+        with caplog.at_level(logging.WARNING, logger="socialsim"):
+            run(config, tmp_path / "run", progress=False, preflight=False)
+        sent = json.dumps(server.requests)
+    assert KEY not in sent and "[REDACTED]" in sent  # never sent to the provider
+    assert f"{scenario} holds a secret value" in caplog.text
+    assert KEY not in everything_in(tmp_path / "run")
+    caplog.clear()
+    result, same = replay(tmp_path / "run", progress=False)
+    assert same and result.model.llm.ledger.live_calls == 0
+    assert "is not what" not in caplog.text  # the file was not edited: its copy differs only by the redaction
+
+
+@pytest.mark.parametrize("endpoint", ["http://bob:hunter2pass@127.0.0.1:9/v1",
+                                      "http://127.0.0.1:9/v1?api_key=hunter2pass"])
+def test_an_endpoint_carrying_a_credential_is_refused_without_echoing_it(tmp_path, endpoint, capsys):
+    from socialsim.batch.sweepfile import SweepFileError, validate_sweep
+    from socialsim.cli import main
+
+    with pytest.raises(ValueError, match="carries a credential"):
+        RunConfig(api_base=endpoint)
+    with pytest.raises(SweepFileError, match="api_base: the endpoint carries a credential"):
+        validate_sweep({"api_base": endpoint, "parameters": {"arch": "generic", "model": "rules"}})
+    assert main(["run", "hobbs-cafe", "--model", "rules", "--steps", "1", "--api-base", endpoint,
+                 "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "carries a credential" in err and "hunter2pass" not in err and not (tmp_path / "r").exists()
+    assert RunConfig(api_base="http://127.0.0.1:9/v1?model=x").api_base.endswith("model=x")  # other queries pass
+
+
+def test_the_console_redacts_what_it_shows():
+    code = ("import logging; from socialsim.cli import main; main(['models']); "
+            f"logging.getLogger('socialsim').warning('the provider said: bad key {KEY}')")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"})
+    assert "the provider said: bad key [REDACTED]" in shown.stderr and KEY not in shown.stderr
+
+
+class Failing(GenerativeAgent):
+    """An architecture with a bug: its third step raises."""
+
+    architecture = "failing"
+
+    def perceive(self):
+        super().perceive()
+        if self.model.steps == 3:
+            raise ValueError("cannot convert float NaN to integer")
+
+
+def test_an_error_in_the_simulation_is_saved_logged_and_says_how_to_go_on(tmp_path, monkeypatch, capsys):
+    """A bug (here: an architecture whose third step raises) is not a bad argument: the steps
+    done are saved, run.log holds the traceback, and the command says how to resume (exit 1)."""
+    from socialsim.agents import ARCHITECTURES
+    from socialsim.cli import main
+
+    monkeypatch.setitem(ARCHITECTURES, "failing", f"{__name__}:Failing")
+    with pytest.raises(RunFailed) as failed:
+        run(RunConfig(scenario="hobbs-cafe", arch="failing", model="rules", steps=5), tmp_path / "a", progress=False)
+    assert failed.value.status == "failed: ValueError: cannot convert float NaN to integer"
+    meta = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert (meta["status"], meta["steps_done"]) == (failed.value.status, 2)
+    assert len(pd.read_parquet(tmp_path / "a" / "model.parquet")) == 2
+    log_text = (tmp_path / "a" / "run.log").read_text()
+    assert "step 3 failed" in log_text and "Traceback" in log_text
+    assert main(["run", "hobbs-cafe", "--arch", "failing", "--model", "rules", "--steps", "5",
+                 "--out", str(tmp_path / "b"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "the run failed: failed: ValueError" in err and f"resume with: socialsim run --resume {tmp_path / 'b'}" in err
