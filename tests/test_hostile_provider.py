@@ -222,3 +222,32 @@ def test_an_error_in_the_simulation_is_saved_logged_and_says_how_to_go_on(tmp_pa
                  "--out", str(tmp_path / "b"), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "the run failed: failed: ValueError" in err and f"resume with: socialsim run --resume {tmp_path / 'b'}" in err
+
+
+@pytest.mark.parametrize("reply", ["3.9", "2.7", "4,5", "1.0"])
+def test_a_number_with_a_fraction_is_no_option_and_no_whole_number(reply):
+    """'3.9' used to be read as 3 and '2.7' as option 2: a fraction is asked again, not truncated."""
+    from socialsim.llm.questions import AnswerError, IntegerQuestion, PickOneQuestion
+
+    for question in (IntegerQuestion(1, 9), PickOneQuestion(["a", "b", "c", "d", "e"])):
+        with pytest.raises(AnswerError):
+            question.parse(reply)
+    assert IntegerQuestion(1, 9).parse("3, I think").value == 3 and PickOneQuestion(["a", "b"]).parse("2. b").index == 1
+
+
+def test_a_report_shows_a_hostile_text_without_its_control_characters(tmp_path):
+    """An escape sequence, a bell or a right-to-left override in a model's text (or a scenario's)
+    would act in the terminal that shows report.md; the report keeps the words, not those."""
+    from socialsim.metrics.markdown import printable
+
+    hostile = "\x1b[31mred\x1b[0m \x07bell \u202eesrever\u202c kept\ttab"
+    assert printable(hostile + "\nnext") == "[31mred[0m bell esrever kept\ttab\nnext"
+    source = Path(__file__).parents[1] / "socialsim" / "scenarios" / "data" / "hobbs-cafe.yaml"
+    text = source.read_text(encoding="utf-8")
+    scenario = tmp_path / "cafe.yaml"
+    scenario.write_text(re.sub(r"^title: .*$", lambda _: f"title: {json.dumps(hostile)}", text, count=1, flags=re.M),
+                        encoding="utf-8")
+    run(RunConfig(scenario=str(scenario), arch="crsec", model="rules", steps=1), tmp_path / "run", progress=False)
+    report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    assert report.startswith("# [31mred[0m bell esrever kept\ttab — crsec")
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]", report)

@@ -142,7 +142,7 @@ class PickOneQuestion(QuestionKind):
 
     def parse(self, raw: str) -> Choice:
         text = _clean(raw)
-        match = re.match(r"^(?:option\s*)?(\d+)\b", text, re.IGNORECASE)
+        match = re.match(r"^(?:option\s*)?(\d+)\b(?![.,]\d)", text, re.IGNORECASE)  # "2.7" is no option
         if match:
             number = int(match.group(1))
             if not 1 <= number <= len(self.options):
@@ -204,7 +204,7 @@ class IntegerQuestion(QuestionKind):
         return f"root ::= {sign}[0-9]+"
 
     def parse(self, raw: str) -> Integer:
-        match = re.match(r"^(-?\d+)\b", _clean(raw))
+        match = re.match(r"^(-?\d+)\b(?![.,]\d)", _clean(raw))  # "3.9" is no whole number: asked again
         if not match:
             raise AnswerError(f"expected a whole number, got {raw[:60]!r}")
         value = int(match.group(1))

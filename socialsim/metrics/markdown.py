@@ -5,9 +5,20 @@ is escaped and a line break becomes a space."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
+
+# What a model's text may hold that a terminal or an editor would act on rather than show: control
+# characters (escape sequences, bell, NUL) and the marks that reverse the direction of text.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` without control characters and direction overrides (line breaks and tabs kept):
+    a report shows what the model said, not what a hostile reply would make a terminal do."""
+    return _UNPRINTABLE.sub("", text)
 
 
 def one_line(text: Any) -> str:

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from socialsim.metrics.markdown import markdown_table  # noqa: E402
+from socialsim.metrics.markdown import markdown_table, printable  # noqa: E402
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
@@ -187,5 +187,5 @@ def _write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[s
         parts.insert(parts.index("## Figures") + 2, "Not drawn for a sweep's runs (the data they show are in the "
                                                      "frames and tables).")
     path = run_dir / "report.md"
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    path.write_text(printable("\n".join(parts)) + "\n", encoding="utf-8")
     return path

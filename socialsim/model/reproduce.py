@@ -37,7 +37,7 @@ from typing import Any
 
 import pandas as pd
 
-from socialsim.metrics.markdown import markdown_table
+from socialsim.metrics.markdown import markdown_table, printable
 from socialsim.model.run_dir import folder_name, not_for_a_batch, runs_below
 
 log = logging.getLogger("socialsim")
@@ -512,7 +512,7 @@ def reproduce(
             + "".join(f"{n}\n\n" for n in notes) + f"{protocol.description}\n\n"
             + (f"{findings}\n\n## The paper's figures beside the runs'\n\n" if findings else "")
             + markdown_table(summary) + "\n")
-    (out / "report.md").write_text(text)
+    (out / "report.md").write_text(printable(text), encoding="utf-8")
     for note in notes:
         echo(note)
     echo(findings or markdown_table(summary))

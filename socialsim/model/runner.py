@@ -40,7 +40,7 @@ from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import RedactingFilter, redact
 from socialsim.llm.routing import RouteTable, default_model
-from socialsim.llm.tape import Tape
+from socialsim.llm.tape import Tape, TapeMiss
 from socialsim.model.run_dir import SCENARIO_COPY, being_written, recorded_scenario, writing
 from socialsim.model.society import SocietyModel
 from socialsim.model.steplog import StepLog, consolidate
@@ -223,6 +223,9 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
             save_meta(model, run_dir, config, "running", notes)
     except KeyboardInterrupt:
         status = "interrupted"
+    except TapeMiss as exc:  # a replay whose tape lacks a call: the caller names it (not a bug of the run)
+        status = f"failed: {type(exc).__name__}: {exc}"
+        raise
     except Exception as exc:  # a bug (ours, or an architecture's): the run is saved, its traceback in run.log
         status = f"failed: {type(exc).__name__}: {exc}"
         log.error("step %d failed (%s: %s); everything recorded so far is saved", _steps_done(model) + 1,
