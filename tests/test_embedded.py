@@ -403,3 +403,32 @@ def test_the_engine_uses_no_more_cpus_than_it_is_given(monkeypatch):
     monkeypatch.setenv("SOCIALSIM_EMBEDDED_CPUS", "none")
     with pytest.raises(ModelUnavailable, match="SOCIALSIM_EMBEDDED_CPUS='none': give a whole number"):
         embedded.check_embedded("local/smollm2")
+
+
+EXIT_SCRIPT = """
+import sys, time
+from socialsim.llm.engines import embedded
+embedded._complete_here = lambda messages, params: time.sleep(1.5) or {}
+futures = [embedded._on_engine([], {}) for _ in range(10)]
+time.sleep(0.3)
+sys.exit(0)
+"""
+
+
+def test_an_exit_during_a_phase_waits_only_for_the_calls_in_progress_and_a_second_ctrl_c_is_harmless():
+    """Queued calls are cancelled before concurrent.futures joins the engine's threads (it would
+    compute all ten: 7.5 s on two threads); a Ctrl-C during the wait for the running ones neither
+    prints a traceback nor tears the interpreter down under llama.cpp (it segfaulted)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", EXIT_SCRIPT], stderr=subprocess.PIPE, text=True)
+    line = child.stderr.readline()
+    assert "finishing the embedded model's call in progress" in line
+    child.send_signal(signal.SIGINT)
+    rest = child.stderr.read()
+    assert child.wait(timeout=30) == 0 and "Traceback" not in rest
+    assert time.perf_counter() - start < 5.0  # 1.5 s of running calls (and the start-up), not 7.5 s
