@@ -391,6 +391,8 @@ def test_actions_are_repaired_or_replaced_and_counted(triad, monkeypatch):
     model.step()
     assert all("$defs" not in a.action and a.action for a in model.agents)
     assert model.datacollector.get_model_vars_dataframe()["invalid_actions"].iloc[-1] == 3 * 3
+    # and counted where a user looks first: the failures of ProposeActions (usage line, closing summary)
+    assert model.llm.ledger.failures["ProposeActions"] == 9 and model.llm.ledger.totals()["llm_failures"] == 9
 
 
 def test_the_report_says_how_many_proposed_actions_were_replaced(triad, monkeypatch, tmp_path):

@@ -301,7 +301,8 @@ class ASVOAgent(GenerativeAgent):
     def _validated(self, activities, prompt: str, catalogue) -> list[tuple[str, str]]:
         """Every proposed action repaired (trimmed) or, when unusable (empty, schema text, a copy of
         the prompt), replaced by the catalogue's ordinary action (a scenario has at least one);
-        replacements are counted."""
+        replacements are counted, here and as failures of ProposeActions (the run's usage line and
+        closing summary say how many, as for any unusable answer)."""
         fallback = self.runtime.ordinary_action(self.name)
         allowed = (*(t for t, _, _ in catalogue), *(a for _, a, _ in self.visible), *self.memory)
         out = []
@@ -310,6 +311,9 @@ class ASVOAgent(GenerativeAgent):
             text = ops.repair_action(a.text, prompt, allowed)
             if text is None:
                 self.invalid_actions += 1
+                self.model.llm.ledger.failure(ops.PROPOSE_ACTIONS.name, f"proposed {a.text[:80]!r}, not an action; "
+                                              f"replaced by the scenario's ordinary action {fallback[0]!r}",
+                                              self.unique_id, self.model.steps)
                 out.append((fallback[0], label_from_effects(fallback[2])))
             else:
                 out.append((text, a.stance))
