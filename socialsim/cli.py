@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--tpm", type=_finite, help="tokens-per-minute limit shared by the run")
     run.add_argument("--api-base", help="endpoint of provider models, e.g. http://127.0.0.1:8000/v1 (vLLM)")
     run.add_argument("--timeout", type=_finite, metavar="SECONDS",
-                     help="per-attempt timeout of an LLM call (default 30; a slow local model may need more)")
+                     help="per-attempt timeout of a provider's LLM call (default 30; a slow local server, e.g. "
+                          "Ollama, may need more); the embedded model's calls are never cut short")
     run.add_argument("--retries", type=int, help="retries of a failed LLM call (default 1)")
     run.add_argument("--json-schema", choices=["auto", "on", "off"],
                      help="JSON-schema answers: auto (where litellm knows the model supports it, default), "
