@@ -251,3 +251,22 @@ def test_a_report_shows_a_hostile_text_without_its_control_characters(tmp_path):
     report = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     assert report.startswith("# [31mred[0m bell esrever kept\ttab — crsec")
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]", report)
+
+
+def test_an_interaction_heat_map_with_no_interaction_says_so(tmp_path, monkeypatch):
+    """An all-zero matrix drew a uniform blue block with a colour bar from -0.1 to 0.1: like data."""
+    import matplotlib.pyplot as plt
+
+    from socialsim.metrics import report
+    from socialsim.model.society import SocietyModel
+
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)
+    quiet = SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1)
+    report.plot_interactions(quiet, tmp_path / "none.png")
+    axes = kept[-1].axes
+    assert axes[0].get_title() == "Interactions (none recorded)" and len(axes) == 1  # no colour bar
+    assert [t.get_text() for t in axes[0].texts] == ["no agent interacted with another"]
+    quiet.record_interaction(quiet.agents[0].name, quiet.agents[1].name, "chat", "hi")
+    report.plot_interactions(quiet, tmp_path / "one.png")
+    assert kept[-1].axes[0].get_title() == "Interactions" and len(kept[-1].axes) == 2 and not kept[-1].axes[0].texts

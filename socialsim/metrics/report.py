@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from socialsim.metrics.markdown import markdown_table, printable  # noqa: E402
 
@@ -107,13 +108,18 @@ def plot_interactions(model: SocietyModel, path: Path) -> None:
         return
     matrix = interaction_matrix(model)
     fig, ax = plt.subplots(figsize=(6, 5))
-    image = ax.imshow(matrix.values, cmap="Blues")
+    none = not matrix.values.any()  # an all-zero matrix would show as a uniform block, like data
+    image = ax.imshow(matrix.values, cmap="Blues", vmin=0, vmax=max(1, int(matrix.values.max())))
     ax.set_xticks(range(len(matrix)), matrix.columns, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(matrix)), matrix.index, fontsize=7)
     ax.set_xlabel("receiver")
     ax.set_ylabel("initiator")
-    ax.set_title("Interactions")
-    fig.colorbar(image, ax=ax)
+    ax.set_title("Interactions" + (" (none recorded)" if none else ""))
+    if none:
+        ax.text(0.5, 0.5, "no agent interacted with another", transform=ax.transAxes, ha="center", va="center",
+                fontsize=11, color="#555", bbox={"facecolor": "white", "edgecolor": "#aaa"})
+    else:
+        fig.colorbar(image, ax=ax)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -126,6 +132,7 @@ def plot_usage(model: SocietyModel, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3))
     per_step = frame.set_index("step")[["llm_calls", "rule_decisions"]].diff().fillna(frame.set_index("step")[["llm_calls", "rule_decisions"]])
     per_step.plot(ax=ax, marker="o")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_ylabel("per step")
     ax.set_title("LLM calls and rule decisions")
     fig.tight_layout()
