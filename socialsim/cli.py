@@ -126,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     dash.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     dash.add_argument("--arch", help="architecture of a live society (default: the scenario's)")
     dash.add_argument("--model", help="model of a live society (default: $SOCIALSIM_MODEL, else local/smollm2)")
-    dash.add_argument("--rng", type=int, default=42, help="seed of a live society (default 42)")
+    dash.add_argument("--rng", type=int, help="seed of a live society (default 42)")
     return parser
 
 
@@ -550,15 +550,26 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
     if not 1 <= args.port <= 65535:  # 0 would let the server pick a port the line above it never names
         return _fail(f"--port expects a port number from 1 to 65535, got {args.port}")
+    from socialsim.llm.engines import ModelUnavailable, check_models
+    from socialsim.model.run_dir import is_run_dir
+
     try:
         target = check_target(args.target, args.arch)
-    except (ScenarioError, ValueError, FileNotFoundError) as exc:
+        if is_run_dir(target):  # a replay: the recording's own settings
+            given = [flag for flag, value in (("--model", args.model), ("--rng", args.rng), ("--arch", args.arch))
+                     if value is not None]
+            if given:
+                logging.getLogger("socialsim").warning("%s: of a live society; a replay of %s uses the "
+                                                       "recording's", ", ".join(given), target)
+        elif args.model:  # the page would find an unknown model or a missing key only when it builds the society
+            check_models({args.model}, ping=False)
+    except (ScenarioError, ValueError, FileNotFoundError, ModelUnavailable) as exc:
         return _fail(_problem(exc))
     if busy := port_in_use(args.host, args.port):
         return _fail(busy)
     if warning := host_warning(args.host):
         logging.getLogger("socialsim").warning(warning)
-    return serve(target, args.host, args.port, arch=args.arch, model=args.model, seed=args.rng)
+    return serve(target, args.host, args.port, arch=args.arch, model=args.model, seed=42 if args.rng is None else args.rng)
 
 
 class EngineNotesOnce(logging.Filter):

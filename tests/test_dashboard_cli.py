@@ -147,3 +147,20 @@ def test_a_target_with_an_unknown_architecture_a_folder_named_like_a_scenario_an
         assert cli.main(["dashboard", "--port", port]) == 2
         assert f"--port expects a port number from 1 to 65535, got {port}" in capsys.readouterr().err
     assert "--host takes this machine's name or address" in server.port_in_use("no.such.host.invalid", 8765)
+
+
+def test_cli_names_an_unknown_model_before_serving_and_says_a_replay_ignores_live_settings(
+        monkeypatch, tmp_path, capsys, caplog):
+    calls = []
+    monkeypatch.setattr(server, "serve", lambda *a, **kw: calls.append((a, kw)) or 0)
+    monkeypatch.setattr(server, "port_in_use", lambda host, port: None)
+    assert cli.main(["dashboard", "hobbs-cafe", "--model", "nosuch/model"]) == 2
+    assert "nosuch/model" in capsys.readouterr().err and not calls  # the page would have found it only on Reset
+    run_dir = str(_fake_run_dir(tmp_path / "run"))
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert cli.main(["dashboard", run_dir, "--model", "rules", "--rng", "3"]) == 0
+    assert any("--model, --rng: of a live society" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert cli.main(["dashboard", run_dir]) == 0
+    assert not caplog.records and calls[-1][1]["seed"] == 42
