@@ -7,7 +7,14 @@ import networkx as nx
 import pandas as pd
 import pytest
 
-from socialsim.agents.itcmas.metrics import PAPER_TABLE, judge_contexts, judge_run, judge_table, social_structure
+from socialsim.agents.itcmas.metrics import (
+    PAPER_TABLE,
+    judge_contexts,
+    judge_run,
+    judge_table,
+    judged,
+    social_structure,
+)
 from socialsim.agents.itcmas.operations import JUDGE
 from socialsim.model.runner import RunConfig, run
 from socialsim.model.society import SocietyModel
@@ -185,6 +192,16 @@ def test_the_chance_level_of_the_society_is_what_random_ties_as_many_give():
         sum(size if size >= 3 else 0 for size in largest) / 200)
     weak = nx.DiGraph([("a", "b", {"weight": 1}), ("b", "c", {"weight": 5})])
     assert chance_structure(weak, min_weight=2)["ties"] == 1  # only ties as strong as the structure's count
+
+
+def test_the_rules_judge_scores_nobody_who_carried_out_no_action():
+    """Every action filtered: no reversal, so the rules' consistency was a perfect 7 (beside the
+    paper's 6.00) for agents who did nothing. Such an agent is left out, and the table says so."""
+    idle = actions_table().assign(agent="SG", status="filtered")
+    frame = judge_run(pd.concat([actions_table(), idle]), 9)
+    assert frame.set_index("agent")["status"].to_dict() == {"AY": "rules", "SG": "nothing done"}
+    assert judged(frame)["agent"].tolist() == ["AY"]  # the means are AY's alone
+    assert "Not counted: 1 of 2 agents, who carried out no action" in judge_table(frame, "full")
 
 
 def test_a_judges_fallback_is_no_score(tmp_path):

@@ -249,17 +249,23 @@ def judge_run(actions: pd.DataFrame, areas_total: int, judge_model: str = "rules
         return [await gateway.ask(JUDGE, ctx, agent_id=None, rng=rng) for ctx in judge_contexts(actions, areas_total)]
 
     answers = run_sync(score_all())
-    rows = [{"agent": ctx.agent, **a.value.model_dump(), "status": a.status}
+    # the rules' shares of an agent that carried out no action are vacuous (no reversal: "consistent")
+    rows = [{"agent": ctx.agent, **a.value.model_dump(),
+             "status": NOTHING_DONE if judge_model == RULES and not ctx.executed else a.status}
             for ctx, a in zip(judge_contexts(actions, areas_total), answers, strict=True)]
     frame = pd.DataFrame(rows, columns=["agent", *DIMENSIONS, "status"])
     frame.attrs["judge"] = RULES_LABEL if judge_model == RULES else judge_model
     return frame
 
 
+NOTHING_DONE = "nothing done"  # the rules judge's status for an agent that carried out no action
+
+
 def judged(scores: pd.DataFrame) -> pd.DataFrame:
     """The scores a judge gave: an answer that fell back holds the scale's midpoint on every
-    dimension, which no one judged, so it is left out of every mean (and counted)."""
-    return scores[scores["status"] != "fallback"] if "status" in scores else scores
+    dimension, which no one judged, and the rules' shares of an agent that did nothing measure
+    nothing (a perfect "consistency" of no action): both are left out of every mean (and counted)."""
+    return scores[~scores["status"].isin(["fallback", NOTHING_DONE])] if "status" in scores else scores
 
 
 def judge_table(scores: pd.DataFrame, ablation: str) -> str:
@@ -270,9 +276,14 @@ def judge_table(scores: pd.DataFrame, ablation: str) -> str:
     lines = [header, "|" + "---|" * (len(DIMENSIONS) + 1)]
     lines.append(f"| paper, {ablation} (48 human raters) | " + " | ".join(f"{v:.2f}" for v in PAPER_TABLE[ablation]) + " |")
     lines.append(f"| ours, {scores.attrs.get('judge', '?')} | " + " | ".join(f"{v:.2f}" for v in ours) + " |")
-    if len(usable) < len(scores):
-        lines += ["", f"Not counted: {len(scores) - len(usable)} of {len(scores)} agents' scores, whose judge's "
-                      "answer was unusable (the fallback's midpoint is no judgement; each failure is in run.log)."]
+    fell_back = int((scores["status"] == "fallback").sum()) if "status" in scores else 0
+    idle = int((scores["status"] == NOTHING_DONE).sum()) if "status" in scores else 0
+    if fell_back:
+        lines += ["", f"Not counted: {fell_back} of {len(scores)} agents' scores, whose judge's answer was "
+                      "unusable (the fallback's midpoint is no judgement; each failure is in run.log)."]
+    if idle:
+        lines += ["", f"Not counted: {idle} of {len(scores)} agents, who carried out no action (every one "
+                      "filtered, failed or refused): the rules' shares of nothing measure nothing."]
     return "\n".join(lines)
 
 
