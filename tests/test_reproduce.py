@@ -90,6 +90,7 @@ def test_not_run_without_yes_or_budget(toy, tmp_path, no_model_may_answer):
     assert rp.reproduce("generic", "openai/gpt-4o-mini", seeds=2, out=tmp_path / "r", echo=said.append) is None
     assert not (tmp_path / "r").exists() and no_model_may_answer == []
     assert any("Projected" in s for s in said) and any("Not run: add --yes" in s for s in said)
+    assert "Each run's figures are for its 2 seeds together:" in said  # the table's rows are not one run's
 
 
 def test_a_protocol_no_model_is_asked_in_runs_without_yes(toy, tmp_path):

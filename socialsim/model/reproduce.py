@@ -393,6 +393,8 @@ def reproduce(
     _refuse_another_protocols_runs(out, arch, configs)
     proj = project(protocol, model, seeds, unit_price=unit_price)
     echo(f"Protocol: {protocol.description or arch} — {len(protocol.runs)} run(s) x {seeds} seed(s) on {model}")
+    if seeds > 1:
+        echo(f"Each run's figures are for its {seeds} seeds together:")
     echo(proj.per_run.to_string(index=False))
     if len(proj.per_model) > 1:
         echo(proj.per_model.to_string(index=False))
