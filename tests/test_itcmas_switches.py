@@ -328,3 +328,14 @@ def test_the_matrix_lists_the_agents_in_a_drawn_order(monkeypatch, watch_asks):
     run(steps=30)
     assert len(orders) >= 3 and all(sorted(o) == sorted(orders[0]) for o in orders)
     assert len({tuple(o) for o in orders}) > 1  # not one fixed order (by name or otherwise)
+
+
+def test_matrix_every_zero_switches_the_matrix_and_the_reallocation_off_and_nothing_else(full):
+    """The matrix had no switch of its own (only ltrha=false, which takes the filter, topic and
+    habitus with it): matrix_every=0 stops the ranking and eq. 19, and leaves LTRHA's other parts."""
+    off = run(matrix_every=0)
+    assert "RankAgents" in ops(full[0]) and "RankAgents" not in ops(off)
+    resources = actions(off).groupby("agent")["resources"]
+    # without eq. 19 an agent's resources change only by its own attempts (eq. 18's failures cost nothing)
+    assert (resources.nunique() == 1).all() and not (actions(full[0]).groupby("agent")["resources"].nunique() == 1).all()
+    assert {"SocialFilter"} <= ops(off) and (actions(off)["status"] == "failed").sum() > 0  # filter, success rate

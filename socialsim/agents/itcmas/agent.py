@@ -508,8 +508,8 @@ class ITCMASAgent(GenerativeAgent):
         state = model.society
         state.pending_ranking = None
         agents = sorted(model.agents, key=lambda a: a.name)
-        if (not state.config.modules["ltrha"] or len(agents) <= 2
-                or model.steps % state.config.matrix_every != 0):
+        every = state.config.matrix_every  # 0: the matrix switched off
+        if not state.config.modules["ltrha"] or len(agents) <= 2 or not every or model.steps % every != 0:
             return
         model.phase_rng.shuffle(agents)  # listed in a drawn order: no name is favoured by position or ties
         ctx = MatrixContext([MatrixEntry(a.name, a.last_action, a.last_status, a.resources, a.goal, a.area,

@@ -114,7 +114,9 @@ class ITCMASConfig(_Strict):
         "eq. 19: the smallest resources a matrix reallocation moves (to or from the agents next to the middle)"))
     s_max: float = Field(1.0, gt=0, description=(
         "eq. 19: the resources the matrix gives the first-ranked agent and takes from the last"))
-    matrix_every: int = Field(5, ge=1, description="steps between two matrix reallocations [ours]")
+    matrix_every: int = Field(5, ge=0, description=(
+        "steps between two matrix reallocations [ours]; 0: no matrix and no reallocation (LTRHA's other "
+        "parts, topic, filter, habitus and success rate, stay as the ablation sets them)"))
     signal_scale: float = Field(0.3, gt=0, le=5, description="desire/pain added per unit event (a success, a "
                                 "chat heard, a failure) [ours: 0.3 with decay 0.8 keeps tanh in its slope]")
     protention_tokens: int = Field(72, ge=8, le=400, description=(
