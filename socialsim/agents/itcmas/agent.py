@@ -3,7 +3,7 @@
 One step, as phases (``socialsim.agents.phases``):
 
 1. ``perceive`` (sync): the observation becomes the primal impression PI^t (a phenomenal field);
-   P, A, D and the driver are updated (eq. 10-15); long-term memory is activated (mood-congruent)
+   P, A, D and the driver are updated (eq. 10-15); long-term memory is activated (similar and emotionally intense memories first)
    and blended with the present into imagination (eq. 5; Algorithm 1 draws from the model's RNG);
    the frame is stored and old memory compressed around its highest-arousal frame (eq. 8-9).
 2. ``deliberate`` (async, writes only to the agent): Elim rates each action type μ ∈ [1, 5] and

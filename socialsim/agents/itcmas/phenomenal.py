@@ -270,7 +270,8 @@ class Consciousness:
     def activate(self, pi: PhenomenalField, k: int = 1, w: SimWeights = SimWeights()) -> list[tuple[float, PhenomenalField]]:
         """M(PI^t, Re^t): the k memories most like the present, by FieldSim with PI (and the mean
         FieldSim with the retained frames, averaged in [ours]) weighted by the memory's emotional
-        intensity (mood congruence: weight 0.5 + 0.5·intensity [ours])."""
+        intensity (weight 0.5 + 0.5·intensity [ours]), as the paper sets it "based on the mood congruence
+        effect": vivid memories come to mind more, whatever the present mood (no comparison with it)."""
         scored = []
         for index, memory in enumerate(self.long_term):
             sim = field_sim(pi, memory, w)

@@ -139,7 +139,7 @@ class ITCMASConfig(_Strict):
     dominance_from_protention: bool = Field(True, description="D = tanh(diff(PI^t, Pro^{t-1})) (eq. 12); "
                                             "False: D = 0")
     arousal_retention: bool = Field(True, description="A from the retained frames (eq. 11); False: A = 0")
-    memory_activation: bool = Field(True, description="activate mood-congruent long-term memory (eq. 5-6)")
+    memory_activation: bool = Field(True, description="activate long-term memory by similarity, weighted by each memory's own emotional intensity (eq. 5-6)")
 
     @field_validator("social_words", "explore_words", "rest_furniture")
     @classmethod
