@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from socialsim.agents.crsec.reproduce import TIPPING_EMERGES, measure, protocol
+from socialsim.agents.crsec.reproduce import CONFLICTS_FALL, TIPPING_EMERGES, measure, protocol
 
 
 def test_protocol_is_the_papers_preset_and_sets_the_judge_only_when_given():
@@ -21,7 +21,7 @@ def test_measure_reads_end_values_and_the_conflict_trend(tmp_path):
     frame.to_parquet(tmp_path / "model.parquet")
     got = measure(tmp_path)
     assert got["adoption[no smoking indoors] at end"] == 0.9 and got["compliance[no smoking indoors] at end"] == 0.6
-    assert got["conflicts peak"] == 4 and got["conflicts last quarter / first quarter"] == 0 / 8
+    assert got["conflicts peak"] == 4 and got["conflicts day 2 / day 1"] == 2 / 10
     assert math.isnan(got["adoption[tip after meals] at end"])  # a norm the run does not track
 
 
@@ -52,7 +52,7 @@ def test_compliance_over_day_2_counts_the_agents_who_breached_in_the_second_half
 
 def _figures(adoption, compliance, tipping, conflict_trend):
     row = {"label": "hobbs-cafe / paper", "seed": 1, "adoption[tip after meals] at end": tipping,
-           "conflicts last quarter / first quarter": conflict_trend}
+           "conflicts day 2 / day 1": conflict_trend}
     for norm in ("no smoking indoors", "be quiet in public"):
         row[f"adoption[{norm}] at end"], row[f"compliance[{norm}] over day 2"] = adoption, compliance
     return pd.DataFrame([row])
@@ -68,7 +68,7 @@ def test_the_papers_findings_hold_for_its_own_outcome_and_fail_for_the_baselines
     baseline = check_findings(p, _figures(0.79, 0.72, 0.56, 1.2)).set_index("finding")["verdict"]
     assert baseline["every agent has adopted 'no smoking indoors' by the end of day 2"] == "does not hold"
     assert baseline["every agent complies with 'be quiet in public' all through day 2"] == "does not hold"
-    assert baseline["conflicts fall: fewer in the last quarter of the run than in the first"] == "does not hold"
+    assert baseline[CONFLICTS_FALL] == "does not hold"
     assert baseline[TIPPING_EMERGES] == "holds"
     # the two entrepreneurs who favour tipping hold it from the start: 2 of 10 is seeding, not emergence
     seeded_only = check_findings(p, _figures(1.0, 1.0, 0.2, 0.5)).set_index("finding")["verdict"]
@@ -76,7 +76,7 @@ def test_the_papers_findings_hold_for_its_own_outcome_and_fail_for_the_baselines
     assert check_findings(p, _figures(1.0, 1.0, 0.5, 0.5)).set_index("finding")["verdict"][TIPPING_EMERGES] \
         == "does not hold"  # half is not most
     no_conflict_at_first = check_findings(p, _figures(1.0, 1.0, 0.0, float("nan"))).set_index("finding")["verdict"]
-    assert no_conflict_at_first["conflicts fall: fewer in the last quarter of the run than in the first"] == "not measured"
+    assert no_conflict_at_first[CONFLICTS_FALL] == "not measured"
     assert no_conflict_at_first[TIPPING_EMERGES] == "does not hold"
 
 
@@ -84,7 +84,7 @@ def test_conflicts_that_stay_level_have_not_fallen():
     from socialsim.model.reproduce import check_findings
 
     verdicts = check_findings(protocol(judge=None), _figures(1.0, 1.0, 0.4, 1.0)).set_index("finding")["verdict"]
-    assert verdicts["conflicts fall: fewer in the last quarter of the run than in the first"] == "does not hold"
+    assert verdicts[CONFLICTS_FALL] == "does not hold"
 
 
 def test_set_runs_the_protocol_under_another_setting_in_a_directory_of_its_own(monkeypatch, tmp_path):
@@ -116,18 +116,23 @@ def test_the_command_line_checks_each_set_before_anything_runs(capsys, monkeypat
     assert not (tmp_path / "reproduce").exists()
 
 
-def test_the_conflict_trend_compares_whole_quarters_and_has_none_without_early_conflicts(tmp_path):
-    frame = pd.DataFrame({"conflicts": [2, 1, 1, 9, 0, 0, 0, 0, 0, 0, 1, 0]})  # quarters of 3 steps
+def test_the_conflict_trend_compares_the_same_hours_of_both_days_and_has_none_without_early_conflicts(tmp_path):
+    """Day 2 against day 1 (the run's halves in the paper's preset), not the run's first quarter (day 1's
+    morning and lunch) against its last (day 2's quiet evening): a society whose days are alike has not
+    changed, whatever its daily schedule. The quarters said 'fell' for it (5 then 1)."""
+    frame = pd.DataFrame({"conflicts": [5, 0, 0, 1, 5, 0, 0, 1]})  # two days, busy mornings, quiet evenings
     frame.to_parquet(tmp_path / "model.parquet")
-    assert measure(tmp_path)["conflicts last quarter / first quarter"] == 1 / 4
+    assert measure(tmp_path)["conflicts day 2 / day 1"] == 1.0
+    pd.DataFrame({"conflicts": [2, 1, 1, 9, 0, 0, 1, 0]}).to_parquet(tmp_path / "model.parquet")
+    assert measure(tmp_path)["conflicts day 2 / day 1"] == 1 / 13
     pd.DataFrame({"conflicts": [0, 0, 3, 5]}).to_parquet(tmp_path / "model.parquet")
-    assert measure(tmp_path)["conflicts last quarter / first quarter"] == math.inf  # risen from none: not fallen
-    pd.DataFrame({"conflicts": [0, 2, 3, 0]}).to_parquet(tmp_path / "model.parquet")
-    assert math.isnan(measure(tmp_path)["conflicts last quarter / first quarter"])  # none at either end: nothing to fall
+    assert measure(tmp_path)["conflicts day 2 / day 1"] == math.inf  # risen from none: not fallen
+    pd.DataFrame({"conflicts": [0, 0, 0, 0]}).to_parquet(tmp_path / "model.parquet")
+    assert math.isnan(measure(tmp_path)["conflicts day 2 / day 1"])  # none on either day: nothing to fall
     from socialsim.model.reproduce import check_findings
 
     risen = check_findings(protocol(judge=None), _figures(1.0, 1.0, 0.4, math.inf)).set_index("finding")["verdict"]
-    assert risen["conflicts fall: fewer in the last quarter of the run than in the first"] == "does not hold"
+    assert risen[CONFLICTS_FALL] == "does not hold"
 
 
 def test_measure_reads_the_judges_mean_rating_per_task(tmp_path):
@@ -150,3 +155,40 @@ def test_no_questionnaire_is_projected_without_items_or_an_llm_judge():
 
     assert calls(judge="openai/j", questionnaire_items=0) is None and calls() is None
     assert calls(judge="openai/j", questionnaire_items=2) == ("the Appendix-E questionnaire asked of openai/j", 2 * 11)
+
+
+def _day_2_run(tmp_path, events):
+    """A 2-step 'run' of Hobbs Cafe (day 1 = step 1, day 2 = step 2) with no breach, and these events."""
+    from socialsim.scenarios.loader import scenario_path
+
+    (tmp_path / "scenario.yaml").write_text(scenario_path("hobbs-cafe").read_text())
+    pd.DataFrame({"conflicts": [0, 0], **{f"compliance[{n}]": [1.0, 1.0] for n in
+                  ("no smoking indoors", "be quiet in public", "tip after meals")}}).to_parquet(tmp_path / "model.parquet")
+    pd.DataFrame({"name": ["Ann", "Bob"]}).to_parquet(tmp_path / "agents.parquet")
+    (tmp_path / "tables").mkdir(exist_ok=True)
+    pd.DataFrame(columns=["step", "agent", "norm", "area", "behaviour"]).to_parquet(tmp_path / "tables" / "breaches.parquet")
+    pd.DataFrame([{"step": s, "agent": a, "area": area, "action": act, "ok": True, "tags": tags}
+                  for s, a, area, act, tags in events],
+                 columns=["step", "agent", "area", "action", "ok", "tags"]).to_parquet(tmp_path / "tables" / "events.parquet")
+    return measure(tmp_path)
+
+
+def test_compliance_over_day_2_is_not_measured_when_nobody_did_the_behaviour_that_day(tmp_path):
+    """"Every agent complies all through day 2" is 1 - the share who breached: 1.0 when every plan fell
+    back to the filler and nobody smoked or spoke at all. With no act of day 2 bearing on a norm there was
+    no chance to breach it: not measured. A society that keeps the norm (smoking outside, speaking softly,
+    a meal and its tip) is measured, and passes."""
+    idle = _day_2_run(tmp_path, [(1, "Ann", "Hobbs Cafe dining room", "smoke a cigarette", "smoke"),
+                                 (2, "Ann", "Hobbs Cafe dining room", "drink a coffee", "")])
+    assert all(math.isnan(idle[f"compliance[{n}] over day 2"]) for n in
+               ("no smoking indoors", "be quiet in public", "tip after meals"))
+    kept = _day_2_run(tmp_path, [(2, "Ann", "the street outside", "smoke a cigarette", "smoke"),
+                                 (2, "Bob", "Hobbs Cafe dining room", "speak softly", ""),
+                                 (2, "Bob", "Hobbs Cafe dining room", "eat a meal", "meal,food")])
+    assert kept["compliance[no smoking indoors] over day 2"] == 1.0
+    assert kept["compliance[be quiet in public] over day 2"] == 1.0
+    assert kept["compliance[tip after meals] over day 2"] == 1.0
+    from socialsim.model.reproduce import check_findings
+
+    verdicts = check_findings(protocol(judge=None), _figures(1.0, float("nan"), 0.8, 0.5)).set_index("finding")["verdict"]
+    assert verdicts["every agent complies with 'no smoking indoors' all through day 2"] == "not measured"

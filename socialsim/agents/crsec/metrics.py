@@ -17,7 +17,7 @@ import pandas as pd
 
 from socialsim.agents.crsec.operations import ObservedFact
 from socialsim.agents.crsec.operations import breaches as act_breaches
-from socialsim.agents.crsec.settings import CRSECSettings
+from socialsim.agents.crsec.settings import CRSECSettings, TrackedNorm
 from socialsim.agents.norms import norm_key
 from socialsim.metrics.markdown import markdown_table, one_line
 from socialsim.metrics.report import figures_drawn
@@ -177,11 +177,45 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
 # --- series, emergent norms ---------------------------------------------------------------------------
 
 
-def unbroken_share(breaches: pd.DataFrame, agents: int, norm: str, after_step: float) -> float:
+def unbroken_share(breaches: pd.DataFrame, agents: int, norm: str, after_step: float,
+                   chances: int | None = None) -> float:
     """The share of ``agents`` with no breach of ``norm`` after ``after_step`` (world facts):
-    compliance over a whole stretch, where the last step's window may fall in a quiet hour."""
+    compliance over a whole stretch, where the last step's window may fall in a quiet hour.
+    ``chances``: the acts bearing on the norm in that stretch (:func:`acts_bearing_on`); with none,
+    nobody had the chance to breach it - nobody smoked, indoors or out - and 1.0 would say only that
+    nothing happened: NaN (not measured)."""
+    if chances == 0:
+        return float("nan")
     late = breaches[(breaches["step"] > after_step) & (breaches["norm"] == norm)]
     return 1 - late["agent"].nunique() / agents if agents else float("nan")
+
+
+def bears_on(tags, action: str, norm: TrackedNorm, minute: int | None = None) -> bool:
+    """Whether one executed act is the behaviour ``norm`` speaks about, whether it breaches it or
+    keeps it: it carries one of the norm's ``violated_by`` tags (smoking, indoors or outside; a
+    meal), its follow-up (a tip), or is one of its compliant alternatives (speaking softly), within
+    the norm's hours. A society that keeps a norm still does these; one that never does them
+    cannot breach it."""
+    spec = norm.violated_by
+    if not spec.holds_at(minute):
+        return False
+    tags = set(tags)
+    return bool(tags & set(spec.tags)) or (spec.unless_followed_by in tags) or action in norm.alternatives.values()
+
+
+def acts_bearing_on(events: pd.DataFrame, settings: CRSECSettings, step_minutes: float, norm: str,
+                    after_step: float) -> int:
+    """How many executed acts after ``after_step`` bear on the tracked norm ``norm`` (:func:`bears_on`),
+    from an events frame (step, action, ok, tags as a comma-joined string or a tuple)."""
+    if events.empty:
+        return 0
+    t = settings.tracked(norm)
+    late = events[(events["step"] > after_step) & events["ok"].astype(bool)]
+    count = 0
+    for step, action, tags in zip(late["step"], late["action"], late["tags"], strict=True):
+        tags = tuple(filter(None, tags.split(","))) if isinstance(tags, str) else tuple(tags or ())
+        count += bears_on(tags, action, t, settings.clock_of_step(int(step), step_minutes)[1])
+    return count
 
 
 def steps_per_day(model: SocietyModel) -> float:
@@ -292,17 +326,20 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
     injunctive = [t for t in settings.tracked_norms if t.type == "injunctive"]
     descriptive = [t for t in settings.tracked_norms if t.type == "descriptive"]
     breaches = model.datacollector.get_table_dataframe("breaches")
+    events = model.datacollector.get_table_dataframe("events")
     day_before = last["step"] - steps_per_day(model)
+
+    def last_day(norm: str) -> str:
+        chances = acts_bearing_on(events, settings, model.scenario_spec.step_minutes, norm, day_before)
+        if not chances:
+            return "nobody did what it speaks about over the last day (not measured: no chance to breach it)"
+        return (f"{unbroken_share(breaches, len(model.agents), norm, day_before, chances):.0%} never breached it "
+                f"over the last day ({chances} acts bore on it)")
+
     run = "; ".join(f"{t.name}: adopted {last[f'adoption[{t.name}]']:.0%}, complying {last[f'compliance[{t.name}]']:.0%} "
-                    f"in the last hour, {unbroken_share(breaches, len(model.agents), t.name, day_before):.0%} never "
-                    "breached it over the last day" for t in injunctive)
+                    f"in the last hour, {last_day(t.name)}" for t in injunctive)
     rows.append(("injunctive norms at the end", PAPER_FINDINGS["injunctive"], f"at day {last['day']:.2f}: {run}"))
-    quarter = max(1, len(frame) // 4)
-    early, late = frame["conflicts"].iloc[:quarter].sum(), frame["conflicts"].iloc[-quarter:].sum()
-    peak = frame.loc[frame["conflicts"].idxmax(), "day"] if frame["conflicts"].max() > 0 else None
-    rows.append(("conflicts over time", PAPER_FINDINGS["conflicts"],
-                 f"{early} conflicts in the first quarter of the run, {late} in the last; "
-                 + (f"the most at day {peak:.2f}" if peak is not None else "no conflict in this run")))
+    rows.append(("conflicts over time", PAPER_FINDINGS["conflicts"], conflicts_by_day(frame, steps_per_day(model))))
     timing = "; ".join(
         f"{t.name} ({t.type}): 70% adoption {_days(first_reaching(frame, f'adoption[{t.name}]'))}"
         for t in settings.tracked_norms)
@@ -320,6 +357,20 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
     rows.append(("emergent norms", PAPER_FINDINGS["emergent"], shown))
     rows.append(("human ratings", PAPER_FINDINGS["ratings"], ratings_text(model, ratings)))
     return rows
+
+
+def conflicts_by_day(frame: pd.DataFrame, per_day: float) -> str:
+    """Conflicts per simulated day (the same clock hours each day, so the daily schedule - a busy
+    lunch, a quiet evening - cancels out of the comparison), and the peak step's time."""
+    per_day = max(1, round(per_day))
+    days = [int(frame["conflicts"].iloc[d:d + per_day].sum()) for d in range(0, len(frame), per_day)]
+    whole = len(frame) // per_day
+    peak = frame.loc[frame["conflicts"].idxmax(), "day"] if frame["conflicts"].max() > 0 else None
+    shown = ", ".join(f"day {i} {n}" + ("" if i <= whole else " (part of a day)") for i, n in enumerate(days, 1))
+    trend = ("" if whole < 2 else f"; day {whole} / day 1 = "
+             + (f"{days[whole - 1] / days[0]:.2f}" if days[0] else "n/a (none on day 1)"))
+    return (f"conflicts per day (same hours each day): {shown}{trend}; "
+            + (f"the most at day {peak:.2f}" if peak is not None else "no conflict in this run"))
 
 
 def engine_note(model: SocietyModel) -> str:

@@ -1,8 +1,10 @@
 """``socialsim reproduce crsec``: the paper's protocol (Hobbs Cafe, 2 days, 10 agents, seeds 1..k).
 
 Measured per run from its files (``model.parquet``, ``agents.parquet``, ``tables/breaches.parquet``):
-adoption and compliance of each tracked norm at the end, compliance over the whole of day 2, the
-conflict peak and the conflicts of the first and last quarter (per agent, whether its first adoption
+adoption and compliance of each tracked norm at the end, compliance over the whole of day 2 (not
+measured when no act on day 2 bore on the norm: nobody had the chance to breach it), the conflict
+peak and the conflicts of day 2 against day 1 - the same clock hours, 08:00-22:00 each day, so the
+daily schedule (a busy lunch, a quiet evening) cancels out (per agent, whether its first adoption
 preceded its first visibly compliant act is in the run report); with an LLM judge, the Appendix-E
 questionnaire's mean rating per task (``tables/crsec_questionnaire.parquet``).
 The paper's figures are the ones its text states (Sec. 3.2); qualitative findings are NaN here.
@@ -38,7 +40,9 @@ PAPER = pd.DataFrame([
     *({"label": "*", "metric": f"compliance[{n}] over day 2", "paper": p}
       for n, p in (("no smoking indoors", 1.0), ("be quiet in public", 1.0), ("tip after meals", float("nan")))),
     {"label": "*", "metric": "conflicts peak", "paper": float("nan")},
-    {"label": "*", "metric": "conflicts last quarter / first quarter", "paper": float("nan")},
+    # the same clock hours of both days: the run's first and last quarters were 08:00-15:00 of day 1 against
+    # 15:00-22:00 of day 2, and the afternoon is quieter, so conflicts "fell" with no agent ever persuaded
+    {"label": "*", "metric": "conflicts day 2 / day 1", "paper": float("nan")},
     # Sec. 3.3, Figure 4: human raters' mean 7-point Likert score per module; here an LLM judge's
     *({"label": "*", "metric": f"rating[{t.name}]", "paper": t.paper} for t in TASKS),
 ])
@@ -47,6 +51,7 @@ PAPER = pd.DataFrame([
 RUN = "hobbs-cafe / paper"
 TIPPING_EMERGES = "'tip after meals' emerges: most agents (over half) have adopted it by the end of day 2"
 INJUNCTIVE = ("no smoking indoors", "be quiet in public")
+CONFLICTS_FALL = "conflicts fall: fewer on day 2 than on day 1 (the same hours, 08:00-22:00, each day)"
 
 
 def findings() -> list[Finding]:
@@ -62,8 +67,7 @@ def findings() -> list[Finding]:
         # "emerged" is the paper's word for most agents adopting (and keeping) a norm (Sec. 3.2); two
         # entrepreneurs favour tipping and may hold it from step 1, so "some agents" would hold by seeding
         compare(TIPPING_EMERGES, (RUN, "adoption[tip after meals] at end"), ">", 0.5),
-        compare("conflicts fall: fewer in the last quarter of the run than in the first",
-                (RUN, "conflicts last quarter / first quarter"), "<", 1.0),
+        compare(CONFLICTS_FALL, (RUN, "conflicts day 2 / day 1"), "<", 1.0),
     ]
 
 
@@ -77,11 +81,7 @@ def measure(run_dir: Path) -> dict[str, float]:
     out.update(compliance_over_second_half(Path(run_dir), frame))
     conflicts = frame["conflicts"] if "conflicts" in frame else pd.Series(dtype=float)
     out["conflicts peak"] = float(conflicts.max()) if len(conflicts) else float("nan")
-    quarter = max(1, len(conflicts) // 4)
-    first = float(conflicts.iloc[:quarter].sum()) if len(conflicts) else float("nan")
-    last = float(conflicts.iloc[-quarter:].sum()) if len(conflicts) else float("nan")
-    # none at first: a rise from none has not fallen (inf); none in either quarter, nothing to fall (NaN)
-    out["conflicts last quarter / first quarter"] = last / first if first else (math.inf if last else float("nan"))
+    out["conflicts day 2 / day 1"] = day_ratio(conflicts)
     ratings = Path(run_dir) / "tables" / QUESTIONNAIRE_FILE  # only with an LLM judge (--judge)
     means = summary(pd.read_parquet(ratings)).set_index("task")["mean"] if ratings.is_file() else {}
     for t in TASKS:
@@ -89,15 +89,51 @@ def measure(run_dir: Path) -> dict[str, float]:
     return out
 
 
+def day_ratio(counts: pd.Series) -> float:
+    """Day 2's events over day 1's, the paper's preset being two days of equal length (the run's two
+    halves; reproduce measures only whole runs): the same clock hours each day. A rise from none on
+    day 1 has not fallen (inf); none on either day, nothing to fall (NaN)."""
+    if len(counts) < 2:
+        return float("nan")
+    day = len(counts) // 2
+    first, second = float(counts.iloc[:day].sum()), float(counts.iloc[day:2 * day].sum())
+    return second / first if first else (math.inf if second else float("nan"))
+
+
 def compliance_over_second_half(run_dir: Path, frame: pd.DataFrame) -> dict[str, float]:
     """Per tracked norm, the share of agents with no breach of it in the run's second half (day 2
-    of the paper's protocol), from the world facts' breaches table and the agents' names."""
+    of the paper's protocol), from the world facts' breaches table and the agents' names; NaN (not
+    measured) when no executed act of day 2 bore on the norm (nobody smoked, indoors or out; nobody
+    ate): "nobody breached it" would then say only that nothing happened. Which acts bear on a norm
+    is read from the run's own scenario copy and its events table (``metrics.bears_on``)."""
     agents_file, breaches_file = run_dir / "agents.parquet", run_dir / "tables" / "breaches.parquet"
     agents = pd.read_parquet(agents_file, columns=["name"])["name"].nunique() if agents_file.is_file() else 0
     breaches = pd.read_parquet(breaches_file) if breaches_file.is_file() else pd.DataFrame(
         columns=["step", "agent", "norm"])
-    return {f"compliance[{n}] over day 2": unbroken_share(breaches, agents, n, len(frame) // 2)
+    chances = _chances(run_dir, len(frame) // 2)
+    return {f"compliance[{n}] over day 2": unbroken_share(breaches, agents, n, len(frame) // 2, chances.get(n))
             if f"compliance[{n}]" in frame else float("nan") for n in TRACKED}
+
+
+def _chances(run_dir: Path, after_step: int) -> dict[str, int]:
+    """Per tracked norm, the acts after ``after_step`` that bore on it; {} (not checked) when the run
+    directory has no scenario copy or events table to read them from."""
+    events_file, scenario_file = run_dir / "tables" / "events.parquet", run_dir / "scenario.yaml"
+    if not (events_file.is_file() and scenario_file.is_file()):
+        return {}
+    import json
+
+    from socialsim.agents.crsec.metrics import acts_bearing_on
+    from socialsim.agents.crsec.settings import load_settings, with_params
+    from socialsim.scenarios.loader import load_scenario
+
+    scenario = load_scenario(scenario_file)
+    config_file = run_dir / "config.json"
+    params = json.loads(config_file.read_text())["config"].get("arch_params", {}) if config_file.is_file() else {}
+    settings = with_params(load_settings(scenario), {k: v for k, v in params.items() if k in CRSECSettings.model_fields})
+    events = pd.read_parquet(events_file)
+    return {t.name: acts_bearing_on(events, settings, scenario.step_minutes, t.name, after_step)
+            for t in settings.tracked_norms}
 
 
 def questionnaire_calls(spec: ProtocolRun) -> tuple[str, int] | None:
@@ -124,7 +160,8 @@ def protocol(judge: str | None) -> Protocol:
         paper=PAPER,
         description=("Hobbs Cafe, the paper's preset (2 days of 10-minute steps, 10 agents, 3 entrepreneurs). "
                      "Compliance 'at end' covers only the last hour of day 2, a quiet evening; 'over day 2' is "
-                     "the share of agents who never breached the norm that day."),
+                     "the share of agents who never breached the norm that day (not measured when no act that day bore "
+                     "on the norm). Conflicts compare day 2 with day 1, the same hours each day."),
         findings=findings(),
         after_run=questionnaire_calls,
         after_run_probe=questionnaire_probe,
