@@ -1,6 +1,7 @@
 """CRSEC's measurement runs on a judge route, not on the actors: by default the lexical matcher;
 with an LLM judge its answers decide adoption, and its agreement with the matcher is reported."""
 
+import pandas as pd
 import pytest
 
 from socialsim.agents.crsec.metrics import judge_agreement, measurement_lines, series
@@ -75,3 +76,41 @@ def test_an_unusable_judge_answer_is_measured_by_the_lexical_matcher_and_counted
     assert "none of its answers matching a held norm was usable" in lines[0]
     assert lines[1].startswith(f"The judge's answer was unusable for {len(matches)} norm matches and "
                                f"{fell_back['JudgePlanCompliance']} plan judgements")
+
+
+ACTOR_TABLES = ("events", "conversations", "breaches", "sender_decisions", "thoughts", "plans", "norm_changes",
+                "interactions")
+ACTOR_COLUMNS = ("conflicts", "norm_thoughts", "norm_chats", "syntheses", "breaches",
+                 *(f"action_compliance[{n}]" for n in ("no smoking indoors", "be quiet in public", "tip after meals")))
+
+
+def test_the_judge_is_a_passive_instrument_it_changes_no_actor_side_frame_or_table(scripted):
+    """The judge's labels feed the metrics only: with rules actors, a judge answering 'none of these'
+    (and 'complies') to everything leaves every behaviour, conversation, thought, plan, norm database
+    change and breach as the rules judge does, and changes only what is measured from its labels
+    (adoption, plan compliance, the norm_matches table's judged column). Before, the actors read the
+    judge's labels: seed 1, one day, 313 conflicts and 174 conversations with the rules judge, 0 and 0
+    with this one."""
+    scripted(default="1")
+    steps = 30
+    by_rules = SocietyModel("hobbs-cafe", model="rules", rng=1, questionnaire_items=0)
+    by_llm = SocietyModel("hobbs-cafe", model="rules", rng=1, questionnaire_items=0, judge="openai/judge-model")
+    for _ in range(steps):
+        by_rules.step()
+        by_llm.step()
+    for name in ACTOR_TABLES:
+        a, b = (m.datacollector.get_table_dataframe(name) for m in (by_rules, by_llm))
+        assert len(a) > 0, name
+        pd.testing.assert_frame_equal(a, b, obj=name)
+    frames = [m.datacollector.get_model_vars_dataframe() for m in (by_rules, by_llm)]
+    for column in ACTOR_COLUMNS:
+        assert frames[0][column].tolist() == frames[1][column].tolist(), column
+    assert frames[0]["conflicts"].sum() > 0 and frames[0]["norm_chats"].sum() > 0
+    agents = [m.datacollector.get_agent_vars_dataframe() for m in (by_rules, by_llm)]
+    for column in ("qualified_norms", "memories", "utility_sum", "complies"):
+        assert agents[0][column].tolist() == agents[1][column].tolist(), column
+    # what the judge measures does change: its "none of these" means no adoption
+    assert adoption(by_rules).max() > 0 and adoption(by_llm).max() == 0
+    assert (agents[0]["holds"] != "").any() and (agents[1]["holds"] == "").all()
+    matches = by_llm.datacollector.get_table_dataframe("norm_matches")
+    assert set(matches["judged"]) == {"none of these"} and (matches["lexical"] != "none of these").any()

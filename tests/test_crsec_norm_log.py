@@ -47,7 +47,9 @@ def test_the_database_as_rows_for_the_inspector():
     db = NormDatabase("Ada")
     norm = db.add("No sawing after 17:00.", 88, "injunctive", qualified=True, origin="created", step=1)
     db.set_match(norm, "no sawing late", None, 1)
+    db.set_judged(norm, None, "no sawing late")  # the judge reads it otherwise: shown beside the agent's own
     assert db.as_rows() == [{"id": 0, "content": "No sawing after 17:00.", "utility": 88, "type": "injunctive",
                              "activated": True, "valid": True, "state": "qualified", "origin": "created",
-                             "canonical": "no sawing late", "covers": ["no sawing late"]}]
+                             "canonical": "no sawing late", "covers": ["no sawing late"], "judged": []}]
+    assert db.holds("no sawing late") and not db.adopted("no sawing late") and db.adopted_norms() == frozenset()
     assert NormDatabase("empty").covered() == frozenset()

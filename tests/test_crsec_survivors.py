@@ -85,7 +85,8 @@ def test_weighted_utility_keeps_zero_weights_and_replaces_unusable_ones_by_equal
 
 
 def fake_norm(content, origin, covers=()):
-    return SimpleNamespace(content=content, origin=origin, covers=tuple(covers))
+    """The emergent table's covers are the judge's labels (``judged_covers``), never the agent's own."""
+    return SimpleNamespace(content=content, origin=origin, covers=(), judged_covers=tuple(covers))
 
 
 def fake_model(agents, catalogue=(), tracked=()):

@@ -5,6 +5,11 @@ activated and valid. Normative information identified from a chat or a thought e
 deactivated and invalid and becomes qualified only after the immediate evaluation; members of a
 synthesized abstract norm are deactivated but stay valid. Every change is kept as a row so the
 agent can write it to the run's ``norm_changes`` table in a sync phase.
+
+Two readings of which measured ("tracked") norm a held norm is about are kept apart: the agent's
+own (``canonical``, ``opposes``, ``covers``: what its rules act on - ``holds``, ``covered``) and
+the measuring judge's (``judged_*``: what adoption is measured by - ``adopted``,
+``adopted_norms``). The judge is a passive instrument: nothing an agent does reads its labels.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ class Norm:
     theme: str | None = None  # a theme the synthesis can group it under
     members: tuple[int, ...] = ()  # for an abstract norm: the ids it synthesizes
     covers: frozenset[str] = frozenset()  # tracked canonical norms it expresses or (abstract) covers
+    # the measuring judge's reading of the same (MatchNorm on the judge's route): read by the metrics only
+    judged_canonical: str | None = None
+    judged_opposes: str | None = None
+    judged_covers: frozenset[str] = frozenset()
     failed_check: str | None = None  # the first sanity check it failed
 
     @property
@@ -79,6 +88,15 @@ class NormDatabase:
     def covered(self) -> frozenset[str]:
         return frozenset().union(*(n.covers for n in self.qualified())) if self.norms else frozenset()
 
+    def adopted(self, canonical: str) -> bool:
+        """Measurement: whether, by the judge's labels, a qualified norm expresses (or, if abstract,
+        covers) a tracked norm - adoption. The agent's own rules read ``holds``, never this."""
+        return any(canonical in n.judged_covers for n in self.qualified())
+
+    def adopted_norms(self) -> frozenset[str]:
+        """Measurement: the tracked norms adopted, by the judge's labels (see ``adopted``)."""
+        return frozenset().union(*(n.judged_covers for n in self.qualified())) if self.norms else frozenset()
+
     def holds_content(self, content: str) -> bool:
         key = norm_key(content)
         return any(norm_key(n.content) == key for n in self.norms if n.valid)
@@ -97,6 +115,13 @@ class NormDatabase:
         member_cover = frozenset().union(*(self.norms[m].covers for m in norm.members)) if norm.members else frozenset()
         norm.covers = member_cover | ({canonical} if canonical else frozenset())
         self._log(norm, step, "matched")
+
+    def set_judged(self, norm: Norm, canonical: str | None, opposes: str | None) -> None:
+        """The judge's label for a norm (measurement only; logged in the run's ``norm_matches``)."""
+        norm.judged_canonical, norm.judged_opposes = canonical, opposes
+        members = frozenset().union(*(self.norms[m].judged_covers for m in norm.members)) if norm.members \
+            else frozenset()
+        norm.judged_covers = members | ({canonical} if canonical else frozenset())
 
     def qualify(self, norm: Norm, step: int) -> None:
         norm.activated = norm.valid = True
@@ -135,4 +160,4 @@ class NormDatabase:
         """The database now, one dict per norm (for the dashboard's inspector and reports)."""
         return [{"id": n.id, "content": n.content, "utility": n.utility, "type": n.type, "activated": n.activated,
                  "valid": n.valid, "state": n.state, "origin": n.origin, "canonical": n.canonical,
-                 "covers": sorted(n.covers)} for n in self.norms]
+                 "covers": sorted(n.covers), "judged": sorted(n.judged_covers)} for n in self.norms]

@@ -21,6 +21,7 @@ One step (10 simulated minutes by default) runs these phases:
 from __future__ import annotations
 
 import logging
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -144,7 +145,7 @@ class CRSECAgent(GenerativeAgent):
         """Per tracked norm: adoption, compliance in plans, in actions, and in both."""
         reporters = {}
         for t in model.society.settings.tracked_norms:
-            reporters[f"adoption[{t.name}]"] = metrics.share(lambda a, n=t.name: a.norms.holds(n))
+            reporters[f"adoption[{t.name}]"] = metrics.share(lambda a, n=t.name: a.norms.adopted(n))
             reporters[f"plan_compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.plan_ok.get(n, False))
             reporters[f"action_compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.actions_ok(n))
             reporters[f"compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.complies(n))
@@ -157,7 +158,7 @@ class CRSECAgent(GenerativeAgent):
             "qualified_norms": lambda a: len(a.norms.qualified()),
             "memories": lambda a: len(a.stream),
             "utility_sum": lambda a: a.norms.utility_sum(),
-            "holds": lambda a: ";".join(sorted(a.norms.covered())),
+            "holds": lambda a: ";".join(sorted(a.norms.adopted_norms())),  # by the judge's labels
             "complies": lambda a: ";".join(t.name for t in a.settings.tracked_norms if a.complies(t.name)),
         }
 
@@ -208,16 +209,22 @@ class CRSECAgent(GenerativeAgent):
         self.stream = MemoryStream(RetrievalWeights(s.memory_recency, s.memory_importance, s.memory_relevance,
                                                     s.memory_decay))
         self._vectors: dict[str, list[float]] = {}  # embeddings this agent asked for (memory relevance)
+        self._judge_calls = 0  # numbers the judge's own random streams (see ``judged``)
 
     async def judged(self, op, ctx) -> tuple[Any, bool]:
         """Ask a measurement question on the judge's route (never the actors' model): (the answer,
         whether the judge gave it). An unusable answer is no measurement: the documented offline
-        rule (the lexical matcher, the plan judge's rule) measures instead, and is counted."""
-        answer = await self.shared.judge.ask(op, ctx, agent_id=self.unique_id, rng=self.phase_rng)
+        rule (the lexical matcher, the plan judge's rule) measures instead, and is counted.
+        The judge is a passive instrument: its answer is read by the metrics only, and it draws
+        (an LLM call's seed) from a stream of its own, made from the actors' RNG state without
+        moving it, so asking it leaves every actor's later draw as it was."""
+        self._judge_calls += 1
+        rng = random.Random(f"judge:{self.phase_rng.getstate()[1][:8]}:{self._judge_calls}")
+        answer = await self.shared.judge.ask(op, ctx, agent_id=self.unique_id, rng=rng)
         if answer.status != "fallback":
             return answer.value, True
         self.shared.judge_fallbacks[op.name] += 1
-        return op.rule(ctx, self.phase_rng), False
+        return op.rule(ctx, rng), False
 
     # --- memory ---------------------------------------------------------------------------------
     def memorize(self, kind: str, text: str, importance: float) -> None:
@@ -357,7 +364,7 @@ class CRSECAgent(GenerativeAgent):
             for t in self.settings.tracked_norms:
                 # compliance in plans: the plan was made with the norm held, and the judge finds it kept
                 self.plan_ok[t.name] = False
-                if self.norms.holds(t.name):
+                if self.norms.adopted(t.name):  # measurement: held by the judge's labels
                     judge = ops.JudgePlanContext(self.name, text, t, self.plan, self.shared.tags, self.shared.inside)
                     self.plan_ok[t.name] = (await self.judged(ops.JUDGE_PLAN_COMPLIANCE, judge))[0].index == 0
             for item in self.plan:
@@ -491,18 +498,21 @@ class CRSECAgent(GenerativeAgent):
         return norm
 
     async def _match(self, norm: Norm) -> None:
+        """Which tracked norm a held norm is about, read twice and kept apart: by the agent itself
+        (the offline lexical matcher, the same whatever the judge: what its rules act on) and by the
+        judge (what adoption is measured by; read by the metrics only)."""
         ctx = ops.MatchContext(norm.content, list(self.settings.tracked_norms))
-        choice, by_judge = await self.judged(ops.MATCH_NORM, ctx)
-        canonical, opposes = ops.match_result(ctx, choice)
-        # the offline matcher, beside any LLM judge (it has already answered when the judge's answer was unusable)
-        lexical = ops.MATCH_NORM.rule(ctx, self.phase_rng) if by_judge else choice
-        self._row("norm_matches", {"step": self.model.steps, "agent": self.name, "norm_id": norm.id,
-                                   "content": norm.content, "judge": self.settings.judge,
-                                   "judged": ctx.options[choice.index] if by_judge else None,
-                                   "lexical": lexical.text})
+        own = ops.MATCH_NORM.rule(ctx, self.phase_rng)  # the matcher draws nothing
+        canonical, opposes = ops.match_result(ctx, own)
         self.norms.set_match(norm, canonical, opposes, self.model.steps)
         if norm.theme is None and canonical:
             norm.theme = self.settings.tracked(canonical).theme
+        choice, by_judge = await self.judged(ops.MATCH_NORM, ctx)
+        self.norms.set_judged(norm, *ops.match_result(ctx, choice))
+        self._row("norm_matches", {"step": self.model.steps, "agent": self.name, "norm_id": norm.id,
+                                   "content": norm.content, "judge": self.settings.judge,
+                                   "judged": ctx.options[choice.index] if by_judge else None,
+                                   "lexical": own.text})
 
     async def _sanity_check(self, norm: Norm, source: str, topic: str | None, members: tuple[int, ...] = ()) -> bool:
         """The four checks in the paper's order; the first failure leaves the norm unqualified."""
@@ -633,7 +643,7 @@ class CRSECAgent(GenerativeAgent):
                                                      model.scenario_spec.step_minutes):
             model.agent_named(name).first_compliant_act.setdefault(norm, model.steps)
         for agent in model.agents:
-            for norm in agent.norms.covered():
+            for norm in agent.norms.adopted_norms():  # adoption: by the judge's labels
                 agent.first_adopted.setdefault(norm, model.steps)
         for b in state.breaches:
             agent = model.agent_named(b.agent)

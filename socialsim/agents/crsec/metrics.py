@@ -252,7 +252,7 @@ def emergent_norms(model: SocietyModel) -> pd.DataFrame:
             row = rows.setdefault(key, {"norm": n.content, "holders": set(), "origins": set(), "covers": set()})
             row["holders"].add(a.name)
             row["origins"].add(n.origin)
-            row["covers"] |= set(n.covers)
+            row["covers"] |= set(n.judged_covers)  # by the judge's labels
     table = [{"norm": r["norm"], "holders": len(r["holders"]), "share": len(r["holders"]) / max(1, len(model.agents)),
               "origin": ",".join(sorted(r["origins"])), "covers": ", ".join(sorted(r["covers"]))}
              for r in rows.values()]
