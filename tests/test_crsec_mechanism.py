@@ -223,6 +223,16 @@ def test_talk_spreading_switch(runs):
     assert _total(off, "norm_chats") == 0 and off.datacollector.get_table_dataframe("conversations").empty
 
 
+def test_the_chat_ablation_still_measures_conflicts(runs):
+    """Chat off removes the talk, not the measure: conflicts (DetectConflict's "yes") are still
+    detected and counted, and no sender is asked whether to talk. Before, DetectConflict ran only
+    inside the talk, so "w/o chat" recorded 0 conflicts beside unchanged breaches."""
+    off = runs(enable_chat=False)
+    assert _total(off, "conflicts") > 0 and _total(off, "breaches") > 0
+    decisions = off.datacollector.get_table_dataframe("sender_decisions")
+    assert decisions["conflict"].sum() == _total(off, "conflicts") and decisions["talk"].isna().all()
+
+
 def test_observation_spreading_switch(runs):
     assert _total(runs(), "norm_thoughts") > 0
     off = runs(enable_thoughts=False)

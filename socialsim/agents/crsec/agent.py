@@ -325,8 +325,11 @@ class CRSECAgent(GenerativeAgent):
         # drawn at random so that no actor is always noticed first [ours]
         notable = [f for f in self.facts if f.concerns]
         facts = self.phase_rng.sample(notable, min(len(notable), self.settings.max_observed_facts))
-        if self.settings.enable_chat:
-            await self._send(facts)
+        # conflicts are detected (and counted) whether or not the agent may then talk: the chat ablation
+        # removes the conversations, not the measure of conflicts [ours]
+        seen = await self._detect(facts)
+        if seen is not None and self.settings.enable_chat:
+            await self._send(*seen)
         if self.settings.enable_thoughts:
             await self._observe(facts)
 
@@ -413,11 +416,12 @@ class CRSECAgent(GenerativeAgent):
             return max(ops.time_of(self.plan[index + 1]), ops.time_of(self.plan[index]) + self.settings.action_minutes)
         return minutes(self.settings.day_end)
 
-    async def _send(self, facts: list[ObservedFact]) -> None:
-        """Sender: detect conflicts with my qualified norms, decide to talk, compose the conversation."""
+    async def _detect(self, facts: list[ObservedFact]) -> tuple[ObservedFact, dict] | None:
+        """Sender, first half: DetectConflict on each attended fact against my qualified norms (each
+        "yes" a conflict, counted); the first conflicting fact and its recorded decision, or None."""
         qualified = self.views(self.norms.qualified())
         if not qualified or not facts:
-            return
+            return None
         target, decided = None, None
         identity = "norm entrepreneur" if self.entrepreneur else "ordinary citizen"
         for fact in facts:
@@ -430,8 +434,11 @@ class CRSECAgent(GenerativeAgent):
                 self.counts["conflicts"] += 1
                 if target is None:
                     target, decided = fact, row
-        if target is None:
-            return
+        return None if target is None else (target, decided)
+
+    async def _send(self, target: ObservedFact, decided: dict) -> None:
+        """Sender, second half (the chat ablation removes it): decide to talk about the conflict,
+        then compose the whole conversation."""
         talk = ops.TalkContext(self.name, self.description, self.entrepreneur, self.crsec_traits.talk_propensity,
                                target.text, target.doing, await self.recall(target.text),
                                self.settings.recall_overlap)
