@@ -356,3 +356,26 @@ def test_the_rules_read_no_examples_so_their_society_is_the_same_with_either():
     paper = society(30).datacollector.get_model_vars_dataframe()
     neutral = society(30, prompt_examples="neutral").datacollector.get_model_vars_dataframe()
     pd.testing.assert_frame_equal(paper, neutral)
+
+
+def test_the_rules_engines_emergent_norms_are_reported_as_emergent_by_construction(paper_run):
+    """The rules' synthesis writes 'On THEME: a; b.' from its members: new text whenever it passes, so
+    'emergent' under the rules engine is no evidence and the report says so; a model's synthesis is not
+    marked."""
+    from socialsim.agents.crsec.metrics import findings, synthesis_by_rules
+
+    assert not emergent_norms(paper_run).empty
+    row = next(r for r in findings(paper_run) if r[0] == "emergent norms")
+    assert "by construction, no evidence" in row[2]
+    assert synthesis_by_rules(paper_run)
+    routed = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=3,
+                          routes={"GenerateAbstractNorm": "openai/some-model"})
+    assert not synthesis_by_rules(routed)
+
+
+def test_the_report_marks_the_rules_engines_emergent_norms(paper_run, tmp_path):
+    from socialsim.agents.crsec.metrics import report_sections
+
+    text = "\n".join(report_sections(paper_run, tmp_path))
+    section = text.split("### Emergent norms")[1].split("###")[0]
+    assert "emergent by construction, no evidence" in section

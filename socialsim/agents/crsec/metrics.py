@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from socialsim.agents.crsec import operations as ops
 from socialsim.agents.crsec.operations import ObservedFact
 from socialsim.agents.crsec.operations import breaches as act_breaches
 from socialsim.agents.crsec.settings import CRSECSettings, TrackedNorm
@@ -354,9 +355,23 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
     rows.append(("adoption precedes compliance", PAPER_FINDINGS["lag"], f"{lag}. Per agent: {per_agent}"))
     emergent = emergent_norms(model)
     shown = "; ".join(f"'{r.norm}' ({r.holders} agents)" for r in emergent.head(3).itertuples()) or "none"
+    if not emergent.empty and synthesis_by_rules(model):
+        shown += f" ({RULES_EMERGENT})"
     rows.append(("emergent norms", PAPER_FINDINGS["emergent"], shown))
     rows.append(("human ratings", PAPER_FINDINGS["ratings"], ratings_text(model, ratings)))
     return rows
+
+
+RULES_EMERGENT = ("emergent by construction, no evidence: the rules engine's abstract norm is its members' texts "
+                  "joined ('On THEME: a; b.'), new text whenever a synthesis passes")
+
+
+def synthesis_by_rules(model: SocietyModel) -> bool:
+    """Whether the rules engine wrote this run's abstract norms (GenerateAbstractNorm on the rules route)."""
+    from socialsim.llm.routing import RULES
+
+    op = ops.GENERATE_ABSTRACT_NORM
+    return model.llm.routes.model_for(op.name, op.module) == RULES
 
 
 def conflicts_by_day(frame: pd.DataFrame, per_day: float) -> str:
@@ -495,6 +510,8 @@ def report_sections(model: SocietyModel, run_dir: str | Path) -> list[str]:
     if emergent.empty:
         lines.append("(none)")
     else:
+        if synthesis_by_rules(model):
+            lines += [f"These are {RULES_EMERGENT}.", ""]
         lines.append(markdown_table(emergent[["norm", "holders", "origin", "covers"]].rename(columns={"holders": "agents"})))
     lines += ["", "### Norm databases at the end", ""]
     for a in sorted(model.agents, key=lambda a: a.name):
