@@ -51,6 +51,7 @@ def test_conversations_alternate_sender_and_receiver_and_open_with_the_norm_that
 
 def test_a_conversation_leaves_a_memory_with_each_side_of_who_talked_and_what_was_said(run):
     chats = table(run, "conversations")
+    chats = chats[chats["heard"].astype(bool)]  # one over the receiver's conversations_heard has no effect
     for (step, sender, receiver), lines in chats.groupby(["step", "sender", "receiver"]):
         opening = lines.sort_values("turn")["text"].iloc[0]
         mine = [m for m in run.agent_named(sender).stream.records if m.step == step and m.kind == "conversation"]
@@ -76,11 +77,17 @@ def test_sender_decisions_say_who_decided_and_the_conflicts_column_counts_them(r
 
 
 def test_norm_chats_count_the_conversations_started_and_each_leaves_a_chat_event_per_line(run):
-    chats = table(run, "conversations")
+    """Counted, said in the world and recorded as interactions: the conversations their receivers heard;
+    the others (over a receiver's conversations_heard) are counted apart, as unheard_chats."""
+    everything = table(run, "conversations")
+    chats = everything[everything["heard"].astype(bool)]
     started = chats.groupby("step")[["sender", "receiver"]].apply(lambda g: len(g.drop_duplicates()))
+    unheard = everything[~everything["heard"].astype(bool)].groupby("step")[["sender", "receiver"]].apply(
+        lambda g: len(g.drop_duplicates()))
     frame = run.datacollector.get_model_vars_dataframe().reset_index(drop=True)
     for step in range(1, STEPS + 1):
         assert frame.loc[step - 1, "norm_chats"] == started.get(step, 0), step
+        assert frame.loc[step - 1, "unheard_chats"] == unheard.get(step, 0), step
     events = table(run, "events")
     said = events[events["verb"] == "chat with"]  # the world's record of each line: speaker, other party, line
     assert len(said) == len(chats)

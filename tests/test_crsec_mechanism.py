@@ -89,8 +89,9 @@ def test_conversations_are_bounded_multi_turn_and_recorded(paper_run):
     turns = chats.groupby(["step", "sender", "receiver"]).size()
     assert not turns.empty and set(turns) == {paper_run.society.settings.conversation_turns}
     assert set(chats["speaker"]) >= ENTREPRENEURS
-    interactions = paper_run.datacollector.get_table_dataframe("interactions")
-    assert (interactions["kind"] == "norm chat").sum() == len(turns)
+    interactions = paper_run.datacollector.get_table_dataframe("interactions")  # the heard ones are interactions
+    heard = chats[chats["heard"]].groupby(["step", "sender", "receiver"]).size()
+    assert (interactions["kind"] == "norm chat").sum() == len(heard)
 
 
 def test_every_emergent_norm_was_written_by_a_synthesis_in_this_run(paper_run):
@@ -379,3 +380,36 @@ def test_the_report_marks_the_rules_engines_emergent_norms(paper_run, tmp_path):
     text = "\n".join(report_sections(paper_run, tmp_path))
     section = text.split("### Emergent norms")[1].split("###")[0]
     assert "emergent by construction, no evidence" in section
+
+
+def test_a_conversation_over_the_receivers_cap_is_recorded_unheard_and_has_no_effect():
+    """A receiver hears ``conversations_heard`` conversations a step (in the step's fixed order). Before,
+    further ones were dropped silently after delivery: still counted as norm-related chats, chats in the
+    world and memories, and rated by the questionnaire as having taught nothing (seed 1, day 1: 34 of 174)."""
+    from socialsim.agents.crsec import questionnaire as q
+
+    model = society(30, rng=1)
+    chats = model.datacollector.get_table_dataframe("conversations")
+    talks = chats.drop_duplicates(["step", "sender", "receiver"])
+    heard, unheard = talks[talks["heard"]], talks[~talks["heard"]]
+    assert len(unheard) > 0 and len(heard) > 0
+    assert heard.groupby(["step", "receiver"]).size().max() <= 2
+    assert _total(model, "norm_chats") == len(heard) and _total(model, "unheard_chats") == len(unheard)
+    events = model.datacollector.get_table_dataframe("events")
+    said = events[events["verb"] == "chat with"]
+    assert len(said) == len(chats[chats["heard"]])  # one world chat event per line heard, none for the others
+    # what a receiver took from a conversation came from one it heard
+    said_by = {(r.step, r.receiver): set() for r in heard.itertuples()}
+    for (step, _sender, receiver), lines in chats[chats["heard"]].groupby(["step", "sender", "receiver"]):
+        said_by[(step, receiver)].add(tuple(zip(lines["speaker"], lines["text"], strict=True)))
+    changes = model.datacollector.get_table_dataframe("norm_changes")
+    taken = changes[(changes["origin"] == "conversation") & (changes["event"] == "identified")]
+    assert len(taken) > 0
+    for r in taken.itertuples():
+        assert any(q._same_talk(r.source, list(talk)) for talk in said_by[(r.step, r.agent)]), r.source
+    # the questionnaire rates only the conversations heard, each with the norm taken from it
+    tables = {n: model.datacollector.get_table_dataframe(n) for n in model.datacollector.tables}
+    assert len(q._receiver(tables)) == len(heard)
+    wide = society(30, rng=1, conversations_heard=10)
+    assert not wide.datacollector.get_table_dataframe("conversations")["heard"].eq(False).any()
+    assert _total(wide, "unheard_chats") == 0

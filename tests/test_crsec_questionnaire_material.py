@@ -102,10 +102,20 @@ def test_a_receiver_pair_is_the_listeners_with_the_norm_it_took_from_that_conver
     assert materials(later, "Receiver")[1] == ("C", 2, f"CONVERSATION:\n{TALK_BC}\n\nRELATED NORM: none identified")
 
 
-def test_a_conversation_is_recognized_by_its_first_two_lines():
-    assert q._same_talk("B: Tip.\nA: Sure.\nB: Thanks.", "B: Tip.\nA: Sure.")
-    assert not q._same_talk("B: Tip.\nA: No.", "B: Tip.\nA: Sure.")  # one line in common is another talk
-    assert not q._same_talk("anything", "")
+def test_a_conversation_is_recognized_by_all_its_lines_and_their_speakers():
+    assert q._same_talk('B: "Tip."\nA: "Sure."', [("B", "Tip."), ("A", "Sure.")])  # as the agent keeps it
+    assert q._same_talk("B: Tip.\nA: Sure.", [("B", "Tip."), ("A", "Sure.")])
+    assert not q._same_talk("B: Tip.\nA: Sure.\nB: Thanks.", [("B", "Tip."), ("A", "Sure.")])  # a longer talk
+    assert not q._same_talk("B: Tip.\nA: No.", [("B", "Tip."), ("A", "Sure.")])  # one line in common is another talk
+    # the rules' lines are the same words from every sender: the speaker tells the conversations apart
+    assert not q._same_talk("D: Tip.\nA: Sure.", [("B", "Tip."), ("A", "Sure.")])
+    assert not q._same_talk("anything", [])
+
+
+def test_a_conversation_the_receiver_never_heard_is_no_receiver_pair(tables):
+    unheard = dict(tables, conversations=tables["conversations"].assign(
+        heard=lambda f: f["receiver"] != "C"))  # C had heard its share of conversations that step
+    assert [(a, step) for a, step, _ in materials(unheard, "Receiver")] == [("A", 2)]
 
 
 def test_an_observation_pair_shows_the_thought_and_what_was_drawn_from_it(tables):

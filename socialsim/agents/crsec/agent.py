@@ -53,10 +53,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("socialsim")
 
-MAX_CONVERSATIONS_HEARD = 2  # conversations a receiver reflects on per step
 # model columns that count one step's events; each has a running total, NAME_total, so that a run's
 # last row (a sweep's or batch_run's summary) says how many happened, not how many in the last step
-STEP_COUNTS = ("conflicts", "norm_thoughts", "norm_chats", "syntheses", "breaches")
+STEP_COUNTS = ("conflicts", "norm_thoughts", "norm_chats", "unheard_chats", "syntheses", "breaches")
 
 
 @dataclass
@@ -135,6 +134,8 @@ class CRSECAgent(GenerativeAgent):
             "conflicts": lambda m: sum(a.counts["conflicts"] for a in m.agents),
             "norm_thoughts": lambda m: sum(a.counts["norm_thoughts"] for a in m.agents),
             "norm_chats": lambda m: sum(a.counts["norm_chats"] for a in m.agents),
+            # composed but not heard: the receiver had heard conversations_heard already that step
+            "unheard_chats": lambda m: sum(a.counts["unheard_chats"] for a in m.agents),
             "syntheses": lambda m: sum(a.counts["syntheses"] for a in m.agents),
             "breaches": lambda m: len(m.society.breaches),
             **{f"{name}_total": (lambda m, n=name: m.society.totals[n]) for name in STEP_COUNTS},
@@ -167,7 +168,7 @@ class CRSECAgent(GenerativeAgent):
         return {
             "norm_changes": ["step", "agent", "norm_id", "content", "event", "state", "activated", "valid",
                              "utility", "type", "origin", "canonical", "opposes", "members", "source"],
-            "conversations": ["step", "sender", "receiver", "topic", "turn", "speaker", "text"],
+            "conversations": ["step", "sender", "receiver", "topic", "turn", "speaker", "text", "heard"],
             "thoughts": ["step", "agent", "observation", "thought", "normative_info"],
             "plans": ["step", "agent", "day", "time", "activity", "place", "then"],
             "breaches": ["step", "agent", "norm", "area", "behaviour"],
@@ -550,14 +551,23 @@ class CRSECAgent(GenerativeAgent):
 
     # --- phase 3: deliver (sync, fixed order) -----------------------------------------------------
     def deliver(self) -> None:
+        """The conversation reaches its receiver, unless the receiver has already heard
+        ``conversations_heard`` this step (in the step's fixed order): then it is recorded with
+        heard=False and nothing else happens - no chat in the world, no memory, no interaction, not
+        counted as a norm-related chat, not reflected on (nor rated by the questionnaire)."""
         conversation, self.pending = self.pending, None
         if conversation is None:
             return
         receiver = self.model.agent_named(conversation.receiver)
+        heard = len(receiver.inbox) < self.settings.conversations_heard
         for turn, (speaker, text) in enumerate(conversation.lines):
             self.model.datacollector.add_table_row("conversations", {
                 "step": conversation.step, "sender": conversation.sender, "receiver": conversation.receiver,
-                "topic": conversation.topic or "", "turn": turn, "speaker": speaker, "text": text})
+                "topic": conversation.topic or "", "turn": turn, "speaker": speaker, "text": text, "heard": heard})
+        if not heard:
+            self.counts["unheard_chats"] += 1
+            return
+        for speaker, text in conversation.lines:
             partner = conversation.receiver if speaker == conversation.sender else conversation.sender
             self.world.execute(self.model.agent_named(speaker), Action("chat with", partner, content=text),
                                self.model.steps)
@@ -570,7 +580,7 @@ class CRSECAgent(GenerativeAgent):
 
     # --- phase 4: reflect (async; writes only to self) --------------------------------------------
     async def reflect(self) -> None:
-        heard, self.inbox = self.inbox[:MAX_CONVERSATIONS_HEARD], []
+        heard, self.inbox = self.inbox, []  # at most conversations_heard (deliver keeps the rest out)
         for conversation in heard:
             topic = conversation.topic
             suggestion = self._catalogue_for(topic, exclude_held=False) if topic else None

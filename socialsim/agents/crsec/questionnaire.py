@@ -181,25 +181,38 @@ def _identified_from(changes: pd.DataFrame, origin: str) -> pd.DataFrame:
 
 
 def _receiver(t: dict[str, pd.DataFrame]) -> list[Item]:
+    """One pair per conversation its receiver heard (a conversation over the receiver's
+    ``conversations_heard`` of that step is recorded with heard=False: it was never reflected on, so
+    there is nothing to rate), with the norm the receiver took from that very conversation."""
     talks = _table(t, "conversations")
     if talks.empty:
         return []
+    if "heard" in talks:
+        talks = talks[talks["heard"].astype(bool)]
     taken = _identified_from(_table(t, "norm_changes"), "conversation")
     items = []
     for (step, _sender, receiver), lines in talks.groupby(["step", "sender", "receiver"], sort=True):
-        text = "\n".join(f"{s}: {x}" for s, x in zip(lines["speaker"], lines["text"], strict=True))
+        said = list(zip(lines["speaker"], lines["text"], strict=True))
+        text = "\n".join(f"{s}: {x}" for s, x in said)
         # the listener takes it in while reflecting, in the step after the conversation was delivered
         related = taken[(taken["agent"] == receiver) & taken["step"].between(step, step + 1)
-                        & taken["source"].map(lambda s, text=text: _same_talk(s, text))]
+                        & taken["source"].map(lambda s, said=said: _same_talk(s, said))]
         norm = _norm(related.iloc[0].to_dict()) if len(related) else "none identified"
         items.append(Item("Receiver", receiver, int(step), f"CONVERSATION:\n{text}\n\nRELATED NORM: {norm}"))
     return items
 
 
-def _same_talk(source: str, text: str) -> bool:
-    """Whether a recorded source is this conversation (its lines, in any rendering)."""
-    lines = [line.split(": ", 1)[-1] for line in text.splitlines()]
-    return bool(lines) and all(line in str(source) for line in lines[:2])
+def _same_talk(source: str, said: list[tuple[str, str]]) -> bool:
+    """Whether a recorded source is this conversation: the same lines, each by the same speaker, in
+    either rendering (``Name: "line"`` as the agent keeps it, or unquoted). The rules' lines are the
+    same words from every sender, so the speakers tell two conversations apart."""
+    lines = []
+    for line in str(source).splitlines():
+        speaker, _, text = line.partition(": ")
+        if len(text) > 1 and text[0] == text[-1] == '"':
+            text = text[1:-1]
+        lines.append((speaker, text))
+    return bool(said) and lines == [(str(s), str(x)) for s, x in said]
 
 
 def _observation(t: dict[str, pd.DataFrame]) -> list[Item]:

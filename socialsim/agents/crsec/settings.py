@@ -107,6 +107,9 @@ class CRSECSettings(_Strict):
         "long-term synthesis runs when an agent's qualified norms' utilities sum above this [paper: 350]"))
     conversation_turns: int = Field(default=4, ge=2, le=10, description=(
         "lines of a conversation, the sender's and the receiver's in turn [ours]"))
+    conversations_heard: int = Field(default=2, ge=1, le=10, description=(
+        "conversations a receiver hears (and reflects on) per step, in the step's fixed order; a further "
+        "one is recorded with heard=false and has no effect: no chat, memory, count or reflection [ours]"))
     max_observed_facts: int = Field(default=2, ge=1, le=10, description=(
         "behaviours bearing on a tracked norm that an agent attends to per step, drawn at random [ours]"))
     day_start: str = Field("08:00", description="the simulated day's first step, HH:MM [ours]")
