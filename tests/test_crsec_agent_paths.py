@@ -403,3 +403,21 @@ def test_the_way_to_an_unknown_place_or_to_where_one_is_is_no_walk():
                                                                       "the street outside"]
     assert state.path("Hobbs Cafe counter", "the moon") == []
     assert state.path("Hobbs Cafe counter", "Hobbs Cafe counter") == []
+
+
+def test_observing_someone_keep_a_norm_teaches_it_too():
+    """Observation: a thought about what was seen and the norm drawn from it, whether the act breached a
+    tracked norm or visibly kept it (smoking outside). Only breaches taught went unnoticed before."""
+    from socialsim.agents.crsec.operations import ObservedFact
+    from socialsim.llm.loop import run_sync
+
+    model = society(1, accept_for=1.0, accept_neutral=1.0, accept_against=1.0)
+    observer = next(a for a in model.agents if not a.entrepreneur and not a.norms.holds("no smoking indoors"))
+    outside = model.society.outside
+    fact = ObservedFact("Carlos Gomez", "smoke a cigarette", ("smoke",), outside, False,
+                        f"Carlos Gomez is smoking a cigarette in {outside}", f"smoking a cigarette in {outside}",
+                        violates=(), complies=("no smoking indoors",))
+    run_sync(observer._observe([fact]))
+    thoughts = [row for table, row in observer._rows if table == "thoughts"]
+    assert [t["observation"] for t in thoughts] == [fact.text] and thoughts[0]["normative_info"]
+    assert observer.counts["norm_thoughts"] == 1 and observer.norms.holds("no smoking indoors")

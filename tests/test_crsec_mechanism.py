@@ -129,6 +129,26 @@ def test_synthesis_fires_above_the_threshold_and_deactivates_members():
     assert bob.norms.utility_sum() < sum(n.utility for n in created)
 
 
+def test_the_abstract_norms_utility_is_weighted_by_the_synthesis_answers_weights(monkeypatch):
+    """The weights GenerateAbstractNorm gives decide the abstract norm's utility: all on one member, its
+    utility, not the members' plain mean (the utility-proportional weights of the rule can give the same
+    as equal ones, so this answer's weights are set apart)."""
+    from socialsim.agents.crsec import operations as ops
+
+    rule = ops.GenerateAbstractNorm.rule
+
+    def first_member_only(self, ctx, rng):
+        answer = rule(self, ctx, rng)
+        return answer.model_copy(update={"weights": [1.0] + [0.0] * (len(ctx.members) - 1)})
+
+    monkeypatch.setattr(ops.GenerateAbstractNorm, "rule", first_member_only)
+    bob = society(1, initial_norms=7).agent_named("Bob Johnson")
+    abstract = next(n for n in bob.norms.norms if n.origin == "synthesis")
+    members = [bob.norms.get(i).utility for i in abstract.members]
+    assert len(set(members)) > 1  # otherwise any weights give the same
+    assert abstract.utility == members[0] != round(sum(members) / len(members))
+
+
 def test_no_synthesis_below_the_threshold():
     model = society(1, synthesis_threshold=400)
     bob = model.agent_named("Bob Johnson")
