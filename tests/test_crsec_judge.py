@@ -51,11 +51,26 @@ def test_the_judge_must_not_be_an_actors_model():
 
 
 def test_agreement_figures():
-    import pandas as pd
-
     frame = pd.DataFrame({"judged": ["a", "a", "b", "none"], "lexical": ["a", "b", "b", "none"]})
     n, agree, kappa = judge_agreement(frame)
     assert (n, agree) == (4, 0.75) and 0 < kappa < 1
+
+
+def test_the_agreement_has_a_shuffled_label_baseline_beside_it(scripted):
+    """SPEC: a shuffled-label baseline beside every agreement figure. A judge that agrees with the matcher
+    on every norm is far above its shuffled labels; labels paired by chance sit near kappa 0."""
+    from socialsim.agents.crsec.metrics import shuffled_agreement
+
+    same = pd.DataFrame({"judged": ["a", "b", "c", "none"] * 10, "lexical": ["a", "b", "c", "none"] * 10})
+    share, kappa = shuffled_agreement(same)
+    assert judge_agreement(same)[1:] == (1.0, 1.0) and share < 0.5 and abs(kappa) < 0.2
+    assert shuffled_agreement(same) == (share, kappa)  # a fixed seed: the same report every time
+    mostly_none = pd.DataFrame({"judged": ["none"] * 9 + ["a"], "lexical": ["none"] * 9 + ["a"]})
+    assert shuffled_agreement(mostly_none)[0] > 0.8  # frequent labels agree by chance: why it is shown
+    assert all(v != v for v in shuffled_agreement(pd.DataFrame({"judged": [None], "lexical": ["a"]})))
+    scripted(default="1")
+    line = measurement_lines(run(judge="openai/judge-model"))[0]
+    assert "with the judge's labels shuffled (200 permutations, the chance baseline)" in line
 
 
 def test_an_unusable_judge_answer_is_measured_by_the_lexical_matcher_and_counted(scripted):

@@ -199,7 +199,7 @@ def test_identify_rule_persuades_by_chance_and_recalled_memories_compound():
     rejected = identify_ctx(accept=0.0, memories=[SMOKE_MEMORY] * 5)
     assert not any(i.found for i in outcomes(rejected))  # a message can be rejected
     taken = rule(ops.IDENTIFY_FROM_CHAT, identify_ctx(accept=1.0))
-    assert taken.found and taken.content == "No smoking indoors." and taken.utility == 95 - 15
+    assert taken.found and taken.content == "No smoking indoors." and taken.utility == 95 - ops.AGAINST_UTILITY_PENALTY == 80
     nothing = ops.IdentifyContext("x", "t", None, None, "for", "smoking", [SMOKE_MEMORY] * 5)
     assert not rule(ops.IDENTIFY_FROM_THOUGHT, nothing).found
 

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("socialsim")
 
+# rules: the utility (1-100) of the norm a conversation or thought suggests on a tracked norm for which
+# the scenario's catalogue has no supporting text: the tracked norm's own name [ours; docs/crsec.md]
+FALLBACK_CATALOGUE_UTILITY = 80
 # model columns that count one step's events; each has a running total, NAME_total, so that a run's
 # last row (a sweep's or batch_run's summary) says how many happened, not how many in the last step
 STEP_COUNTS = ("conflicts", "norm_thoughts", "norm_chats", "unheard_chats", "syntheses", "breaches")
@@ -300,8 +303,8 @@ class CRSECAgent(GenerativeAgent):
         if exclude_held and self.norms.holds(topic):
             return None
         t = self.settings.tracked(topic)
-        return CatalogueNorm(content=t.name.capitalize() + ".", type=t.type, utility=80, theme=t.theme or t.name,
-                             about=topic)
+        return CatalogueNorm(content=t.name.capitalize() + ".", type=t.type, utility=FALLBACK_CATALOGUE_UTILITY,
+                             theme=t.theme or t.name, about=topic)
 
     def _theme_of(self, content: str) -> str | None:
         key = norm_key(content)

@@ -410,6 +410,31 @@ def judge_agreement(matches: pd.DataFrame) -> tuple[int, float, float]:
     return len(matches), agree, kappa
 
 
+SHUFFLES = 200  # permutations of the judge's labels behind the shuffled-label baseline
+
+
+def shuffled_agreement(matches: pd.DataFrame, rounds: int = SHUFFLES, seed: int = 0) -> tuple[float, float]:
+    """The shuffled-label baseline beside the judge's agreement with the lexical matcher: the mean share
+    and Cohen's kappa over ``rounds`` random permutations of the judge's labels (the same labels, paired
+    with the matcher's by chance; a fixed seed, so a report is reproducible and the run's RNG untouched).
+    An agreement no higher than this says the judge and the matcher agree only as their label
+    frequencies would by chance."""
+    matches = matches[matches["judged"].notna()]
+    if matches.empty:
+        return float("nan"), float("nan")
+    from sklearn.metrics import cohen_kappa_score
+
+    rng = random.Random(seed)
+    judged, lexical = list(matches["judged"]), list(matches["lexical"])
+    shares, kappas = [], []
+    for _ in range(rounds):
+        rng.shuffle(judged)
+        shares.append(sum(j == x for j, x in zip(judged, lexical, strict=True)) / len(judged))
+        if len(set(judged) | set(lexical)) > 1:
+            kappas.append(float(cohen_kappa_score(judged, lexical)))
+    return sum(shares) / rounds, (sum(kappas) / len(kappas) if kappas else float("nan"))
+
+
 def measurement_lines(model: SocietyModel) -> list[str]:
     """Who measured: the judge route, and its agreement with the lexical matcher when it is an LLM;
     and how many created norms repeated another (dropped, so they do not count twice)."""
@@ -423,13 +448,15 @@ def measurement_lines(model: SocietyModel) -> list[str]:
                 *kept_once]
     matches = model.datacollector.get_table_dataframe("norm_matches")
     n, agree, kappa = judge_agreement(matches)
+    chance_agree, chance_kappa = shuffled_agreement(matches)
     unusable = model.society.judge_fallbacks
     instead = [f"The judge's answer was unusable for {unusable['MatchNorm']} norm matches and "
                f"{unusable['JudgePlanCompliance']} plan judgements: the lexical matcher and the plan rule "
                "measured those instead (each failure is in run.log)."] if sum(unusable.values()) else []
     return [f"Held norms were matched to the tracked norms, and plans judged, by the judge `{judge}` (not an "
             f"actors' model). Agreement with the lexical matcher over {n} norms: {agree:.0%}, Cohen's kappa "
-            f"{kappa:.2f}." if n else f"Judge `{judge}`: no norm was matched in this run." if matches.empty
+            f"{kappa:.2f}; with the judge's labels shuffled ({SHUFFLES} permutations, the chance baseline): "
+            f"{chance_agree:.0%}, kappa {chance_kappa:.2f}." if n else f"Judge `{judge}`: no norm was matched in this run." if matches.empty
             else f"Judge `{judge}`: none of its answers matching a held norm was usable.", *instead, *kept_once]
 
 

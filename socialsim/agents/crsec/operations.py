@@ -405,6 +405,11 @@ class IdentifyContext:
     examples: str = "paper"  # the prompt's examples: the paper's or neutral ones (prompt_examples)
 
 
+# rules: a persuaded agent whose stance is 'against' holds the norm as less important than the
+# catalogue rates it, by this much (utility 1-100) [ours; docs/crsec.md]
+AGAINST_UTILITY_PENALTY = 15
+
+
 class IdentifyNormativeInformation(Operation):
     """n̄ <- IdentifyNormativeInformation(T or M): summarise a conversation or thought into a norm, or No."""
 
@@ -444,7 +449,7 @@ class IdentifyNormativeInformation(Operation):
         recalled = recall_count(ctx.memories, ctx.matter, ctx.recall_overlap)
         persuaded = 1 - (1 - ctx.accept) ** (1 + recalled)
         if rng.random() < persuaded:
-            utility = ctx.suggestion.utility - (15 if ctx.stance == "against" else 0)
+            utility = ctx.suggestion.utility - (AGAINST_UTILITY_PENALTY if ctx.stance == "against" else 0)
             return NormativeInfo(found=True, content=ctx.suggestion.content, type=ctx.suggestion.type,
                                  utility=max(1, utility))
         if ctx.contrary is not None and ctx.stance == "against" and rng.random() < ctx.contrary_rate:
