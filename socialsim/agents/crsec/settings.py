@@ -160,7 +160,8 @@ class CRSECSettings(_Strict):
     judge: str = Field("rules", description=(
         "measurement: the model that matches held norms to the tracked ones and judges plans' compliance; "
         "it must differ from the actors' model; 'rules' = the documented lexical matcher (keywords and "
-        "contrary phrases of each tracked norm)"))
+        "contrary phrases of each tracked norm). A passive instrument: its labels feed the metrics only; the "
+        "actors act on their own reading (the lexical matcher), whatever the judge"))
     questionnaire_items: int = Field(20, ge=0, le=500, description=(
         "the paper's Appendix-E questionnaire, asked of the judge (an LLM) at the end of a run: pairs sampled "
         "per task [paper: 20]; 0 = not asked. Under the rules judge it is never asked"))
