@@ -25,10 +25,15 @@ def test_rules_run_writes_norm_tables_figure_and_paper_comparison(tmp_path, caps
     report = (out / "report.md").read_text()
     assert "## CRSEC: norm emergence" in report and "| finding | paper | this run |" in report
     assert "Engine: `rules`" in report and (out / "figures" / "crsec_figure2.png").stat().st_size > 0
-    # compliance over the last day (here the whole run) from the world facts, beside the last hour's
+    # compliance over the run (shorter than a day: its 80 minutes, so said) from the world facts, beside
+    # the last hour's
     breaches = pd.read_parquet(out / "tables" / "breaches.parquet")
     smokers = breaches.loc[breaches["norm"] == "no smoking indoors", "agent"].nunique()
-    assert smokers > 0 and f"{1 - smokers / 10:.0%} never breached it over the last day" in report
+    assert smokers > 0 and f"{1 - smokers / 10:.0%} never breached it over the run's 1.33 hours" in report
+    assert "in the last hour, " in report and "over the last day" not in report
+    main(["run", "hobbs-cafe", "--model", "rules", "--steps", "3", "--out", str(tmp_path / "short"), "--no-progress"])
+    short = (tmp_path / "short" / "report.md").read_text()
+    assert "in the run's 30 minutes, " in short and "in the last hour" not in short
 
 
 def test_broken_crsec_section_is_a_clear_cli_error(tmp_path, capsys):
@@ -107,3 +112,19 @@ def test_provider_run_survives_crude_answers_and_replays_identically(tmp_path, m
     for table in ("norm_changes", "plans"):
         assert pd.read_parquet(result.run_dir / "tables" / f"{table}.parquet").equals(
             pd.read_parquet(tmp_path / "run" / "tables" / f"{table}.parquet"))
+
+
+def test_a_short_runs_figure_2_shows_its_points(tmp_path, monkeypatch):
+    """One step is one point a line: without markers the figure was empty."""
+    import matplotlib.pyplot as plt
+
+    from socialsim.agents.crsec.metrics import plot_figure2
+    from socialsim.model.society import SocietyModel
+
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)
+    model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=1)
+    model.step()
+    plot_figure2(model, tmp_path / "f.png")
+    lines = [line for ax in kept[-1].axes for line in ax.get_lines()]
+    assert lines and all(line.get_marker() == "o" and len(line.get_xdata()) == 1 for line in lines)

@@ -277,18 +277,20 @@ def plot_figure2(model: SocietyModel, path: Path) -> None:
     if frame.empty:
         return
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    marker = "o" if len(frame) <= 24 else None  # a short run's few points (one, for a step) show as dots
     for column, label in (("conflicts", "social conflicts"), ("norm_thoughts", "norm-related thoughts"),
                           ("norm_chats", "norm-related chats")):
-        left.plot(frame["day"], frame[column], label=label)
+        left.plot(frame["day"], frame[column], label=label, marker=marker)
     left.set_xlabel("day")
     left.set_ylabel("count per step")
     left.set_title("(a) conflicts, thoughts and chats")
     left.legend(fontsize=8)
     for i, t in enumerate(model.society.settings.tracked_norms):
         colour = f"C{i}"
-        right.plot(frame["day"], frame[f"adoption[{t.name}]"], color=colour, label=f"{t.name}: adopted")
+        right.plot(frame["day"], frame[f"adoption[{t.name}]"], color=colour, label=f"{t.name}: adopted",
+                   marker=marker)
         right.plot(frame["day"], frame[f"compliance[{t.name}]"], color=colour, linestyle="--",
-                   label=f"{t.name}: complies")
+                   label=f"{t.name}: complies", marker=marker, fillstyle="none")
     right.set_ylim(-0.03, 1.03)
     right.set_xlabel("day")
     right.set_ylabel("share of agents")
@@ -329,16 +331,20 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
     breaches = model.datacollector.get_table_dataframe("breaches")
     events = model.datacollector.get_table_dataframe("events")
     day_before = last["step"] - steps_per_day(model)
+    # a run shorter than the window says how long it was, not "the last hour" or "the last day"
+    minutes = round(int(last["step"]) * model.scenario_spec.step_minutes)
+    hour = "in the last hour" if minutes >= 60 else f"in the run's {minutes} minutes"
+    day = "over the last day" if minutes >= 24 * 60 else f"over the run's {minutes / 60:.3g} hours"
 
     def last_day(norm: str) -> str:
         chances = acts_bearing_on(events, settings, model.scenario_spec.step_minutes, norm, day_before)
         if not chances:
-            return "nobody did what it speaks about over the last day (not measured: no chance to breach it)"
+            return f"nobody did what it speaks about {day} (not measured: no chance to breach it)"
         return (f"{unbroken_share(breaches, len(model.agents), norm, day_before, chances):.0%} never breached it "
-                f"over the last day ({chances} acts bore on it)")
+                f"{day} ({chances} acts bore on it)")
 
     run = "; ".join(f"{t.name}: adopted {last[f'adoption[{t.name}]']:.0%}, complying {last[f'compliance[{t.name}]']:.0%} "
-                    f"in the last hour, {last_day(t.name)}" for t in injunctive)
+                    f"{hour}, {last_day(t.name)}" for t in injunctive)
     rows.append(("injunctive norms at the end", PAPER_FINDINGS["injunctive"], f"at day {last['day']:.2f}: {run}"))
     rows.append(("conflicts over time", PAPER_FINDINGS["conflicts"], conflicts_by_day(frame, steps_per_day(model))))
     timing = "; ".join(
