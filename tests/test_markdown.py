@@ -45,7 +45,7 @@ def test_a_norm_written_with_pipes_and_line_breaks_keeps_the_crsec_report_whole(
     agent.norms.add(HOSTILE, 60, "injunctive", qualified=True, origin="synthesis", step=1)
     lines = report_sections(model, tmp_path / "r")
     start = lines.index("### Emergent norms (never created by an entrepreneur)")
-    table = lines[start + 2].split("\n")
+    table = next(line for line in lines[start + 1:] if line.startswith("|")).split("\n")  # after any note
     assert {columns_of(line) for line in table} == {4}
     assert table[2].startswith("| Be quiet \\| no phones second \\| line end | 1 | synthesis |")
     listed = next(line for line in lines if line.startswith(f"- **{agent.name}**"))
