@@ -107,3 +107,21 @@ def test_unknown_desires_in_reverse_or_initial_are_refused_naming_the_field(tmp_
     with pytest.raises(ValueError, match=r"asvo\.expected_defaults: unknown desire 'pride'"):
         SocietyModel(scenario(tmp_path, expected_defaults={"pride": 3}), model="rules")
     assert SocietyModel(scenario(tmp_path, reverse=["comfort"], initial={"comfort": 3}), model="rules")
+
+
+def test_an_agents_own_degrees_and_start_values_are_checked_like_the_sections(tmp_path):
+    """traits.degrees and traits.initial of one agent were read unchecked: a misspelt desire was ignored."""
+    data = yaml.safe_load(scenario_path("workplace-meso").read_text())
+    first = data["agents"][0]
+    for traits, message in (({"initial": {"joyfulnes": 9}}, r"agent '.*': invalid traits: traits\.initial: unknown desire 'joyfulnes'"),
+                            ({"degrees": {"comfort": "hugely"}}, r"invalid traits: traits\.degrees\.comfort: unknown degree 'hugely'")):
+        first["traits"] = {**first.get("traits", {}), **traits}
+        path = tmp_path / "traits.yaml"
+        path.write_text(yaml.safe_dump(data))
+        with pytest.raises(ValueError, match=message):
+            SocietyModel(str(path), model="rules")
+        first["traits"] = {k: v for k, v in first["traits"].items() if k not in traits}
+    first["traits"] = {**first.get("traits", {}), "initial": {"comfort": 2}, "degrees": {"comfort": "slightly"}}
+    path.write_text(yaml.safe_dump(data))
+    model = SocietyModel(str(path), model="rules")
+    assert next(a for a in model.agents if a.name == first["name"]).state.values["comfort"] == 2

@@ -175,10 +175,18 @@ class ASVOScenario(_Strict):
             raise ValueError(f"{scenario.where} has no 'asvo:' section (needed by the asvo "
                              f"architecture: at least 'actions:', a list of {{text, self, others}})")
         try:
-            return cls.model_validate(scenario.asvo)
+            section = cls.model_validate(scenario.asvo)
         except ValidationError as exc:
             raise ValueError(f"{scenario.where}: invalid asvo section: "
                              + "; ".join(field_problems(exc, "asvo"))) from None
+        for agent in scenario.agents:  # an agent's own degrees and start values, checked as the section's
+            own = {key: agent.traits[key] for key in ("degrees", "initial") if key in agent.traits}
+            try:
+                cls.model_validate({**scenario.asvo, **own})
+            except ValidationError as exc:
+                raise ValueError(f"{scenario.where}: agent {agent.name!r}: invalid traits: "
+                                 + "; ".join(field_problems(exc, "traits"))) from None
+        return section
 
 
 def assign_svo(names: list[str], traits: dict[str, dict], settings: ASVOSettings, section: ASVOScenario,
