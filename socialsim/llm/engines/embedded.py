@@ -18,8 +18,8 @@ with the same bits as in one context with two threads.
 llama.cpp re-evaluates only what follows the prefix a prompt shares with the previous one; the engine
 also keeps earlier prompts' KV states (``prompt_states.py``) and starts a prompt from the longest
 head it shares with any of them, so an agent's persona, asked again after the other agents' calls,
-is not evaluated anew: `make run`'s third step evaluates 4.8k of its 16.1k prompt tokens instead of
-13.0k (``bench/bench_embedded_step.py``, 2026-11-26), with the same answers. An answer is bit-identical to the
+is not evaluated anew: `make run`'s third step evaluates 5.2k of its 17.5k prompt tokens instead of
+13.8k (``bench/bench_embedded_step.py``, 2026-11-26, session 29), with the same answers. An answer is bit-identical to the
 prompt's alone (``tests/test_embedded.py``) as long as at least two tokens are evaluated anew
 (``_forget_prompt_end``) and no answer token, evaluated alone, is reused. Prompts put their fixed
 text first and what changes last (``Operation.input_text``). Moving every answer format into the
