@@ -158,10 +158,12 @@ def test_no_questionnaire_is_projected_without_items_or_an_llm_judge():
 
 
 def _day_2_run(tmp_path, events):
-    """A 2-step 'run' of Hobbs Cafe (day 1 = step 1, day 2 = step 2) with no breach, and these events."""
+    """A 2-step 'run' of Hobbs Cafe whose days last one step (day 1 = step 1, day 2 = step 2) with no
+    breach, and these events."""
     from socialsim.scenarios.loader import scenario_path
 
-    (tmp_path / "scenario.yaml").write_text(scenario_path("hobbs-cafe").read_text())
+    (tmp_path / "scenario.yaml").write_text(scenario_path("hobbs-cafe").read_text().replace(
+        'day_end: "22:00"', 'day_end: "08:10"'))  # a day of one 10-minute step
     pd.DataFrame({"conflicts": [0, 0], **{f"compliance[{n}]": [1.0, 1.0] for n in
                   ("no smoking indoors", "be quiet in public", "tip after meals")}}).to_parquet(tmp_path / "model.parquet")
     pd.DataFrame({"name": ["Ann", "Bob"]}).to_parquet(tmp_path / "agents.parquet")
@@ -192,3 +194,17 @@ def test_compliance_over_day_2_is_not_measured_when_nobody_did_the_behaviour_tha
 
     verdicts = check_findings(protocol(judge=None), _figures(1.0, float("nan"), 0.8, 0.5)).set_index("finding")["verdict"]
     assert verdicts["every agent complies with 'no smoking indoors' all through day 2"] == "not measured"
+
+
+def test_day_2_findings_are_not_measured_on_a_run_shorter_than_two_days(tmp_path):
+    """reproduce --steps cuts the runs: their halves are two parts of one day (the afternoon is
+    quieter), so "conflicts fall" and compliance "all through day 2" held with no agent persuaded."""
+    from socialsim.model.runner import RunConfig, run
+
+    run(RunConfig(scenario="hobbs-cafe", arch="crsec", model="rules", steps=12, rng=1), tmp_path / "short",
+        progress=False)
+    figures = measure(tmp_path / "short")
+    assert math.isnan(figures["conflicts day 2 / day 1"])
+    assert all(math.isnan(figures[f"compliance[{n}] over day 2"]) for n in
+               ("no smoking indoors", "be quiet in public", "tip after meals"))
+    assert not math.isnan(figures["adoption[no smoking indoors] at end"])  # the rest is measured

@@ -128,3 +128,11 @@ def test_a_short_runs_figure_2_shows_its_points(tmp_path, monkeypatch):
     plot_figure2(model, tmp_path / "f.png")
     lines = [line for ax in kept[-1].axes for line in ax.get_lines()]
     assert lines and all(line.get_marker() == "o" and len(line.get_xdata()) == 1 for line in lines)
+
+
+def test_the_last_day_is_the_scenarios_day(tmp_path):
+    """100 steps (16.7 hours of 10 minutes) outlast Hobbs Cafe's 14-hour day: the window counted is the
+    last day's 84 steps, and the report says "the last day", not "the run's 16.7 hours"."""
+    main(["run", "hobbs-cafe", "--model", "rules", "--steps", "100", "--out", str(tmp_path / "r"), "--no-progress"])
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "never breached it over the last day" in report and "over the run's" not in report

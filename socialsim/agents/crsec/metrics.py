@@ -334,7 +334,8 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
     # a run shorter than the window says how long it was, not "the last hour" or "the last day"
     minutes = round(int(last["step"]) * model.scenario_spec.step_minutes)
     hour = "in the last hour" if minutes >= 60 else f"in the run's {minutes} minutes"
-    day = "over the last day" if minutes >= 24 * 60 else f"over the run's {minutes / 60:.3g} hours"
+    # (a day is the scenario's day, day_start to day_end: 14 hours in Hobbs Cafe)
+    day = "over the last day" if minutes >= settings.day_minutes else f"over the run's {minutes / 60:.3g} hours"
 
     def last_day(norm: str) -> str:
         chances = acts_bearing_on(events, settings, model.scenario_spec.step_minutes, norm, day_before)

@@ -82,6 +82,9 @@ def measure(run_dir: Path) -> dict[str, float]:
     conflicts = frame["conflicts"] if "conflicts" in frame else pd.Series(dtype=float)
     out["conflicts peak"] = float(conflicts.max()) if len(conflicts) else float("nan")
     out["conflicts day 2 / day 1"] = day_ratio(conflicts)
+    per_day = _steps_per_day(Path(run_dir))
+    if per_day is not None and len(frame) < 2 * per_day:  # a run cut short (--steps): its halves are not days
+        out.update({k: float("nan") for k in out if k.endswith("over day 2") or k == "conflicts day 2 / day 1"})
     ratings = Path(run_dir) / "tables" / QUESTIONNAIRE_FILE  # only with an LLM judge (--judge)
     means = summary(pd.read_parquet(ratings)).set_index("task")["mean"] if ratings.is_file() else {}
     for t in TASKS:
@@ -115,22 +118,39 @@ def compliance_over_second_half(run_dir: Path, frame: pd.DataFrame) -> dict[str,
             if f"compliance[{n}]" in frame else float("nan") for n in TRACKED}
 
 
-def _chances(run_dir: Path, after_step: int) -> dict[str, int]:
-    """Per tracked norm, the acts after ``after_step`` that bore on it; {} (not checked) when the run
-    directory has no scenario copy or events table to read them from."""
-    events_file, scenario_file = run_dir / "tables" / "events.parquet", run_dir / "scenario.yaml"
-    if not (events_file.is_file() and scenario_file.is_file()):
-        return {}
+def _run_settings(run_dir: Path):
+    """The run's scenario (its own copy) and CRSEC settings (with its parameters); None without a copy."""
+    scenario_file = run_dir / "scenario.yaml"
+    if not scenario_file.is_file():
+        return None
     import json
 
-    from socialsim.agents.crsec.metrics import acts_bearing_on
     from socialsim.agents.crsec.settings import load_settings, with_params
     from socialsim.scenarios.loader import load_scenario
 
     scenario = load_scenario(scenario_file)
     config_file = run_dir / "config.json"
     params = json.loads(config_file.read_text())["config"].get("arch_params", {}) if config_file.is_file() else {}
-    settings = with_params(load_settings(scenario), {k: v for k, v in params.items() if k in CRSECSettings.model_fields})
+    return scenario, with_params(load_settings(scenario),
+                                 {k: v for k, v in params.items() if k in CRSECSettings.model_fields})
+
+
+def _steps_per_day(run_dir: Path) -> float | None:
+    """Steps in one of the run's days (its hours over its step length); None when it kept no scenario."""
+    found = _run_settings(run_dir)
+    return None if found is None else found[1].day_minutes / found[0].step_minutes
+
+
+def _chances(run_dir: Path, after_step: int) -> dict[str, int]:
+    """Per tracked norm, the acts after ``after_step`` that bore on it; {} (not checked) when the run
+    directory has no scenario copy or events table to read them from."""
+    events_file = run_dir / "tables" / "events.parquet"
+    found = _run_settings(run_dir)
+    if found is None or not events_file.is_file():
+        return {}
+    from socialsim.agents.crsec.metrics import acts_bearing_on
+
+    scenario, settings = found
     events = pd.read_parquet(events_file)
     return {t.name: acts_bearing_on(events, settings, scenario.step_minutes, t.name, after_step)
             for t in settings.tracked_norms}
