@@ -100,10 +100,17 @@ def findings() -> list[Finding]:
                         (with_svo, "separation_ratio"), ">", (without, "separation_ratio")),
                 compare(f"{s}: with ASVO, above the shuffled-label chance level (silhouette) {RELATIVE}{confounded}",
                         (with_svo, "silhouette"), ">", (with_svo, "silhouette_shuffled")),
-                compare(f"{s}: {POSITIVE} (the paper's Table 2: 0.07 to 0.21)", (with_svo, "silhouette"), ">", 0.0),
+                compare(f"{s}: {POSITIVE} (the paper's Table 2: 0.07 to 0.21){confounded}", (with_svo, "silhouette"),
+                        ">", 0.0),
                 compare(f"{s}: with ASVO, better than the SVO types shuffled between agents (p < 0.05)",
                         (with_svo, "agent_shuffle_p"), "<", 0.05)]
     return out
+
+
+def positive_finding(scenario: str) -> str:
+    """The text of a scenario's absolute silhouette finding (marked confounded where it is)."""
+    return (f"{scenario}: {POSITIVE} (the paper's Table 2: 0.07 to 0.21)"
+            + (f" {CONFOUNDED}" if one_agent_per_svo(scenario) else ""))
 
 
 def interpret(checked: pd.DataFrame) -> list[str]:
@@ -115,8 +122,7 @@ def interpret(checked: pd.DataFrame) -> list[str]:
     verdict = dict(zip(checked["finding"], checked["verdict"], strict=True))
     null = dict(zip(checked["finding"], checked["null_verdict"], strict=True)) if "null_verdict" in checked else {}
     relative = checked[checked["finding"].str.contains(RELATIVE, regex=False)]
-    negative = [s for s in SCENARIOS if verdict.get(f"{s}: {POSITIVE} (the paper's Table 2: 0.07 to 0.21)")
-                == "does not hold"]
+    negative = [s for s in SCENARIOS if verdict.get(positive_finding(s)) == "does not hold"]
     holding = [f for f in relative["finding"] if verdict[f] == "holds" and f.split(":")[0] in negative]
     if holding:
         lines.append(f"**{len(holding)} relative findings hold where the silhouette with ASVO is not positive** "
@@ -128,11 +134,12 @@ def interpret(checked: pd.DataFrame) -> list[str]:
                      f"relative findings that hold here. {RELATIVE_READING}")
     elif not relative.empty and (relative["finding"].map(verdict) == "holds").any():
         lines.append(f"{RELATIVE_READING} The absolute ones (a positive silhouette, the SVO types shuffled between "
-                     "agents) are the test.")
+                     "agents) are the test, where several agents hold each SVO type.")
     if any(CONFOUNDED in f for f in checked["finding"]):
         lines.append("Where each SVO type is one agent (marked confounded), a silhouette above the shuffled-label "
-                     "chance shows only that agents act differently; the w/o-ASVO arm, with no SVO anywhere, passes "
-                     "it as well.")
+                     "chance, or above 0, shows only that agents act differently; the w/o-ASVO arm, with no SVO "
+                     "anywhere, passes them as well, and the SVO types cannot be shuffled between enough agents "
+                     "to test: no finding there tests SVO.")
     return lines
 
 
