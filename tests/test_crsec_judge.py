@@ -129,3 +129,29 @@ def test_the_judge_is_a_passive_instrument_it_changes_no_actor_side_frame_or_tab
     assert (agents[0]["holds"] != "").any() and (agents[1]["holds"] == "").all()
     matches = by_llm.datacollector.get_table_dataframe("norm_matches")
     assert set(matches["judged"]) == {"none of these"} and (matches["lexical"] != "none of these").any()
+
+
+def test_asking_the_judge_leaves_the_actors_random_stream_where_it_was(scripted):
+    """The judge's call seed comes from a stream of its own: drawn from the agent's phase RNG, it
+    shifted every later draw of that agent (its talk, its persuasion), so the judge's route changed
+    the society after a day (84 steps: 356 norm changes against 353)."""
+    import random
+
+    from socialsim.agents.crsec import operations as ops
+    from socialsim.llm.loop import run_sync
+
+    fake = scripted(default="1")
+    model = SocietyModel("hobbs-cafe", model="rules", rng=1, questionnaire_items=0, judge="openai/judge-model")
+    agent = sorted(model.agents, key=lambda a: a.name)[0]
+    agent.phase_rng = random.Random(5)
+    before = agent.phase_rng.getstate()
+    ctx = ops.MatchContext("No smoking indoors.", list(agent.settings.tracked_norms))
+    for _ in range(2):
+        _, by_judge = run_sync(agent.judged(ops.MATCH_NORM, ctx))
+        assert by_judge and agent.phase_rng.getstate() == before
+    seeds = [call["params"]["seed"] for call in fake.calls]
+    assert len(seeds) == 2 and seeds[0] != seeds[1]  # each ask its own stream, not one seed repeated
+    agent.phase_rng = random.Random(5)
+    agent._judge_calls = 0
+    run_sync(agent.judged(ops.MATCH_NORM, ctx))
+    assert len(fake.calls) == 2  # the same seed as the first ask: its call was on the tape (reproducible)
