@@ -264,3 +264,16 @@ def test_no_yes_bias_warning_when_the_rules_filter_blocks_everything(monkeypatch
         ruled.step()
     assert set(ruled.datacollector.get_table_dataframe("itcmas_actions")["status"]) == {"filtered"}
     assert not [p for p in report_sections(ruled, tmp_path) if p.startswith("**Every action")]
+
+
+def test_no_actor_is_told_the_treatments_name(watch_asks, monkeypatch):
+    """An actor's thought goes to the judge: the chooser's note on a filtered action said "LTRHA",
+    which an LLM could echo into its thought. Actors are told the behaviour only."""
+    prompts = []
+    watch_asks(monkeypatch, lambda op, ctx, agent_id, answer: prompts.extend(
+        m["content"] for m in op.messages(ctx)) if op.module in ("action", "chat", "filter") else None)
+    model = SocietyModel("irollan-valley", model="rules", rng=3)
+    for _ in range(10):
+        model.step()
+    text = "\n".join(prompts)
+    assert "stopped lately as harmful to others" in text and "LTRHA" not in text

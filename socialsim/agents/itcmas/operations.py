@@ -38,7 +38,9 @@ from socialsim.llm.questions import (
 )
 from socialsim.llm.routing import RULES, RouteTable
 
-FILTERED_NOTE = " (LTRHA filtered this action of yours lately)"
+# what an agent is told of its own filtered actions: the behaviour, not the treatment's name (a thought
+# that echoed "LTRHA" would tell the variant's judge which variant it reads)
+FILTERED_NOTE = " (this action of yours was stopped lately as harmful to others)"
 
 
 def world_system(setting: str) -> str:
