@@ -151,3 +151,59 @@ def test_a_declared_architecture_that_cannot_be_imported_is_named(tidy_package):
     with pytest.raises(ValueError, match=r"architecture 'broken' \(tidyagent.missing:Agent, declared by an "
                                          r"installed package under 'socialsim.architectures'\) cannot be loaded"):
         agents.agent_class("broken")
+
+
+def _package(site, name, files, entry_points):
+    (site / name).mkdir(parents=True)
+    (site / name / "__init__.py").write_text("")
+    for filename, text in files.items():
+        (site / name / filename).write_text(textwrap.dedent(text))
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[socialsim.architectures]\n" + "".join(
+        f"{arch} = {target}\n" for arch, target in entry_points.items()))
+
+
+@pytest.fixture
+def broken_packages(tmp_path, monkeypatch):
+    """One package whose operations raise on import, one whose class is no agent, and a second
+    site later on sys.path declaring a name the first site's package declares too."""
+    first, later = tmp_path / "first", tmp_path / "later"
+    _package(first, "raisingops", {"agent.py": AGENT.replace("TidySettings", "S").replace("TidyAgent", "Raising"),
+                                   "operations.py": "raise RuntimeError('config file missing')\n"},
+             {"raising": "raisingops.agent:Raising"})
+    _package(first, "notagent", {"agent.py": "class Thing:\n    pass\n"}, {"notagent": "notagent.agent:Thing"})
+    _package(first, "dupone", {"agent.py": AGENT}, {"dup": "dupone.agent:TidyAgent"})
+    _package(later, "duptwo", {"agent.py": AGENT}, {"dup": "duptwo.agent:TidyAgent"})
+    monkeypatch.syspath_prepend(str(later))
+    monkeypatch.syspath_prepend(str(first))
+    installed_architectures.cache_clear()
+    yield
+    installed_architectures.cache_clear()
+    for name in [m for m in sys.modules if m.split(".")[0] in ("raisingops", "notagent", "dupone", "duptwo")]:
+        del sys.modules[name]
+
+
+def test_a_broken_installed_package_stops_none_of_socialsims_own_runs(broken_packages, caplog, capsys, tmp_path):
+    from socialsim.cli import main
+    from socialsim.llm.routing import check_route_names
+    from socialsim.model.society import SocietyModel
+
+    SocietyModel("hobbs-cafe", arch="crsec", model="rules", routes={"CreateNorm": "rules"}).step()
+    assert "operations of an installed architecture's module raisingops.operations cannot be listed: " \
+           "RuntimeError: config file missing" in caplog.text
+    check_route_names({"ChooseAction": "rules"})
+    assert main(["models"]) == 0 and "raising" in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"architecture 'notagent' \(notagent.agent:Thing, declared by an installed "
+                                         r"package under 'socialsim.architectures'\) is not an agent class"):
+        agents.agent_class("notagent")
+    assert main(["run", "hobbs-cafe", "--arch", "notagent", "--model", "rules", "--steps", "1", "--out",
+                 str(tmp_path / "no")]) == 2 and not (tmp_path / "no").exists()
+    assert "is not an agent class" in capsys.readouterr().err
+
+
+def test_two_packages_declaring_one_name_the_first_on_sys_path_is_used_and_the_other_named(broken_packages, caplog):
+    assert architectures()["dup"] == "dupone.agent:TidyAgent"
+    assert "two installed packages declare the architecture 'dup': dupone.agent:TidyAgent is used, " \
+           "duptwo.agent:TidyAgent ignored" in caplog.text

@@ -32,13 +32,17 @@ def installed_architectures() -> dict[str, str]:
     name the package already uses stays the package's, with a warning."""
     from importlib.metadata import entry_points
 
-    found = {}
-    for point in entry_points(group=ENTRY_POINTS):
+    found: dict[str, str] = {}
+    for point in entry_points(group=ENTRY_POINTS):  # in sys.path order, as imports find packages
         if point.name in ARCHITECTURES:
             log.warning("the architecture %r that %s declares is ignored: socialsim has its own of that name",
                         point.name, point.value)
-            continue
-        found[point.name] = point.value
+        elif point.name in found and found[point.name] != point.value:
+            log.warning("two installed packages declare the architecture %r: %s is used, %s ignored (the "
+                        "first on sys.path, as an import would find it)", point.name, found[point.name],
+                        point.value)
+        else:
+            found[point.name] = point.value
     return found
 
 
@@ -53,10 +57,16 @@ def agent_class(name: str) -> type:
     if path is None:
         raise ValueError(f"unknown architecture {name!r}; known: {', '.join(sorted(architectures()))}")
     module, _, cls = path.partition(":")
-    try:
+    if name in ARCHITECTURES:
         return getattr(import_module(module), cls)
-    except (ImportError, AttributeError) as exc:
-        if name in ARCHITECTURES:
-            raise
-        raise ValueError(f"architecture {name!r} ({path}, declared by an installed package under "
-                         f"{ENTRY_POINTS!r}) cannot be loaded: {exc}") from None
+    declared = f"architecture {name!r} ({path}, declared by an installed package under {ENTRY_POINTS!r})"
+    try:  # another package's code: whatever it raises is named, not a traceback
+        found = getattr(import_module(module), cls)
+    except Exception as exc:  # noqa: BLE001
+        raise ValueError(f"{declared} cannot be loaded: {type(exc).__name__}: {exc}") from None
+    from socialsim.agents.generic import GenerativeAgent
+
+    if not (isinstance(found, type) and issubclass(found, GenerativeAgent)):
+        raise ValueError(f"{declared} is not an agent class: an architecture subclasses "
+                         f"socialsim.agents.generic.GenerativeAgent (docs/extending.md)")
+    return found

@@ -49,7 +49,8 @@ class SocietyModel(Model):
             RouteTable(default_model(model), dict(routes or {})),
             ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
         )
-        check_route_names(self.llm.routes.routes)  # a misspelt route sends nothing to its model
+        if self.llm.routes.routes:
+            check_route_names(self.llm.routes.routes)  # a misspelt route sends nothing to its model
         # set when an end-of-run measurement that asks a model (a judge, an embedding) was stopped
         # by the budget or an outage: the run's status says so and --resume finishes it
         self.measurement_stopped: str | None = None

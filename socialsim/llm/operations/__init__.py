@@ -29,11 +29,13 @@ def all_operations() -> list[Operation]:
     for name in MODULES + installed_modules():
         try:
             module = import_module(name)
-        except ImportError as exc:
+        except Exception as exc:  # another package's code: it must not stop socialsim's own runs
             if name in MODULES:
                 raise
-            if exc.name != name:  # an agent module with no `operations` beside it is no error
-                logging.getLogger("socialsim").warning("operations of %s cannot be listed: %s", name, exc)
+            if not (isinstance(exc, ImportError) and exc.name == name):  # no `operations` beside it: no error
+                logging.getLogger("socialsim").warning(
+                    "operations of an installed architecture's module %s cannot be listed: %s: %s",
+                    name, type(exc).__name__, exc)
             continue
         for value in vars(module).values():
             if isinstance(value, Operation):
