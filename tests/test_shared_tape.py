@@ -183,3 +183,48 @@ def test_an_answer_recorded_just_before_the_claim_is_taken_is_used(tmp_path, mon
 
     assert asyncio.run(claim()).raw == "3" and len(looks) == 2
     assert not (tmp_path / CLAIMS / "k").exists()
+
+
+def test_a_second_sweep_command_on_a_folder_in_use_is_refused(tmp_path):
+    """Two commands in one folder removed each other's partial runs and renamed over finished ones."""
+    from socialsim.model.run_dir import writing
+
+    spec = {"name": "busy", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}
+    (tmp_path / "s").mkdir()
+    with writing(tmp_path / "s"), pytest.raises(ValueError, match="is being written by another process"):
+        sweep(spec, tmp_path / "s", progress=False)
+    assert sweep(spec, tmp_path / "s", progress=False).runs["status"].tolist() == ["completed"]  # once it is free
+
+
+def test_a_long_wait_is_said_and_a_missing_claims_folder_is_made(tmp_path, monkeypatch, caplog):
+    import logging
+
+    from socialsim.batch import sweeps
+
+    monkeypatch.setattr(sweeps, "WAIT_NOTE_S", 0.1)
+    tape = SharedTape(tmp_path / "tape.jsonl")
+
+    async def claim(key):
+        async with tape.claim(key) as answered:
+            return answered
+
+    assert asyncio.run(claim("fresh")) is None and (tmp_path / CLAIMS).is_dir()  # made when missing
+    (tmp_path / CLAIMS / "held").write_text(f"another-host {os.getpid()}\n")
+    with caplog.at_level(logging.WARNING, logger="socialsim"), pytest.raises(TimeoutError):
+        asyncio.run(asyncio.wait_for(claim("held"), 0.5))
+    assert "for a call another run of this sweep is making (process" in caplog.text and "on another-host" in caplog.text
+
+
+def test_ctrl_c_lets_go_of_this_processs_claims_and_dead_ones_only(tmp_path):
+    from socialsim.batch.sweeps import release_claims
+
+    claims = tmp_path / CLAIMS
+    claims.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (claims / "mine").write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    (claims / "dead").write_text(f"{socket.gethostname()} {dead}\n")
+    (claims / "elsewhere").write_text(f"another-host {os.getpid()}\n")
+    (claims / "alive").write_text(f"{socket.gethostname()} 1\n")  # init: alive, not ours
+    release_claims(tmp_path)
+    assert sorted(p.name for p in claims.iterdir()) == ["alive", "elsewhere"]

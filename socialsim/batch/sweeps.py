@@ -59,7 +59,7 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord
-from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch
+from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch, writing
 from socialsim.model.runner import RunConfig, call_settings, keep_scenario, report_run, save
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
@@ -110,6 +110,15 @@ def is_done(sweep_dir: str | Path, run_id: str) -> bool:
 
 # --- the tape shared by a sweep's runs ------------------------------------------------------------
 CLAIMS = ".claims"  # SWEEP_DIR/.claims/KEY: a call one of the sweep's runs is making now
+WAIT_NOTE_S = 30.0  # a wait for another run's call is said every this many seconds
+
+
+def _holder(claim: Path) -> str:
+    try:
+        host, pid = claim.read_text().split()
+    except (OSError, ValueError):
+        return "its claim is gone"
+    return f"process {pid}" + ("" if host == socket.gethostname() else f" on {host}")
 class SharedTape(Tape):
     """The sweep's tape file, shared by concurrent runs (processes, Dask workers on one disk).
 
@@ -166,8 +175,7 @@ class SharedTape(Tape):
         claim is gone without one (the claimer failed, or stopped: then they claim it). A claim
         whose process has died on this host, or older than ``stale_after_s``, is taken over."""
         claim = self.path.parent / CLAIMS / key
-        claim.parent.mkdir(exist_ok=True)
-        pause = 0.02
+        pause, started, said = 0.02, time.monotonic(), 0.0
         while True:
             record = self.get(key)
             if record is not None and record.error is None:
@@ -175,10 +183,19 @@ class SharedTape(Tape):
                 return
             try:
                 fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileNotFoundError:  # no folder yet, or a finishing sweep just removed it
+                claim.parent.mkdir(exist_ok=True)
+                continue
             except FileExistsError:
                 if _stale(claim, stale_after_s):
                     claim.unlink(missing_ok=True)
                     continue
+                waited = time.monotonic() - started
+                if waited - said >= WAIT_NOTE_S:  # a claimer stopped (Ctrl-Z) or slow: not a silent hang
+                    said = waited
+                    log.warning("waiting %.0f s for a call another run of this sweep is making (%s); it is "
+                                "taken over when that process ends or after %.0f s", waited, _holder(claim),
+                                stale_after_s)
                 await asyncio.sleep(pause)
                 pause = min(pause * 1.5, 0.5)
                 continue
@@ -195,6 +212,18 @@ class SharedTape(Tape):
         target = Tape(path)
         for key in self.used:
             target.add(self._records[key])
+
+
+def release_claims(sweep_dir: Path) -> None:
+    """After Ctrl-C: the claims of this process and of dead ones are let go (a cancelled call may
+    not reach its own release), so none is left for the next command to take over."""
+    for claim in (sweep_dir / CLAIMS).glob("*"):
+        try:
+            mine = claim.read_text().split() == [socket.gethostname(), str(os.getpid())]
+        except OSError:
+            continue
+        if mine or _stale(claim, float("inf")):
+            claim.unlink(missing_ok=True)
 
 
 def _stale(claim: Path, stale_after_s: float) -> bool:
@@ -359,6 +388,16 @@ def sweep(
     if why := not_for_a_batch(sweep_dir, "sweep"):
         raise ValueError(why)
     (sweep_dir / RUNS).mkdir(parents=True, exist_ok=True)
+    # one command at a time in a folder: a second one would remove the first's partial runs, rename over
+    # its finished ones and count its calls as its own
+    with writing(sweep_dir):
+        return _sweep_in(spec, sweep_dir, processes=processes, cluster=cluster, scheduler=scheduler, client=client,
+                         progress=progress, preflight=preflight, figures=figures)
+
+
+def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluster: str | None,
+              scheduler: str | None, client: Any, progress: bool, preflight: bool, figures: bool) -> SweepResult:
+    """``sweep``'s work, in a folder this process holds."""
     for stale in (sweep_dir / RUNS).glob(f"{PARTIAL}*"):  # left by a killed run; never a result
         shutil.rmtree(stale, ignore_errors=True)
     planned = plan(spec)
@@ -382,6 +421,7 @@ def sweep(
         else:
             run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned))
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the runs table says what is done; the same command goes on
+        release_claims(sweep_dir)
         write_table(summarize(sweep_dir, planned), sweep_dir / "runs")
         raise
     with contextlib.suppress(OSError):  # empty unless another sweep of this folder is still asking
