@@ -174,6 +174,7 @@ def broken_packages(tmp_path, monkeypatch):
                                    "operations.py": "raise RuntimeError('config file missing')\n"},
              {"raising": "raisingops.agent:Raising"})
     _package(first, "notagent", {"agent.py": "class Thing:\n    pass\n"}, {"notagent": "notagent.agent:Thing"})
+    _package(first, "typo", {"agent.py": "Agnet = GenerativeAgent\n"}, {"typo": "typo.agent:Agnet"})  # NameError
     _package(first, "dupone", {"agent.py": AGENT}, {"dup": "dupone.agent:TidyAgent"})
     _package(later, "duptwo", {"agent.py": AGENT}, {"dup": "duptwo.agent:TidyAgent"})
     monkeypatch.syspath_prepend(str(later))
@@ -181,7 +182,7 @@ def broken_packages(tmp_path, monkeypatch):
     installed_architectures.cache_clear()
     yield
     installed_architectures.cache_clear()
-    for name in [m for m in sys.modules if m.split(".")[0] in ("raisingops", "notagent", "dupone", "duptwo")]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("raisingops", "notagent", "typo", "dupone", "duptwo")]:
         del sys.modules[name]
 
 
@@ -198,6 +199,8 @@ def test_a_broken_installed_package_stops_none_of_socialsims_own_runs(broken_pac
     with pytest.raises(ValueError, match=r"architecture 'notagent' \(notagent.agent:Thing, declared by an installed "
                                          r"package under 'socialsim.architectures'\) is not an agent class"):
         agents.agent_class("notagent")
+    with pytest.raises(ValueError, match=r"architecture 'typo' .* cannot be loaded: NameError: name 'GenerativeAgent'"):
+        agents.agent_class("typo")
     assert main(["run", "hobbs-cafe", "--arch", "notagent", "--model", "rules", "--steps", "1", "--out",
                  str(tmp_path / "no")]) == 2 and not (tmp_path / "no").exists()
     assert "is not an agent class" in capsys.readouterr().err
