@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
-# The default run: Hobbs Cafe (CRSEC) on the embedded model for 3 steps (about a minute on 2 free cores once set up; 1.5 min when other work shares them),
+# The default run: Hobbs Cafe (CRSEC) on the embedded model for 3 steps (33 s on 2 free cores once set up, measured 2026-11-26; 1.5 min when other work shares them),
 # its day plans and 5-minute actions made by the rules (the long plan records are the slow part of
 # an embedded step); norm creation, conflicts, talk, thoughts and evaluation stay on the model, and
 # a norm conversation happens by step 3. ARGS="..." runs anything else.
