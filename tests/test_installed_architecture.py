@@ -210,3 +210,12 @@ def test_two_packages_declaring_one_name_the_first_on_sys_path_is_used_and_the_o
     assert architectures()["dup"] == "dupone.agent:TidyAgent"
     assert "two installed packages declare the architecture 'dup': dupone.agent:TidyAgent is used, " \
            "duptwo.agent:TidyAgent ignored" in caplog.text
+
+
+def test_a_top_level_agent_module_has_no_operations_looked_for_beside_it(tmp_path, monkeypatch):
+    """An agent in a top-level module ("solo:Agent") has no package: "operations" beside it would be
+    any top-level module of that name on sys.path, someone else's."""
+    from socialsim.llm.operations import installed_modules
+
+    monkeypatch.setattr(agents, "installed_architectures", lambda: {"solo": "solo:Agent", "pkg": "a.b.agent:Agent"})
+    assert installed_modules() == ["solo", "a.b.agent", "a.b.operations"]

@@ -18,7 +18,8 @@ def installed_modules() -> list[str]:
     modules = []
     for path in installed_architectures().values():
         module = path.partition(":")[0]
-        modules += [module, f"{module.rpartition('.')[0]}.operations" if "." in module else "operations"]
+        package = module.rpartition(".")[0]  # a top-level module has no package to look beside it in
+        modules += [module, *([f"{package}.operations"] if package else [])]
     return modules
 
 
