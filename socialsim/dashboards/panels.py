@@ -348,7 +348,8 @@ def interaction_graph(frames: Frames, step: int) -> nx.DiGraph:
 MODEL_GROUPS = [
     ("Norm adoption (share of agents)", lambda c: c.startswith("adoption[")),
     ("Norm compliance (share of agents)", lambda c: c.startswith("compliance[")),
-    ("Conflicts and norm events", lambda c: c in ("conflicts", "norm_thoughts", "norm_chats", "syntheses", "breaches")),
+    ("Conflicts and norm events", lambda c: c in ("conflicts", "norm_thoughts", "norm_chats", "unheard_chats",
+                                                   "syntheses", "breaches")),
     ("Cooperation and competition (share of actions, quasi- at half weight)",
      lambda c: c in ("cooperation_rate", "competition_index", "cooperation_rate_run", "competition_index_run")),
     ("Theory of mind: mean absolute error of predicted desires (0-10 scale)", lambda c: c == "tom_error"),
