@@ -270,3 +270,15 @@ def test_an_interaction_heat_map_with_no_interaction_says_so(tmp_path, monkeypat
     quiet.record_interaction(quiet.agents[0].name, quiet.agents[1].name, "chat", "hi")
     report.plot_interactions(quiet, tmp_path / "one.png")
     assert kept[-1].axes[0].get_title() == "Interactions" and len(kept[-1].axes) == 2 and not kept[-1].axes[0].texts
+
+
+def test_the_calls_of_a_step_cut_short_are_counted_but_not_per_completed_agent_step(tmp_path, monkeypatch):
+    """A budget stop in step 2: its calls were divided by the one completed step's agent-steps."""
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=lambda m: "1") as server:
+        config = RunConfig(scenario="hobbs-cafe", arch="generic", model="openai/fake-model", steps=3, rng=3,
+                           api_base=server.api_base, num_retries=0, max_calls=15)
+        result = run(config, tmp_path / "run", progress=False, preflight=False)
+    assert result.status.startswith("stopped by budget") and result.steps_done == 1
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "LLM calls: 15 (1.00 per agent-step; 5 in the step cut short)" in report

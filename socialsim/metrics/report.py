@@ -165,7 +165,10 @@ def _write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[s
     plot_interactions(model, figures / "interactions.png")
     plot_usage(model, figures / "llm_usage.png")
     totals = model.llm.ledger.totals()
-    agent_steps = max(1, len(model.agents) * len(model.datacollector.model_vars.get("step", [])))
+    steps_done = len(model.datacollector.model_vars.get("step", []))
+    agent_steps = max(1, len(model.agents) * steps_done)
+    # calls of a step cut short (a budget, an outage, Ctrl-C) are counted, but not per completed agent-step
+    cut = sum(r.calls for r in model.llm.ledger.rows if r.engine == "llm" and r.step > steps_done)
     parts = [
         f"# {model.scenario_spec.title or model.scenario_spec.name} — {model.arch}",
         "",
@@ -175,7 +178,8 @@ def _write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[s
         *(f"> **Engine note.** {n}\n" for n in notes),
         "## LLM usage",
         "",
-        f"LLM calls: {totals['llm_calls']} ({totals['llm_calls'] / agent_steps:.2f} per agent-step), "
+        f"LLM calls: {totals['llm_calls']} ({(totals['llm_calls'] - cut) / agent_steps:.2f} per agent-step"
+        + (f"; {cut} in the step cut short" if cut else "") + "), "
         f"rule decisions: {totals['rule_decisions']}, prompt tokens: {totals['prompt_tokens']}, "
         f"completion tokens: {totals['completion_tokens']}, cost: ${totals['cost_usd']:.4f}, "
         f"failures: {totals['llm_failures']}, fallbacks: {totals['fallbacks']}.",
