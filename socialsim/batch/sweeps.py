@@ -113,11 +113,19 @@ CLAIMS = ".claims"  # SWEEP_DIR/.claims/KEY: a call one of the sweep's runs is m
 WAIT_NOTE_S = 30.0  # a wait for another run's call is said every this many seconds
 
 
-def _holder(claim: Path) -> str:
+def _claimer(claim: Path) -> tuple[str, str] | None:
+    """(host, pid) written in a claim file; None when it is gone or still being written."""
     try:
         host, pid = claim.read_text().split()
     except (OSError, ValueError):
+        return None
+    return host, pid
+
+
+def _holder(claim: Path) -> str:
+    if (claimer := _claimer(claim)) is None:
         return "its claim is gone"
+    host, pid = claimer
     return f"process {pid}" + ("" if host == socket.gethostname() else f" on {host}")
 class SharedTape(Tape):
     """The sweep's tape file, shared by concurrent runs (processes, Dask workers on one disk).
@@ -218,22 +226,21 @@ def release_claims(sweep_dir: Path) -> None:
     """After Ctrl-C: the claims of this process and of dead ones are let go (a cancelled call may
     not reach its own release), so none is left for the next command to take over."""
     for claim in (sweep_dir / CLAIMS).glob("*"):
-        try:
-            mine = claim.read_text().split() == [socket.gethostname(), str(os.getpid())]
-        except OSError:
-            continue
-        if mine or _stale(claim, float("inf")):
+        if _claimer(claim) == (socket.gethostname(), str(os.getpid())) or _stale(claim, float("inf")):
             claim.unlink(missing_ok=True)
 
 
 def _stale(claim: Path, stale_after_s: float) -> bool:
     """A claim left by a run that will not answer it: its process on this host is gone (killed),
     or it is older than any call can take (a process on another Dask host)."""
+    claimer = _claimer(claim)
     try:
-        host, pid = claim.read_text().split()
         age = time.time() - claim.stat().st_mtime
-    except (OSError, ValueError):  # gone already, or still being written
+    except OSError:  # gone already
         return False
+    if claimer is None:  # still being written
+        return False
+    host, pid = claimer
     if age > stale_after_s:
         return True
     if host != socket.gethostname():

@@ -149,6 +149,12 @@ class Completion:
     live: bool
     truncated: bool = False  # cut at max_tokens: finish_reason "length", or our reply cap
 
+    @classmethod
+    def taped(cls, record: TapeRecord) -> Completion:
+        """A recorded answer, free: this run's tape, or another run's answer on a sweep's tape."""
+        return cls(record.raw, record.prompt_tokens, record.completion_tokens, record.latency_s, record.cost_usd,
+                   False, record.finish_reason == "length")
+
 
 @dataclass
 class Branch:
@@ -476,8 +482,7 @@ class Gateway:
         if record is not None and record.error is not None and self.replay:
             raise ProviderError(record.error)  # the recorded run met this error: same fallback
         if record is not None and record.error is None:
-            return Completion(record.raw, record.prompt_tokens, record.completion_tokens, record.latency_s,
-                              record.cost_usd, False, record.finish_reason == "length")
+            return Completion.taped(record)
         if self.replay:
             raise TapeMiss(
                 f"the tape has no record of {op.name} for agent {agent_id} at step {self.step} "
@@ -486,8 +491,7 @@ class Gateway:
         # a sweep's runs side by side: the call another run is making now is waited for, not repaid
         async with self.tape.claim(key, self._claim_stale_s()) as answered:
             if answered is not None:
-                return Completion(answered.raw, answered.prompt_tokens, answered.completion_tokens,
-                                  answered.latency_s, answered.cost_usd, False, answered.finish_reason == "length")
+                return Completion.taped(answered)
             return await self._call(op, agent_id, model, messages, params, fmt, key)
 
     def _claim_stale_s(self) -> float:
