@@ -128,7 +128,8 @@ def test_missing_section_is_explained():
 def test_unknown_architecture_parameter_is_rejected():
     from socialsim.model.society import SocietyModel
 
-    with pytest.raises(ScenarioError, match="unknown crsec parameter"):
+    with pytest.raises(ValueError, match=r"unknown crsec parameter\(s\) \['synthesis_treshold'\]; "
+                                         r"did you mean synthesis_threshold\?"):
         SocietyModel("hobbs-cafe", arch="crsec", model="rules", synthesis_treshold=10)
 
 
@@ -136,12 +137,12 @@ def test_an_invalid_parameter_value_is_named_with_the_range_it_breaks():
     """Every bad value at once, each by its key, as for a scenario's own section; no pydantic boilerplate."""
     from socialsim.model.society import SocietyModel
 
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(ValueError) as caught:
         SocietyModel("hobbs-cafe", arch="crsec", model="rules", memory_decay=0, synthesis_threshold=-1)
     message = str(caught.value)
     assert message.splitlines() == ["invalid crsec parameters",
-                                    "  crsec.synthesis_threshold: Input should be greater than or equal to 1 (got -1)",
-                                    "  crsec.memory_decay: Input should be greater than 0 (got 0)"]
+                                    "  crsec.memory_decay: Input should be greater than 0 (got 0)",
+                                    "  crsec.synthesis_threshold: Input should be greater than or equal to 1 (got -1)"]
 
 
 def test_settings_model_has_sensible_defaults():

@@ -27,7 +27,6 @@ class TidySettings(BaseModel):
 class TidyAgent(GenerativeAgent):
     """The generic agent, counting how many steps it was asked to tidy."""
 
-    architecture = "tidy"
     settings_model = TidySettings
 
     @classmethod
@@ -120,6 +119,23 @@ def test_its_operations_are_routable_and_its_sweeps_valid(tidy_package):
     check_route_names({"Greet": "rules", "tidying": "rules"})  # no "route to no operation"
     spec = validate_sweep({"parameters": {"arch": "tidy", "model": "rules", "tidiness": [0.1, 0.9]}})
     assert spec.grid()["arch"] == ["tidy"]
+
+
+def test_its_parameters_are_checked_wherever_they_are_given_not_only_by_set(tidy_package):
+    """SocietyModel(**params), a sweep's grid and a preset check a plug-in's parameters as --set does."""
+    from socialsim.agents.params import ParamError
+    from socialsim.batch.sweepfile import SweepFileError, validate_sweep
+    from socialsim.batch.sweeps import check_grid, plan
+    from socialsim.model.society import SocietyModel
+
+    with pytest.raises(ParamError, match=r"unknown tidy parameter\(s\) \['tidyness'\]; did you mean tidiness\?"):
+        SocietyModel("hobbs-cafe", arch="tidy", model="rules", tidyness=0.1)
+    with pytest.raises(ParamError, match=r"invalid tidy parameters\n  tidy.tidiness: Input should be less than or equal to 1 \(got 5\)"):
+        SocietyModel("hobbs-cafe", arch="tidy", model="rules", tidiness=5)
+    assert SocietyModel("hobbs-cafe", arch="tidy", model="rules", tidiness="0.25").arch_params == {"tidiness": 0.25}
+    spec = validate_sweep({"parameters": {"arch": "tidy", "model": "rules", "tidiness": [0.1, 5]}})
+    with pytest.raises(SweepFileError, match=r"the run with arch=tidy, model=rules, tidiness=5 cannot be built: invalid tidy parameters\n  tidy.tidiness: Input"):
+        check_grid(plan(spec), spec)
 
 
 def test_the_command_line_runs_replays_and_resumes_it(tidy_package, tmp_path):

@@ -122,10 +122,10 @@ def test_every_shipped_scenario_runs_under_each_architecture_or_says_what_it_lac
 @pytest.mark.parametrize(("where", "make", "expected"), [
     ("scenario file", "scenario", "  map.areas.0.width: Input should be greater than or equal to 1 (got -2)"),
     ("crsec --set", "crsec", "  crsec.synthesis_threshold: Input should be greater than or equal to 1 (got -1)"),
-    ("asvo --set", "asvo", "asvo architecture parameters: update_noise: Input should be less than or equal to 1 (got 2.0)"),
-    ("itcmas --set", "itcmas", "invalid itcmas parameters: blend_threshold: Input should be a valid number, "
+    ("asvo --set", "asvo", "  asvo.update_noise: Input should be less than or equal to 1 (got 2.0)"),
+    ("itcmas --set", "itcmas", "  itcmas.blend_threshold: Input should be a valid number, "
                                "unable to parse string as a number (got 'many')"),
-    ("asvo --set, a check of its own", "asvo mix", "asvo architecture parameters: svo_mix: unknown SVO type 'saint'"),
+    ("asvo --set, a check of its own", "asvo mix", "  asvo.svo_mix: unknown SVO type 'saint'"),
     ("asvo section", "asvo section", "invalid asvo section: asvo.svo_assignment: Input should be 'cycle', 'mix' "
                                      "or 'explicit' (got 12)"),
 ])
@@ -280,3 +280,27 @@ def test_every_problem_of_a_scenario_file_is_on_its_own_line_and_an_unknown_name
     with pytest.raises(ScenarioError) as raised:
         load_scenario("atlantis")
     assert str(raised.value).endswith("not one of " + ", ".join(available_scenarios()))
+
+
+@pytest.mark.parametrize(("edit", "preset", "expected"), [
+    (("default_arch: crsec", "default_arch: crsecc"), None,
+     ": default_arch: unknown architecture 'crsecc'; known: asvo, crsec, generic, itcmas"),
+    (("    steps: 168", "    steps: 168\n    enable_chatt: false"), "paper",
+     ": presets.paper: unknown crsec parameter(s) ['enable_chatt']; did you mean enable_chat?"),
+    (("    steps: 168", "    steps: 168\n    synthesis_threshold: 0"), "paper",
+     ": presets.paper: invalid crsec parameters\n  crsec.synthesis_threshold: Input should be greater than or equal "
+     "to 1 (got 0)"),
+])
+def test_a_scenario_file_s_own_bad_arch_or_preset_names_the_file_and_field(tmp_path, edit, preset, expected):
+    """A preset's misspelt parameter or a misspelt default_arch said where it was written, not as if
+    the user had typed it."""
+    from socialsim.model.runner import RunConfig
+    from socialsim.scenarios.loader import scenario_path
+
+    path = tmp_path / "cafe.yaml"
+    text = scenario_path("hobbs-cafe").read_text()
+    assert edit[0] in text
+    path.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ScenarioError) as raised:
+        RunConfig(scenario=str(path), model="rules", preset=preset).resolved()
+    assert str(raised.value).startswith(f"{path}{expected}"), str(raised.value)

@@ -300,7 +300,7 @@ def test_a_parameter_the_architecture_rejects_fails_before_any_run(tmp_path):
         sweep(path, tmp_path / "out", progress=False)
     message = str(info.value)
     assert message.startswith(f"{path}: parameters: the run with arch=crsec, model=rules, enable_chatt=True")
-    assert "unknown crsec parameter(s) ['enable_chatt']" in message
+    assert "unknown crsec parameter(s) ['enable_chatt']; did you mean enable_chat?" in message
     assert not list((tmp_path / "out" / RUNS).iterdir())
 
 

@@ -10,6 +10,7 @@ by construction and a bad ``--set`` gets a message naming the key, the value and
 
 from __future__ import annotations
 
+import difflib
 import json
 import types
 import typing
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from socialsim.scenarios.schema import field_problems
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,8 @@ def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
     architecture is an error. Values are parsed as JSON when they parse (numbers, booleans, lists,
     objects), else taken as text; pydantic then checks the type and range of each one.
     """
+    if not items:  # nothing to check: an unknown architecture is said where it was written
+        return {}
     model = settings_model(arch)
     out: dict[str, Any] = {}
     for item in items:
@@ -139,23 +144,69 @@ def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
         field = model.model_fields[name]
         # a choice's own word is that word (ASVO's tom_scope "none"), before "none" is read as null
         value = raw.strip() if raw.strip() in _choices(field) else _literal(raw.strip())
-        try:
-            out[name] = TypeAdapter(field.annotation).validate_python(value)
-        except ValidationError as exc:
-            why = "; ".join(e["msg"] for e in exc.errors())
-            raise ParamError(f"--set {item!r}: {arch}.{name} expects {_expected(name, field)} ({why})") from None
-        if out[name] is None:  # an optional parameter's null has no range to be in
-            continue
-        for meta in field.metadata:  # ranges live in the field's metadata, not its annotation
-            bounds = [("ge", lambda v, b: v >= b), ("gt", lambda v, b: v > b),
-                      ("le", lambda v, b: v <= b), ("lt", lambda v, b: v < b)]
-            for attr, ok in bounds:
-                bound = getattr(meta, attr, None)
-                if bound is not None and not ok(out[name], bound):
-                    raise ParamError(f"--set {item!r}: {arch}.{name} expects {_expected(name, field)}")
-        if why := _field_validator_refusal(model, name, out[name]):  # e.g. a time of day past 23:59
-            raise ParamError(f"--set {item!r}: {arch}.{name}: {why}")
+        out[name], problem = _checked(arch, model, name, value)
+        if problem:
+            raise ParamError(f"--set {item!r}: {problem}")
     return out
+
+
+def check_params(arch: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` (``SocietyModel(**params)``, a sweep's grid point, a preset) checked against the
+    architecture's declared parameters as ``--set`` checks them, every problem at once: unknown names
+    (with the nearest known ones) and values their type, range or validator refuses raise
+    :class:`ParamError`. Returns the typed values. A check of the whole (a field against another, or
+    against the scenario's own section) is the architecture's, when it builds its settings."""
+    model = settings_model(arch)
+    if model is None:
+        if params:  # nothing would read them: a typo would pass unseen
+            raise ParamError(f"architecture {arch!r} has no parameters; given: {', '.join(sorted(params))}")
+        return {}
+    known = list(model.model_fields)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        near = sorted({m for name in unknown for m in difflib.get_close_matches(name, known, n=1)})
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise ParamError(f"unknown {arch} parameter(s) {unknown}{hint} (known: {', '.join(known)})")
+    out, problems = {}, []
+    for name, value in params.items():
+        try:  # the field's type, range and own validators, as pydantic words them for a scenario's section
+            model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+        except ValidationError as exc:
+            mine = [e for e in exc.errors() if tuple(e["loc"]) == (name,)]
+            if mine:
+                problems += field_problems(ValidationError.from_exception_data(exc.title, mine), arch)
+                continue
+        except Exception:  # noqa: BLE001 - a whole-settings check on the half-built probe: the build's
+            pass
+        try:
+            out[name] = TypeAdapter(model.model_fields[name].annotation).validate_python(value)
+        except ValidationError:  # refused only with the other fields (a validator's coercion): as given
+            out[name] = value
+    if problems:
+        raise ParamError("\n".join([f"invalid {arch} parameters", *(f"  {p}" for p in problems)]))
+    return out
+
+
+def _checked(arch: str, model: type[BaseModel], name: str, value: Any) -> tuple[Any, str]:
+    """One parameter's value as its field makes it, and what is wrong with it ("" if nothing)."""
+    field = model.model_fields[name]
+    try:
+        typed = TypeAdapter(field.annotation).validate_python(value)
+    except ValidationError as exc:
+        why = "; ".join(e["msg"] for e in exc.errors())
+        return value, f"{arch}.{name} expects {_expected(name, field)} ({why})"
+    if typed is None:  # an optional parameter's null has no range to be in
+        return typed, ""
+    bounds = [("ge", lambda v, b: v >= b), ("gt", lambda v, b: v > b),
+              ("le", lambda v, b: v <= b), ("lt", lambda v, b: v < b)]
+    for meta in field.metadata:  # ranges live in the field's metadata, not its annotation
+        for attr, ok in bounds:
+            bound = getattr(meta, attr, None)
+            if bound is not None and not ok(typed, bound):
+                return typed, f"{arch}.{name} expects {_expected(name, field)}"
+    if why := _field_validator_refusal(model, name, typed):  # e.g. a time of day past 23:59
+        return typed, f"{arch}.{name}: {why}"
+    return typed, ""
 
 
 def _field_validator_refusal(model: type[BaseModel], name: str, value: Any) -> str:

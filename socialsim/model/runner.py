@@ -25,6 +25,8 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from socialsim.agents import agent_class
+from socialsim.agents.params import check_params
 from socialsim.llm.engines import check_models, engine_note
 from socialsim.llm.gateway import (
     DEFAULT_BREAKER,
@@ -44,7 +46,7 @@ from socialsim.llm.tape import Tape, TapeMiss
 from socialsim.model.run_dir import SCENARIO_COPY, being_written, recorded_scenario, writing
 from socialsim.model.society import SocietyModel
 from socialsim.model.steplog import StepLog, consolidate
-from socialsim.scenarios.loader import load_scenario, scenario_path
+from socialsim.scenarios.loader import ScenarioError, load_scenario, scenario_path
 from socialsim.scenarios.schema import field_problems
 
 log = logging.getLogger("socialsim")
@@ -83,11 +85,24 @@ class RunConfig(BaseModel):
         if self.preset and self.preset not in scenario.presets:
             raise ValueError(f"scenario {scenario.name!r} has no preset {self.preset!r} "
                              f"(presets: {', '.join(scenario.presets) or 'none'})")
+        arch = self.arch or scenario.default_arch
+        preset_params = {k: v for k, v in preset.items() if k != "steps"}
+        # a scenario file's own mistakes are named with the file and the field they are in
+        try:
+            agent_class(arch)
+        except ValueError as exc:
+            if self.arch:  # the user's --arch: said as it is
+                raise
+            raise ScenarioError(f"{scenario.where}: default_arch: {exc}") from None
+        try:
+            check_params(arch, preset_params)
+        except ValueError as exc:
+            raise ScenarioError(f"{scenario.where}: presets.{self.preset}: {exc}") from None
         return self.model_copy(update={
-            "arch": self.arch or scenario.default_arch,
+            "arch": arch,
             "model": default_model(self.model),
             "steps": self.steps or preset.get("steps") or scenario.default_steps,
-            "arch_params": {**{k: v for k, v in preset.items() if k != "steps"}, **self.arch_params},
+            "arch_params": {**preset_params, **self.arch_params},
         })
 
 

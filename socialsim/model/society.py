@@ -13,6 +13,7 @@ import networkx as nx
 from mesa import DataCollector, Model
 
 from socialsim.agents import agent_class
+from socialsim.agents.params import check_params
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import TOTALS, Budget, Ledger
 from socialsim.llm.routing import RouteTable, check_route_names, default_model
@@ -44,7 +45,7 @@ class SocietyModel(Model):
         # Mesa's Model owns `self.scenario` (its experiment record); ours is the scenario file.
         self.scenario_spec = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.arch = arch or self.scenario_spec.default_arch
-        self.arch_params = arch_params
+        self.arch_params = arch_params  # as given; checked and typed once the class is known (below)
         self.llm = gateway or Gateway(
             RouteTable(default_model(model), dict(routes or {})),
             ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
@@ -61,8 +62,9 @@ class SocietyModel(Model):
         self.interactions.add_nodes_from(names)
 
         cls = agent_class(self.arch)
-        if arch_params and cls.settings_model is None:  # nothing would read them: a typo would pass unseen
-            raise ValueError(f"architecture {self.arch!r} has no parameters; given: {', '.join(sorted(arch_params))}")
+        # every architecture's parameters are checked against its settings_model here, a plug-in's too:
+        # a misspelt or out-of-range one is refused by name, never read by nothing
+        self.arch_params = check_params(self.arch, arch_params)
         self._check_space(cls.space)
         self.society = cls.society_class(self) if cls.society_class else None
         for spec in self.scenario_spec.agents:
