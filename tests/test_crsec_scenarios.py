@@ -2,6 +2,7 @@
 hours and norms drive the run; a bad schedule entry is named with the field and what was expected."""
 
 import copy
+import re
 
 import pytest
 
@@ -91,13 +92,19 @@ def test_a_window_may_wrap_past_midnight(clock, holds):
 
 @pytest.mark.parametrize("entry, expected", [
     ({"time": "10:00", "behaviour": "fly"}, "crsec.schedule[0].behaviour: unknown behaviour 'fly'"),
+    # a behaviour's name where its text is meant: the text is named
+    ({"time": "10:00", "behaviour": "saw"}, "crsec.schedule[0].behaviour: unknown behaviour 'saw' (a behaviour is "
+                                            "referred to by its text: 'saw a plank')"),
+    ({"time": "10:00", "behaviour": "saw plank"}, "unknown behaviour 'saw plank' (did you mean 'saw a plank'? "
+                                                  "a behaviour is referred to by its text in map.behaviours)"),
     ({"time": "10:00", "behaviour": "saw a plank", "place": "the moon"}, "crsec.schedule[0].place: unknown area"),
     ({"time": "25:00", "behaviour": "saw a plank"}, "expected a time of day like '12:00'"),
 ])
 def test_a_bad_schedule_entry_is_named(entry, expected):
     spec = copy.deepcopy(load_scenario("makerspace"))
     spec.crsec = {**spec.crsec, "schedule": [entry]}
-    with pytest.raises(ScenarioError, match=expected.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
+    with pytest.raises(ScenarioError, match=re.escape(expected) if "referred" in expected else
+                       expected.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
         load_settings(spec)
 
 

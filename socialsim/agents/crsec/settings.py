@@ -8,6 +8,7 @@ rules draw on, agents' stances and habits) is data in the scenario, not code.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Literal
 
@@ -247,20 +248,29 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
     names = {t.name for t in settings.tracked_norms}
     behaviours = {b.text for b in scenario.map.behaviours} if scenario.map else set()
     areas = {a.name for a in scenario.map.areas} if scenario.map else set()
+    by_name = {b.name: b.text for b in scenario.map.behaviours} if scenario.map else {}
+
+    def unknown(text: str) -> str:
+        """A reference to no behaviour, and how to write it: by the behaviour's text, not its name."""
+        if text in by_name:
+            return f"unknown behaviour {text!r} (a behaviour is referred to by its text: {by_name[text]!r})"
+        near = difflib.get_close_matches(text, sorted(behaviours), n=1)
+        return f"unknown behaviour {text!r} (" + (f"did you mean {near[0]!r}? " if near else "") + \
+            "a behaviour is referred to by its text in map.behaviours)"
+
     problems = []
     for t in settings.tracked_norms:
         for a, b in t.alternatives.items():
             for text in (a, b):
                 if behaviours and text not in behaviours:
-                    problems.append(f"  crsec.tracked_norms ({t.name}).alternatives: unknown behaviour {text!r}")
+                    problems.append(f"  crsec.tracked_norms ({t.name}).alternatives: {unknown(text)}")
     for i, item in enumerate(settings.schedule):
         if behaviours and item.behaviour not in behaviours:
-            problems.append(f"  crsec.schedule[{i}].behaviour: unknown behaviour {item.behaviour!r} "
-                            f"(expected one of the map's behaviours)")
+            problems.append(f"  crsec.schedule[{i}].behaviour: {unknown(item.behaviour)}")
         if item.place is not None and areas and item.place not in areas:
             problems.append(f"  crsec.schedule[{i}].place: unknown area {item.place!r} (expected one of {sorted(areas)})")
     if behaviours and settings.filler_behaviour not in behaviours:
-        problems.append(f"  crsec.filler_behaviour: unknown behaviour {settings.filler_behaviour!r}")
+        problems.append(f"  crsec.filler_behaviour: {unknown(settings.filler_behaviour)}")
     for i, agent in enumerate(scenario.agents):
         prefix = f"agents[{i}] ({agent.name}).traits"
         try:
@@ -273,7 +283,7 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
                 problems.append(f"  {prefix}.stance: unknown tracked norm {norm!r} (known: {sorted(names)})")
         for habit in traits.habits:
             if behaviours and habit not in behaviours:
-                problems.append(f"  {prefix}.habits: unknown behaviour {habit!r}")
+                problems.append(f"  {prefix}.habits: {unknown(habit)}")
         if traits.home_area is not None and areas and traits.home_area not in areas:
             problems.append(f"  {prefix}.home_area: unknown area {traits.home_area!r}")
     if scenario.map is None:
