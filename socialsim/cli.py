@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a scenario and write a run directory")
     run.add_argument("scenario", nargs="?", help="scenario name or file (default: hobbs-cafe)")
-    run.add_argument("--arch", help="architecture: crsec, asvo, itcmas or generic (default: the scenario's)")
+    run.add_argument("--arch", help="architecture: crsec, asvo, itcmas, generic or an installed one (socialsim "
+                                    "models lists them; default: the scenario's)")
     run.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' "
                                      "(default: $SOCIALSIM_MODEL, else local/smollm2)")
     run.add_argument("--route", action="append", default=[], metavar="OP=MODEL",
@@ -73,12 +74,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     rep = sub.add_parser("replay", help="re-run a run from its tape with zero LLM calls")
-    rep.add_argument("run_dir", type=Path)
+    rep.add_argument("run_dir", type=Path, help="the run directory to replay (holding config.json and tape.jsonl)")
     rep.add_argument("--out", type=Path, help="where to write the replay (default RUN_DIR/replay)")
     rep.add_argument("--check-order", action="store_true",
                      help="also replay twice with the concurrent calls finishing in other orders; fails "
                           "loudly if any frame changes (a phase that touches shared state)")
-    rep.add_argument("--no-progress", action="store_true")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     models = sub.add_parser("models", help="list engines, routes and operations")
     models.add_argument("--params", metavar="ARCH", help="list an architecture's parameters (for --set)")
@@ -100,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("reproduce", help="run a paper's protocol: cost projected first, then the paper beside the run and its findings checked")
     rp.add_argument("arch", choices=["crsec", "asvo", "itcmas"], help="the paper's architecture")
-    rp.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' (default: $SOCIALSIM_MODEL)")
+    rp.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' "
+                                    "(default: $SOCIALSIM_MODEL, else local/smollm2)")
     rp.add_argument("--judge", help="judge model for the paper's evaluation (must differ from --model)")
     rp.add_argument("--seeds", type=int, default=3, help="seeds 1..K per arm (default 3)")
     rp.add_argument("--steps", type=int, help="override every run's length (a quick look; not the paper's protocol)")
@@ -430,6 +432,9 @@ def cmd_models(args: argparse.Namespace) -> int:
             params = parameters(args.params)
         except ValueError as exc:
             return _fail(_problem(exc))
+        if not params:
+            print(f"{args.params} has no parameters")
+            return 0
         print(f"Parameters of {args.params} (socialsim run --arch {args.params} --set {args.params}.KEY=VALUE):")
         for p in params:
             limits = f" {p.limits()}" if p.limits() else ""

@@ -1,7 +1,9 @@
 """The command line: runs, replays, lists models, and rejects bad input with clear messages."""
 
 import contextlib
+import os
 import re
+import sys
 
 import pytest
 
@@ -69,6 +71,15 @@ print(",".join(m for m in {heavy!r} if m in sys.modules))
 def test_light_commands_never_import_litellm_llama_cpp_or_solara(action):
     """`--help`, `models` and scenario checks stay fast: the heavy libraries load only for a run."""
     assert _heavy_imports_after(action) == [], f"{action} imported them"
+
+
+def test_python_dash_m_socialsim_is_the_same_command_line():
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "socialsim", "run", "--arch", "nosuch"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert (done.returncode, done.stderr.strip()) == (2, "socialsim: error: unknown architecture 'nosuch'; "
+                                                         "known: asvo, crsec, generic, itcmas")
 
 
 def test_a_broken_scenario_file_is_reported_before_the_simulation_s_imports(tmp_path, capsys):

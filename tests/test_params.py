@@ -59,6 +59,8 @@ def test_cli_lists_parameters(capsys):
     assert "enable_chat" in out and "bool" in out
     assert {line.split()[0]: line.split()[2] for line in out.splitlines()[1:] if "memory_decay" in line or
             "synthesis_threshold" in line} == {"memory_decay": "(0,", "synthesis_threshold": ">="}
+    assert main(["models", "--params", "generic"]) == 0
+    assert capsys.readouterr().out == "generic has no parameters\n"  # not a header over nothing
 
 
 @pytest.mark.parametrize("arch", ["crsec", "asvo", "itcmas"])

@@ -568,13 +568,21 @@ def test_the_reproduction_report_says_how_many_answers_fell_back(scripted, monke
     assert "fallback" not in (tmp_path / "ok" / "report.md").read_text()
 
 
+@pytest.mark.parametrize(("low", "high", "said"), [
+    (10.4, 28.6, "10-29 seconds"),  # "about 0-0 minutes" for a one-step probe's 26 calls
+    (60, 119.9, "60-120 seconds"), (60, 120, "1-2 minutes"), (600, 3599, "10-60 minutes"),
+    (1800, 3600, "0.5-1.0 hours"), (36000, 90000, "10.0-25.0 hours")])
+def test_a_projected_time_is_said_in_a_unit_that_shows_it(low, high, said):
+    assert rp.duration_span(low, high) == said
+
+
 def test_a_projection_on_the_embedded_model_says_how_long_it_takes(toy, tmp_path):
     """52,125 calls were projected at $0 with no word that they take many hours on 2 cores."""
     said = []
     assert rp.reproduce("generic", "local/smollm2", seeds=2, out=tmp_path / "r", echo=said.append) is None
     calls = int(re.search(r"(\d+) of them LLM calls", next(s for s in said if s.startswith("Projected")))[1])
-    low, high = (calls * s / 60 for s in rp.EMBEDDED_SECONDS_PER_CALL)
-    assert f"so about {low:.0f}-{high:.0f} minutes" in next(s for s in said if s.startswith("Time: the embedded model"))
+    span = rp.duration_span(*(calls * s for s in rp.EMBEDDED_SECONDS_PER_CALL))
+    assert f"so about {span}" in next(s for s in said if s.startswith("Time: the embedded model"))
     rp.reproduce("generic", "rules", seeds=1, out=tmp_path / "q", echo=said.append)
     assert sum(s.startswith("Time:") for s in said) == 1  # the rules: no model, no wait
 

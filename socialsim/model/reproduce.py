@@ -144,6 +144,15 @@ def price(model: str, prompt_tokens: int, completion_tokens: int,
     return token_cost(model, prompt_tokens, completion_tokens, unit_price)
 
 
+def duration_span(low: float, high: float) -> str:
+    """A span of seconds in the unit a reader takes in: "10-30 seconds", "2-6 minutes", "1.2-3.5 hours"."""
+    if high < 120:
+        return f"{low:.0f}-{high:.0f} seconds"
+    if high < 3600:
+        return f"{low / 60:.0f}-{high / 60:.0f} minutes"
+    return f"{low / 3600:.1f}-{high / 3600:.1f} hours"
+
+
 def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2,
             unit_price: tuple[float, float] | None = None) -> Projection:
     """Estimate calls, tokens and cost of the whole protocol from short dry runs.
@@ -403,9 +412,7 @@ def reproduce(
          f"{proj.completion_tokens} completion tokens, cost {cost} (estimated from a dry run of each arm answered by "
          f"the rules, no model asked; completions at each operation's max_tokens)")
     if is_embedded(model) and proj.calls:  # free, but not quick: say how long before it is started
-        low, high = (proj.calls * s for s in EMBEDDED_SECONDS_PER_CALL)
-        hours = high >= 3600
-        span = f"{low / 3600:.1f}-{high / 3600:.1f} hours" if hours else f"{low / 60:.0f}-{high / 60:.0f} minutes"
+        span = duration_span(*(proj.calls * s for s in EMBEDDED_SECONDS_PER_CALL))
         echo(f"Time: the embedded model answers a call in about {EMBEDDED_SECONDS_PER_CALL[0]}-"
              f"{EMBEDDED_SECONDS_PER_CALL[1]} s on 2 free cores (measured), so about {span}")
     for what, calls in proj.after_run.items():
