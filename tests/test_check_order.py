@@ -17,7 +17,6 @@ class FirstToFinish:
 class SharedWriter(GenerativeAgent):
     """A faulty architecture: during the concurrent phase, whoever finishes first writes the model."""
 
-    architecture = "shared-writer"
     society_class = FirstToFinish
 
     @classmethod

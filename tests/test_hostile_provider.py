@@ -195,7 +195,6 @@ def test_the_console_redacts_what_it_shows():
 class Failing(GenerativeAgent):
     """An architecture with a bug: its third step raises."""
 
-    architecture = "failing"
 
     def perceive(self):
         super().perceive()

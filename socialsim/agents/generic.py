@@ -28,7 +28,6 @@ MEMORY_SIZE = 10
 class GenerativeAgent(CellAgent):
     """A named agent with a description, a short memory and one action per step."""
 
-    architecture = "generic"
     phases = (Phase("perceive"), Phase("decide", is_async=True), Phase("act"))
     # What all agents of one model share (settings, society-level state): a class taking the
     # model, built once by the model before its agents, as ``model.society``. None: nothing shared.

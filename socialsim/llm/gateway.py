@@ -39,12 +39,12 @@ from socialsim.llm.tape import Tape, TapeMiss, TapeRecord, call_key
 log = logging.getLogger("socialsim.llm")
 
 
-_UNPRICED: set[str] = set()
+_UNPRICED: set[str] = set()  # models a call found missing from litellm's cost map (said once)
 
-# A user's price for a model litellm cannot price: USD per 1M (prompt, completion) tokens, each a
-# finite number >= 0 (--price on the command line, ``price:`` in a sweep file).
 # An endpoint for provider models (vLLM, Ollama, a proxy): never with a key in it (runs record it).
 ApiBase = Annotated[str, AfterValidator(no_credential_in_url)]
+# A user's price for a model litellm cannot price: USD per 1M (prompt, completion) tokens, each a
+# finite number >= 0 (--price on the command line, ``price:`` in a sweep file).
 UnitPrice = tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], Annotated[float, Field(ge=0, allow_inf_nan=False)]]
 
 # A hung provider costs at most DEFAULT_TIMEOUT_S x (1 + DEFAULT_RETRIES) per call; both can be set
@@ -624,8 +624,9 @@ class Gateway:
         )
 
     def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
-        """What a call can cost at most: its prompt (about 4 characters a token, rounded up
-        generously) and a full ``max_tokens`` reply; reserved before the call is made."""
+        """What a call can cost at most: its prompt (3 characters a token, more tokens than the
+        ~4 of English text, so generously rounded up) and a full ``max_tokens`` reply; reserved before
+        the call is made."""
         prompt_tokens = sum(len(m["content"]) for m in messages) // 3 + 8 * len(messages) + 16
         return token_cost(model, prompt_tokens, max_tokens, self.price) or 0.0
 

@@ -101,7 +101,6 @@ class ASVORuntime:
 class ASVOAgent(GenerativeAgent):
     """An ASVO agent on a social network: SVO type, eight desires, theory of mind."""
 
-    architecture = "asvo"
     space = "network"
     society_class = ASVORuntime
     settings_model = ASVOSettings  # the declared parameters (--set asvo.KEY=VALUE, sweeps, dashboard)

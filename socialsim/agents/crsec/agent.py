@@ -8,8 +8,8 @@ One step (10 simulated minutes by default) runs these phases:
   step; the day plan and the 5-minute actions are (re)made; as a *sender*, DetectConflict on
   what was seen, DecideToTalk, and the whole bounded conversation with the violator is composed
   here (the receiver's lines asked on the receiver's behalf, kept on the sender's pending
-  conversation); as an *observer*, GenerateThought then IdentifyNormativeInformation and the
-  immediate evaluation;
+  conversation); as an *observer*, GenerateThought then IdentifyNormativeInformation (routed as
+  ``IdentifyNormFromThought``; on a conversation, ``IdentifyNormFromChat``) and the immediate evaluation;
 - ``deliver`` (sync, fixed order): pending conversations reach their receivers and are recorded;
 - ``reflect`` (async): as a *receiver*, IdentifyNormativeInformation on each conversation and the
   immediate evaluation; long-term synthesis when the qualified utilities exceed the threshold;
@@ -116,9 +116,9 @@ class CRSECState:
 
 
 class CRSECAgent(GenerativeAgent):
-    """A Hobbs Café resident that creates, spreads, evaluates, synthesizes and complies with norms."""
+    """A person of a CRSEC scenario (Hobbs Café, the makerspace, yours) who creates, spreads,
+    evaluates, synthesizes and complies with norms."""
 
-    architecture = "crsec"
     society_class = CRSECState
     settings_model = CRSECSettings  # the declared parameters (--set crsec.KEY=VALUE, sweeps, dashboard)
     phases = (
@@ -232,7 +232,9 @@ class CRSECAgent(GenerativeAgent):
 
     # --- memory ---------------------------------------------------------------------------------
     def memorize(self, kind: str, text: str, importance: float) -> None:
-        """Record a memory (importance 1-10 by a documented rule of the caller)."""
+        """Record a memory in CRSEC's retrievable memory stream (importance 1-10 by a documented rule of
+        the caller). Not the generic agent's ``remember``: that short list takes the world's refusals of
+        an action (shown in the dashboard's inspector); no CRSEC prompt reads it."""
         if self.settings.enable_memory:
             self.stream.add(self.model.steps, kind, text, importance)
 

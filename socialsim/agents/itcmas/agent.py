@@ -141,7 +141,6 @@ class ITCMASociety:
 class ITCMASAgent(GenerativeAgent):
     """An identity-less ITCMA-S agent; its LTRHA state lives on it (resources, habitus)."""
 
-    architecture = "itcmas"
     society_class = ITCMASociety
     settings_model = ITCMASConfig  # the declared parameters (--set itcmas.KEY=VALUE, sweeps, dashboard)
     phases = (
