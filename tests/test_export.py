@@ -256,3 +256,24 @@ def test_a_final_model_value_named_like_a_parameter_is_kept_beside_it(tmp_path):
     frame.to_parquet(tmp_path / "r" / "model.parquet")
     runs = export(tmp_path / "r", write=False).runs
     assert runs["model"].tolist() == ["rules"] and runs["final_model"].tolist() == ["a reporter's value"]
+
+
+def test_an_asvo_sweep_s_runs_table_and_export_carry_each_run_s_separability(tmp_path):
+    """Separability is measured once, at a run's end: the ASVO vs w/o-ASVO sweep compares it only if
+    the runs table and the export carry it, and its file is JSON any tool reads (null, never NaN)."""
+    out = tmp_path / "s"
+    sweep({"name": "sep", "seeds": [1], "steps": 3,
+           "parameters": {"scenario": "school-micro", "arch": "asvo", "model": "rules", "use_svo": [True, False]}},
+          out, progress=False)
+    runs = pd.read_parquet(out / "runs.parquet").set_index("use_svo")
+    exported = export(out, write=False).runs.set_index("use_svo")
+    for use_svo in (True, False):
+        run_dir = out / "runs" / runs.loc[use_svo, "run_id"]
+        figures = json.loads((run_dir / "asvo_separability.json").read_text(),
+                             parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+        for table in (runs, exported):
+            for key in ("silhouette", "silhouette_shuffled", "svo_words_masked", "svo_is_agent", "actions"):
+                value = table.loc[use_svo, f"separability_{key}"]
+                assert (pd.isna(value) and figures[key] is None) or value == figures[key], (key, use_svo)
+    assert runs["separability_actions"].gt(0).all()
+    assert runs["separability_svo_is_agent"].all()  # school-micro: each SVO type is one agent

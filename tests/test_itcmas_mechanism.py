@@ -53,6 +53,8 @@ def test_full_paper_run_completes(paper_run):
 
 
 def test_resources_move_exactly_as_eq19_says(paper_run):
+    from socialsim.agents.itcmas.ltrha import gini
+
     matrix = paper_run.datacollector.get_table_dataframe("matrix")
     expected = rank_deltas(6, 0.0, 1.0)  # the scenario's s_min, s_max
     agents = paper_run.datacollector.get_agent_vars_dataframe().reset_index()
@@ -68,6 +70,10 @@ def test_resources_move_exactly_as_eq19_says(paper_run):
     changed = resources.diff().abs().sum(axis=1)
     assert set(changed[changed > 0].index) <= set(matrix["step"])
     assert paper_run.datacollector.get_model_vars_dataframe()["resources_total"].tolist() == pytest.approx([6.0] * 75)
+    # how they are shared, each step, as the sweep's runs table and the export carry it (its final value)
+    ginis = paper_run.datacollector.get_model_vars_dataframe()["resources_gini"]
+    assert ginis.tolist() == pytest.approx([gini(resources.loc[step]) for step in resources.index])
+    assert ginis.iloc[0] == 0 and ginis.iloc[-1] > 0.1  # equal shares at first; unequal once the matrix ran
 
 
 def test_filtered_actions_are_never_executed(paper_run):

@@ -50,6 +50,12 @@ class GenerativeAgent(CellAgent):
     def tables(cls) -> dict[str, list[str]]:
         return {}
 
+    @classmethod
+    def run_measures(cls, run_dir) -> dict:
+        """Figures measured once, at a run's end, and kept in its directory (ASVO's separability):
+        a sweep's runs table and an export put them beside the final step's values, one column each."""
+        return {}
+
     def __init__(self, model: SocietyModel, spec: AgentSpec) -> None:
         super().__init__(model)
         self.name = spec.name

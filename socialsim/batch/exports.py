@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from socialsim.batch.sweepfile import CONFIG_PARAMS, encode
-from socialsim.batch.sweeps import RUNS, write_table
+from socialsim.batch.sweeps import RUNS, run_measures, write_table
 from socialsim.model.run_dir import SWEEP_FILE
 from socialsim.model.runner import _tidy
 from socialsim.model.steplog import frame_reader
@@ -102,9 +102,10 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         frame = read(d / "model.parquet")
         model.append(_tag(frame, tags))
         final = frame.iloc[-1].to_dict() if len(frame) else {}
+        measured = run_measures(d, meta.get("config", {}).get("arch"))  # at the run's end (ASVO's separability)
         runs.append({**tags, "status": _status(d, meta), "steps_done": meta.get("steps_done", 0),
                      "live_calls": meta.get("live_calls", 0), "live_cost_usd": meta.get("live_cost_usd", 0.0),
-                     **{(f"final_{k}" if k in tags else k): v for k, v in final.items()}})  # never dropped
+                     **{(f"final_{k}" if k in tags else k): v for k, v in {**measured, **final}.items()}})  # never dropped
         ag = read(d / "agents.parquet").rename(columns={"Step": "step", "AgentID": "agent_id"})
         agents.append(_tag(ag.assign(agent_type=meta.get("config", {}).get("arch")), tags))
         # the ledger's `model` is the model that answered each call; `model` the run's default

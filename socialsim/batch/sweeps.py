@@ -42,6 +42,7 @@ from typing import Any
 import pandas as pd
 from mesa import DataCollector, Model
 
+from socialsim.agents import agent_class
 from socialsim.agents.params import typed_values
 from socialsim.batch.sweepfile import (
     CONFIG_PARAMS,
@@ -552,8 +553,20 @@ def summarize(sweep_dir: Path, planned: list[PlannedRun]) -> pd.DataFrame:
                 for col, value in frame.iloc[-1].items():
                     if col not in row:
                         row[col] = value
+        for col, value in run_measures(run_dir, p.config.arch).items():  # measured at the run's end
+            row.setdefault(col, value)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def run_measures(run_dir: Path, arch: str | None) -> dict[str, Any]:
+    """A run's figures measured at its end (its architecture's ``run_measures``: ASVO's
+    separability); none for a run that has not measured them or an architecture not installed now."""
+    try:
+        cls = agent_class(arch) if arch else None
+    except ValueError:
+        return {}
+    return cls.run_measures(run_dir) if cls else {}
 
 
 def _meta(run_dir: Path) -> dict[str, Any]:

@@ -147,6 +147,12 @@ class ASVOAgent(GenerativeAgent):
 
         return report_sections(model, run_dir)
 
+    @classmethod
+    def run_measures(cls, run_dir) -> dict:
+        from socialsim.agents.asvo.metrics import separability_measures
+
+        return separability_measures(run_dir)
+
     # --- creation ---------------------------------------------------------------------------
     def __init__(self, model: SocietyModel, spec: AgentSpec) -> None:
         super().__init__(model, spec)

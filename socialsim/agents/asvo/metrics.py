@@ -135,7 +135,22 @@ def save_separability(sep, run_dir: Path) -> None:
                "actions": len(sep.labels), "svo_words_masked": sep.masked,
                "agents_per_svo": sep.groups_per_label, "svo_is_agent": sep.label_is_group,
                "agent_shuffle_p": sep.group_shuffle_p}
-    (run_dir / SEPARABILITY_FILE).write_text(json.dumps(figures, indent=1, allow_nan=True))
+    # NaN (not measured) as null: a bare NaN is not JSON, and other tools refuse the file
+    figures = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in figures.items()}
+    (run_dir / SEPARABILITY_FILE).write_text(json.dumps(figures, indent=1, allow_nan=False))
+
+
+def separability_measures(run_dir: Path) -> dict[str, float | bool | str | None]:
+    """The run's separability figures as ``separability_*`` columns of a sweep's runs table or an
+    export, so ASVO and w/o-ASVO runs compare there (none before the run's end measured them)."""
+    path = Path(run_dir) / SEPARABILITY_FILE
+    try:
+        figures = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    keep = ("silhouette", "silhouette_shuffled", "separation_ratio", "svo_words_masked", "svo_is_agent",
+            "agent_shuffle_p", "actions", "embedding")
+    return {f"separability_{k}": figures.get(k) for k in keep}
 
 
 TOM_COLUMNS = ["estimated from", "estimates", "mean_abs_error", "belief_before_error", "shuffled_targets_error"]

@@ -36,10 +36,14 @@ def measure(run_dir: Path) -> dict[str, float]:
     actions = pd.read_parquet(Path(run_dir) / "tables" / "asvo_actions.parquet")
     written = Path(run_dir) / SEPARABILITY_FILE  # the run's own figures, with the run's embedding
     if written.is_file():
-        figures = json.loads(written.read_text())
-        out = {k: float(figures[k]) for k in ("silhouette", "separation_ratio", "silhouette_shuffled")}
-        out["svo_words_masked"] = float(figures.get("svo_words_masked", float("nan")))
-        out["agent_shuffle_p"] = float(figures.get("agent_shuffle_p", float("nan")))
+        figures = json.loads(written.read_text())  # null (or an older file's NaN): not measured
+
+        def number(key: str) -> float:
+            value = figures.get(key)
+            return float("nan") if value is None else float(value)
+
+        out = {k: number(k) for k in ("silhouette", "separation_ratio", "silhouette_shuffled", "svo_words_masked",
+                                      "agent_shuffle_p")}
     else:
         sep = action_separability(actions)
         out = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio,

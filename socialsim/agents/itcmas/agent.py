@@ -36,6 +36,7 @@ from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.itcmas.ltrha import (
     FILTERED_PREFIX,
     Habitus,
+    gini,
     home_owner,
     place_kind,
     reallocate,
@@ -163,6 +164,9 @@ class ITCMASAgent(GenerativeAgent):
             "memory_total": lambda m: sum(len(a.consciousness.long_term) for a in m.agents),
             "resources_total": lambda m: (sum(a.resources for a in m.agents)
                                           if m.society.config.modules["ltrha"] else None),
+            # the total says how much there is; the Gini, how the matrix's reallocations share it out
+            "resources_gini": lambda m: (gini([a.resources for a in m.agents])
+                                         if m.society.config.modules["ltrha"] else None),
         }
 
     @classmethod

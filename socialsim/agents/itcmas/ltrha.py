@@ -117,3 +117,16 @@ class Habitus:
             return f"You have no habits yet in a place like this ({kind})."
         listed = ", ".join(f"{verb} ({count} times)" for verb, count in habits)
         return f"In a place like this ({kind}) you usually: {listed}."
+
+
+def gini(values) -> float:
+    """Gini coefficient of the agents' resources, shifted to be non-negative (resources may go
+    negative): how unequal the matrix's reallocations left them (0 equal, towards 1 one holds all)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    if x.size == 0:
+        return float("nan")
+    x = x - min(x.min(), 0.0)
+    if x.sum() == 0:
+        return 0.0
+    n = x.size
+    return float((2 * np.arange(1, n + 1) - n - 1) @ x / (n * x.sum()))

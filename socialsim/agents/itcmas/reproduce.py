@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import networkx as nx
-import numpy as np
 import pandas as pd
 
+from socialsim.agents.itcmas.ltrha import gini
 from socialsim.agents.itcmas.metrics import (
     DIMENSIONS,
     JUDGE_FILE,
@@ -38,18 +38,6 @@ from socialsim.model.society import SocietyModel
 VARIANTS = ("base", "ltrha", "memory", "driver", "full")
 AGENTS = ("AY", "SG", "MD", "WL", "LL", "WM")  # IrollanValley's inhabitants, for the leader column
 AREAS_TOTAL = 9
-
-
-def gini(values) -> float:
-    """Gini coefficient of non-negative-shifted values (resources may go negative)."""
-    x = np.sort(np.asarray(values, dtype=float))
-    if x.size == 0:
-        return float("nan")
-    x = x - min(x.min(), 0.0)
-    if x.sum() == 0:
-        return 0.0
-    n = x.size
-    return float((2 * np.arange(1, n + 1) - n - 1) @ x / (n * x.sum()))
 
 
 def final_resources(run_dir: Path, actions: pd.DataFrame) -> pd.Series:
