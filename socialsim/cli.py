@@ -99,6 +99,14 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
     sw.add_argument("--export", action="store_true", help="also write tidy Parquet/CSV frames to SWEEP_DIR/export")
 
+    rep2 = sub.add_parser("report", help="tidy frames of a run, a sweep or a reproduction (runs, model, agents, "
+                                         "per-type, LLM calls, tables) for pandas, R or a spreadsheet")
+    rep2.add_argument("path", type=Path, metavar="RUN_DIR | SWEEP_DIR | REPRODUCTION_DIR",
+                      help="a run directory, a sweep directory or a reproduction's directory")
+    rep2.add_argument("--out", type=Path, help="where to write the frames (default PATH/export)")
+    rep2.add_argument("--format", dest="formats", choices=["parquet", "csv", "both"], default="both",
+                      help="file format of the frames (default both)")
+
     rp = sub.add_parser("reproduce", help="run a paper's protocol: cost projected first, then the paper beside the run and its findings checked")
     rp.add_argument("arch", choices=["crsec", "asvo", "itcmas"], help="the paper's architecture")
     rp.add_argument("--model", help="litellm model string, 'local/smollm2' or 'rules' "
@@ -513,6 +521,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if result.failed.empty else 3
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """The frames of what was recorded, tidy: one row per run, step, agent, agent type, call or table
+    row, tagged with the run and its parameters; the runs' statuses and reports are listed."""
+    from socialsim.batch.exports import export
+
+    formats = ("parquet", "csv") if args.formats == "both" else (args.formats,)
+    out = args.out or args.path / "export"
+    try:
+        result = export(args.path, out, formats=formats)
+    except (FileNotFoundError, ValueError) as exc:
+        return _fail(_problem(exc))
+    except OSError as exc:
+        return _fail(f"{type(exc).__name__}: {exc}")
+    runs = result.runs
+    statuses = runs["status"].fillna("unknown").value_counts() if "status" in runs else {}
+    print(f"{len(runs)} run(s): " + ", ".join(f"{n} {status}" for status, n in statuses.items()))
+    for name, frame in result.frames().items():
+        print(f"  {name:28} {len(frame):>8} rows")
+    reports = sorted(args.path.glob("report.md")) + sorted(args.path.glob("*/report.md"))
+    for report in reports[:5]:
+        print(f"report: {report}")
+    print(f"frames: {out} ({', '.join(formats)})")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from socialsim.agents.params import parse_assignments
     from socialsim.llm.engines import ModelUnavailable
@@ -630,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[console])
     args = _parser().parse_args(argv)
     handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
-               "dashboard": cmd_dashboard}[args.command]
+               "report": cmd_report, "dashboard": cmd_dashboard}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # `socialsim models --params asvo | head`: the reader has all it wanted

@@ -5,6 +5,7 @@ import os
 import re
 import sys
 
+import pandas as pd
 import pytest
 
 from socialsim.cli import main
@@ -264,3 +265,21 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path, monkeypatch, capsys)
                  "--out", str(tmp_path / "r"), "--no-progress"]) == 3
     out = capsys.readouterr().out
     assert "status: interrupted (1 steps)" in out and f"resume with: socialsim run --resume {tmp_path / 'r'}" in out
+
+
+def test_report_writes_a_run_s_tidy_frames_and_names_its_report(tmp_path, capsys):
+    """`socialsim report`, the command SPEC lists: the export of a run (per-type frame included)."""
+    run_dir = tmp_path / "run"
+    assert main(["run", "school-micro", "--arch", "asvo", "--model", "rules", "--steps", "2", "--out", str(run_dir),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(run_dir), "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 run(s): 1 completed\n") and f"report: {run_dir / 'report.md'}" in out
+    written = {p.relative_to(run_dir / "export").as_posix() for p in (run_dir / "export").rglob("*.*")}
+    assert {"runs.csv", "model.csv", "agents.csv", "types.csv", "llm_calls.csv", "tables/asvo_actions.csv"} <= written
+    assert not any(name.endswith(".parquet") for name in written)  # the format asked for only
+    types = pd.read_csv(run_dir / "export" / "types.csv")
+    assert types["n_agents"].tolist() == [2, 2] and types["step"].tolist() == [1, 2]
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert "neither a run directory" in capsys.readouterr().err
