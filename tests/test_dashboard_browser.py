@@ -67,6 +67,8 @@ def dashboard(env: dict, log: Path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+    # an exception on the page's threads (the poll's, a render's) shows only here, as a traceback
+    assert "Traceback" not in log.read_text(), f"the dashboard server logged a traceback: {log.read_text()[-3000:]}"
 
 
 @pytest.fixture(scope="module")

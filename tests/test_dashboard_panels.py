@@ -172,6 +172,13 @@ def test_replay_session_reads_the_run_without_any_llm_call(crsec, monkeypatch):
     assert figures.heatmap_png(session.frames, 1).startswith(PNG)
 
 
+def test_the_pages_poll_reads_a_replay_as_it_reads_a_live_society(crsec):
+    """Every replay logged an AttributeError (no ``stop_reason``) from the page's poll thread."""
+    from socialsim.dashboards import app
+
+    assert app.worker_state(ReplaySession(crsec.run_dir)) == (1, False, False, "", "")
+
+
 def test_the_network_is_drawn_again_only_when_its_ties_or_colours_change(generic):
     frames = panels.frames_from_model(generic.model)
     mode = panels.colour_modes(frames)[0]

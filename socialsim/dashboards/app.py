@@ -58,6 +58,11 @@ def initial_session() -> LiveSession | ReplaySession:
     return session
 
 
+def worker_state(session: LiveSession | ReplaySession) -> tuple:
+    """What the page's poll watches for a change (a replay's never changes, but is read the same way)."""
+    return session.version, session.busy, session.playing, session.progress(), session.stop_reason
+
+
 def frames_to_draw(drawn: Any, frames: Any, playing: bool, every: int) -> Any:
     """The snapshot the panels draw: while Play runs, a new one only every ``every`` steps (Mesa's
     SolaraViz ``render_interval``: fewer redraws keep a fast Play's page answering); otherwise,
@@ -521,7 +526,7 @@ def Page() -> None:
         unthrottled poll kept the page (and every click's answer) from ever being sent."""
         seen, asked = None, None
         while not cancel.is_set():
-            now = (session.version, session.busy, session.playing, session.progress(), session.stop_reason)
+            now = worker_state(session)
             if now != seen and (asked is None or shown.current >= asked):
                 seen, asked = now, time.monotonic()
                 set_tick(asked)

@@ -410,6 +410,7 @@ class ReplaySession:
     busy = False
     playing = False
     error = ""
+    stop_reason = ""  # a replay never plays, so never stops; the page's poll reads it all the same
 
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(run_dir)
