@@ -123,7 +123,7 @@ def test_generic_agents_have_no_architecture_panels(generic):
     info = panels.inspect_agent(frames, frames.names[0], 4)
     assert not {"desires", "emotions", "norms", "svo"} & set(info)
     assert info["memory"] and info["last_action"]
-    assert set(panels.time_series(frames)) == {"LLM decisions per step"}
+    assert set(panels.time_series(frames)) == {title for title, _ in panels.USAGE_GROUPS}
     assert parameter_controls("generic") == []
 
 
@@ -355,6 +355,27 @@ def test_norm_view_gives_each_norm_its_provenance(crsec):
     heard = norms[norms["origin"].isin(["conversation", "thought"])]
     assert (heard["source"].str.len() > 0).all()
     assert set(panels.norm_provenance(frames, frames.steps_done, frames.names[0])["agent"]) <= {frames.names[0]}
+
+
+@pytest.mark.parametrize("arch", ["generic", "crsec", "asvo", "itcmas", "plug-in"])
+def test_every_number_the_model_recorded_is_in_some_time_series(arch, request):
+    """Only a fixed list of columns was charted: CRSEC's plan and action compliance and running totals,
+    ASVO's reflections, ITCMA-S's truncated protentions and a plug-in's own reporter were drawn nowhere."""
+    frames = frames_from_run(request.getfixturevalue("generic" if arch == "plug-in" else arch).run_dir)
+    if arch == "plug-in":  # an installed architecture's own model reporter
+        frames = replace(frames, model=frames.model.assign(tidy_steps=frames.model["step"] * 10))
+    numbers = [c for c in frames.model.columns if c != "step" and pd.api.types.is_numeric_dtype(frames.model[c])]
+    series = panels.time_series(frames)
+    charted = {column for frame in series.values() for column in frame.columns}
+    assert set(numbers) - charted == set()
+    if arch == "plug-in":
+        assert series[panels.OTHER_TITLE]["tidy_steps"].tolist() == (frames.model["step"] * 10).tolist()
+    if arch == "crsec":  # compliance in plans and in actions beside compliance, each norm its own line
+        titles = list(series)
+        at = titles.index("Norm compliance (share of agents)")
+        assert titles[at + 1:at + 3] == ["Norm compliance in plans (share of agents)",
+                                         "Norm compliance in actions (share of agents)"]
+        assert "unheard_chats_total" in series["Conflicts and norm events so far (running totals)"]
 
 
 def test_one_agents_series_are_its_own_recorded_values(itcmas):

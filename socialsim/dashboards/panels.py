@@ -345,16 +345,29 @@ def interaction_graph(frames: Frames, step: int) -> nx.DiGraph:
 
 # --- time series ---------------------------------------------------------------------------------------
 
+NORM_EVENTS = ("conflicts", "norm_thoughts", "norm_chats", "unheard_chats", "syntheses", "breaches")
 MODEL_GROUPS = [
     ("Norm adoption (share of agents)", lambda c: c.startswith("adoption[")),
     ("Norm compliance (share of agents)", lambda c: c.startswith("compliance[")),
-    ("Conflicts and norm events", lambda c: c in ("conflicts", "norm_thoughts", "norm_chats", "unheard_chats",
-                                                   "syntheses", "breaches")),
+    ("Norm compliance in plans (share of agents)", lambda c: c.startswith("plan_compliance[")),
+    ("Norm compliance in actions (share of agents)", lambda c: c.startswith("action_compliance[")),
+    ("Conflicts and norm events", lambda c: c in NORM_EVENTS),
+    ("Conflicts and norm events so far (running totals)", 
+     lambda c: c.endswith("_total") and c.removesuffix("_total") in NORM_EVENTS),
     ("Cooperation and competition (share of actions, quasi- at half weight)",
      lambda c: c in ("cooperation_rate", "competition_index", "cooperation_rate_run", "competition_index_run")),
     ("Theory of mind: mean absolute error of predicted desires (0-10 scale)", lambda c: c == "tom_error"),
-    ("Society (ITCMA-S)", lambda c: c in ("filtered_actions", "resources_total", "memory_total", "matrix_runs")),
+    ("Society (ITCMA-S)", lambda c: c in ("filtered_actions", "truncated_protentions", "resources_total",
+                                          "memory_total", "matrix_runs")),
 ]
+# the LLM ledger's running totals (every architecture records them), drawn per step
+USAGE_GROUPS = [
+    ("LLM decisions per step", ("llm_calls", "rule_decisions", "fallbacks", "llm_failures")),
+    ("LLM tokens per step", ("prompt_tokens", "completion_tokens")),
+    ("LLM cost (USD) and latency (seconds) per step", ("cost_usd", "llm_latency_s")),
+]
+# whatever else a run records (a plug-in's reporter, an architecture's counts): nothing recorded goes undrawn
+OTHER_TITLE = "Other recorded values"
 AGENT_GROUPS = [
     ("Desires (mean over agents)", lambda c: c.startswith("desire_")),
     ("Emotion P/A/D (mean over agents)", lambda c: c in ("P", "A", "D")),
@@ -367,24 +380,34 @@ TOPIC_TITLE = "Topic per area (mean of pleasure x (arousal + 1) / 2 of the agent
 def time_series(frames: Frames, step: int | None = None) -> dict[str, pd.DataFrame]:
     """Plot groups (title -> frame indexed by step, one column per line) from whatever the run
     recorded: per-norm adoption and compliance, conflicts, cooperation, mean desires and P/A/D,
-    per-agent driver and resources, topic per area, and LLM decisions per step."""
+    per-agent driver and resources, topic per area, LLM usage per step, and any other number
+    the model recorded (a plug-in's reporter included) under "Other recorded values"."""
     step = frames.steps_done if step is None else step
     out: dict[str, pd.DataFrame] = {}
     model = upto(frames.model, step)
     if not model.empty:
         model = model.set_index("step")
+        drawn: set[str] = set()
         for title, pick in MODEL_GROUPS:
-            cols = [c for c in model.columns if pick(c)]
+            cols = [c for c in model.columns if c not in drawn and pick(c)]
             if cols:
                 out[title] = model[cols].apply(_numeric)
+                drawn.update(cols)
         if "topics" in model:
+            drawn.add("topics")
             topics = pd.DataFrame([_as_dict(v) for v in model["topics"]], index=model.index)
             if not topics.empty and len(topics.columns):
                 out[TOPIC_TITLE] = topics.apply(_numeric)
-        usage = [c for c in ("llm_calls", "rule_decisions", "fallbacks") if c in model]
-        if usage:
-            cumulative = model[usage].apply(_numeric)
-            out["LLM decisions per step"] = cumulative.diff().fillna(cumulative)
+        for title, columns in USAGE_GROUPS:
+            usage = [c for c in columns if c in model]
+            if usage:
+                cumulative = model[usage].apply(_numeric)
+                out[title] = cumulative.diff().fillna(cumulative)
+                drawn.update(usage)
+        other = [c for c in model.columns if c not in drawn and pd.api.types.is_numeric_dtype(model[c])
+                 and not pd.api.types.is_bool_dtype(model[c])]
+        if other:
+            out[OTHER_TITLE] = model[other].apply(_numeric)
     agents = upto(frames.agents, step)
     if not agents.empty:
         for title, pick in AGENT_GROUPS:
