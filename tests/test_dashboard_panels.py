@@ -535,6 +535,29 @@ def test_each_chat_line_is_in_the_event_log_once_addressed_to_the_other_party(cr
         assert f"to {r.sender}: {r.text}" in set(from_lines[from_lines["agent"] == r.receiver]["text"])
 
 
+@pytest.fixture(scope="module")
+def crsec_capped(tmp_path_factory):
+    """CRSEC agents who hear one conversation a step: the others are recorded with heard=false."""
+    return _run(tmp_path_factory, "crsec-capped", scenario="hobbs-cafe", arch="crsec", steps=3, rng=42,
+                arch_params={"conversations_heard": 1})
+
+
+def test_every_unheard_conversation_is_in_the_event_log(crsec_capped):
+    """Conversations over the receiver's cap never showed: the log skipped the conversations table
+    whenever the world's events had a chat."""
+    frames = frames_from_run(crsec_capped.run_dir)
+    lines = frames.tables["conversations"]
+    unheard = lines[~lines["heard"].astype(bool)]
+    assert len(unheard) > 0
+    shown = panels.event_log(frames, 3, kinds=["unheard chat"])
+    assert len(shown) == len(unheard)
+    for r in unheard.itertuples():
+        other = r.receiver if r.speaker == r.sender else r.sender
+        assert f"to {other}: {r.text}" in set(shown[shown["agent"] == r.speaker]["text"])
+    heard = panels.event_log(frames, 3, kinds=["chat"])
+    assert len(heard) == len(lines) - len(unheard)  # each heard line once, from the world's events
+
+
 def test_the_usage_at_the_latest_step_counts_every_call_the_run_made(generic):
     """After a budget stop the page showed fewer calls than were paid (those of the step it cut short
     dropped), and more failures than calls."""

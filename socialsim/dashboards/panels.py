@@ -439,11 +439,16 @@ def _event_rows(frames: Frames) -> Iterable[dict]:
         yield {"step": r["step"], "kind": kind, "agent": r.get("agent", ""), "text": text}
     for r in t.get("thoughts", pd.DataFrame()).to_dict("records"):
         yield {"step": r["step"], "kind": "thought", "agent": r.get("agent", ""), "text": r.get("thought", "")}
-    spoken = "verb" in events and bool((events["verb"] == "chat with").any())  # each line already an event
-    for r in [] if spoken else t.get("conversations", pd.DataFrame()).to_dict("records"):
+    spoken = "verb" in events and bool((events["verb"] == "chat with").any())  # each heard line already an event
+    for r in t.get("conversations", pd.DataFrame()).to_dict("records"):
+        # a conversation its receiver did not hear (CRSEC's conversations_heard cap) never reached the world
+        heard = bool(r.get("heard", True))
+        if spoken and heard:
+            continue
         speaker = r.get("speaker", r.get("sender", ""))
         addressee = r.get("receiver", "") if speaker == r.get("sender") else r.get("sender", "")  # the other party
-        yield {"step": r["step"], "kind": "chat", "agent": speaker, "text": f"to {addressee}: {r.get('text', '')}"}
+        yield {"step": r["step"], "kind": "chat" if heard else "unheard chat", "agent": speaker,
+               "text": f"to {addressee}: {r.get('text', '')}"}
     for r in t.get("filtered_actions", pd.DataFrame()).to_dict("records"):
         yield {"step": r["step"], "kind": "filtered action", "agent": r.get("agent", ""), "text": r.get("action", "")}
     for r in t.get("norm_changes", pd.DataFrame()).to_dict("records"):
