@@ -239,6 +239,45 @@ def test_an_asvo_agents_last_thought_is_its_last_reflection(asvo):
     assert info["last_thought"] == f"on {last['desire']}: {last['reflection']}"  # as the event log has it
 
 
+SHOWN_BOTH_WAYS = ("area", "svo", "desires", "emotions", "resources", "last_thought", "last_action", "outcome")
+
+
+@pytest.mark.parametrize("arch", ["generic", "crsec", "asvo", "itcmas"])
+def test_the_inspector_shows_the_same_agent_live_and_replayed(arch, request):
+    """CRSEC's last thought was "—" both ways though its thoughts table had one; ASVO's last thought
+    and outcome were shown live only; ITCMA-S's filtered or failed actions were "refused" replayed."""
+    done = request.getfixturevalue(arch)
+    live, replayed = panels.frames_from_model(done.model), frames_from_run(done.run_dir)
+    step = live.steps_done
+    for name in live.names:
+        shown_live, shown_replayed = panels.inspect_agent(live, name, step), panels.inspect_agent(replayed, name, step)
+        for key in SHOWN_BOTH_WAYS:
+            assert shown_live.get(key) == shown_replayed.get(key), (name, key)
+    thoughts = [panels.inspect_agent(replayed, name, step).get("last_thought") for name in replayed.names]
+    if arch in ("crsec", "asvo", "itcmas"):  # each records its agents' thoughts (or reflections)
+        assert any(thoughts)
+    if arch == "crsec":
+        table = replayed.tables["thoughts"]
+        last = table[table["step"] <= step].groupby("agent")["thought"].last()
+        assert {name: panels.inspect_agent(replayed, name, step).get("last_thought") for name in last.index} == \
+            last.to_dict()
+
+
+def test_an_itcmas_inspector_says_filtered_and_failed_as_the_run_recorded(itcmas_matrix):
+    """The replay called every action that did not happen "refused", whatever its recorded status."""
+    frames = frames_from_run(itcmas_matrix.run_dir)
+    actions = frames.tables["itcmas_actions"]
+    statuses = set()
+    for r in actions.drop_duplicates(["step", "agent"], keep="last").itertuples():
+        if panels.agents_at(frames, r.step).loc[r.agent, "action"] != r.action:
+            continue  # the agent acted again at that step: its last action is another
+        outcome = panels.inspect_agent(frames, r.agent, r.step)["outcome"]
+        statuses.add(r.status)
+        expected = {"done": "ok", "filtered": "filtered by LTRHA"}.get(r.status, f"{r.status}: {r.reason}")
+        assert outcome == expected, (r.step, r.agent)
+    assert {"done", "failed"} <= statuses
+
+
 def test_itcmas_panels_show_emotions_driver_resources_and_topics(itcmas):
     for frames in (panels.frames_from_model(itcmas.model), panels.frames_from_run(itcmas.run_dir)):
         series = panels.time_series(frames)

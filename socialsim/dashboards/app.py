@@ -247,6 +247,8 @@ def InspectorPanel(frames: panels.Frames, step: int) -> None:
             return
         solara.Select("agent", values=frames.names, value=agent, on_value=set_agent, dense=True)
         _section("Description", info.get("description", ""))
+        if "area" in info:
+            _section("Area", info["area"])
         if "svo" in info:
             _section("SVO", info["svo"])
         if info.get("desires"):

@@ -185,9 +185,20 @@ def live_details(agent: Any) -> dict:
     out["last_thought"] = str(getattr(agent, "last_thought", "") or "")
     out["last_action"] = str(getattr(agent, "last_action", "") or "")
     outcome = getattr(agent, "last_outcome", None)
-    if outcome is not None:
-        out["outcome"] = "ok" if outcome.ok else f"refused: {outcome.reason}"
+    if outcome is not None and getattr(agent.model, "world", None) is not None:  # no world, nothing refuses
+        out["outcome"] = outcome_text(outcome.ok, outcome.reason, getattr(agent, "last_status", ""))
     return out
+
+
+def outcome_text(ok: bool, reason: str = "", status: str = "") -> str:
+    """What became of an agent's last action, worded the same live and replayed. ITCMA-S records its
+    own ``status``: done, filtered (LTRHA stopped it), failed (too few resources) or refused (by the world)."""
+    if status == "done" or (not status and ok):
+        return "ok"
+    if status == "filtered":
+        return "filtered by LTRHA"
+    reason = "" if pd.isna(reason) else str(reason)
+    return f"{status or 'refused'}: {reason}" if reason else (status or "refused")
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -565,6 +576,42 @@ def norm_database(frames: Frames, name: str, step: int) -> list[dict]:
     return [{("id" if c == "norm_id" else c): r.get(c) for c in cols} for r in last.to_dict("records")]
 
 
+def _own_rows(frames: Frames, table: str, name: str, step: int) -> pd.DataFrame:
+    """One agent's rows of a recorded table up to ``step``, in the order they were written."""
+    df = upto(frames.tables.get(table, pd.DataFrame()), step)
+    return df[df["agent"] == name] if "agent" in df else pd.DataFrame()
+
+
+def last_thought(frames: Frames, name: str, step: int, row: pd.Series) -> str:
+    """An agent's latest thought up to ``step``: its recorded ``thought`` column (ITCMA-S), else its
+    latest row of CRSEC's ``thoughts`` or ASVO's ``asvo_reflections`` table (worded as the event log)."""
+    if "thought" in row and isinstance(row["thought"], str):
+        return row["thought"]
+    thoughts = _own_rows(frames, "thoughts", name, step)
+    if not thoughts.empty:
+        return str(thoughts["thought"].iloc[-1])
+    reflections = _own_rows(frames, "asvo_reflections", name, step)
+    if not reflections.empty:
+        last = reflections.iloc[-1]
+        return f"on {last['desire']}: {last['reflection']}"
+    return ""
+
+
+def last_outcome(frames: Frames, name: str, step: int, row: pd.Series) -> str:
+    """What became of the agent's last action, with the reason the run recorded: ITCMA-S's status and
+    reason (``itcmas_actions``), else the world's verdict on it (``events``)."""
+    if "action_ok" not in row or pd.isna(row["action_ok"]):
+        return ""
+    actions = _own_rows(frames, "itcmas_actions", name, step)
+    if not actions.empty:
+        return outcome_text(bool(row["action_ok"]), actions["reason"].iloc[-1], str(actions["status"].iloc[-1]))
+    events = _own_rows(frames, "events", name, step)
+    if "action" in events:
+        events = events[events["action"] == row.get("action")]
+    reason = events["reason"].iloc[-1] if "reason" in events and not events.empty else ""
+    return outcome_text(bool(row["action_ok"]), reason)
+
+
 def inspect_agent(frames: Frames, name: str, step: int) -> dict:
     """The inspector's sections for one agent at ``step``: description, SVO, desires, emotions,
     resources, memory, norm database with states, last thought, last action and its outcome,
@@ -587,12 +634,16 @@ def inspect_agent(frames: Frames, name: str, step: int) -> dict:
     norms = norm_database(frames, name, step)
     if norms or "norm_changes" in frames.tables:
         out["norms"] = norms
-    if "thought" in row and isinstance(row["thought"], str):
-        out["last_thought"] = row["thought"]
+    if "area" in row and pd.notna(row["area"]):
+        out["area"] = str(row["area"])
+    thought = last_thought(frames, name, step, row)
+    if thought:
+        out["last_thought"] = thought
     if "action" in row and pd.notna(row["action"]):
         out["last_action"] = str(row["action"])
-    if "action_ok" in row and pd.notna(row["action_ok"]):
-        out["outcome"] = "ok" if bool(row["action_ok"]) else "refused"
+    outcome = last_outcome(frames, name, step, row)
+    if outcome:
+        out["outcome"] = outcome
     # memory as the agent's own recent events (a live agent's memory replaces it below)
     recent = event_log(frames, step, agent=name).head(10)
     out["memory"] = [f"[step {s}] {k}: {t}" for s, k, t in zip(recent["step"], recent["kind"], recent["text"], strict=False)]
