@@ -118,6 +118,19 @@ def test_inspector_rebuilds_the_norm_database_from_the_recorded_changes(crsec):
     assert "norm change" in panels.event_kinds(replayed)
 
 
+def test_the_inspector_shows_each_norm_as_the_actor_and_as_the_judge_read_it(crsec):
+    """Its one 'canonical' column was the actor's own reading, though adoption is measured by the judge's."""
+    frames = frames_from_run(crsec.run_dir)
+    for agent in crsec.model.agents:
+        live = {n["id"]: n for n in agent.norms.as_rows()}
+        shown = panels.inspect_agent(frames, agent.name, frames.steps_done)["norms"]
+        assert [n["id"] for n in shown] == list(live)
+        for norm in shown:
+            assert norm[panels.ACTOR_READING] == ", ".join(live[norm["id"]]["covers"])
+            assert norm[panels.JUDGE_READING] == ", ".join(live[norm["id"]]["judged"])
+    assert "canonical" not in panels.NORM_COLUMNS
+
+
 def test_generic_agents_have_no_architecture_panels(generic):
     frames = panels.frames_from_model(generic.model)
     info = panels.inspect_agent(frames, frames.names[0], 4)
@@ -239,7 +252,8 @@ def test_an_asvo_agents_last_thought_is_its_last_reflection(asvo):
     assert info["last_thought"] == f"on {last['desire']}: {last['reflection']}"  # as the event log has it
 
 
-SHOWN_BOTH_WAYS = ("area", "svo", "desires", "emotions", "resources", "last_thought", "last_action", "outcome")
+SHOWN_BOTH_WAYS = ("area", "svo", "desires", "emotions", "resources", "norms", "last_thought", "last_action",
+                   "outcome")
 
 
 @pytest.mark.parametrize("arch", ["generic", "crsec", "asvo", "itcmas"])

@@ -11,7 +11,6 @@ What an architecture gets shown, with no dashboard code of its own: model-report
 area -> value) ...; agent-reporter columns ``desire_*``, ``P``/``A``/``D``, ``driver``,
 ``resources``, ``svo``, ``qualified_norms``, ``thought``; tables ``events``, ``interactions``,
 ``thoughts``, ``conversations``, ``norm_changes``, ``breaches``, ``filtered_actions``; and, live,
-the agent attributes ``svo``, ``state.values`` (desires), ``emotion``, ``resources``, ``norms``
-(``as_rows()``), ``memory``, ``last_thought``, ``last_action``, ``last_outcome``. Whatever is
+the agent attributes ``svo``, ``state.values`` (desires), ``emotion``, ``resources``, ``memory``, ``last_thought``, ``last_action``, ``last_outcome``. Whatever is
 absent is simply not drawn.
 """

@@ -261,8 +261,7 @@ def InspectorPanel(frames: panels.Frames, step: int) -> None:
             _section("Resources", str(info["resources"]))
         if "norms" in info:
             solara.Text(f"Norm database ({len(info['norms'])} norms)", style="font-weight:bold")
-            Table(info["norms"], ["id", "content", "state", "type", "utility", "origin", "canonical"],
-                  ["inspector-norms"])
+            Table(info["norms"], panels.NORM_COLUMNS, ["inspector-norms"])
         _section("Last thought", info.get("last_thought", "") or "—")
         _section("Last action", info.get("last_action", "") or "—")
         _section("Outcome", info.get("outcome", "") or "—")

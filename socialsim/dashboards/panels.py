@@ -160,7 +160,8 @@ def _plain(value: Any) -> Any:
 
 def live_details(agent: Any) -> dict:
     """What the inspector shows of a live agent, read from whichever attributes its architecture
-    has (desires for ASVO, PAD/driver/resources for ITCMA-S, the norm database for CRSEC)."""
+    has (desires for ASVO, PAD/driver/resources for ITCMA-S). CRSEC's norm database is read from its
+    recorded changes, live and replayed alike (``norm_database``)."""
     out: dict[str, Any] = {}
     if getattr(agent.model, "world", None) is not None and getattr(agent, "cell", None) is not None:
         out["area"] = agent.area
@@ -174,9 +175,6 @@ def live_details(agent: Any) -> dict:
         out["emotions"] = {k: _plain(getattr(emotion, k)) for k in ("P", "A", "D", "driver") if hasattr(emotion, k)}
     if isinstance(getattr(agent, "resources", None), int | float):
         out["resources"] = _plain(agent.resources)
-    norms = getattr(agent, "norms", None)
-    if norms is not None and hasattr(norms, "as_rows"):
-        out["norms"] = norms.as_rows()
     memory = list(getattr(agent, "memory", []) or [])
     consciousness = getattr(agent, "consciousness", None)
     if not memory and consciousness is not None:
@@ -568,12 +566,50 @@ def latest_norms(frames: Frames, step: int, agent: str | None = None) -> pd.Data
     return last.reset_index().sort_values(["agent", "norm_id"]).reset_index(drop=True)
 
 
+ACTOR_READING = "actor's reading"
+JUDGE_READING = "judge's reading (measured)"
+NORM_COLUMNS = ["id", "content", "state", "type", "utility", "origin", ACTOR_READING, JUDGE_READING]
+NO_MATCH = "none of these"  # CRSEC's MatchNorm options: this, a tracked norm's name, or
+OPPOSITE = "the opposite of: "  # ... this prefix and a name (operations.MatchContext.options)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _judged_readings(frames: Frames, name: str, step: int) -> dict[int, str]:
+    """Each norm's tracked norm by the judge's label (the norm_matches table; the lexical matcher's
+    where the judge gave no usable answer), "" when it names none or its opposite."""
+    readings = {}
+    for r in _own_rows(frames, "norm_matches", name, step).to_dict("records"):
+        option = _text(r.get("judged")) or _text(r.get("lexical"))
+        readings[int(r["norm_id"])] = "" if option == NO_MATCH or option.startswith(OPPOSITE) else option
+    return readings
+
+
 def norm_database(frames: Frames, name: str, step: int) -> list[dict]:
-    """An agent's norm database at ``step`` rebuilt from the norm_changes table: each norm's
-    latest recorded state."""
+    """An agent's norm database at ``step`` rebuilt from the norm_changes table: each norm's latest
+    recorded state, and which tracked norms it covers twice over: by the actor's own matcher (what
+    its rules act on) and by the judge (what adoption is measured by). A synthesised norm covers
+    what its members cover too, as ``NormDatabase.set_match`` and ``set_judged`` count it."""
     last = latest_norms(frames, step, name)
-    cols = ["norm_id", "content", "state", "type", "utility", "origin", "canonical"]
-    return [{("id" if c == "norm_id" else c): r.get(c) for c in cols} for r in last.to_dict("records")]
+    if last.empty:
+        return []
+    actor = {int(r["norm_id"]): _text(r.get("canonical")) for r in last.to_dict("records")}
+    judge = _judged_readings(frames, name, step)
+    members = {int(r["norm_id"]): [int(m) for m in _text(r.get("members")).split(",") if m.strip()]
+               for r in last.to_dict("records")}
+
+    def covers(norm_id: int, reading: dict[int, str]) -> str:
+        found = {reading.get(norm_id, "")}
+        for member in members.get(norm_id, []):
+            found.update(covers(member, reading).split(", "))
+        return ", ".join(sorted(found - {""}))
+
+    return [{"id": int(r["norm_id"]), "content": r.get("content"), "state": r.get("state"), "type": r.get("type"),
+             "utility": r.get("utility"), "origin": r.get("origin"),
+             ACTOR_READING: covers(int(r["norm_id"]), actor), JUDGE_READING: covers(int(r["norm_id"]), judge)}
+            for r in last.to_dict("records")]
 
 
 def _own_rows(frames: Frames, table: str, name: str, step: int) -> pd.DataFrame:
@@ -648,7 +684,7 @@ def inspect_agent(frames: Frames, name: str, step: int) -> dict:
     recent = event_log(frames, step, agent=name).head(10)
     out["memory"] = [f"[step {s}] {k}: {t}" for s, k, t in zip(recent["step"], recent["kind"], recent["text"], strict=False)]
     if step >= frames.steps_done and name in frames.live:
-        out.update({k: v for k, v in frames.live[name].items() if v not in (None, "", [], {}) or k == "norms"})
+        out.update({k: v for k, v in frames.live[name].items() if k != "norms" and v not in (None, "", [], {})})
     ids = rows["AgentID"].to_dict() if "AgentID" in rows else {}
     if frames.tape and name in ids:
         out["llm_exchanges"] = [
