@@ -111,7 +111,11 @@ def test_inspector_rebuilds_the_norm_database_from_the_recorded_changes(crsec):
         shown = panels.inspect_agent(live, agent.name, live.steps_done)
         assert [(n["id"], n["state"]) for n in shown["norms"]] == [(e[0], e[2]) for e in expected]
         assert shown["description"] == agent.description and shown["last_action"] == agent.last_action
-    assert "norm adoption" in panels.colour_modes(live)
+    # the colouring counts every qualified norm held, a contrary one too: it is not called adoption
+    assert panels.QUALIFIED_NORMS in panels.colour_modes(live) and "norm adoption" not in panels.colour_modes(live)
+    colours, legend = panels.agent_colours(live, live.steps_done, panels.QUALIFIED_NORMS)
+    most = max(crsec.model.agents, key=lambda a: len(a.norms.qualified()))
+    assert colours[most.name] == panels._ramp(1, 0, 1) and all("qualified norm" in label for label in legend)
     series = panels.time_series(replayed)
     assert any(c.startswith("adoption[") for c in series["Norm adoption (share of agents)"].columns)
     assert {"conflicts", "norm_chats", "unheard_chats", "breaches"} <= set(series["Conflicts and norm events"].columns)
@@ -181,7 +185,7 @@ def test_replay_session_reads_the_run_without_any_llm_call(crsec, monkeypatch):
     session = ReplaySession(crsec.run_dir)
     assert session.frames.steps_done == 3 and session.frames.status == "completed"
     assert session.config.scenario == "hobbs-cafe" and session.config.arch == "crsec"
-    assert figures.network_png(session.frames, 3, "norm adoption").startswith(PNG)
+    assert figures.network_png(session.frames, 3, panels.QUALIFIED_NORMS).startswith(PNG)
     assert figures.heatmap_png(session.frames, 1).startswith(PNG)
 
 
@@ -363,6 +367,16 @@ def test_matrix_view_reads_every_ranking_and_the_resources_it_left(itcmas_matrix
         assert set(panels.matrix_ranks(frames, 7)["step"]) == {5}  # scrubbing back hides later runs
         chart = charts.rank_chart(ranks, frames.steps_done).to_dict()
         assert len(chart["datasets"][next(iter(chart["datasets"]))]) == len(ranks)
+
+
+def test_the_matrix_view_says_when_the_matrix_is_switched_off(itcmas, tmp_path_factory):
+    """With matrix_every=0 the tab said "The matrix has not run yet." as if it would."""
+    off = _run(tmp_path_factory, "itcmas-no-matrix", scenario="irollan-valley", arch="itcmas", steps=2, rng=7,
+               arch_params={"matrix_every": 0})
+    for frames in (panels.frames_from_model(off.model), frames_from_run(off.run_dir)):
+        assert "switched off" in panels.matrix_note(frames, 2)
+    for frames in (panels.frames_from_model(itcmas.model), frames_from_run(itcmas.run_dir)):  # matrix_every = 5
+        assert panels.matrix_note(frames, 3) == "The matrix has not run yet (it runs every 5 steps)."
 
 
 def test_society_structure_agrees_with_the_heat_map(itcmas_matrix):

@@ -210,7 +210,7 @@ def SocietyPanel(frames: panels.Frames, step: int) -> None:
                 Chart(chart)
         if view == "itcmas":
             if data.empty:
-                solara.Text("The matrix has not run yet.")
+                solara.Text(panels.matrix_note(frames, step), classes=["matrix-note"])
             else:
                 last = data[data["step"] == data["step"].max()].sort_values("rank")
                 solara.Text(f"Matrix at step {int(last['step'].max())}", style="font-weight:bold")

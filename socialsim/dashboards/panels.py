@@ -46,6 +46,7 @@ class Frames:
     live: dict[str, dict] = field(default_factory=dict)  # per agent, captured at the last step
     tape: list[dict] = field(default_factory=list)  # recorded LLM calls (replay)
     status: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)  # the architecture's, where known (ITCMA-S's matrix)
 
     @property
     def steps_done(self) -> int:
@@ -74,6 +75,27 @@ def _layout(world: Any, social: Any, names: list[str]) -> tuple[list[dict], list
     return areas, furniture, ties
 
 
+def effective_settings(model: Any) -> dict[str, Any]:
+    """The settings a built model runs with (its architecture's shared state), if it has any."""
+    shared = model.society
+    for attr in ("settings", "config"):
+        value = getattr(shared, attr, None)
+        if hasattr(value, "model_dump"):
+            return value.model_dump()
+    return {}
+
+
+def recorded_settings(arch: str, spec: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The settings a recorded run ran with, rebuilt as the model builds them: ITCMA-S's from the
+    scenario's itcmas section and the recorded parameters (the panels need its ``matrix_every``);
+    for the others, the recorded parameters."""
+    if arch == "itcmas":
+        from socialsim.agents.itcmas.settings import load_config
+
+        return load_config(spec.itcmas, params).model_dump()
+    return dict(params)
+
+
 def frames_from_model(model: Any, status: str = "") -> Frames:
     """Frames of a live SocietyModel (call it between steps, never during one)."""
     dc = model.datacollector
@@ -97,6 +119,7 @@ def frames_from_model(model: Any, status: str = "") -> Frames:
         ties=ties,
         live={a.name: live_details(a) for a in model.agents},
         status=status,
+        settings=effective_settings(model),
     )
 
 
@@ -130,9 +153,10 @@ def frames_from_run(run_dir: str | Path) -> Frames:
             except json.JSONDecodeError:
                 continue  # a torn last line of a killed run
     engines = sorted({config.get("model") or "", *config.get("routes", {}).values()} - {""})
+    arch = config.get("arch") or spec.default_arch
     return Frames(
         scenario=spec.name,
-        arch=config.get("arch") or spec.default_arch,
+        arch=arch,
         engines=engines,
         model=read(run_dir / "model.parquet"),
         agents=_agent_frame(read(run_dir / "agents.parquet")),
@@ -146,6 +170,7 @@ def frames_from_run(run_dir: str | Path) -> Frames:
         ties=ties,
         tape=tape,
         status=meta.get("status", ""),
+        settings=recorded_settings(arch, spec, dict(config.get("arch_params") or {})),
     )
 
 
@@ -250,6 +275,9 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#bcbd22", "#17becf"]
 
 
+QUALIFIED_NORMS = "qualified norms held"
+
+
 def colour_modes(frames: Frames) -> list[str]:
     """The colourings the recorded columns allow."""
     cols = set(frames.agents.columns)
@@ -258,8 +286,8 @@ def colour_modes(frames: Frames) -> list[str]:
         modes.append("SVO")
     if "P" in cols:
         modes.append("emotion (pleasure)")
-    if "qualified_norms" in cols:
-        modes.append("norm adoption")
+    if "qualified_norms" in cols:  # every qualified norm held, a contrary one too: not adoption of a tracked norm
+        modes.append(QUALIFIED_NORMS)
     return modes or ["agent"]
 
 
@@ -286,7 +314,7 @@ def agent_colours(frames: Frames, step: int, mode: str) -> tuple[dict[str, str],
         for name, p in _numeric(rows["P"]).items():
             colours[name] = _ramp(0.0 if pd.isna(p) else float(p), -1.0, 1.0)
         legend = {"unpleasant (P=-1)": _ramp(-1, -1, 1), "neutral": _ramp(0, -1, 1), "pleasant (P=+1)": _ramp(1, -1, 1)}
-    elif mode == "norm adoption" and "qualified_norms" in rows:
+    elif mode == QUALIFIED_NORMS and "qualified_norms" in rows:
         counts = _numeric(rows["qualified_norms"]).fillna(0)
         high = max(1.0, float(counts.max()))
         for name, n in counts.items():
@@ -733,6 +761,17 @@ def matrix_ranks(frames: Frames, step: int) -> pd.DataFrame:
                 rows.append({"step": int(r["step"]), "agent": name, "rank": rank,
                              "change": deltas.get(name), "resources": after.get(name)})
     return pd.DataFrame(rows, columns=["step", "agent", "rank", "change", "resources"])
+
+
+def matrix_note(frames: Frames, step: int) -> str:
+    """Why ITCMA-S's matrix view has no ranking at ``step``: switched off (``matrix_every`` 0), or
+    not run yet; "" when it has one."""
+    if not matrix_ranks(frames, step).empty:
+        return ""
+    every = frames.settings.get("matrix_every")
+    if every == 0:
+        return "The matrix is switched off in this run (matrix_every = 0): it never ranks the agents."
+    return f"The matrix has not run yet{f' (it runs every {every} steps)' if every else ''}."
 
 
 def society_structure(frames: Frames, step: int) -> dict:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from socialsim.dashboards.panels import Frames, frames_from_model, frames_from_run
+from socialsim.dashboards.panels import Frames, effective_settings, frames_from_model, frames_from_run
 from socialsim.model.run_dir import recorded_scenario
 
 log = logging.getLogger("socialsim.dashboard")
@@ -115,16 +115,6 @@ def scenario_length(scenario: str) -> int:
         return int(load_scenario(scenario).default_steps)
     except Exception:
         return 10
-
-
-def effective_settings(model: Any) -> dict[str, Any]:
-    """The settings a built model runs with (its architecture's shared state), if it has any."""
-    shared = model.society
-    for attr in ("settings", "config"):
-        value = getattr(shared, attr, None)
-        if hasattr(value, "model_dump"):
-            return value.model_dump()
-    return {}
 
 
 PLAY_INTERVAL_MS = 100  # as Mesa's SolaraViz: a fast (rules) step leaves the page time to draw and answer
