@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import shutil
 
 import pytest
 
@@ -164,3 +166,68 @@ def test_cli_names_an_unknown_model_before_serving_and_says_a_replay_ignores_liv
     with caplog.at_level(logging.WARNING, logger="socialsim"):
         assert cli.main(["dashboard", run_dir]) == 0
     assert not caplog.records and calls[-1][1]["seed"] == 42
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    from socialsim.model.runner import RunConfig, run
+
+    out = tmp_path_factory.mktemp("finished")
+    return run(RunConfig(scenario="hobbs-cafe", arch="crsec", model="rules", steps=2, rng=1), out, progress=False,
+               preflight=False).run_dir
+
+
+def _cut_short(path):
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+
+
+def _without_config_section(path):
+    meta = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v for k, v in meta.items() if k != "config"}))
+
+
+@pytest.mark.parametrize(("damage", "named"), [
+    (lambda run: _cut_short(run / "config.json"), "config.json is damaged (cut short, or not JSON"),
+    (lambda run: _without_config_section(run / "config.json"), "config.json is damaged: it has no 'config' section"),
+    (lambda run: _cut_short(run / "model.parquet"), "model.parquet cannot be read"),
+    (lambda run: _cut_short(run / "tables" / "norm_changes.parquet"), "norm_changes.parquet cannot be read"),
+], ids=["config.json cut short", "no config section", "model.parquet cut short", "a table cut short"])
+def test_a_damaged_run_is_refused_naming_the_file(finished_run, tmp_path, monkeypatch, damage, named):
+    """A config.json cut short passed the check (it exists) and the page died on a JSONDecodeError; a
+    missing 'config' key said only "cannot open …: 'config'"."""
+    from socialsim.dashboards import app
+    from socialsim.dashboards.session import ReplaySession
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    damage(run_dir)
+    with pytest.raises(ValueError, match=re.escape(named)):
+        server.check_target(str(run_dir))
+    with pytest.raises(ValueError, match=re.escape(named)):  # what "Open" shows after "cannot open …:"
+        ReplaySession(run_dir)
+    monkeypatch.setenv("SOCIALSIM_DASHBOARD_TARGET", str(run_dir))  # damaged after the command line checked it
+    session = app.initial_session()
+    assert not session.replay and session.frames is None and session.model is None  # nothing built or started
+    assert session.error_title == "Cannot open the run directory" and named in session.error
+
+
+@pytest.mark.parametrize(("remove", "named"), [
+    ("model.parquet", "model.parquet (config.json records 2 complete steps)"),
+    ("agents.parquet", "agents.parquet (config.json records 2 complete steps)"),
+    ("tables/events.parquet", "tables/events.parquet"),
+    ("tables/thoughts.parquet", "tables/thoughts.parquet"),
+])
+def test_a_run_lacking_a_recorded_file_opens_saying_which(finished_run, tmp_path, caplog, remove, named):
+    """model.parquet missing showed "Step 0 of 0" with no word of why; a missing table or agents.parquet
+    left panels empty unexplained."""
+    from socialsim.dashboards.session import ReplaySession, missing_note
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    (run_dir / remove).unlink()
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert server.check_target(str(run_dir)) == str(run_dir.resolve())
+    assert any(named in r.getMessage() for r in caplog.records)
+    session = ReplaySession(run_dir)
+    assert session.frames.missing == [named] and named in missing_note(session.frames)
+    assert ReplaySession(finished_run).frames.missing == []  # the whole run lacks nothing

@@ -29,6 +29,7 @@ from socialsim.dashboards.session import (
     ReplaySession,
     check_parameter,
     check_parameters,
+    missing_note,
     parameter_controls,
     scenario_default_arch,
 )
@@ -44,7 +45,13 @@ def initial_session() -> LiveSession | ReplaySession:
     """The session the command line asked for (through the environment of the Solara server)."""
     target = os.environ.get("SOCIALSIM_DASHBOARD_TARGET", "hobbs-cafe")
     if is_run_dir(target):
-        return ReplaySession(target)
+        try:
+            return ReplaySession(target)
+        except Exception as exc:  # damaged since the command line checked it: said on the page, not a traceback
+            session = LiveSession(LiveConfig())  # not built: Reset builds it, "Replay a run" opens another
+            session.error_title = "Cannot open the run directory"
+            session.error = redact(f"{target}: {exc}")
+            return session
     session = LiveSession(LiveConfig(
         scenario=target,
         arch=os.environ.get("SOCIALSIM_DASHBOARD_ARCH") or None,
@@ -583,8 +590,10 @@ def Page() -> None:
             solara.Warning(session.ending, dense=True, classes=["replay-ending"])
         if getattr(session, "stop_reason", ""):
             solara.Info(session.stop_reason, dense=True, classes=["stop-reason"])
+        if session.replay and (missing := missing_note(session.frames)):
+            solara.Warning(missing, dense=True, classes=["replay-missing"])
         if session.error:
-            solara.Error(f"The society stopped: {session.error}")
+            solara.Error(f"{session.error_title}: {session.error}", classes=["session-error"])
         if frames is None:
             if not session.error:  # a build that failed says so above, and builds nothing more
                 solara.Text("Building the society…")

@@ -47,6 +47,7 @@ class Frames:
     tape: list[dict] = field(default_factory=list)  # recorded LLM calls (replay)
     status: str = ""
     settings: dict[str, Any] = field(default_factory=dict)  # the architecture's, where known (ITCMA-S's matrix)
+    missing: list[str] = field(default_factory=list)  # a replayed run's files that config.json says it recorded
 
     @property
     def steps_done(self) -> int:
@@ -132,12 +133,16 @@ def frames_from_run(run_dir: str | Path) -> Frames:
     from socialsim.spaces.world import World
 
     run_dir = Path(run_dir)
-    meta_path = run_dir / "config.json"
-    if not meta_path.is_file():
-        raise NotARunDir(run_dir)
-    read = frame_reader(run_dir)  # a killed run's, or a running run's, complete steps too
-    meta = json.loads(meta_path.read_text())
+    meta = run_meta(run_dir)
     config = meta["config"]
+    reader = frame_reader(run_dir)  # a killed run's, or a running run's, complete steps too
+
+    def read(path: Path) -> pd.DataFrame:
+        try:
+            return reader(path)
+        except Exception as exc:  # a file cut short or overwritten: name it, not pyarrow's internals
+            raise DamagedRun(f"{path} cannot be read ({type(exc).__name__}: {exc})") from exc
+
     spec = load_scenario(recorded_scenario(run_dir, config["scenario"]))  # else the run's own copy
     names = [a.name for a in spec.agents]
     world = World(spec.map, random.Random(0)) if spec.map else None
@@ -154,11 +159,12 @@ def frames_from_run(run_dir: str | Path) -> Frames:
                 continue  # a torn last line of a killed run
     engines = sorted({config.get("model") or "", *config.get("routes", {}).values()} - {""})
     arch = config.get("arch") or spec.default_arch
+    model = read(run_dir / "model.parquet")
     return Frames(
         scenario=spec.name,
         arch=arch,
         engines=engines,
-        model=read(run_dir / "model.parquet"),
+        model=model,
         agents=_agent_frame(read(run_dir / "agents.parquet")),
         tables=tables,
         calls=read(run_dir / "llm_calls.parquet"),
@@ -171,7 +177,49 @@ def frames_from_run(run_dir: str | Path) -> Frames:
         tape=tape,
         status=meta.get("status", ""),
         settings=recorded_settings(arch, spec, dict(config.get("arch_params") or {})),
+        missing=missing_files(run_dir, meta, arch, model),
     )
+
+
+class DamagedRun(ValueError):
+    """A run directory whose config.json or a recorded frame cannot be read; the message names the file."""
+
+
+def run_meta(run_dir: Path) -> dict:
+    """A run directory's config.json, read and checked: NotARunDir without one, DamagedRun naming it
+    when it is cut short, not JSON, or lacks the run's configuration and scenario."""
+    meta_path = run_dir / "config.json"
+    if not meta_path.is_file():
+        raise NotARunDir(run_dir)
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DamagedRun(f"{meta_path} is damaged (cut short, or not JSON: {exc})") from None
+    config = meta.get("config") if isinstance(meta, dict) else None
+    if not isinstance(config, dict) or not config.get("scenario"):
+        raise DamagedRun(f"{meta_path} is damaged: it has no 'config' section naming the run's scenario")
+    return meta
+
+
+def missing_files(run_dir: Path, meta: dict, arch: str, model: pd.DataFrame) -> list[str]:
+    """What config.json says the run recorded but its directory lacks: the frames of its complete
+    steps (``steps_done``) and the architecture's tables. A run with no complete step lacks nothing."""
+    from socialsim.agents import agent_class
+
+    steps = int(meta.get("steps_done") or 0)
+    if steps == 0:
+        return []
+    missing = [f"{name} (config.json records {steps} complete steps)"
+               for name in ("model.parquet", "agents.parquet", "llm_calls.parquet") if not (run_dir / name).is_file()]
+    if (run_dir / "model.parquet").is_file() and len(model) < steps:
+        missing.append(f"steps {len(model) + 1}-{steps} of model.parquet (it holds {len(model)} of the "
+                       f"{steps} complete steps config.json records)")
+    try:
+        tables = ["events", "interactions", *agent_class(arch).tables()]
+    except Exception:  # an architecture no longer installed: its tables are not known
+        tables = ["events", "interactions"]
+    missing += [f"tables/{name}.parquet" for name in tables if not (run_dir / "tables" / f"{name}.parquet").is_file()]
+    return missing
 
 
 # --- live agent state -------------------------------------------------------------------------------

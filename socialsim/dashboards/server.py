@@ -27,7 +27,7 @@ def check_target(target: str, arch: str | None = None) -> str:
     from socialsim.scenarios.loader import SUFFIXES, available_scenarios, load_scenario
 
     if is_run_dir(target):
-        return str(Path(target).resolve())
+        return check_run(target)
     if Path(target).is_dir() and (target not in available_scenarios() or runs_below(target)):
         raise ValueError(not_a_run_dir(target))  # a folder named like a scenario, holding no run, is not one
     if "/" in target.replace(os.sep, "/") and Path(target).suffix not in SUFFIXES and not Path(target).exists():
@@ -37,6 +37,23 @@ def check_target(target: str, arch: str | None = None) -> str:
         where = "--arch" if arch else f"{target}: default_arch"
         raise ValueError(f"{where}: unknown architecture {chosen!r} (known: {', '.join(sorted(architectures()))})")
     return target
+
+
+def check_run(run_dir: str) -> str:
+    """A run directory opened as the page will open it, before the server starts: a damaged one
+    (config.json cut short, a frame unreadable) is refused naming the file; one lacking files its
+    config.json says it recorded opens, with a warning naming them."""
+    import logging
+
+    from socialsim.dashboards.session import ReplaySession, missing_note
+
+    try:
+        session = ReplaySession(run_dir)
+    except (KeyError, OSError, ValueError) as exc:
+        raise ValueError(f"cannot open {run_dir}: {exc}") from None
+    if note := missing_note(session.frames):
+        logging.getLogger("socialsim").warning("%s: %s", run_dir, note)
+    return str(Path(run_dir).resolve())
 
 
 def host_warning(host: str) -> str | None:

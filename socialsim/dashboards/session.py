@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from socialsim.dashboards.panels import Frames, effective_settings, frames_from_model, frames_from_run
+from socialsim.dashboards.panels import Frames, effective_settings, frames_from_model, frames_from_run, run_meta
 from socialsim.model.run_dir import recorded_scenario
 
 log = logging.getLogger("socialsim.dashboard")
@@ -165,6 +165,7 @@ class LiveSession:
         self._step_no = 0
         self.length = config.steps or scenario_length(config.scenario)  # Play stops here; Step goes further
         self.stop_reason = ""
+        self.error_title = "The society stopped"  # what the page says before ``error``
         self._cut = ""  # why a step was cut short: the society cannot step again as it is
         self._rebuild = False  # set by Step or Play after a budget or outage stop: build it again from its tape
 
@@ -393,6 +394,14 @@ def how_it_ended(run_dir: Path, meta: dict) -> str:
             f"`socialsim run --resume {run_dir}` continues it.")
 
 
+def missing_note(frames: Frames) -> str:
+    """The page's warning on a replayed run that lacks files its config.json says it recorded."""
+    if not frames.missing:
+        return ""
+    return ("This run directory lacks what its config.json says it recorded, so some steps or panels are "
+            f"empty: {'; '.join(frames.missing)}.")
+
+
 class ReplaySession:
     """A finished run directory, read once; the page scrubs its steps."""
 
@@ -408,7 +417,7 @@ class ReplaySession:
         self.version = 1
         self.notes: list[str] = []
         self.settings = {}
-        meta = json.loads((self.run_dir / "config.json").read_text())
+        meta = run_meta(self.run_dir)
         self.ending = how_it_ended(self.run_dir, meta)
         recorded = meta["config"]
         # Reset from a replay re-runs the same society live: its model, routes, budget, endpoint, length
