@@ -297,7 +297,8 @@ def test_a_render_interval_redraws_the_plots_every_few_steps_while_playing(brows
 MAP = ".chart-map svg.marks, img.plot-map"  # a world is an interactive chart, a network a picture
 TABS = [("Map", MAP), ("Time series", ".chart-series .vega-embed svg.marks"),
         ("Interactions", ".chart-heatmap .vega-embed svg.marks"), ("Norms", ".norm-provenance tbody tr"),
-        ("Agents", ".panel-inspector"), ("Events", ".event-table tbody tr"), ("LLM usage", ".usage-table tbody tr")]
+        ("Agents", ".panel-inspector"), ("Events", ".event-table tbody tr"), ("LLM usage", ".usage-table tbody tr"),
+        ("Report", ".report-none")]
 
 
 def test_every_tab_draws_its_panel_from_the_run(browser_page):
@@ -378,6 +379,9 @@ def test_a_replayed_run_scrubs_in_view_without_calling_a_model(browser_page, run
         expect(page.locator(".chart-heatmap svg.marks")).to_contain_text(f"up to step {target}")
     RECORD["replay_redraw_seconds"] = timings
     expect(page.locator(".usage-live")).to_contain_text("llm calls: 0")
+    _tab(page, "Report")  # the run's own findings beside the paper's
+    expect(page.locator(".report-text")).to_contain_text("CRSEC: norm emergence")
+    expect(page.locator(".report-text img").first).to_be_visible()
     _shot(page, "replay-interactions")
     assert _external(requests, server) == []
 

@@ -665,3 +665,31 @@ def test_a_replays_reset_runs_as_the_recording_did_and_the_page_says_how_it_ende
         "This run did not complete (stopped by budget: max_calls=30 reached) after 2 steps; `socialsim run --resume")
     assert how_it_ended(done.run_dir, {**meta, "status": "running"}).startswith("Killed while running (its process is gone)")
     assert how_it_ended(done.run_dir, {**meta, "replay_of": "r0"}).startswith("A replay of r0")
+
+
+def test_the_report_tab_shows_the_runs_own_findings(crsec, tmp_path, monkeypatch):
+    """None of a run's report findings (CRSEC's findings table, 'emergent by construction', ASVO's
+    separability, ITCMA-S's judge scores) were anywhere on the dashboard."""
+    import shutil
+
+    import solara
+
+    from socialsim.dashboards import app
+
+    written = (crsec.run_dir / "report.md").read_text(encoding="utf-8")
+    findings = next(line for line in written.splitlines() if line.startswith("| injunctive norms at the end |"))
+    session = ReplaySession(crsec.run_dir)
+    assert "## CRSEC: norm emergence" in session.report and findings in session.report
+    assert "](figures/" not in session.report and "](data:image/png;base64," in session.report  # no request
+    shown: list[str] = []
+    markdown = solara.Markdown
+    monkeypatch.setattr(solara, "Markdown", lambda text, **kw: (shown.append(text), markdown(text, **kw))[1])
+    solara.render(app.ReportPanel(session), handle_error=False)
+    assert shown == [session.report]
+    # a run that has written no report yet says so; the report's quotes of agents are shown as text
+    copy = tmp_path / "run"
+    shutil.copytree(crsec.run_dir, copy)
+    (copy / "report.md").unlink()
+    assert ReplaySession(copy).report == ""
+    (copy / "report.md").write_text("Sam said <script>alert(1)</script>\n")
+    assert panels.run_report(copy) == "Sam said &lt;script>alert(1)&lt;/script>\n"

@@ -298,6 +298,21 @@ def EventLogPanel(frames: panels.Frames, step: int) -> None:
 
 
 @solara.component
+def ReportPanel(session: LiveSession | ReplaySession) -> None:
+    """A replayed run's report.md: the findings the run's own report gives beside the paper's."""
+    with solara.Card("Report", classes=["panel-report"]):
+        if not session.replay:
+            solara.Text("A live society has no report: `socialsim run` writes report.md when a run ends; open "
+                        "its run directory under \"Replay a run\" to read it here.", classes=["report-none"])
+        elif not session.report:
+            solara.Text(f"{session.run_dir} has no report.md yet: a run writes it when it ends (a run still "
+                        "running, or killed, has none).", classes=["report-none"])
+        else:
+            with solara.Div(classes=["report-text"], style="max-height:640px;overflow:auto;font-size:13px"):
+                solara.Markdown(session.report)
+
+
+@solara.component
 def UsagePanel(frames: panels.Frames, step: int, totals: dict[str, float]) -> None:
     table = solara.use_memo(lambda: panels.usage_table(frames, step), [frames, step])
     with solara.Card("LLM usage", classes=["panel-usage"]):
@@ -615,6 +630,8 @@ def Page() -> None:
                 EventLogPanel(frames, step)
             with solara.lab.Tab("LLM usage", classes=["tab-usage"]):
                 UsagePanel(frames, step, totals)  # the page's totals for the same frames and step
+            with solara.lab.Tab("Report", classes=["tab-report"]):
+                ReportPanel(session)
 
 
 SOCIETY_TAB = {"itcmas": "Matrix & cliques", "asvo": "Theory of mind", "crsec": "Norms"}

@@ -9,8 +9,10 @@ plot, and one without a world is drawn as its social network.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -878,6 +880,30 @@ def reproduction_findings(folder: str | Path) -> pd.DataFrame:
     return pd.DataFrame({"finding": found["finding"].astype(str), "verdict": found["verdict"].astype(str),
                          "seeds": found["seeds_holding"].astype(str) + " of " + found["seeds_measured"].astype(str),
                          "p": p.map(lambda v: "" if pd.isna(v) else f"{v:.3g}")})[FINDINGS_COLUMNS]
+
+
+FIGURE_LINK = re.compile(r"!\[([^\]]*)\]\((figures/[^)\s]+\.png)\)")  # how report.md links its figures
+
+
+def run_report(run_dir: str | Path) -> str:
+    """A run's report.md as the Report tab shows it (its findings: CRSEC's table and judge agreement,
+    ASVO's separability and confounds, ITCMA-S's judge scores): redacted, with any HTML shown as text
+    (the report quotes agents and LLMs), its figures inline as data: URLs (no request leaves the
+    page); "" for a run that has written none yet (one still running, or killed)."""
+    run_dir = Path(run_dir)
+    try:
+        text = (run_dir / "report.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    folder = (run_dir / "figures").resolve()
+
+    def inline(link: re.Match) -> str:
+        figure = (run_dir / link[2]).resolve()
+        if figure.parent != folder or not figure.is_file():
+            return f"*({link[1]}: figure not found)*"
+        return f"![{link[1]}](data:image/png;base64,{base64.b64encode(figure.read_bytes()).decode()})"
+
+    return FIGURE_LINK.sub(inline, redact(text).replace("<", "&lt;"))
 
 
 def architecture_view(frames: Frames) -> str:

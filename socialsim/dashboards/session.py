@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from socialsim.dashboards.panels import Frames, effective_settings, frames_from_model, frames_from_run, run_meta
+from socialsim.dashboards.panels import (
+    Frames,
+    effective_settings,
+    frames_from_model,
+    frames_from_run,
+    run_meta,
+    run_report,
+)
 from socialsim.model.run_dir import recorded_scenario
 
 log = logging.getLogger("socialsim.dashboard")
@@ -419,6 +426,7 @@ class ReplaySession:
         self.settings = {}
         meta = run_meta(self.run_dir)
         self.ending = how_it_ended(self.run_dir, meta)
+        self.report = run_report(self.run_dir)  # markdown; "" when the run has written none yet
         recorded = meta["config"]
         # Reset from a replay re-runs the same society live: its model, routes, budget, endpoint, length
         # and call settings as recorded (without them a Reset ran with no budget, or asked another endpoint)
