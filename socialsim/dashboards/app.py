@@ -641,4 +641,6 @@ CSS = """
 .chart { overflow-x: auto; max-width: 100%; }
 .plot { max-width: 100%; height: auto; }
 .usage-table, .event-table, .inspector-norms, .inspector-memory { overflow: auto; }
+/* every tab in view at 1280x800: overflowing tabs get Vuetify's arrows, which cover the first tab */
+.v-tab { min-width: 0 !important; padding: 0 10px !important; letter-spacing: normal !important; }
 """
