@@ -176,3 +176,23 @@ def test_a_rejudge_without_a_key_or_a_provider_says_so_and_writes_nothing(server
     server.down = True  # an outage: every call fails after its retries
     assert rejudge([str(tmp_path / "r"), "--judge", JUDGE, "--api-base", server.api_base]) == 3
     assert "the judge stopped" in capsys.readouterr().err
+
+
+def test_a_run_stopped_before_its_last_step_asks_no_judge_and_replays_equal(server, tmp_path):
+    """Judging half a run is no result, and was paid: a budget stop (or Ctrl-C) in step 2 of 3 made
+    the judge's calls anyway, stamped with the cut step, so the replay (which judged at step 1) differed."""
+    config = RunConfig(scenario="irollan-valley", arch="itcmas", model="openai/fake-actor", steps=3, rng=1,
+                       api_base=server.api_base, routes={"itcmas_judge": JUDGE}, max_calls=150)
+    stopped = run(config, tmp_path / "r", progress=False, preflight=False)
+    assert stopped.status.startswith("stopped by budget") and stopped.steps_done == 1
+    assert not [r for r in server.requests if r["model"] == "fake-judge"]  # the judge was never asked
+    assert not (tmp_path / "r" / "tables" / "itcmas_judge.parquet").exists()
+    assert "Not measured: the run stopped before its last step (stopped by budget" in (
+        tmp_path / "r" / "report.md").read_text()
+    requests = len(server.requests)
+    replayed, same = replay(tmp_path / "r", progress=False)
+    assert same and len(server.requests) == requests
+
+    resumed = run(config.model_copy(update={"max_calls": None}), tmp_path / "r", progress=False, preflight=False)
+    assert resumed.status == "completed" and resumed.steps_done == 3  # measured once it reached its end
+    assert len(pd.read_parquet(tmp_path / "r" / "tables" / "itcmas_judge.parquet")) == 6

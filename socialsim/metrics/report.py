@@ -82,6 +82,10 @@ def end_of_run_measurement[T](model: SocietyModel, what: str, measure: Callable[
     from socialsim.llm.gateway import ProviderOutage
     from socialsim.llm.ledger import BudgetExhausted
 
+    if model.run_cut_short:  # nothing asked (or paid) for a run that has not reached its end
+        model.measurement_stopped = (f"the run stopped before its last step ({model.run_cut_short}); the --resume "
+                                     f"that completes it measures {what}")
+        return None
     try:
         return measure()
     except (BudgetExhausted, ProviderOutage) as exc:

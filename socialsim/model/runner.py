@@ -136,11 +136,13 @@ def run(
     progress: bool = True,
     preflight: bool = True,
     order_probe: int | None = None,
+    cut_short: str | None = None,
 ) -> RunResult:
     """Run (or, with ``replay_from``, replay) a scenario and write its run directory.
 
     If ``out`` already holds a tape (a stopped run), its recorded calls are reused for free:
-    that is how a run stopped by its budget resumes.
+    that is how a run stopped by its budget resumes. ``cut_short``: the status of a recording that
+    stopped before its last step, whose replay then skips the end-of-run measurements as it did.
     """
     replay = replay_from is not None
     source = _scenario_source(config, replay_from if replay else out)
@@ -149,6 +151,7 @@ def run(
     gateway = _gateway(config, Path(replay_from) if replay else run_dir, replay, order_probe)
     model = _checked_model(config, gateway, source, replay=replay, preflight=preflight,
                            claimed=None if out else run_dir)
+    model.run_cut_short = cut_short
     run_dir.mkdir(parents=True, exist_ok=True)
     with writing(run_dir), _logging_to(run_dir / "run.log"):  # one writer: two would interleave tapes
         keep_scenario(run_dir, source)
@@ -266,6 +269,8 @@ def report_run(model: SocietyModel, run_dir: Path, config: RunConfig, status: st
     """Write the report (a single run's, a sweep run's); a measurement it makes after the last step
     (a judge) may stop the run, whose status then says so."""
     result = RunResult(run_dir, status, _steps_done(model), model)
+    if status != "completed":
+        model.run_cut_short = model.run_cut_short or status
     recorded = len(model.llm.ledger.rows)
     result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
     if len(model.llm.ledger.rows) != recorded or model.measurement_stopped:
@@ -342,8 +347,10 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     if not steps_done:
         raise ValueError(f"{run_dir} completed no step ({saved.get('status', 'status unknown')}): there is nothing "
                          f"to replay; continue it with `socialsim run --resume {run_dir}`")
+    cut_short = saved.get("status") if steps_done < config.steps else None  # it measured nothing at its end
     config = config.model_copy(update={"steps": steps_done, "max_cost": None, "max_calls": None})
-    result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress, order_probe=order_probe)
+    result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress, order_probe=order_probe,
+                 cut_short=cut_short)
     difference = first_difference(run_dir, result.run_dir, up_to=steps_done)
     if difference:
         log.warning("replay differs from the recording: %s", difference)

@@ -55,6 +55,9 @@ class SocietyModel(Model):
         # set when an end-of-run measurement that asks a model (a judge, an embedding) was stopped
         # by the budget or an outage: the run's status says so and --resume finishes it
         self.measurement_stopped: str | None = None
+        # set when the run stopped before its last step (a budget, an outage, Ctrl-C): the end-of-run
+        # measurements then wait for the --resume that completes it (a judge of half a run is no result)
+        self.run_cut_short: str | None = None
         self.interactions = nx.DiGraph()
         self.world = World(self.scenario_spec.map, self.random) if self.scenario_spec.map else None
         names = [a.name for a in self.scenario_spec.agents]
