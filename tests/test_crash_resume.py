@@ -142,3 +142,26 @@ def test_a_killed_runs_complete_steps_are_read_from_its_per_step_records(killed_
         assert set(steps) <= set(range(1, last + 1)) and last >= killed_at  # complete steps only, none torn
         expected = full[full["step" if "step" in full else "Step"] <= last].reset_index(drop=True)
         pd.testing.assert_frame_equal(got[name][list(expected.columns)], expected, check_dtype=False, obj=name)
+
+
+@pytest.mark.parametrize(("scenario", "arch"), [("school-macro", "asvo"), ("irollan-valley", "itcmas")])
+def test_a_run_killed_after_its_first_step_replays_equal(tmp_path, scenario, arch):
+    """ASVO's events table (no world: no rows) lost its columns in the killed run's rebuilt frames, and
+    ITCMA-S's replay judged the run the recording never finished: both replays said NO."""
+    from socialsim.model.runner import replay
+
+    out = tmp_path / "run"
+    proc = cli(scenario, "--arch", arch, "--model", "rules", "--steps", "40", "--out", str(out))
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:  # killed once a step is on record
+        try:
+            if json.loads((out / "parts" / "manifest.json").read_text())["steps_done"] >= 1:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    result, same = replay(out, progress=False)
+    assert same and 1 <= result.steps_done < 40
+    assert not (result.run_dir / "tables" / "itcmas_judge.parquet").exists()  # nothing judged of half a run

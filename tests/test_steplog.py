@@ -37,7 +37,8 @@ def test_each_step_appends_only_its_new_rows_and_the_manifest_marks_them(tmp_pat
     logged(tmp_path, 3)
     parts = tmp_path / PARTS
     assert json.loads((parts / MANIFEST).read_text()) == {
-        "steps_done": 3, "rows": {"model.parquet": 3, "tables/conversations.parquet": 1}}
+        "steps_done": 3, "rows": {"model.parquet": 3, "tables/conversations.parquet": 1},
+        "columns": {"model.parquet": ["step", "rate"], "tables/conversations.parquet": ["step", "line"]}}
     assert (parts / "model.jsonl").read_text().count("\n") == 3  # one line a row, none repeated or run together
     assert len((parts / "tables__conversations.jsonl").read_text().splitlines()) == 1
     frames, steps = read_parts(tmp_path)
@@ -92,3 +93,16 @@ def test_consolidate_writes_the_complete_steps_frames_and_removes_the_parts(tmp_
 def test_close_removes_the_parts(tmp_path):
     logged(tmp_path, 2).close()
     assert not (tmp_path / PARTS).exists() and not has_parts(tmp_path)
+
+
+def test_a_table_without_rows_keeps_its_columns_when_rebuilt(tmp_path):
+    """A killed ASVO run's events table (no world: no rows) was rebuilt with no columns, so its replay,
+    which has them, never matched, and the dashboard and the export lost the table's schema."""
+    log = StepLog(tmp_path, tidy)
+    empty = pd.DataFrame(columns=["step", "agent", "action"])
+    log.append({"tables/events.parquet": empty, **grow(1)}, steps_done=1)
+    frames, _ = read_parts(tmp_path)
+    assert list(frames["tables/events.parquet"].columns) == ["step", "agent", "action"]
+    assert frames["tables/events.parquet"].empty
+    consolidate(tmp_path)
+    assert pq.read_schema(tmp_path / "tables" / "events.parquet").names == ["step", "agent", "action"]

@@ -40,6 +40,7 @@ class StepLog:
         shutil.rmtree(self.parts, ignore_errors=True)  # parts of an earlier attempt (a resume re-runs)
         self.parts.mkdir(parents=True)
         self.rows: dict[str, int] = {}
+        self.columns: dict[str, list[str]] = {}
 
     def append(self, frames: dict[str, pd.DataFrame], steps_done: int) -> None:
         """Append the rows each frame gained since the last call, then mark the step complete."""
@@ -51,7 +52,9 @@ class StepLog:
                 with _part_path(self.parts, name).open("a", encoding="utf-8") as out:
                     out.write(text)  # one line a row, each ended by a newline (pandas >= 1.5)
             self.rows[name] = len(frame)
-        manifest = {"steps_done": steps_done, "rows": self.rows}
+            self.columns[name] = [str(c) for c in frame.columns]
+        # the columns too: a table still without rows (ASVO's events) keeps its schema when rebuilt
+        manifest = {"steps_done": steps_done, "rows": self.rows, "columns": self.columns}
         tmp = self.parts / (MANIFEST + ".tmp")
         tmp.write_text(json.dumps(manifest, indent=1))
         os.replace(tmp, self.parts / MANIFEST)
@@ -82,7 +85,8 @@ def read_parts(run_dir: str | Path) -> tuple[dict[str, pd.DataFrame], int]:
         if extra:  # a step cut short, or a torn last line: not part of a complete step
             log.warning("%s: %d line(s) after the last complete step left out", path, extra)
         records = [json.loads(line) for line in lines[:rows]]
-        frames[name] = pd.DataFrame.from_records(records)
+        columns = manifest.get("columns", {}).get(name)  # absent in records written before it was kept
+        frames[name] = pd.DataFrame.from_records(records, columns=columns if columns and not records else None)
     return frames, int(manifest["steps_done"])
 
 
