@@ -127,6 +127,25 @@ def test_torn_last_line_is_skipped_with_a_warning(tmp_path, caplog):
         f"{path}: line 2 is torn (a run killed while writing it); skipped"]
 
 
+def test_a_last_line_torn_inside_a_character_is_a_torn_line(tmp_path, caplog):
+    """A kill mid-"é" (two bytes in UTF-8) left half a character: the whole tape failed to decode, so
+    --resume and replay both stopped with a codec error."""
+    path = tmp_path / "tape.jsonl"
+    Tape(path).add(record("a", raw="café"))
+    with path.open("ab") as fh:
+        fh.write(b'{"key": "b", "raw": "caf' + "é".encode()[:1])
+    with caplog.at_level(logging.WARNING, logger="socialsim.llm"):
+        resumed = Tape(path)
+    assert "a" in resumed and "b" not in resumed and "line 2 is torn" in caplog.text
+    resumed.add(record("c", raw="thé"))  # the resumed run's next record: the torn tail cut off first
+    assert sorted(r.key for r in Tape(path).records()) == ["a", "c"] and Tape(path).get("c").raw == "thé"
+    broken = tmp_path / "broken.jsonl"  # half a character mid-file is no torn tail: named
+    lines = path.read_bytes().split(b"\n")
+    broken.write_bytes(b"\n".join([lines[0], b'{"key": "x", "raw": "caf\xc3"}', *lines[1:]]))
+    with pytest.raises(ValueError, match="line 2 is not a tape record"):
+        Tape(broken)
+
+
 def test_a_blank_line_in_the_tape_is_passed_over_and_the_records_after_it_kept(tmp_path):
     path = tape_of_a_then(tmp_path, "\n   \n")
     Tape(path).add(record("b"))

@@ -108,14 +108,15 @@ class Tape:
             self._load(self.path)
 
     def _load(self, path: Path) -> None:
-        # records end at "\n" only: a reply may hold U+2028, U+0085 ..., which splitlines() also splits at
-        lines = path.read_text(encoding="utf-8").rstrip("\n").split("\n")
-        for line_no, line in enumerate(lines, 1):
-            if not line.strip():
+        # records end at "\n" only: a reply may hold U+2028, U+0085 ..., which splitlines() also splits at;
+        # split as bytes, so a last line torn inside a character (é is two bytes) is one torn line
+        lines = path.read_bytes().rstrip(b"\n").split(b"\n")
+        for line_no, raw in enumerate(lines, 1):
+            if not raw.strip():
                 continue
             try:
-                record = TapeRecord(**json.loads(line))
-            except (json.JSONDecodeError, TypeError) as exc:
+                record = TapeRecord(**json.loads(raw.decode("utf-8")))
+            except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
                 # A torn last line (a run killed mid-write) is skipped with a warning, not fatal.
                 if line_no == len(lines):
                     log.warning("%s: line %d is torn (a run killed while writing it); skipped", path, line_no)
