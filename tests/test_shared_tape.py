@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -229,3 +230,74 @@ def test_ctrl_c_lets_go_of_this_processs_claims_and_dead_ones_only(tmp_path):
     (claims / "alive").write_text(f"{socket.gethostname()} 1\n")  # init: alive, not ours
     release_claims(tmp_path)
     assert sorted(p.name for p in claims.iterdir()) == ["alive", "elsewhere"]
+
+
+def test_an_empty_claim_left_by_a_killed_process_is_taken_over_and_the_sweep_completes(tmp_path, monkeypatch):
+    """A process killed between creating its claim and writing its pid into it (or a full disk)
+    left an empty claim: every later sweep of the folder waited for it forever."""
+    import json
+    import threading
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    spec = {"name": "empty-claim", "seeds": [1], "steps": 1,
+            "parameters": {"scenario": "hobbs-cafe", "arch": "generic", "model": "openai/fake-model"}}
+    with FakeOpenAIServer() as server:
+        spec["api_base"] = server.api_base
+        reference = sweep(spec, tmp_path / "reference", progress=False, preflight=False, figures=False)
+        first_key = json.loads((tmp_path / "reference" / "tape.jsonl").read_text().splitlines()[0])["key"]
+        empty = tmp_path / "again" / CLAIMS / first_key
+        empty.parent.mkdir(parents=True)
+        empty.touch()
+        os.utime(empty, (time.time() - 7200, time.time() - 7200))
+        result = []  # a thread, so that a sweep waiting forever fails the test instead of hanging it
+        worker = threading.Thread(target=lambda: result.append(
+            sweep(spec, tmp_path / "again", progress=False, preflight=False, figures=False)), daemon=True)
+        worker.start()
+        worker.join(timeout=30)
+    assert result, "the sweep is still waiting for the empty claim"
+    assert result[0].runs["status"].tolist() == reference.runs["status"].tolist() == ["completed"]
+    assert not empty.exists()
+
+
+def test_a_claim_is_never_seen_empty_and_takes_no_hard_links_for_granted(tmp_path, monkeypatch):
+    """Written under a name of its own, then linked to its name; where the file system has no hard
+    links it is created, then written, as before."""
+    from socialsim.batch import sweeps
+
+    tape = SharedTape(tmp_path / "tape.jsonl")
+    claims = tmp_path / CLAIMS
+    seen = []
+
+    async def claim(key):
+        async with tape.claim(key):
+            seen.append(sorted(p.name for p in claims.iterdir()))
+            seen.append((claims / key).read_text())
+
+    linked, link = [], os.link
+    monkeypatch.setattr(sweeps.os, "link", lambda src, dst: (linked.append(Path(src).read_text()), link(src, dst)))
+    asyncio.run(claim("linked"))
+    assert linked == seen[1:2] == [f"{socket.gethostname()} {os.getpid()}\n"]  # full before it had its name
+    assert seen[0] == ["linked"]  # no temporary file left beside it
+
+    def no_hard_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(sweeps.os, "link", no_hard_links)
+    asyncio.run(claim("created"))
+    assert seen[2:] == [["created"], f"{socket.gethostname()} {os.getpid()}\n"]
+    assert list(claims.iterdir()) == []
+
+
+def test_ctrl_c_lets_go_of_an_empty_claim_only_when_it_is_old(tmp_path):
+    """An empty claim names no process: it is let go once it is older than any write of a pid takes."""
+    from socialsim.batch.sweeps import release_claims
+
+    claims = tmp_path / CLAIMS
+    claims.mkdir()
+    (claims / "fresh").touch()
+    (claims / "old").touch()
+    os.utime(claims / "old", (time.time() - 60, time.time() - 60))
+    (claims / "unreadable").write_text("garbage\n")
+    os.utime(claims / "unreadable", (time.time() - 60, time.time() - 60))
+    release_claims(tmp_path)
+    assert [p.name for p in claims.iterdir()] == ["fresh"]

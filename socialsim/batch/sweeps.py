@@ -32,6 +32,7 @@ import logging
 import os
 import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -112,10 +113,12 @@ def is_done(sweep_dir: str | Path, run_id: str) -> bool:
 # --- the tape shared by a sweep's runs ------------------------------------------------------------
 CLAIMS = ".claims"  # SWEEP_DIR/.claims/KEY: a call one of the sweep's runs is making now
 WAIT_NOTE_S = 30.0  # a wait for another run's call is said every this many seconds
+TAKING = ".taking-"  # a claim being written, under a name of its own (``_take``)
+UNREADABLE_STALE_S = 5.0  # an empty or unreadable claim this old was left by a process killed writing it
 
 
 def _claimer(claim: Path) -> tuple[str, str] | None:
-    """(host, pid) written in a claim file; None when it is gone or still being written."""
+    """(host, pid) written in a claim file; None when it is gone, empty or unreadable."""
     try:
         host, pid = claim.read_text().split()
     except (OSError, ValueError):
@@ -191,7 +194,7 @@ class SharedTape(Tape):
                 yield record
                 return
             try:
-                fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                _take(claim)
             except FileNotFoundError:  # no folder yet, or a finishing sweep just removed it
                 claim.parent.mkdir(exist_ok=True)
                 continue
@@ -208,8 +211,6 @@ class SharedTape(Tape):
                 await asyncio.sleep(pause)
                 pause = min(pause * 1.5, 0.5)
                 continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(f"{socket.gethostname()} {os.getpid()}\n")
             break
         try:
             record = self.get(key)  # answered between the look above and the claim
@@ -221,6 +222,26 @@ class SharedTape(Tape):
         target = Tape(path)
         for key in self.used:
             target.add(self._records[key])
+
+
+def _take(claim: Path) -> None:
+    """Create ``claim`` holding this process's host and pid, or raise FileExistsError. It is written
+    under a name of its own first and then linked to its name, so no one ever reads it empty (a
+    process killed between creating and writing it left an empty claim that no one took over)."""
+    claimer = f"{socket.gethostname()} {os.getpid()}\n"
+    fd, taking = tempfile.mkstemp(dir=claim.parent, prefix=TAKING)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(claimer)
+        try:
+            os.link(taking, claim)  # fails if the claim exists, as O_EXCL does, on NFS too
+        except (FileExistsError, FileNotFoundError):
+            raise
+        except OSError:  # a file system without hard links (FAT, some shares): created, then written
+            with os.fdopen(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY), "w") as fh:
+                fh.write(claimer)
+    finally:
+        os.unlink(taking)
 
 
 def release_claims(sweep_dir: Path) -> None:
@@ -239,8 +260,8 @@ def _stale(claim: Path, stale_after_s: float) -> bool:
         age = time.time() - claim.stat().st_mtime
     except OSError:  # gone already
         return False
-    if claimer is None:  # still being written
-        return False
+    if claimer is None:  # empty or unreadable: never so since _take, but an older version wrote the
+        return age > UNREADABLE_STALE_S  # pid after creating the file; a few seconds is ample for that
     host, pid = claimer
     if age > stale_after_s:
         return True
