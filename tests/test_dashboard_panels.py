@@ -13,6 +13,7 @@ import pytest
 from socialsim.dashboards import charts, figures, panels
 from socialsim.dashboards.panels import frames_from_run
 from socialsim.dashboards.session import LiveConfig, LiveSession, ReplaySession, parameter_controls
+from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.metrics.report import interaction_matrix
 from socialsim.model.runner import RunConfig, run
 
@@ -165,6 +166,23 @@ def test_live_session_reports_a_bad_model_instead_of_crashing():
     session.start()
     assert session.wait(60)
     assert "nosuchprovider/x" in session.error and session.frames is None
+
+
+def test_live_session_checks_its_model_with_its_own_timeout_and_retries(monkeypatch):
+    """A live society's check of its model had a fixed 30 s and no retry, whatever its call settings."""
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(faults=lambda n, messages: "hang" if n == 1 else None, hang_s=1.0) as slow:
+        session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=1, steps=1,
+                                         api_base=slow.api_base, call_options={"timeout_s": 0.3, "num_retries": 0}))
+        session.start()
+        assert session.wait(60)
+    assert "is unreachable: Timeout" in session.error and session.frames is None
+    with FakeOpenAIServer(fail_first=1) as flaky:
+        session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=1, steps=1,
+                                         api_base=flaky.api_base, call_options={"num_retries": 1}))
+        session.start()
+        assert session.wait(60)
+    assert session.error == "" and session.frames is not None and flaky.injected["500"] == 1
 
 
 def test_live_session_says_a_negative_seed_is_refused_by_name():

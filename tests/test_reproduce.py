@@ -118,7 +118,7 @@ def test_budget_below_an_unknown_price_refuses_and_a_price_given_keeps_it(toy, t
                         echo=said.append) is None
     assert said[-1].startswith("Not run: the cost is unknown (a model has no price in litellm's cost map), so "
                                "--max-cost 1.0 cannot be kept; give --price IN,OUT")
-    monkeypatch.setattr(runner, "check_models", lambda models, api_base=None: None)  # no provider to reach
+    monkeypatch.setattr(runner, "check_models", lambda models, **settings: None)  # no provider to reach
     scripted(default="1")
     summary = rp.reproduce("generic", "hosted_vllm/knows-no-price", seeds=1, max_cost=1.0, out=tmp_path / "p",
                            echo=said.append, unit_price=(1.0, 2.0), api_base="http://127.0.0.1:9/v1", null_model=False)
@@ -367,7 +367,7 @@ def test_with_a_model_each_finding_stands_beside_the_rules_null_models_verdict(s
     from socialsim.model import runner
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    monkeypatch.setattr(runner, "check_models", lambda models, api_base=None: None)  # no provider to reach
+    monkeypatch.setattr(runner, "check_models", lambda models, **settings: None)  # no provider to reach
     scripted(default="1")
     protocol = _toy_with_findings()
     measure = protocol.measure
@@ -458,7 +458,7 @@ def _asks_a_model(monkeypatch, scripted):
     from socialsim.model import runner
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    monkeypatch.setattr(runner, "check_models", lambda models, api_base=None: None)  # no provider to reach
+    monkeypatch.setattr(runner, "check_models", lambda models, **settings: None)  # no provider to reach
     scripted(default="1")
 
 
@@ -592,7 +592,7 @@ def test_a_run_that_refuses_its_model_leaves_no_reproduction_folder(toy, tmp_pat
     from socialsim.llm.engines import ModelUnavailable
     from socialsim.model import runner
 
-    def refused(models, api_base=None):
+    def refused(models, **settings):
         raise ModelUnavailable("model 'openai/gpt-4o-mini' needs OPENAI_API_KEY in the environment")
 
     monkeypatch.setattr(runner, "check_models", refused)

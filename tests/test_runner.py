@@ -192,6 +192,19 @@ def test_no_key_reaches_the_run_directory(tmp_path, monkeypatch):
             assert secret.encode() not in path.read_bytes(), path
 
 
+def test_the_check_before_step_1_asks_with_the_runs_timeout_and_retries(tmp_path, monkeypatch):
+    """It had its own 30 s and no retry: a slow-loading local server (the case for --timeout) was
+    declared unreachable after 30 s whatever --timeout said, and one transient 500 refused a run
+    given --retries 1."""
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied, faults=lambda n, messages: "hang" if n == 1 else None, hang_s=1.0) as slow:
+        with pytest.raises(ModelUnavailable, match="is unreachable: Timeout"):  # --timeout 0.3 reached it
+            run(provider_config(slow, timeout_s=0.3, num_retries=0), tmp_path / "slow", progress=False)
+    with FakeOpenAIServer(policy=varied, fail_first=1) as flaky:
+        result = run(provider_config(flaky, num_retries=1), tmp_path / "flaky", progress=False)
+        assert result.status == "completed" and flaky.injected["500"] == 1  # the check's first try, retried
+
+
 @pytest.mark.filterwarnings("ignore:Items .*ReadOnly:UserWarning")  # litellm's Ollama types, on import
 def test_a_local_ollama_needs_no_key_and_an_unreachable_one_says_how_to_point_at_it(monkeypatch):
     """OLLAMA_API_BASE is no key: litellm calls a local Ollama without it, and --api-base names

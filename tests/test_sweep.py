@@ -523,6 +523,19 @@ def test_a_sweep_whose_runs_are_all_done_asks_nothing_of_their_models(tmp_path, 
         sweep({**spec, "seeds": [1, 2]}, tmp_path / "s", progress=False)
 
 
+def test_a_sweeps_check_of_its_models_retries_as_its_runs_will(tmp_path, monkeypatch):
+    """A sweep's runs retry a failed call once; its check before the first run did not, so one
+    transient 500 refused the whole sweep."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=varied, fail_first=1) as flaky:
+        spec = {"name": "flaky", "seeds": [1], "api_base": flaky.api_base, "steps": 1,
+                "parameters": {"arch": "generic", "model": "openai/fake-model"}}
+        result = sweep(spec, tmp_path / "s", progress=False, figures=False)
+    assert result.runs["status"].tolist() == ["completed"] and flaky.injected["500"] == 1
+
+
 def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tmp_path, monkeypatch):
     import mesa.batchrunner
 

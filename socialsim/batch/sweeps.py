@@ -505,7 +505,8 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
                          budget="max_cost: ", price="price: [IN, OUT]")
         except ValueError as exc:
             raise SweepFileError(f"{spec.source}: {exc}") from None
-    check_models(models, api_base=spec.api_base)
+    calls = planned[0].config  # a sweep file sets no timeout or retries: every run has RunConfig's defaults
+    check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries)
 
 
 def _check_figure_outcomes(spec: SweepSpec, outcomes: set[str]) -> None:

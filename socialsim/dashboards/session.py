@@ -364,7 +364,9 @@ class LiveSession:
         gateway = Gateway(RouteTable(model_name, dict(c.routes)), tape,
                           ledger=Ledger(Budget(c.max_cost, c.max_calls)), api_base=c.api_base, **c.call_options)
         model = SocietyModel(c.scenario, arch=c.arch, rng=c.seed, gateway=gateway, **c.params)
-        check_models(gateway.models(), api_base=c.api_base)  # the routes' and a judge's too, before step 1
+        # the routes' and a judge's models too, before step 1, asked as the run will ask them
+        check_models(gateway.models(), api_base=c.api_base, timeout_s=gateway.timeout_s,
+                     num_retries=gateway.num_retries)
         self.model = model
         self.notes = [n for m in sorted(gateway.models()) if (n := engine_note(m))]
         self.settings = effective_settings(self.model)

@@ -6,7 +6,8 @@
   with keys read from the environment only.
 
 ``check_models`` runs before step 1, so an unknown or unreachable model fails with a message
-naming it instead of filling a run with fallbacks.
+naming it instead of filling a run with fallbacks. It asks each provider model one request of one
+token ("Say OK."), with the run's timeout and retries; that request is in no ledger or count.
 """
 
 from __future__ import annotations
@@ -50,8 +51,11 @@ def describe_engines() -> list[tuple[str, str]]:
     ]
 
 
-def check_models(models: set[str], ping: bool = True, api_base: str | None = None) -> None:
-    """Raise ModelUnavailable naming the first model that is unknown or unreachable."""
+def check_models(models: set[str], ping: bool = True, api_base: str | None = None, *,
+                 timeout_s: float | None = None, num_retries: int | None = None) -> None:
+    """Raise ModelUnavailable naming the first model that is unknown or unreachable. A provider is
+    asked with the run's timeout and retries (None: the gateway's defaults), so a slow-loading local
+    server or one transient error does not refuse a run that would have waited or retried."""
     for model in sorted(models):
         if model == RULES:
             continue
@@ -60,10 +64,11 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
 
             check_embedded(model)
             continue
-        _check_provider(model, ping, api_base)
+        _check_provider(model, ping, api_base, timeout_s, num_retries)
 
 
-def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
+def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: float | None,
+                    num_retries: int | None) -> None:
     from socialsim.llm.litellm_setup import litellm
     from socialsim.llm.redact import redact
 
@@ -85,11 +90,13 @@ def _check_provider(model: str, ping: bool, api_base: str | None) -> None:
         )
     if not ping:
         return
+    from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S  # not at the top: `models` asks none
     from socialsim.llm.loop import run_sync
 
     try:
         run_sync(litellm.acompletion(model=model, messages=[{"role": "user", "content": "Say OK."}],
-                                     max_tokens=1, timeout=30, num_retries=0,
+                                     max_tokens=1, timeout=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
+                                     num_retries=DEFAULT_RETRIES if num_retries is None else num_retries,
                                      **({"api_base": api_base} if api_base else {})))
     except Exception as exc:
         detail = redact(re.sub(r"ssl:<[^>]*> ?", "", str(exc)))[:200]  # aiohttp names its SSL context's address
