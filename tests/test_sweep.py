@@ -6,8 +6,11 @@ shared-tape test, which talks to a local OpenAI-compatible server through the re
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import sys
 import zlib
 from pathlib import Path
 
@@ -346,6 +349,66 @@ def test_resume_after_sigkill_of_the_sweep_process(tmp_path):
     assert (result.runs["status"] == "completed").all()
 
 
+# Two short runs, then two long ones (a few seconds each): once the short ones are done, the pool's
+# two workers are each inside a long run.
+ORPHANS = {"name": "orphans", "seeds": [1, 2], "processes": 2,
+           "parameters": {"scenario": "hobbs-cafe", "arch": "generic", "model": "rules", "steps": [1, 3000]}}
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(stat.parent.name))
+    return kids
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's new parent may never reap it)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_workers_of_a_sweep_killed_alone_stop_and_change_no_run(tmp_path):
+    """``kill -9`` of only the sweep's process left its pool's workers running: they went on paying
+    calls and finished their runs, renaming them over the folders of the sweep started again."""
+    import signal
+    import subprocess
+    import time
+
+    from socialsim.batch.sweepfile import validate_sweep
+
+    out = tmp_path / "s"
+    short = [p.run_id for p in plan(validate_sweep(ORPHANS)) if p.config.steps == 1]
+    script = f"from socialsim.batch.sweeps import sweep; sweep({ORPHANS!r}, {str(out)!r}, progress=False)"
+    sweeping = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not all(is_done(out, run_id) for run_id in short):
+            assert sweeping.poll() is None and time.monotonic() < deadline, "the short runs did not finish"
+            time.sleep(0.05)
+        workers = _children(sweeping.pid)
+        sweeping.send_signal(signal.SIGKILL)
+        sweeping.wait()
+        runs = sorted(os.listdir(out / RUNS))
+        deadline = time.monotonic() + 30
+        while any(_running(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(workers) >= 2 and not [w for w in workers if _running(w)]
+        assert sorted(os.listdir(out / RUNS)) == runs  # no long run finished behind the kill
+    finally:
+        sweeping.kill()
+        for worker in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)
+
+
 def test_shared_tape_survives_a_torn_line_and_sees_other_writers(tmp_path):
     from socialsim.batch.sweeps import SharedTape
     from socialsim.llm.tape import Tape, TapeRecord
@@ -550,10 +613,11 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
     assert seen["parameters"] == {"arch": ["crsec"], "model": ["rules"], "enable_chat": [True, False], "steps": [3],
                                   "sweep_dir": [str(tmp_path / "s")], "max_cost": [0.5], "max_calls": [7],
                                   "api_base": ["http://127.0.0.1:9/v1"], "max_concurrency": [9], "price": [None],
-                                  "replicate_seed": [5, 6]}
+                                  "pool_parent": [os.getpid()], "replicate_seed": [5, 6]}
     assert list(seen["parameters"])[-1] == "replicate_seed"  # innermost: side by side, a grid point's other seeds
     sweep(spec, tmp_path / "s", processes=1, progress=True, preflight=False)  # the argument wins over the file
     assert (seen["number_processes"], seen["display_progress"]) == (1, True)
+    assert "pool_parent" not in seen["parameters"]  # one process: no pool, no worker to stop
     # nothing ran: every planned run is listed, as not run
     assert result.runs[["status", "steps_done", "live_calls", "live_cost_usd"]].drop_duplicates().values.tolist() == [
         ["not run", 0, 0, 0.0]]

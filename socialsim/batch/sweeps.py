@@ -31,7 +31,9 @@ import json
 import logging
 import os
 import shutil
+import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -287,7 +289,10 @@ class SweepModel(SocietyModel):
     def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
                  max_concurrency: int = DEFAULT_CONCURRENCY, price: tuple[float, float] | None = None,
-                 replicate_seed: int | None = None, **params: Any) -> None:
+                 replicate_seed: int | None = None, pool_parent: int | None = None, **params: Any) -> None:
+        if pool_parent is not None:  # a worker of run_local's process pool
+            _stop_with(pool_parent)
+        self.pool_parent = pool_parent
         rng = replicate_seed if replicate_seed is not None else rng  # the seed, when the grid hands it (run_local)
         params = {"scenario": scenario, **params}
         extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency,
@@ -308,6 +313,7 @@ class SweepModel(SocietyModel):
         super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
 
     def step(self) -> None:
+        _exit_if_orphaned(self.pool_parent)
         try:
             super().step()
         except BudgetExhausted as exc:
@@ -328,6 +334,7 @@ class SweepModel(SocietyModel):
         same directory a single run writes, its report and end-of-run measurements (a judge's
         questionnaire, embeddings) included, which a stop inside them leaves to be redone; only the
         report's figures are not drawn."""
+        _exit_if_orphaned(self.pool_parent)  # a step may end long after its sweep died
         self.running = False
         runs = self.sweep_dir / RUNS
         partial = runs / f"{PARTIAL}{self.run_id}-{os.getpid()}-{threading.get_ident()}"
@@ -349,6 +356,30 @@ class SweepModel(SocietyModel):
             shutil.rmtree(final)
         os.rename(partial, final)
         return final
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _stop_with(parent: int) -> None:
+    """A pool worker stops when the sweep process that started it dies (``kill -9`` of it alone):
+    left running, it went on paying calls and finishing runs, and renamed them over the folders of
+    the sweep started again. On Linux the kernel sends it SIGTERM, which ends it at once (Mesa starts
+    workers with "spawn": they run none of our signal handlers), as the pool's own terminate does;
+    elsewhere, or if the sweep died before this, it stops at its next step (``_exit_if_orphaned``)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    _exit_if_orphaned(parent)
+
+
+def _exit_if_orphaned(parent: int | None) -> None:
+    """End this worker if ``parent``, the sweep process that started it, is gone (it is then the
+    child of another process)."""
+    if parent is not None and os.getppid() != parent:
+        raise SystemExit(f"socialsim: the sweep (process {parent}) that started this worker is gone; stopping")
 
 
 # --- planning and running -----------------------------------------------------------------------
@@ -535,6 +566,7 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
     parameters = {**grid, "sweep_dir": [str(sweep_dir)], "max_cost": [spec.max_cost],
                   "max_calls": [spec.max_calls], "api_base": [spec.api_base],
                   "max_concurrency": [spec.max_concurrency], "price": [spec.price],
+                  **({"pool_parent": [os.getpid()]} if processes > 1 else {}),  # its workers stop if it dies
                   "replicate_seed": spec.seed_list()}
     batch_run(SweepModel, parameters=parameters, rng=[None], max_steps=max_steps,
               number_processes=processes, data_collection_period=-1, display_progress=progress)
