@@ -409,6 +409,45 @@ def test_the_workers_of_a_sweep_killed_alone_stop_and_change_no_run(tmp_path):
                 os.kill(worker, signal.SIGKILL)
 
 
+def test_a_run_another_process_finished_meanwhile_is_kept(tmp_path):
+    """Two processes finishing one run (a killed sweep's worker and the sweep started again): the
+    second removed the first's finished folder and renamed its own over it (or failed renaming
+    onto it, while the first's rename was under way)."""
+    from socialsim.batch.sweeps import PARTIAL
+
+    (tmp_path / RUNS).mkdir()
+    run = {"scenario": "hobbs-cafe", "arch": "generic", "model": "rules", "steps": 1, "sweep_dir": str(tmp_path)}
+    first, second = SweepModel(**run, rng=1), SweepModel(**run, rng=1)  # both started before either finished
+    first.step()
+    final = tmp_path / RUNS / first.run_id
+    finished = (final / "config.json").stat().st_ino
+    second.step()
+    assert (final / "config.json").stat().st_ino == finished and is_done(tmp_path, first.run_id)
+    assert not [p for p in (tmp_path / RUNS).iterdir() if p.name.startswith(PARTIAL)]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no flock")
+def test_a_run_directory_is_moved_into_place_while_no_other_process_is_moving_one(tmp_path, monkeypatch):
+    """The look for a run finished meanwhile and the rename are one step among a sweep's processes."""
+    import fcntl
+    import threading
+
+    from socialsim.batch import sweeps
+
+    (tmp_path / RUNS).mkdir()
+    model = SweepModel("hobbs-cafe", arch="generic", model="rules", steps=1, sweep_dir=str(tmp_path), rng=1)
+    flock, waiting = fcntl.flock, threading.Event()
+    monkeypatch.setattr(sweeps.fcntl, "flock", lambda handle, how: (waiting.set(), flock(handle, how)))
+    with open(tmp_path / sweeps.FINISHING, "a") as other:
+        flock(other, fcntl.LOCK_EX)  # another process moving a run into place
+        finishing = threading.Thread(target=model.step)
+        finishing.start()
+        assert waiting.wait(30)
+        assert not (tmp_path / RUNS / model.run_id).exists()
+    finishing.join(30)
+    assert is_done(tmp_path, model.run_id)
+
+
 def test_shared_tape_survives_a_torn_line_and_sees_other_writers(tmp_path):
     from socialsim.batch.sweeps import SharedTape
     from socialsim.llm.tape import Tape, TapeRecord

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,10 +68,16 @@ from socialsim.model.runner import RunConfig, call_settings, keep_scenario, repo
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
 
+try:
+    import fcntl
+except ImportError:  # Windows: one finisher at a time is not enforced
+    fcntl = None
+
 log = logging.getLogger("socialsim.batch")
 
 RUNS = "runs"
 PARTIAL = ".partial-"
+FINISHING = ".finishing"  # SWEEP_DIR/.finishing: locked while a run directory is moved into place
 NOT_IDENTITY = {"max_concurrency", "max_cost", "max_calls", "api_base", "rpm", "tpm", "price", "timeout_s",
                 "num_retries"}
 
@@ -352,10 +358,27 @@ class SweepModel(SocietyModel):
         (partial / "config.json").write_text(redact(json.dumps(meta, indent=2, default=str)))
         self.tape.write_used(partial / "tape.jsonl")
         final = runs / self.run_id
-        if final.exists():  # an earlier attempt that did not complete
-            shutil.rmtree(final)
-        os.rename(partial, final)
+        with _one_finisher(self.sweep_dir):
+            if run_status(final) == "completed":  # by another process meanwhile (a killed sweep's worker)
+                shutil.rmtree(partial)
+                return final
+            if final.exists():  # an earlier attempt that did not complete
+                shutil.rmtree(final)
+            os.rename(partial, final)
         return final
+
+
+@contextlib.contextmanager
+def _one_finisher(sweep_dir: Path) -> Iterator[None]:
+    """One process at a time moves a run directory into ``runs/``: two finishing one run (a killed
+    sweep's worker and the sweep started again) replaced each other's folder, or failed renaming
+    onto one being replaced."""
+    if fcntl is None:
+        yield
+        return
+    with open(sweep_dir / FINISHING, "a") as handle:  # never removed: a lock file removed may be locked twice
+        fcntl.flock(handle, fcntl.LOCK_EX)  # let go when the file is closed
+        yield
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
