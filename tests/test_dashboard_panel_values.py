@@ -112,3 +112,83 @@ def test_a_value_recorded_as_json_text_or_a_dict_is_read_as_a_dict():
     assert panels._as_dict('{"a": 1}') == {"a": 1} == panels._as_dict({"a": 1})
     assert panels._as_dict("not json") == {} and panels._as_dict(None) == {}
     assert panels._as_dict(float("nan")) == {} and not math.isnan(len(panels._as_dict("[1, 2]")))
+
+
+def calls() -> pd.DataFrame:
+    """A ledger of five decisions over two steps and one end-of-run call (step 3 of a 2-step run)."""
+    return pd.DataFrame({
+        "step": [1, 1, 2, 2, 2, 3], "module": ["plan", "plan", "plan", "talk", "talk", "judge"],
+        "op": ["Choose", "Choose", "Choose", "Say", "Say", "Judge"],
+        "model": ["m", "m", "m", "rules", "m", "j"], "engine": ["llm", "llm", "llm", "rules", "llm", "llm"],
+        "calls": [1, 2, 1, 0, 1, 1], "prompt_tokens": [10, 20, 10, 0, 5, 7], "completion_tokens": [1, 2, 1, 0, 3, 4],
+        "cost_usd": [0.001, 0.002, 0.0010004, 0.0, 0.0005, 0.01],
+        "status": ["ok", "repaired", "fallback", "rules", "ok", "ok"], "truncated": [0, 1, 0, 0, 1, 0],
+        "error": [None, "bad json", "", None, "timeout", None]})
+
+
+def test_the_usage_table_sums_each_operation_s_decisions_calls_tokens_and_failures_up_to_the_step():
+    f = frames()
+    f.calls = calls()
+    f.model = pd.DataFrame({"step": [1, 2]})
+    first = panels.usage_table(f, 1)
+    assert first.to_dict("records") == [
+        {"module": "plan", "op": "Choose", "model": "m", "decisions": 2, "llm_calls": 3, "prompt_tokens": 30,
+         "completion_tokens": 3, "cost_usd": 0.003, "repaired": 1, "fallbacks": 0, "truncated": 1, "failures": 1}]
+    last = panels.usage_table(f, 2).set_index(["op", "model"])  # the last step: every call, the judge's too
+    assert last.loc[("Choose", "m"), ["decisions", "llm_calls", "fallbacks", "failures"]].tolist() == [3, 4, 1, 1]
+    assert last.loc[("Choose", "m"), "cost_usd"] == 0.004  # rounded to 6 places
+    assert last.loc[("Say", "rules"), ["decisions", "llm_calls", "failures"]].tolist() == [1, 0, 0]
+    assert last.loc[("Say", "m"), ["failures", "truncated"]].tolist() == [1, 1]
+    assert last.loc[("Judge", "j"), "llm_calls"] == 1
+    f.failures = {"Choose": 5}  # the ledger's own count (repairs' failed first answers too) wins when higher
+    assert panels.usage_table(f, 2).set_index("op").loc["Say", "failures"].tolist() == [1, 0]  # m, rules
+    assert panels.usage_table(f, 2).set_index("op").loc["Choose", "failures"] == 5
+    assert panels.usage_table(f, 1).set_index("op").loc["Choose", "failures"] == 1  # not at an earlier step
+    totals = panels.usage_totals(f, 2)
+    assert totals == {"decisions": 6, "llm_calls": 6, "prompt_tokens": 52, "completion_tokens": 11,
+                      "cost_usd": 0.0145, "repaired": 1, "fallbacks": 1, "truncated": 2, "failures": 6}
+    assert list(panels.usage_table(frames(), 2).columns) == panels.USAGE_COLUMNS
+
+
+def test_svo_area_and_norm_colourings_follow_each_agent_s_latest_row():
+    agents = pd.DataFrame({"step": [1, 1, 2, 2], "AgentID": [1, 2, 1, 2], "name": ["Ann", "Bob", "Ann", "Bob"],
+                           "svo": ["competitive", "altruistic", "competitive", "nihilist"],
+                           "area": ["cafe", "park", "park", "park"], "qualified_norms": [0, 1, 2, None]})
+    f = frames(agents)
+    f.areas = [{"name": "cafe"}, {"name": "park"}, {"name": "shop"}]
+    assert panels.colour_modes(f) == ["area", "SVO", panels.QUALIFIED_NORMS]
+    colours, legend = panels.agent_colours(f, 2, "SVO")
+    assert colours == {"Ann": "#e53935", "Bob": "#9e9e9e"}  # an unknown type: grey
+    assert legend == {"competitive": "#e53935", "nihilist": "#9e9e9e"}
+    colours, legend = panels.agent_colours(f, 1, "area")
+    assert colours == {"Ann": panels.PALETTE[0], "Bob": panels.PALETTE[1]} and list(legend) == ["cafe", "park"]
+    assert panels.agent_colours(f, 2, "area")[1] == {"park": panels.PALETTE[1]}  # only the areas someone is in
+    colours, legend = panels.agent_colours(f, 2, panels.QUALIFIED_NORMS)
+    assert colours == {"Ann": "#2ca02c", "Bob": "#d62728"}  # the most held (2) green, none red
+    assert legend == {"no qualified norm": "#d62728", "2 qualified norms": "#2ca02c"}
+    colours, legend = panels.agent_colours(frames(), 0, "agent")  # nothing recorded: one colour each
+    assert colours == {"Ann": panels.PALETTE[0], "Bob": panels.PALETTE[1]} and legend == {}
+    assert panels.colour_modes(frames()) == ["agent"]
+
+
+@pytest.mark.parametrize(("arch", "tables", "view"), [
+    ("itcmas", {}, "itcmas"), ("x", {"matrix": pd.DataFrame()}, "itcmas"),
+    ("asvo", {}, "asvo"), ("x", {"asvo_predictions": pd.DataFrame()}, "asvo"),
+    ("crsec", {}, "crsec"), ("x", {"norm_changes": pd.DataFrame()}, "crsec"),
+    ("generic", {}, "generic"), ("tidy", {"events": pd.DataFrame()}, "generic")])
+def test_each_architecture_gets_its_own_view(arch, tables, view):
+    f = frames(**tables)
+    f.arch = arch
+    assert panels.architecture_view(f) == view
+
+
+def test_agents_are_spread_over_their_area_s_cells_in_name_order():
+    agents = pd.DataFrame({"step": [1] * 4, "AgentID": [1, 2, 3, 4], "name": ["Dee", "Ann", "Cy", "Bob"],
+                           "area": ["hall", "hall", "hall", "nowhere"]})
+    f = frames(agents)
+    f.areas = [{"name": "hall", "x": 10, "y": 0, "width": 4, "height": 5}]
+    assert panels.map_positions(f, 1) == {"Ann": (10.5, 4.5), "Cy": (12.5, 4.5), "Dee": (10.5, 2.5)}
+    f.areas = [{"name": "hall", "x": 0, "y": 0, "width": 2, "height": 2}]  # no room for gaps: every cell
+    assert panels.map_positions(f, 1) == {"Ann": (0.5, 1.5), "Cy": (1.5, 1.5), "Dee": (0.5, 0.5)}
+    f.areas = []
+    assert panels.map_positions(f, 1) == {}
