@@ -192,3 +192,48 @@ def test_agents_are_spread_over_their_area_s_cells_in_name_order():
     assert panels.map_positions(f, 1) == {"Ann": (0.5, 1.5), "Cy": (1.5, 1.5), "Dee": (0.5, 0.5)}
     f.areas = []
     assert panels.map_positions(f, 1) == {}
+
+
+def test_time_series_draw_per_step_usage_groups_means_and_every_other_number_up_to_the_step():
+    f = frames(pd.DataFrame({"step": [1, 1, 2, 2], "AgentID": [1, 2, 1, 2], "name": ["Ann", "Bob", "Ann", "Bob"],
+                             "desire_rest": [2, 4, 6, None], "P": [0.5, -0.5, 1.0, 0.0], "driver": [1, 2, 3, 4]}))
+    f.model = pd.DataFrame({"step": [1, 2, 3], "llm_calls": [4, 10, 10], "rule_decisions": [0, 1, 3],
+                            "adoption[tip]": [0.0, 0.5, 1.0], "conflicts": [2, 0, 1], "conflicts_total": [2, 2, 3],
+                            "tidy_steps": [1, 2, 3], "flag": [True, False, True],
+                            "topics": [{"cafe": 0.5}, '{"cafe": 0.25, "park": -1}', {}]})
+    series = panels.time_series(f, 2)
+    assert series["LLM decisions per step"].to_dict("list") == {"llm_calls": [4, 6], "rule_decisions": [0, 1]}
+    assert series["Norm adoption (share of agents)"].to_dict("list") == {"adoption[tip]": [0.0, 0.5]}
+    assert series["Conflicts and norm events"].to_dict("list") == {"conflicts": [2, 0]}
+    assert series["Conflicts and norm events so far (running totals)"].to_dict("list") == {"conflicts_total": [2, 2]}
+    assert series[panels.OTHER_TITLE].to_dict("list") == {"tidy_steps": [1, 2]}  # not the flag, not a grouped one
+    topics = series[panels.TOPIC_TITLE]
+    assert topics["cafe"].tolist() == [0.5, 0.25] and pd.isna(topics["park"].iloc[0]) and topics["park"].iloc[1] == -1
+    assert series["Desires (mean over agents)"].iloc[:, 0].tolist() == [3.0, 6.0]  # Bob's missing value left out
+    assert series["Emotion P/A/D (mean over agents)"].to_dict("list") == {"P": [0.0, 0.5]}
+    assert series["Driver (per agent)"].to_dict("list") == {"Ann": [1, 3], "Bob": [2, 4]}
+    assert panels.time_series(f)["LLM decisions per step"]["llm_calls"].tolist() == [4, 6, 0]  # to the last step
+
+
+def test_the_report_tab_inlines_only_the_run_s_own_figures_and_redacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test1234567890abcdef1234")
+    run = tmp_path / "run"
+    (run / "figures").mkdir(parents=True)
+    (run / "figures" / "a.png").write_bytes(b"\x89PNG fake")
+    (tmp_path / "secret.png").write_bytes(b"not the run's")
+    (run / "report.md").write_text("key sk-test1234567890abcdef1234\n![a](figures/a.png)\n"
+                                   "![b](figures/../../secret.png)\n![c](figures/none.png)\n", encoding="utf-8")
+    shown = panels.run_report(run).splitlines()
+    assert "sk-test" not in shown[0]
+    assert shown[1] == "![a](data:image/png;base64,iVBORyBmYWtl)"
+    assert shown[2:] == ["*(b: figure not found)*", "*(c: figure not found)*"]  # nothing outside figures/ read
+
+
+def test_a_norm_s_judged_reading_is_the_judge_s_else_the_matcher_s_and_none_for_no_match_or_its_opposite():
+    matches = pd.DataFrame({"step": [1, 1, 1, 1, 2], "agent": ["Ann", "Ann", "Ann", "Bob", "Ann"],
+                            "norm_id": [1, 2, 3, 1, 4],
+                            "judged": ["no smoking", None, "none of these", "tipping", "the opposite of: tipping"],
+                            "lexical": ["tipping", "tipping", "no smoking", "x", "tipping"]})
+    f = frames(norm_matches=matches)
+    assert panels._judged_readings(f, "Ann", 1) == {1: "no smoking", 2: "tipping", 3: ""}
+    assert panels._judged_readings(f, "Ann", 2)[4] == ""
