@@ -237,3 +237,19 @@ def test_a_norm_s_judged_reading_is_the_judge_s_else_the_matcher_s_and_none_for_
     f = frames(norm_matches=matches)
     assert panels._judged_readings(f, "Ann", 1) == {1: "no smoking", 2: "tipping", 3: ""}
     assert panels._judged_readings(f, "Ann", 2)[4] == ""
+
+
+def test_a_link_in_an_agent_s_or_a_model_s_words_is_shown_as_text_never_followed(tmp_path):
+    """Markdown renders [x](javascript:...) as a live link: an action or a norm an LLM wrote, quoted in
+    the report's tables, would run on the dashboard's page with a click."""
+    import markdown
+
+    run = tmp_path / "run"
+    (run / "figures").mkdir(parents=True)
+    (run / "figures" / "a.png").write_bytes(b"png")
+    (run / "report.md").write_text(
+        "| Sam | [win](javascript:alert(1)) |\n![x](javascript:alert(2))\n[ref]: javascript:alert(3)\n[ref]\n"
+        "<javascript:alert(4)>\n![a](figures/a.png)\n", encoding="utf-8")
+    html = markdown.markdown(panels.run_report(run))
+    assert "javascript" in html and 'href="javascript' not in html and 'src="javascript' not in html
+    assert "<a " not in html and html.count("<img ") == 1 and 'src="data:image/png;base64,' in html

@@ -883,6 +883,8 @@ def reproduction_findings(folder: str | Path) -> pd.DataFrame:
 
 
 FIGURE_LINK = re.compile(r"!\[([^\]]*)\]\((figures/[^)\s]+\.png)\)")  # how report.md links its figures
+FOREIGN_LINK = re.compile(r"\]\((?!figures/)")  # any other inline link's target
+LINK_DEFINITION = re.compile(r"(?m)^( {0,3}\[[^\]]+\]):")  # a reference link's definition
 
 
 def run_report(run_dir: str | Path) -> str:
@@ -903,7 +905,11 @@ def run_report(run_dir: str | Path) -> str:
             return f"*({link[1]}: figure not found)*"
         return f"![{link[1]}](data:image/png;base64,{base64.b64encode(figure.read_bytes()).decode()})"
 
-    return FIGURE_LINK.sub(inline, redact(text).replace("<", "&lt;"))
+    text = redact(text).replace("<", "&lt;")
+    # a link the report did not make itself (an agent's or a model's words in a table) is shown as
+    # text: Markdown renders "[x](javascript:...)" as a live link, and the page would run it on a click
+    text = FOREIGN_LINK.sub(r"]\\(", LINK_DEFINITION.sub(r"\1\\:", text))
+    return FIGURE_LINK.sub(inline, text)
 
 
 def architecture_view(frames: Frames) -> str:
