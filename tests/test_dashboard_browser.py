@@ -386,6 +386,26 @@ def test_a_replayed_run_scrubs_in_view_without_calling_a_model(browser_page, run
     assert _external(requests, server) == []
 
 
+def test_a_report_quoting_hostile_model_text_runs_none_of_it(browser_page, run_dir, tmp_path):
+    """report.md quotes norms and actions a model wrote: Vue evaluated "{{ ... }}" in them as JavaScript,
+    an image link made a request, and a javascript: link was live."""
+    page, requests, server = browser_page
+    copy = shutil.copytree(run_dir, tmp_path / "hostile")
+    with (copy / "report.md").open("a", encoding="utf-8") as report:
+        report.write("\n| Sam | MARK-A {{ 7*191 }} {{ constructor.constructor('window.__pwned=1')() }} |\n\n"
+                     "![t](http://10.255.255.1/track.png) [clk](javascript:window.__clicked=1) "
+                     "<img src=x onerror=\"window.__img=1\">\n")
+    page.locator(".run-dir input").fill(str(copy))
+    page.locator(".btn-open").click()
+    expect(page.locator(".step-counter")).to_contain_text(f"replay of {copy}")
+    _tab(page, "Report")
+    expect(page.locator(".report-text")).to_contain_text("MARK-A {{ 7*191 }}")  # shown, not evaluated
+    expect(page.locator(".report-text")).to_contain_text("[clk](javascript:window.__clicked=1)")
+    assert page.locator(".report-text a").count() == 0
+    assert page.evaluate("[window.__pwned, window.__img]") == [None, None]
+    assert _external(requests, server) == []
+
+
 def test_a_folder_of_runs_lists_them_and_one_opens_from_the_list(browser_page, run_dir, tmp_path):
     """Given a sweep's folder rather than a run, the card says so and lists the runs inside."""
     page, requests, server = browser_page

@@ -700,10 +700,10 @@ def test_the_report_tab_shows_the_runs_own_findings(crsec, tmp_path, monkeypatch
     assert "## CRSEC: norm emergence" in session.report and findings in session.report
     assert "](figures/" not in session.report and "](data:image/png;base64," in session.report  # no request
     shown: list[str] = []
-    markdown = solara.Markdown
-    monkeypatch.setattr(solara, "Markdown", lambda text, **kw: (shown.append(text), markdown(text, **kw))[1])
+    html = solara.HTML
+    monkeypatch.setattr(solara, "HTML", lambda **kw: (shown.append(kw.get("unsafe_innerHTML")), html(**kw))[1])
     solara.render(app.ReportPanel(session), handle_error=False)
-    assert shown == [session.report]
+    assert shown == [panels.report_html(session.report)] and "<table>" in shown[0]  # never compiled as a template
     # a run that has written no report yet says so; the report's quotes of agents are shown as text
     copy = tmp_path / "run"
     shutil.copytree(crsec.run_dir, copy)

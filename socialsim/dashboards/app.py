@@ -309,7 +309,7 @@ def ReportPanel(session: LiveSession | ReplaySession) -> None:
                         "running, or killed, has none).", classes=["report-none"])
         else:
             with solara.Div(classes=["report-text"], style="max-height:640px;overflow:auto;font-size:13px"):
-                solara.Markdown(session.report)
+                solara.HTML(unsafe_innerHTML=panels.report_html(session.report))  # no template: see report_html
 
 
 @solara.component

@@ -912,6 +912,16 @@ def run_report(run_dir: str | Path) -> str:
     return FIGURE_LINK.sub(inline, text)
 
 
+def report_html(report: str) -> str:
+    """The Report tab's HTML, made here from ``run_report``'s text and set as the element's content:
+    solara.Markdown compiles its HTML as a Vue template, so "{{ ... }}" in a model's words quoted by
+    the report was evaluated as JavaScript. Every tag is Markdown's own (the text's "<" are
+    escaped) and every link or image but the run's inlined figures is text."""
+    import markdown
+
+    return markdown.markdown(report, extensions=["tables"]) if report else ""
+
+
 def architecture_view(frames: Frames) -> str:
     """Which architecture-specific view the recorded tables allow."""
     if "matrix" in frames.tables or frames.arch == "itcmas":
