@@ -103,6 +103,9 @@ def test_the_itcmas_judge_scores_the_run_on_its_route_tape_and_outage_rules(serv
     assert stopped.status.startswith(f"stopped by provider outage in the end-of-run measurement (the judge {JUDGE})")
     assert stopped.steps_done == 3 and not (tmp_path / "r" / "tables" / "itcmas_judge.parquet").exists()
     assert "Not measured: stopped by provider outage" in (tmp_path / "r" / "report.md").read_text()
+    # its replay judges as far as the tape goes and stops where the recording did (it raised TapeMiss)
+    replayed, same = replay(tmp_path / "r", tmp_path / "rr", progress=False)
+    assert same and replayed.status == stopped.status
 
     server.down = False
     resumed = _itcmas(server, tmp_path / "r")
@@ -192,7 +195,18 @@ def test_a_run_stopped_before_its_last_step_asks_no_judge_and_replays_equal(serv
     requests = len(server.requests)
     replayed, same = replay(tmp_path / "r", progress=False)
     assert same and len(server.requests) == requests
+    assert replayed.status == "completed"  # the steps it was given, all done; nothing was to be measured
 
     resumed = run(config.model_copy(update={"max_calls": None}), tmp_path / "r", progress=False, preflight=False)
     assert resumed.status == "completed" and resumed.steps_done == 3  # measured once it reached its end
     assert len(pd.read_parquet(tmp_path / "r" / "tables" / "itcmas_judge.parquet")) == 6
+
+
+def test_a_run_whose_judge_the_budget_stopped_replays_to_the_same_stop(server, tmp_path):
+    config = RunConfig(scenario="irollan-valley", arch="itcmas", model="rules", steps=2, rng=1,
+                       api_base=server.api_base, routes={"itcmas_judge": JUDGE}, max_calls=3)
+    stopped = run(config, tmp_path / "r", progress=False, preflight=False)
+    assert stopped.status.startswith("stopped by budget in the end-of-run measurement") and stopped.steps_done == 2
+    requests = len(server.requests)
+    replayed, same = replay(tmp_path / "r", progress=False)
+    assert same and replayed.status == stopped.status and len(server.requests) == requests

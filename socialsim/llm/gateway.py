@@ -377,6 +377,12 @@ class Gateway:
                     reason = redact(f"unusable answer after repair ({exc2})")
         except ProviderError as exc:
             reason = f"provider error: {exc}"
+        except ProviderOutage as exc:
+            if isinstance(exc.__cause__, ProviderError):  # the call that tripped the breaker failed like any
+                reason = f"provider error: {exc.__cause__}"  # other: its row is kept, as a replay of it keeps it
+                self.ledger.failure(op.name, f"{reason}; the run stops", agent_id, self.step)
+                self._record(op, agent_id, model, "llm", "fallback", completions, reason, path)
+            raise
         self.ledger.failure(op.name, f"{reason}; using fallback: {op.fallback_doc}", agent_id, self.step)
         value = op.fallback(ctx)
         raw = completions[-1].raw if completions else None
@@ -452,7 +458,8 @@ class Gateway:
         failure = self._failed(key, op, agent_id, model, messages, params, error)
         self.failures_in_a_row += 1
         if self.breaker and self.failures_in_a_row >= self.breaker:
-            raise ProviderOutage(f"{self.failures_in_a_row} calls in a row to {model} failed (last: {failure})")
+            raise ProviderOutage(f"{self.failures_in_a_row} calls in a row to {model} failed (last: {failure})") \
+                from failure
         return failure
 
     def _failed(self, key, op, agent_id, model, messages, params, error: str) -> ProviderError:

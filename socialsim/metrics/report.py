@@ -86,8 +86,15 @@ def end_of_run_measurement[T](model: SocietyModel, what: str, measure: Callable[
         model.measurement_stopped = (f"the run stopped before its last step ({model.run_cut_short}); the --resume "
                                      f"that completes it measures {what}")
         return None
+    from socialsim.llm.tape import TapeMiss
+
     try:
         return measure()
+    except TapeMiss:
+        if not model.measurement_cut:
+            raise
+        model.measurement_stopped = model.measurement_cut  # where the recording stopped, as it said then
+        return None
     except (BudgetExhausted, ProviderOutage) as exc:
         kind = "budget" if isinstance(exc, BudgetExhausted) else "provider outage"
         model.measurement_stopped = f"stopped by {kind} in the end-of-run measurement ({what}): {exc}"
@@ -97,6 +104,8 @@ def end_of_run_measurement[T](model: SocietyModel, what: str, measure: Callable[
 
 def run_status(model: SocietyModel, status: str) -> str:
     """A run whose steps completed but whose end-of-run measurement was stopped is not done."""
+    if model.run_cut_short:  # measured nothing on purpose: the steps' own status stands (a replay's "completed")
+        return status
     return model.measurement_stopped if model.measurement_stopped and status == "completed" else status
 
 

@@ -137,12 +137,15 @@ def run(
     preflight: bool = True,
     order_probe: int | None = None,
     cut_short: str | None = None,
+    measurement_cut: str | None = None,
 ) -> RunResult:
     """Run (or, with ``replay_from``, replay) a scenario and write its run directory.
 
     If ``out`` already holds a tape (a stopped run), its recorded calls are reused for free:
     that is how a run stopped by its budget resumes. ``cut_short``: the status of a recording that
-    stopped before its last step, whose replay then skips the end-of-run measurements as it did.
+    stopped before its last step, whose replay then skips the end-of-run measurements as it did;
+    ``measurement_cut``: the status of one whose end-of-run measurement was stopped, which its replay
+    then makes as far as the tape goes.
     """
     replay = replay_from is not None
     source = _scenario_source(config, replay_from if replay else out)
@@ -152,6 +155,7 @@ def run(
     model = _checked_model(config, gateway, source, replay=replay, preflight=preflight,
                            claimed=None if out else run_dir)
     model.run_cut_short = cut_short
+    model.measurement_cut = measurement_cut
     run_dir.mkdir(parents=True, exist_ok=True)
     with writing(run_dir), _logging_to(run_dir / "run.log"):  # one writer: two would interleave tapes
         keep_scenario(run_dir, source)
@@ -348,10 +352,12 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     if not steps_done:
         raise ValueError(f"{run_dir} completed no step ({saved.get('status', 'status unknown')}): there is nothing "
                          f"to replay; continue it with `socialsim run --resume {run_dir}`")
-    cut_short = saved.get("status") if steps_done < config.steps else None  # it measured nothing at its end
+    status = saved.get("status")
+    cut_short = status if steps_done < config.steps else None  # it measured nothing at its end
+    measurement_cut = status if not cut_short and status != "completed" else None  # its measurement stopped
     config = config.model_copy(update={"steps": steps_done, "max_cost": None, "max_calls": None})
     result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress, order_probe=order_probe,
-                 cut_short=cut_short)
+                 cut_short=cut_short, measurement_cut=measurement_cut)
     difference = first_difference(run_dir, result.run_dir, up_to=steps_done)
     if difference:
         log.warning("replay differs from the recording: %s", difference)

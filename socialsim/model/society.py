@@ -58,6 +58,9 @@ class SocietyModel(Model):
         # set when the run stopped before its last step (a budget, an outage, Ctrl-C): the end-of-run
         # measurements then wait for the --resume that completes it (a judge of half a run is no result)
         self.run_cut_short: str | None = None
+        # a replay's: the recording's end-of-run measurement was stopped (its status), so the replay
+        # makes it as far as the tape goes and stops where the recording did
+        self.measurement_cut: str | None = None
         self.interactions = nx.DiGraph()
         self.world = World(self.scenario_spec.map, self.random) if self.scenario_spec.map else None
         names = [a.name for a in self.scenario_spec.agents]
