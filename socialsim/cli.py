@@ -539,7 +539,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{len(runs)} run(s): " + ", ".join(f"{n} {status}" for status, n in statuses.items()))
     for name, frame in result.frames().items():
         print(f"  {name:28} {len(frame):>8} rows")
-    reports = sorted(args.path.glob("report.md")) + sorted(args.path.glob("*/report.md"))
+    # a run's, a sweep's runs' or a reproduction's seeds' (not a replay's, RUN/replay/report.md)
+    reports = [p for pattern in ("report.md", "runs/*/report.md", "*/seed-*/report.md")
+               for p in sorted(args.path.glob(pattern))]
     for report in reports[:5]:
         print(f"report: {report}")
     print(f"frames: {out} ({', '.join(formats)})")

@@ -273,8 +273,11 @@ def test_report_writes_a_run_s_tidy_frames_and_names_its_report(tmp_path, capsys
     assert main(["run", "school-micro", "--arch", "asvo", "--model", "rules", "--steps", "2", "--out", str(run_dir),
                  "--no-progress"]) == 0
     capsys.readouterr()
+    assert main(["replay", str(run_dir), "--no-progress"]) == 0  # its replay's report is not the run's
+    capsys.readouterr()
     assert main(["report", str(run_dir), "--format", "csv"]) == 0
     out = capsys.readouterr().out
+    assert "replay" not in out
     assert out.startswith("1 run(s): 1 completed\n") and f"report: {run_dir / 'report.md'}" in out
     written = {p.relative_to(run_dir / "export").as_posix() for p in (run_dir / "export").rglob("*.*")}
     assert {"runs.csv", "model.csv", "agents.csv", "types.csv", "llm_calls.csv", "tables/asvo_actions.csv"} <= written

@@ -248,6 +248,12 @@ def test_an_export_never_writes_into_a_run_a_sweep_or_a_reproduction(sweep_dir, 
     assert (sweep_dir / "runs.parquet").read_bytes() == before
     export(tmp_path / "r", tmp_path / "r" / "export")  # its own export folder, again and again
     export(tmp_path / "r", tmp_path / "r" / "export")
+    for inside in (tmp_path / "r" / "tables", tmp_path / "r" / "figures" / "x", sweep_dir / "runs" / "elsewhere"):
+        with pytest.raises(ValueError, match=f"export out={inside} is inside "):
+            export(tmp_path / "r", inside)  # among its frames: its replay would never match again
+    from socialsim.model.runner import replay
+
+    assert replay(tmp_path / "r", progress=False)[1]
 
 
 def test_a_final_model_value_named_like_a_parameter_is_kept_beside_it(tmp_path):

@@ -179,6 +179,14 @@ def _not_an_export_folder(out: Path) -> str | None:
     if marks or runs_below(out):
         return (f"export out={out} holds a run, a sweep or a reproduction ({', '.join(marks) or 'runs below it'}), "
                 "whose tables an export would replace: give a folder of its own")
+    # inside one (RUN/tables: its frames would sit among the run's own, and its replay never match),
+    # except in the folder an export of it takes by default, PATH/export
+    resolved = out.resolve()
+    for parent in resolved.parents:
+        if any((parent / name).is_file() for name in ("config.json", SWEEP_FILE, REPRODUCTION_SUMMARY)):
+            if resolved.relative_to(parent).parts[0] != "export":
+                return (f"export out={out} is inside {parent}, a run, a sweep or a reproduction, among whose own "
+                        f"files it would write: give a folder outside it, or {parent / 'export'}")
     return None
 
 
