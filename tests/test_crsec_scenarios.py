@@ -113,3 +113,12 @@ def test_a_bad_norm_hour_is_named():
     spec.crsec["tracked_norms"][2]["violated_by"]["from_time"] = "5pm"
     with pytest.raises(ScenarioError, match=r"(?s)makerspace.yaml.*crsec.tracked_norms.2.violated_by.from_time: expected a time of day like '22:00', got '5pm'$"):
         load_settings(spec)
+
+
+@pytest.mark.parametrize("params", [{"filler_behaviour": "bogusthing"},
+                                    {"schedule": [{"time": "10:00", "behaviour": "saw"}]}])
+def test_a_run_parameter_naming_a_behaviour_is_checked_as_the_scenario_s_own_section_is(params):
+    """--set crsec.filler_behaviour=bogusthing ran to 'completed': only the scenario file's own value was checked."""
+    with pytest.raises(ScenarioError, match="invalid crsec parameters\n  crsec.(filler_behaviour|schedule.0..behaviour): "
+                                            "unknown behaviour"):
+        SocietyModel("makerspace", arch="crsec", model="rules", **params)

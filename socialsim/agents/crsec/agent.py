@@ -83,7 +83,8 @@ class CRSECState:
     """What the society shares: settings, the door graph, this step's breaches and the events so far."""
 
     def __init__(self, model: SocietyModel) -> None:
-        self.settings = settings = with_params(load_settings(model.scenario_spec), model.arch_params)
+        spec = model.scenario_spec
+        self.settings = settings = with_params(load_settings(spec), model.arch_params, spec)
         world = model.world
         self.doors = nx.Graph()
         self.doors.add_nodes_from(world.areas)

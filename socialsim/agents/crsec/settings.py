@@ -236,6 +236,38 @@ def _problems(exc: ValidationError, prefix: str) -> str:
     return "\n".join(f"  {line}" for line in field_problems(exc, prefix))
 
 
+def _unknown_behaviour(text: str, scenario: Scenario) -> str:
+    """A reference to no behaviour, and how to write it: by the behaviour's text, not its name."""
+    behaviours = scenario.map.behaviours if scenario.map else []
+    by_name = {b.name: b.text for b in behaviours}
+    if text in by_name:
+        return f"unknown behaviour {text!r} (a behaviour is referred to by its text: {by_name[text]!r})"
+    near = difflib.get_close_matches(text, sorted(b.text for b in behaviours), n=1)
+    return f"unknown behaviour {text!r} (" + (f"did you mean {near[0]!r}? " if near else "") + \
+        "a behaviour is referred to by its text in map.behaviours)"
+
+
+def _reference_problems(settings: CRSECSettings, scenario: Scenario) -> list[str]:
+    """The settings' references to the scenario's map (behaviours, places) that name nothing in it:
+    checked for the scenario's own section and again with a run's parameters laid over it."""
+    behaviours = {b.text for b in scenario.map.behaviours} if scenario.map else set()
+    areas = {a.name for a in scenario.map.areas} if scenario.map else set()
+    problems = []
+    for t in settings.tracked_norms:
+        for a, b in t.alternatives.items():
+            for text in (a, b):
+                if behaviours and text not in behaviours:
+                    problems.append(f"  crsec.tracked_norms ({t.name}).alternatives: {_unknown_behaviour(text, scenario)}")
+    for i, item in enumerate(settings.schedule):
+        if behaviours and item.behaviour not in behaviours:
+            problems.append(f"  crsec.schedule[{i}].behaviour: {_unknown_behaviour(item.behaviour, scenario)}")
+        if item.place is not None and areas and item.place not in areas:
+            problems.append(f"  crsec.schedule[{i}].place: unknown area {item.place!r} (expected one of {sorted(areas)})")
+    if behaviours and settings.filler_behaviour not in behaviours:
+        problems.append(f"  crsec.filler_behaviour: {_unknown_behaviour(settings.filler_behaviour, scenario)}")
+    return problems
+
+
 def load_settings(scenario: Scenario) -> CRSECSettings:
     """Validate a scenario's ``crsec`` section and its agents' CRSEC traits."""
     if scenario.crsec is None:
@@ -248,29 +280,7 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
     names = {t.name for t in settings.tracked_norms}
     behaviours = {b.text for b in scenario.map.behaviours} if scenario.map else set()
     areas = {a.name for a in scenario.map.areas} if scenario.map else set()
-    by_name = {b.name: b.text for b in scenario.map.behaviours} if scenario.map else {}
-
-    def unknown(text: str) -> str:
-        """A reference to no behaviour, and how to write it: by the behaviour's text, not its name."""
-        if text in by_name:
-            return f"unknown behaviour {text!r} (a behaviour is referred to by its text: {by_name[text]!r})"
-        near = difflib.get_close_matches(text, sorted(behaviours), n=1)
-        return f"unknown behaviour {text!r} (" + (f"did you mean {near[0]!r}? " if near else "") + \
-            "a behaviour is referred to by its text in map.behaviours)"
-
-    problems = []
-    for t in settings.tracked_norms:
-        for a, b in t.alternatives.items():
-            for text in (a, b):
-                if behaviours and text not in behaviours:
-                    problems.append(f"  crsec.tracked_norms ({t.name}).alternatives: {unknown(text)}")
-    for i, item in enumerate(settings.schedule):
-        if behaviours and item.behaviour not in behaviours:
-            problems.append(f"  crsec.schedule[{i}].behaviour: {unknown(item.behaviour)}")
-        if item.place is not None and areas and item.place not in areas:
-            problems.append(f"  crsec.schedule[{i}].place: unknown area {item.place!r} (expected one of {sorted(areas)})")
-    if behaviours and settings.filler_behaviour not in behaviours:
-        problems.append(f"  crsec.filler_behaviour: {unknown(settings.filler_behaviour)}")
+    problems = _reference_problems(settings, scenario)
     for i, agent in enumerate(scenario.agents):
         prefix = f"agents[{i}] ({agent.name}).traits"
         try:
@@ -283,7 +293,7 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
                 problems.append(f"  {prefix}.stance: unknown tracked norm {norm!r} (known: {sorted(names)})")
         for habit in traits.habits:
             if behaviours and habit not in behaviours:
-                problems.append(f"  {prefix}.habits: {unknown(habit)}")
+                problems.append(f"  {prefix}.habits: {_unknown_behaviour(habit, scenario)}")
         if traits.home_area is not None and areas and traits.home_area not in areas:
             problems.append(f"  {prefix}.home_area: unknown area {traits.home_area!r}")
     if scenario.map is None:
@@ -293,9 +303,10 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
     return settings
 
 
-def with_params(settings: CRSECSettings, params: dict[str, Any]) -> CRSECSettings:
+def with_params(settings: CRSECSettings, params: dict[str, Any], scenario: Scenario | None = None) -> CRSECSettings:
     """The scenario's settings with a run's parameters (``--set``, a sweep, ``SocietyModel(**params)``)
-    laid over them; an unknown or invalid one is a scenario error naming it."""
+    laid over them; an unknown or invalid one, or (given the ``scenario``) one naming a behaviour or
+    a place its map does not have, is a scenario error naming it."""
     known = set(CRSECSettings.model_fields)
     unknown = sorted(set(params) - known)
     if unknown:
@@ -303,6 +314,9 @@ def with_params(settings: CRSECSettings, params: dict[str, Any]) -> CRSECSetting
     if not params:
         return settings
     try:
-        return CRSECSettings.model_validate({**settings.model_dump(), **params})
+        merged = CRSECSettings.model_validate({**settings.model_dump(), **params})
     except ValidationError as exc:
         raise ScenarioError("invalid crsec parameters\n" + _problems(exc, "crsec")) from None
+    if scenario is not None and (problems := _reference_problems(merged, scenario)):
+        raise ScenarioError("invalid crsec parameters\n" + "\n".join(problems))
+    return merged
