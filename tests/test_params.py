@@ -256,3 +256,27 @@ def test_a_parameter_given_to_an_architecture_without_parameters_is_refused(tmp_
     with pytest.raises(SweepFileError, match="cannot be built: architecture 'generic' has no parameters; given: temprature"):
         sweep({"name": "t", "seeds": [1], "parameters": {"arch": "generic", "model": "rules", "temprature": [0.1, 0.9]}},
               tmp_path / "s", progress=False)
+
+
+def test_a_plug_in_s_aliases_and_allowed_extras_pass_the_check_its_own_model_makes(monkeypatch):
+    """check_params refused what a plug-in's settings model accepts: a field given by its alias, and
+    any name where the model allows extras; a typo is still refused where it does not."""
+    from pydantic import BaseModel, ConfigDict, Field
+
+    from socialsim.agents import params
+
+    class Open(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        own: float = Field(default=0.5, ge=0, le=1, alias="w")
+
+    class Closed(BaseModel):
+        own: float = Field(default=0.5, ge=0, le=1, alias="w")
+
+    monkeypatch.setattr(params, "settings_model", lambda arch: {"open": Open, "closed": Closed}[arch])
+    assert params.check_params("open", {"w": "0.25", "knob": 3}) == {"w": 0.25, "knob": 3}
+    assert Open(**params.check_params("open", {"w": 0.25})).own == 0.25  # as the plug-in reads it
+    assert params.check_params("closed", {"own": 1, "w": 0}) == {"own": 1.0, "w": 0.0}
+    with pytest.raises(params.ParamError, match=r"invalid closed parameters\n  closed.own: Input should be less"):
+        params.check_params("closed", {"w": 2})
+    with pytest.raises(params.ParamError, match=r"unknown closed parameter\(s\) \['knob'\]"):
+        params.check_params("closed", {"knob": 3})

@@ -162,13 +162,23 @@ def check_params(arch: str, params: dict[str, Any]) -> dict[str, Any]:
             raise ParamError(f"architecture {arch!r} has no parameters; given: {', '.join(sorted(params))}")
         return {}
     known = list(model.model_fields)
-    unknown = sorted(set(params) - set(known))
-    if unknown:
+    # a field may also be given by its alias, and a model with extra="allow" takes any other name
+    names = {name: name for name in known}
+    for name, field in model.model_fields.items():
+        for alias in (field.alias, field.validation_alias):
+            if isinstance(alias, str):
+                names[alias] = name
+    unknown = sorted(set(params) - set(names))
+    if unknown and model.model_config.get("extra") != "allow":
         near = sorted({m for name in unknown for m in difflib.get_close_matches(name, known, n=1)})
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise ParamError(f"unknown {arch} parameter(s) {unknown}{hint} (known: {', '.join(known)})")
     out, problems = {}, []
-    for name, value in params.items():
+    for given, value in params.items():
+        name = names.get(given)
+        if name is None:  # an extra the model allows: its own validators see it when it is built
+            out[given] = value
+            continue
         try:  # the field's type, range and own validators, as pydantic words them for a scenario's section
             model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
         except ValidationError as exc:
@@ -179,9 +189,9 @@ def check_params(arch: str, params: dict[str, Any]) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - a whole-settings check on the half-built probe: the build's
             pass
         try:
-            out[name] = TypeAdapter(model.model_fields[name].annotation).validate_python(value)
+            out[given] = TypeAdapter(model.model_fields[name].annotation).validate_python(value)
         except ValidationError:  # refused only with the other fields (a validator's coercion): as given
-            out[name] = value
+            out[given] = value
     if problems:
         raise ParamError("\n".join([f"invalid {arch} parameters", *(f"  {p}" for p in problems)]))
     return out
