@@ -570,8 +570,9 @@ def test_the_reproduction_report_says_how_many_answers_fell_back(scripted, monke
 
 @pytest.mark.parametrize(("low", "high", "said"), [
     (10.4, 28.6, "10-29 seconds"),  # "about 0-0 minutes" for a one-step probe's 26 calls
-    (60, 119.9, "60-120 seconds"), (60, 120, "1-2 minutes"), (600, 3599, "10-60 minutes"),
-    (1800, 3600, "0.5-1.0 hours"), (36000, 90000, "10.0-25.0 hours")])
+    (60, 119.9, "60-120 seconds"), (60, 120, "60 seconds-2 minutes"), (600, 3599, "10-60 minutes"),
+    (1800, 3600, "30 minutes-1.0 hours"), (36000, 90000, "10.0-25.0 hours"),
+    (20, 150, "20 seconds-2 minutes"), (50, 4000, "50 seconds-1.1 hours")])  # each end in its own unit
 def test_a_projected_time_is_said_in_a_unit_that_shows_it(low, high, said):
     assert rp.duration_span(low, high) == said
 

@@ -145,12 +145,17 @@ def price(model: str, prompt_tokens: int, completion_tokens: int,
 
 
 def duration_span(low: float, high: float) -> str:
-    """A span of seconds in the unit a reader takes in: "10-30 seconds", "2-6 minutes", "1.2-3.5 hours"."""
-    if high < 120:
-        return f"{low:.0f}-{high:.0f} seconds"
-    if high < 3600:
-        return f"{low / 60:.0f}-{high / 60:.0f} minutes"
-    return f"{low / 3600:.1f}-{high / 3600:.1f} hours"
+    """A span of seconds in the units a reader takes in: "10-30 seconds", "2-6 minutes", "1.2-3.5
+    hours", each end in its own unit when they differ ("20 seconds-3 minutes", never "0-3 minutes")."""
+    def unit(seconds: float) -> tuple[str, str]:
+        if seconds < 120:
+            return f"{seconds:.0f}", "seconds"
+        if seconds < 3600:
+            return f"{seconds / 60:.0f}", "minutes"
+        return f"{seconds / 3600:.1f}", "hours"
+
+    (a, a_unit), (b, b_unit) = unit(low), unit(high)
+    return f"{a}-{b} {b_unit}" if a_unit == b_unit else f"{a} {a_unit}-{b} {b_unit}"
 
 
 def project(protocol: Protocol, model: str, seeds: int, probe_steps: int = 2,
