@@ -106,3 +106,14 @@ def test_a_table_without_rows_keeps_its_columns_when_rebuilt(tmp_path):
     assert frames["tables/events.parquet"].empty
     consolidate(tmp_path)
     assert pq.read_schema(tmp_path / "tables" / "events.parquet").names == ["step", "agent", "action"]
+
+
+def test_a_kill_between_a_step_s_records_and_config_json_leaves_the_step_counted(tmp_path):
+    """The manifest marked step 2 complete while config.json, written just after, still said 1: the
+    rebuilt frames had two steps, and a replay said the run had fewer (or none) to replay."""
+    (tmp_path / "config.json").write_text(json.dumps({"config": {"arch": "generic"}, "status": "running",
+                                                       "steps_done": 1}))
+    logged(tmp_path, 2)
+    assert consolidate(tmp_path) == 2
+    meta = json.loads((tmp_path / "config.json").read_text())
+    assert meta == {"config": {"arch": "generic"}, "status": "running", "steps_done": 2}

@@ -106,9 +106,25 @@ def consolidate(run_dir: str | Path) -> int | None:
         tmp = path.with_name(path.name + ".tmp")
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, path)
+    _count_in_config(run_dir, steps)
     shutil.rmtree(run_dir / PARTS, ignore_errors=True)
     log.warning("%s: rebuilt %d complete step(s) from the per-step records of an interrupted run", run_dir, steps)
     return steps
+
+
+def _count_in_config(run_dir: Path, steps: int) -> None:
+    """config.json's ``steps_done`` raised to the steps rebuilt: a kill between a step's records and
+    config.json's update left it one short, and a replay then refused a run with a complete step."""
+    path = run_dir / "config.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if meta.get("steps_done", 0) < steps:
+        meta["steps_done"] = steps
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=2, default=str))
+        os.replace(tmp, path)
 
 
 def frame_reader(run_dir: str | Path) -> Callable[[Path], pd.DataFrame]:
