@@ -116,6 +116,25 @@ def test_a_claim_whose_process_is_gone_or_too_old_is_taken_over(tmp_path):
     assert asyncio.run(asyncio.wait_for(claim("alive", stale_after_s=0.0), 5)) is None  # until it is too old
 
 
+def test_of_two_processes_taking_over_one_stale_claim_the_slower_leaves_the_other_s_fresh_claim(tmp_path):
+    """Both judged the claim stale; the first removed it and claimed the call; the second, unlinking by
+    name, removed that fresh claim, and a third run made the call again."""
+    from socialsim.batch.sweeps import _identity, _take, _take_over
+
+    (tmp_path / CLAIMS).mkdir()
+    claim = tmp_path / CLAIMS / "key"
+    claim.write_text("another-host 1\n")
+    os.utime(claim, (time.time() - 3600, time.time() - 3600))
+    judged = _identity(claim)  # the slower process judges it stale ...
+    _take_over(claim, _identity(claim))  # ... the faster takes it over and claims the call itself
+    _take(claim)
+    fresh = claim.read_text()
+    _take_over(claim, judged)  # the slower one's takeover, late
+    assert claim.read_text() == fresh == f"{socket.gethostname()} {os.getpid()}\n"
+    _take_over(claim, _identity(claim))  # the claim judged is the one there: removed
+    assert not claim.exists() and list((tmp_path / CLAIMS).iterdir()) == []  # nothing set aside is left
+
+
 def test_runs_side_by_side_pay_once_for_the_calls_they_share(tmp_path, monkeypatch):
     """One seed, two grid points on two workers: both start at once and ask the same first calls
     (temptation does not change them); each is made once, and the results equal one worker's."""

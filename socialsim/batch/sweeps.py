@@ -207,8 +207,9 @@ class SharedTape(Tape):
                 claim.parent.mkdir(exist_ok=True)
                 continue
             except FileExistsError:
+                judged = _identity(claim)
                 if _stale(claim, stale_after_s):
-                    claim.unlink(missing_ok=True)
+                    _take_over(claim, judged)
                     continue
                 waited = time.monotonic() - started
                 if waited - said >= WAIT_NOTE_S:  # a claimer stopped (Ctrl-Z) or slow: not a silent hang
@@ -250,6 +251,30 @@ def _take(claim: Path) -> None:
                 fh.write(claimer)
     finally:
         os.unlink(taking)
+
+
+def _identity(claim: Path) -> tuple[int, int] | None:
+    try:
+        found = claim.stat()
+    except OSError:
+        return None
+    return found.st_ino, found.st_mtime_ns
+
+
+def _take_over(claim: Path, judged: tuple[int, int] | None) -> None:
+    """Remove the stale claim that was judged, and only it: moved aside first (of two processes
+    that both judged it stale, one moves it; the other finds it gone), then checked to be the
+    one judged. Unlinking it by name removed, for the slower of the two, the fresh claim the other
+    had just made in its place, and the call was made twice."""
+    aside = claim.with_name(f"{TAKING}stale-{os.getpid()}-{threading.get_ident()}")
+    try:
+        os.rename(claim, aside)
+    except FileNotFoundError:
+        return
+    if _identity(aside) != judged:  # a fresh claim made since: back under its name
+        with contextlib.suppress(FileExistsError):
+            os.link(aside, claim)
+    aside.unlink(missing_ok=True)
 
 
 def release_claims(sweep_dir: Path) -> None:
