@@ -210,3 +210,29 @@ def test_a_run_whose_judge_the_budget_stopped_replays_to_the_same_stop(server, t
     requests = len(server.requests)
     replayed, same = replay(tmp_path / "r", progress=False)
     assert same and replayed.status == stopped.status and len(server.requests) == requests
+
+
+def test_ctrl_c_in_the_judge_stops_cleanly_unmeasured_and_its_replay_and_resume_follow(server, tmp_path):
+    """Every step was saved as "completed" before the judge began: a Ctrl-C or a kill in it left a
+    'completed' run without its measurement, whose replay then missed the judge's calls (TapeMiss)."""
+    import os
+    import signal
+
+    asked = []
+
+    def interrupting(messages):
+        if "personification" in messages[-1]["content"]:
+            asked.append(1)
+            if len(asked) == 3:
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the judge is being asked
+        return judge_policy(messages)
+
+    server.policy = interrupting
+    stopped = _itcmas(server, tmp_path / "r")
+    meta = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert stopped.status == meta["status"] == "interrupted in the end-of-run measurement"
+    assert meta["steps_done"] == 3 and not (tmp_path / "r" / "tables" / "itcmas_judge.parquet").exists()
+    replayed, same = replay(tmp_path / "r", tmp_path / "rr", progress=False)
+    assert same and replayed.status.startswith("stopped where the recording did, in its end-of-run measurement")
+    resumed = _itcmas(server, tmp_path / "r")  # --resume: the steps from the tape, the judge finished
+    assert resumed.status == "completed" and len(pd.read_parquet(tmp_path / "r" / "tables" / "itcmas_judge.parquet")) == 6

@@ -93,7 +93,9 @@ def end_of_run_measurement[T](model: SocietyModel, what: str, measure: Callable[
     except TapeMiss:
         if not model.measurement_cut:
             raise
-        model.measurement_stopped = model.measurement_cut  # where the recording stopped, as it said then
+        cut = model.measurement_cut  # where the recording stopped, as it said then
+        model.measurement_stopped = cut if cut.startswith("stopped") else (
+            f"stopped where the recording did, in its end-of-run measurement (recorded status: {cut})")
         return None
     except (BudgetExhausted, ProviderOutage) as exc:
         kind = "budget" if isinstance(exc, BudgetExhausted) else "provider outage"

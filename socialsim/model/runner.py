@@ -255,7 +255,9 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
                   type(exc).__name__, exc, exc_info=True)
         raise RunFailed(run_dir, status) from exc
     finally:
-        save(model, run_dir, config, status, notes)
+        # every step done is not yet "completed": the end-of-run measurements come first (report_run);
+        # a kill during them leaves "running", which a replay and --resume read as not measured
+        save(model, run_dir, config, "running" if status == "completed" else status, notes)
         step_log.close()
     return status
 
@@ -277,10 +279,19 @@ def report_run(model: SocietyModel, run_dir: Path, config: RunConfig, status: st
     if status != "completed":
         model.run_cut_short = model.run_cut_short or status
     recorded = len(model.llm.ledger.rows)
-    result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
+    try:
+        result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
+    except KeyboardInterrupt:  # Ctrl-C in an end-of-run measurement: a clean stop, as in a step
+        model.measurement_stopped = result.status = status = INTERRUPTED_MEASURING
+        log.warning("%s; everything recorded so far is saved; resume with --resume", status)
     if len(model.llm.ledger.rows) != recorded or model.measurement_stopped:
         save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
+    else:
+        save_meta(model, run_dir, config, status, notes)  # its final status ("running" until measured)
     return result
+
+
+INTERRUPTED_MEASURING = "interrupted in the end-of-run measurement"
 
 
 def new_run_dir(config: RunConfig, parent: Path = Path("runs")) -> Path:
