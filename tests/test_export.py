@@ -254,6 +254,14 @@ def test_an_export_never_writes_into_a_run_a_sweep_or_a_reproduction(sweep_dir, 
     from socialsim.model.runner import replay
 
     assert replay(tmp_path / "r", progress=False)[1]
+    # the nearest run around it decides, and only a run's own config.json makes one
+    export(tmp_path / "r" / "replay")  # a replay's own export/, inside the run
+    one = next((sweep_dir / "runs").iterdir())
+    export(one)  # a sweep's run: its own export/, inside the sweep
+    export(sweep_dir, one / "export")
+    (tmp_path / "tool").mkdir()
+    (tmp_path / "tool" / "config.json").write_text('{"editor": "vim"}')  # someone else's config.json
+    export(tmp_path / "r", tmp_path / "tool" / "out")
 
 
 def test_a_final_model_value_named_like_a_parameter_is_kept_beside_it(tmp_path):

@@ -182,12 +182,20 @@ def _not_an_export_folder(out: Path) -> str | None:
     # inside one (RUN/tables: its frames would sit among the run's own, and its replay never match),
     # except in the folder an export of it takes by default, PATH/export
     resolved = out.resolve()
-    for parent in resolved.parents:
-        if any((parent / name).is_file() for name in ("config.json", SWEEP_FILE, REPRODUCTION_SUMMARY)):
+    for parent in resolved.parents:  # the nearest run, sweep or reproduction around it decides
+        if _is_run(parent) or any((parent / name).is_file() for name in (SWEEP_FILE, REPRODUCTION_SUMMARY)):
             if resolved.relative_to(parent).parts[0] != "export":
                 return (f"export out={out} is inside {parent}, a run, a sweep or a reproduction, among whose own "
                         f"files it would write: give a folder outside it, or {parent / 'export'}")
+            break
     return None
+
+
+def _is_run(folder: Path) -> bool:
+    """A socialsim run directory (its config.json has the run's config and steps), not any folder
+    that happens to hold a config.json."""
+    meta = _json(folder / "config.json")
+    return "config" in meta and "steps_done" in meta
 
 
 def _json(path: Path) -> dict[str, Any]:
