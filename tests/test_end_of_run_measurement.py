@@ -236,3 +236,30 @@ def test_ctrl_c_in_the_judge_stops_cleanly_unmeasured_and_its_replay_and_resume_
     assert same and replayed.status.startswith("stopped where the recording did, in its end-of-run measurement")
     resumed = _itcmas(server, tmp_path / "r")  # --resume: the steps from the tape, the judge finished
     assert resumed.status == "completed" and len(pd.read_parquet(tmp_path / "r" / "tables" / "itcmas_judge.parquet")) == 6
+
+
+def test_a_judge_that_answers_nothing_until_the_breaker_trips_replays_to_the_same_stop(server, tmp_path):
+    """The empty reply to the repair that tripped the breaker had no row; its replay, falling back on the
+    taped empty reply, had one: one row more, and one failure more."""
+    server.faults = lambda n, messages: "empty" if "personification" in messages[-1]["content"] or \
+        "could not be used" in messages[-1]["content"] else None
+    config = RunConfig(scenario="irollan-valley", arch="itcmas", model="rules", steps=2, rng=1, num_retries=0,
+                       api_base=server.api_base, routes={"itcmas_judge": JUDGE}, breaker=2, max_concurrency=1)
+    stopped = run(config, tmp_path / "r", progress=False, preflight=False)
+    assert stopped.status.startswith("stopped by provider outage in the end-of-run measurement")
+    replayed, same = replay(tmp_path / "r", progress=False)
+    assert same and replayed.status == stopped.status
+    failures = [json.loads((d / "config.json").read_text())["failures_by_operation"]
+                for d in (tmp_path / "r", tmp_path / "r" / "replay")]
+    assert failures[0] == failures[1] == {"JudgeTrajectory": 2}
+
+
+def test_a_failed_embedding_replays_with_the_row_it_recorded(server, tmp_path):
+    server.down = True
+    config = RunConfig(scenario="school-micro", arch="asvo", model="rules", steps=4, rng=1, num_retries=0,
+                       api_base=server.api_base, arch_params={"embedding_model": "openai/fake-embed"})
+    recorded = run(config, tmp_path / "r", progress=False, preflight=False)
+    calls = pd.read_parquet(tmp_path / "r" / "llm_calls.parquet")
+    assert calls[calls["engine"] == "llm"]["status"].tolist() == ["fallback"]  # the embedding, failed
+    replayed, same = replay(tmp_path / "r", progress=False)
+    assert same and replayed.status == recorded.status

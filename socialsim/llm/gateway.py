@@ -67,6 +67,15 @@ class ProviderError(RuntimeError):
     """The model could not be reached or refused the call (after litellm's retries)."""
 
 
+class EmptyReply(RuntimeError):
+    """The reply (kept on the tape) that tripped the breaker by answering nothing: the cause of that
+    ProviderOutage, so the call's row is kept as its replay keeps it."""
+
+    def __init__(self, completion: Completion) -> None:
+        super().__init__("an empty reply")
+        self.completion = completion
+
+
 def _provider_exceptions() -> tuple[type[BaseException], ...]:
     """What a provider failure looks like: litellm maps every provider error onto openai's
     exception classes; transport failures surface as httpx, OS or timeout errors. Anything
@@ -378,8 +387,19 @@ class Gateway:
         except ProviderError as exc:
             reason = f"provider error: {exc}"
         except ProviderOutage as exc:
-            if isinstance(exc.__cause__, ProviderError):  # the call that tripped the breaker failed like any
-                reason = f"provider error: {exc.__cause__}"  # other: its row is kept, as a replay of it keeps it
+            # the call that tripped the breaker is kept in the ledger as its replay keeps it (a replay
+            # falls back on the taped failure where the recording stopped): a provider's error, or an
+            # empty reply to the repair; an empty first reply has no row (its replay has no repair taped)
+            cause, reason = exc.__cause__, None
+            if isinstance(cause, ProviderError):
+                reason = f"provider error: {cause}"
+            elif isinstance(cause, EmptyReply) and completions:
+                completions.append(cause.completion)
+                try:
+                    question.parse(cause.completion.raw)
+                except AnswerError as empty:
+                    reason = redact(f"unusable answer after repair ({empty})")
+            if reason is not None:
                 self.ledger.failure(op.name, f"{reason}; the run stops", agent_id, self.step)
                 self._record(op, agent_id, model, "llm", "fallback", completions, reason, path)
             raise
@@ -555,12 +575,13 @@ class Gateway:
         log.debug("step %s agent %s %s on %s: %r", self.step, agent_id, op.name, model, raw[:120])
         # an empty reply is kept (and parsed as an unusable answer), but a provider that answers
         # nothing call after call is down, as one that fails is: the breaker counts both
+        completion = Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True,
+                                finish_reason == "length")
         self.failures_in_a_row = 0 if raw.strip() else self.failures_in_a_row + 1
         if self.breaker and self.failures_in_a_row >= self.breaker:
             raise ProviderOutage(f"{self.failures_in_a_row} calls in a row to {model} failed or answered "
-                                 f"nothing (the last: an empty reply)")
-        return Completion(raw, prompt_tokens, completion_tokens, round(latency, 6), cost, True,
-                          finish_reason == "length")
+                                 f"nothing (the last: an empty reply)") from EmptyReply(completion)
+        return completion
 
     # --- embeddings -------------------------------------------------------------------------
     def embed(self, model: str, texts: list[str], purpose: str = "Embed",
@@ -581,7 +602,8 @@ class Gateway:
         if record is not None and record.error is None:
             return self._taped_vectors(op, agent_id, model, record, path)
         if self.replay:
-            if record is not None:
+            if record is not None:  # the recorded failure, with the row the recording kept for it
+                self._record(op, agent_id, model, "llm", "fallback", [], record.error, path)
                 raise ProviderError(record.error or "")
             raise TapeMiss(f"the tape has no embeddings of {len(texts)} texts on {model} (key {key})")
         async with self.tape.claim(key, self._claim_stale_s()) as answered:
