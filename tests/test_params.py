@@ -258,7 +258,7 @@ def test_a_parameter_given_to_an_architecture_without_parameters_is_refused(tmp_
               tmp_path / "s", progress=False)
 
 
-def test_a_plug_in_s_aliases_and_allowed_extras_pass_the_check_its_own_model_makes(monkeypatch):
+def test_a_plug_in_s_aliases_and_allowed_extras_pass_the_check_its_own_model_makes(monkeypatch, caplog):
     """check_params refused what a plug-in's settings model accepts: a field given by its alias, and
     any name where the model allows extras; a typo is still refused where it does not."""
     from pydantic import BaseModel, ConfigDict, Field
@@ -274,8 +274,16 @@ def test_a_plug_in_s_aliases_and_allowed_extras_pass_the_check_its_own_model_mak
 
     monkeypatch.setattr(params, "settings_model", lambda arch: {"open": Open, "closed": Closed}[arch])
     assert params.check_params("open", {"w": "0.25", "knob": 3}) == {"w": 0.25, "knob": 3}
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert params.check_params("open", {"ownn": 3}) == {"ownn": 3}  # allowed, but said: like a field's name
+    assert "open parameter 'ownn' is taken as an extra; did you mean 'own'?" in caplog.text
     assert Open(**params.check_params("open", {"w": 0.25})).own == 0.25  # as the plug-in reads it
-    assert params.check_params("closed", {"own": 1, "w": 0}) == {"own": 1.0, "w": 0.0}
+    with pytest.raises(params.ParamError, match="closed parameter 'own' is given twice, as 'own' and 'w'"):
+        params.check_params("closed", {"own": 1, "w": 0})
+    with pytest.raises(params.ParamError, match="closed parameter 'own' is read by its alias: give it as 'w'"):
+        params.check_params("closed", {"own": 1})  # the model would ignore it and keep 0.5
     with pytest.raises(params.ParamError, match=r"invalid closed parameters\n  closed.own: Input should be less"):
         params.check_params("closed", {"w": 2})
     with pytest.raises(params.ParamError, match=r"unknown closed parameter\(s\) \['knob'\]"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import types
 import typing
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from socialsim.scenarios.schema import field_problems
+
+log = logging.getLogger("socialsim")
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,20 @@ def check_params(arch: str, params: dict[str, Any]) -> dict[str, Any]:
         near = sorted({m for name in unknown for m in difflib.get_close_matches(name, known, n=1)})
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise ParamError(f"unknown {arch} parameter(s) {unknown}{hint} (known: {', '.join(known)})")
+    for name in unknown:  # an extra the model allows, but so like a field that it is a typo of it
+        if near := difflib.get_close_matches(name, known, n=1, cutoff=0.8):
+            log.warning("%s parameter %r is taken as an extra; did you mean %r?", arch, name, near[0])
+    by_field: dict[str, list[str]] = {}
+    for given in params:
+        if given in names:
+            by_field.setdefault(names[given], []).append(given)
+    for name, given in by_field.items():
+        field = model.model_fields[name]
+        alias = field.validation_alias if isinstance(field.validation_alias, str) else field.alias
+        if len(given) > 1:
+            raise ParamError(f"{arch} parameter {name!r} is given twice, as {' and '.join(map(repr, given))}")
+        if alias and given == [name] and not model.model_config.get("populate_by_name"):
+            raise ParamError(f"{arch} parameter {name!r} is read by its alias: give it as {alias!r}")
     out, problems = {}, []
     for given, value in params.items():
         name = names.get(given)
