@@ -272,8 +272,13 @@ def _take_over(claim: Path, judged: tuple[int, int] | None) -> None:
     except FileNotFoundError:
         return
     if _identity(aside) != judged:  # a fresh claim made since: back under its name
-        with contextlib.suppress(FileExistsError):
+        try:
             os.link(aside, claim)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links on this file system (as in _take): moved back unless taken again
+            if not claim.exists():
+                os.rename(aside, claim)
     aside.unlink(missing_ok=True)
 
 
