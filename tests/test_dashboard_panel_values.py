@@ -253,3 +253,81 @@ def test_a_link_in_an_agent_s_or_a_model_s_words_is_shown_as_text_never_followed
     html = markdown.markdown(panels.run_report(run))
     assert "javascript" in html and 'href="javascript' not in html and 'src="javascript' not in html
     assert "<a " not in html and html.count("<img ") == 1 and 'src="data:image/png;base64,' in html
+
+
+def test_the_event_log_lists_every_kind_of_event_exactly_newest_first():
+    events = pd.DataFrame({"step": [1, 1, 2], "agent": ["Ann", "Bob", "Ann"], "verb": ["chat with", "use", "use"],
+                           "action": ["chat with Bob", "use stove", "use bed"], "ok": [True, False, True],
+                           "reason": ["", "it is broken", ""]})
+    f = frames(events=events,
+               thoughts=pd.DataFrame({"step": [2], "agent": ["Bob"], "thought": ["I should tip"]}),
+               conversations=pd.DataFrame({"step": [1, 2], "sender": ["Ann", "Bob"], "receiver": ["Bob", "Ann"],
+                                           "speaker": ["Ann", "Ann"], "text": ["hi", "not heard"],
+                                           "heard": [True, False]}),
+               filtered_actions=pd.DataFrame({"step": [2], "agent": ["Bob"], "action": ["shout"]}),
+               norm_changes=pd.DataFrame({"step": [3], "agent": ["Ann"], "norm_id": [4], "event": ["adopted"],
+                                          "state": ["qualified"], "content": ["Tip after meals"]}),
+               breaches=pd.DataFrame({"step": [3], "agent": ["Bob"], "behaviour": ["smoke"], "area": ["cafe"],
+                                      "norm": ["no smoking"]}),
+               asvo_reflections=pd.DataFrame({"step": [3], "agent": ["Cy"], "desire": ["rest"],
+                                              "reflection": ["I rested"]}))
+    log = panels.event_log(f, 3)
+    assert log.to_dict("records") == [
+        {"step": 3, "kind": "norm change", "agent": "Ann", "text": "norm 4 adopted [qualified]: Tip after meals"},
+        {"step": 3, "kind": "norm breach", "agent": "Bob", "text": "smoke in cafe breaks 'no smoking'"},
+        {"step": 3, "kind": "thought", "agent": "Cy", "text": "on rest: I rested"},
+        {"step": 2, "kind": "action", "agent": "Ann", "text": "use bed"},
+        {"step": 2, "kind": "thought", "agent": "Bob", "text": "I should tip"},
+        {"step": 2, "kind": "unheard chat", "agent": "Ann", "text": "to Bob: not heard"},  # the other party
+        {"step": 2, "kind": "filtered action", "agent": "Bob", "text": "shout"},
+        {"step": 1, "kind": "chat", "agent": "Ann", "text": "chat with Bob"},  # the heard line, once (an event)
+        {"step": 1, "kind": "refused", "agent": "Bob", "text": "use stove (refused: it is broken)"}]
+    assert panels.event_log(f, 1)["step"].tolist() == [1, 1]
+    assert panels.event_log(f, 3, kinds=["thought"])["agent"].tolist() == ["Cy", "Bob"]
+    assert panels.event_log(f, 3, agent="Bob")["kind"].tolist() == ["norm breach", "thought", "filtered action",
+                                                                    "refused"]
+    assert panels.event_log(f, 3, text="TIP")["kind"].tolist() == ["norm change", "thought"]  # any case
+    assert panels.event_log(f, 3, text="cy")["agent"].tolist() == ["Cy"]  # or the agent's name
+    assert panels.event_kinds(f) == ["action", "chat", "filtered action", "norm breach", "norm change", "refused",
+                                     "thought", "unheard chat"]
+
+
+def test_without_world_events_the_log_reads_actions_and_thoughts_from_the_agents_frame():
+    agents = pd.DataFrame({"step": [1, 1, 2], "AgentID": [1, 2, 1], "name": ["Ann", "Bob", "Ann"],
+                           "action": ["help Bob", "", "share lunch"], "thought": ["", "hm", None]})
+    f = frames(agents, conversations=pd.DataFrame({"step": [1], "sender": ["Ann"], "receiver": ["Bob"],
+                                                   "text": ["hello"]}))
+    assert panels.event_log(f, 2).to_dict("records") == [
+        {"step": 2, "kind": "action", "agent": "Ann", "text": "share lunch"},
+        {"step": 1, "kind": "chat", "agent": "Ann", "text": "to Bob: hello"},  # no events: the conversation itself
+        {"step": 1, "kind": "action", "agent": "Ann", "text": "help Bob"},
+        {"step": 1, "kind": "thought", "agent": "Bob", "text": "hm"}]
+
+
+def test_the_inspector_shows_the_agent_s_own_row_thought_outcome_memory_and_answers_at_the_step():
+    agents = pd.DataFrame({"step": [1, 1, 2, 2], "AgentID": [1, 2, 1, 2], "name": ["Ann", "Bob", "Ann", "Bob"],
+                           "svo": ["prosocial", "competitive", "prosocial", "competitive"],
+                           "desire_rest": [3.0, 9.0, 4.5, 8.0], "P": [0.1, 0.2, 0.25, 0.3], "A": [None] * 4,
+                           "resources": [1.0, 2.0, 1.5, 2.0], "area": ["cafe", "park", "park", "park"],
+                           "action": ["use stove", "use bed", "use bed", None], "action_ok": [False, True, True, None]})
+    events = pd.DataFrame({"step": [1, 2], "agent": ["Ann", "Ann"], "verb": ["use", "use"],
+                           "action": ["use stove", "use bed"], "ok": [False, True], "reason": ["it is broken", ""]})
+    f = frames(agents, events=events,
+               thoughts=pd.DataFrame({"step": [1, 2], "agent": ["Ann", "Bob"], "thought": ["tired", "smug"]}))
+    f.descriptions = {"Ann": "a cook"}
+    f.tape = [{"agent": 1, "step": 1, "op": "Choose", "raw": "use stove"}, {"agent": 1, "step": 2, "op": "X", "raw": "-"},
+              {"agent": 2, "step": 1, "op": "Choose", "raw": "use bed"}]
+    f.model = pd.DataFrame({"step": [1, 2]})
+    first = panels.inspect_agent(f, "Ann", 1)
+    assert first == {"name": "Ann", "description": "a cook", "svo": "prosocial", "desires": {
+        panels.desire_label("desire_rest"): 3.0}, "emotions": {"P": 0.1}, "resources": 1.0, "area": "cafe",
+        "last_thought": "tired", "last_action": "use stove", "outcome": "refused: it is broken",
+        "memory": ["[step 1] refused: use stove (refused: it is broken)", "[step 1] thought: tired"],
+        "llm_exchanges": [{"op": "Choose", "answer": "use stove"}]}
+    later = panels.inspect_agent(f, "Ann", 2)
+    assert (later["area"], later["outcome"], later["last_thought"], later["desires"]) == (
+        "park", "ok", "tired", {panels.desire_label("desire_rest"): 4.5})
+    assert later["memory"][0] == "[step 2] action: use bed" and later["llm_exchanges"] == [{"op": "X", "answer": "-"}]
+    bob = panels.inspect_agent(f, "Bob", 2)
+    assert "last_action" not in bob and "outcome" not in bob and bob["last_thought"] == "smug"
+    assert panels.inspect_agent(f, "Nobody", 2)["memory"] == []
