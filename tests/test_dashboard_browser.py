@@ -386,10 +386,14 @@ def test_a_replayed_run_scrubs_in_view_without_calling_a_model(browser_page, run
     assert _external(requests, server) == []
 
 
-def test_a_report_quoting_hostile_model_text_runs_none_of_it(browser_page, run_dir, tmp_path):
+def test_a_report_quoting_hostile_model_text_runs_none_of_it(server, chromium_browser, run_dir, tmp_path):
     """report.md quotes norms and actions a model wrote: Vue evaluated "{{ ... }}" in them as JavaScript,
     an image link made a request, and a javascript: link was live."""
-    page, requests, server = browser_page
+    with open_page(chromium_browser, server) as (page, requests, server):  # a page of its own
+        _hostile_report_shown_as_text(page, requests, server, run_dir, tmp_path)
+
+
+def _hostile_report_shown_as_text(page, requests, server, run_dir, tmp_path):
     copy = shutil.copytree(run_dir, tmp_path / "hostile")
     with (copy / "report.md").open("a", encoding="utf-8") as report:
         report.write("\n| Sam | MARK-A {{ 7*191 }} {{ constructor.constructor('window.__pwned=1')() }} |\n\n"
