@@ -76,14 +76,14 @@ def test_theory_of_mind_rows_leave_out_fallbacks_and_keep_the_belief_replaced():
 def test_an_agent_s_series_are_its_own_rows_up_to_the_step():
     agents = pd.DataFrame({"step": [1, 1, 2, 2, 3, 3], "AgentID": [1, 2] * 3, "name": ["Ann", "Bob"] * 3,
                            "desire_social_need": [1, 9, 2, 8, 3, 7], "desire_rest": [None] * 6,
-                           "P": [0.1, 0.9, 0.2, 0.8, 0.3, 0.7], "driver": [None] * 6,
+                           "P": [0.1, 0.9, 0.2, 0.8, 0.3, 0.7], "D": [0.0] * 6, "driver": [None] * 6,
                            "memory_count": [1, 5, 2, 6, 3, 7], "action_ok": [True] * 6, "x": [0] * 6})
     series = panels.agent_series(frames(agents), 2, "Bob")
     assert list(series) == ["Desires of Bob", "Emotion and resources of Bob", "Recorded values of Bob"]
     desires = series["Desires of Bob"]
     assert desires.index.tolist() == [1, 2] and desires.iloc[:, 0].tolist() == [9, 8]  # Bob's, to step 2
     assert desires.shape[1] == 1 and desires.columns[0] == panels.desire_label("desire_social_need")
-    assert series["Emotion and resources of Bob"].to_dict("list") == {"P": [0.9, 0.8]}  # no empty driver
+    assert series["Emotion and resources of Bob"].to_dict("list") == {"P": [0.9, 0.8], "D": [0.0, 0.0]}  # no empty driver
     assert series["Recorded values of Bob"].to_dict("list") == {"memory_count": [5, 6]}  # no flag, no position
     assert panels.agent_series(frames(), 2, "Bob") == {}
 
@@ -97,6 +97,7 @@ def test_norm_provenance_shows_each_norm_s_latest_state_the_step_it_entered_and_
                                                                           "thought"],
         "source": ["Ann: \"please don't\"", None, "", "I saw him shout; key sk-test1234567890abcdef1234"]})
     rows = panels.norm_provenance(frames(norm_changes=changes), 3)
+    assert list(rows.columns) == panels.NORM_PROVENANCE_COLUMNS and rows.index.tolist() == [0, 1, 2]
     assert rows[["agent", "id", "state", "utility", "since"]].to_dict("records") == [
         {"agent": "Ann", "id": 1, "state": "qualified", "utility": 50, "since": 3},
         {"agent": "Bob", "id": 1, "state": "qualified", "utility": 70, "since": 1},
@@ -328,6 +329,10 @@ def test_the_inspector_shows_the_agent_s_own_row_thought_outcome_memory_and_answ
     assert (later["area"], later["outcome"], later["last_thought"], later["desires"]) == (
         "park", "ok", "tired", {panels.desire_label("desire_rest"): 4.5})
     assert later["memory"][0] == "[step 2] action: use bed" and later["llm_exchanges"] == [{"op": "X", "answer": "-"}]
+    f.live = {"Ann": {"memory": ["a live memory"], "area": ""}}  # at the last step, what the live agent holds
+    assert panels.inspect_agent(f, "Ann", 2)["memory"] == ["a live memory"]
+    assert panels.inspect_agent(f, "Ann", 2)["area"] == "park"  # an empty live value never replaces a recorded one
+    assert panels.inspect_agent(f, "Ann", 1)["memory"] != ["a live memory"]  # not at an earlier step
     bob = panels.inspect_agent(f, "Bob", 2)
     assert "last_action" not in bob and "outcome" not in bob and bob["last_thought"] == "smug"
     assert panels.inspect_agent(f, "Nobody", 2)["memory"] == []
