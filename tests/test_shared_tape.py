@@ -7,7 +7,6 @@ import random
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
 from socialsim.llm.routing import RouteTable
 from socialsim.llm.tape import TapeRecord
 
+LONG_AGO = (1_000_000_000, 1_000_000_000)  # a file time of 2001: older than any stale limit
 CONTEXT = ActionContext("Carlos Gomez", "A poet.", "A cafe.", "You are in Hobbs Cafe.",
                         ["go outside", "chat with Tom", "smoke a cigarette"], people_here=["Tom"])
 
@@ -102,7 +102,7 @@ def test_a_claim_whose_process_is_gone_or_too_old_is_taken_over(tmp_path):
     (tmp_path / CLAIMS / "killed").write_text(f"{socket.gethostname()} {dead}\n")
     elsewhere = tmp_path / CLAIMS / "old"
     elsewhere.write_text("another-host 1\n")
-    os.utime(elsewhere, (time.time() - 3600, time.time() - 3600))
+    os.utime(elsewhere, LONG_AGO)
     (tmp_path / CLAIMS / "alive").write_text(f"another-host {os.getpid()}\n")
 
     async def claim(key, stale_after_s=600.0):
@@ -124,7 +124,7 @@ def test_of_two_processes_taking_over_one_stale_claim_the_slower_leaves_the_othe
     (tmp_path / CLAIMS).mkdir()
     claim = tmp_path / CLAIMS / "key"
     claim.write_text("another-host 1\n")
-    os.utime(claim, (time.time() - 3600, time.time() - 3600))
+    os.utime(claim, LONG_AGO)
     judged = _identity(claim)  # the slower process judges it stale ...
     _take_over(claim, _identity(claim))  # ... the faster takes it over and claims the call itself
     _take(claim)
@@ -267,7 +267,7 @@ def test_an_empty_claim_left_by_a_killed_process_is_taken_over_and_the_sweep_com
         empty = tmp_path / "again" / CLAIMS / first_key
         empty.parent.mkdir(parents=True)
         empty.touch()
-        os.utime(empty, (time.time() - 7200, time.time() - 7200))
+        os.utime(empty, LONG_AGO)
         result = []  # a thread, so that a sweep waiting forever fails the test instead of hanging it
         worker = threading.Thread(target=lambda: result.append(
             sweep(spec, tmp_path / "again", progress=False, preflight=False, figures=False)), daemon=True)
@@ -315,8 +315,8 @@ def test_ctrl_c_lets_go_of_an_empty_claim_only_when_it_is_old(tmp_path):
     claims.mkdir()
     (claims / "fresh").touch()
     (claims / "old").touch()
-    os.utime(claims / "old", (time.time() - 60, time.time() - 60))
+    os.utime(claims / "old", LONG_AGO)
     (claims / "unreadable").write_text("garbage\n")
-    os.utime(claims / "unreadable", (time.time() - 60, time.time() - 60))
+    os.utime(claims / "unreadable", LONG_AGO)
     release_claims(tmp_path)
     assert [p.name for p in claims.iterdir()] == ["fresh"]
