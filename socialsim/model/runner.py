@@ -284,10 +284,10 @@ def report_run(model: SocietyModel, run_dir: Path, config: RunConfig, status: st
     except KeyboardInterrupt:  # Ctrl-C in an end-of-run measurement: a clean stop, as in a step
         model.measurement_stopped = result.status = status = INTERRUPTED_MEASURING
         log.warning("%s; everything recorded so far is saved; resume with --resume", status)
-    if len(model.llm.ledger.rows) != recorded or model.measurement_stopped:
+    if len(model.llm.ledger.rows) != recorded:
         save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
-    else:
-        save_meta(model, run_dir, config, status, notes)  # its final status ("running" until measured)
+    else:  # its final status ("running" until measured, or why a measurement stopped): the frames stand
+        save_meta(model, run_dir, config, status, notes)
     return result
 
 

@@ -45,7 +45,6 @@ class SocietyModel(Model):
         # Mesa's Model owns `self.scenario` (its experiment record); ours is the scenario file.
         self.scenario_spec = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.arch = arch or self.scenario_spec.default_arch
-        self.arch_params = arch_params  # as given; checked and typed once the class is known (below)
         self.llm = gateway or Gateway(
             RouteTable(default_model(model), dict(routes or {})),
             ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
