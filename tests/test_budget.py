@@ -2,7 +2,9 @@
 model without a price needs --price; a stop before the first step writes a valid empty run."""
 
 import json
+import logging
 import re
+import shutil
 import zlib
 
 import pandas as pd
@@ -76,3 +78,40 @@ def test_a_budget_stop_at_step_zero_writes_a_valid_empty_run(tmp_path, server):
     assert saved["steps_done"] == 0
     for name in ("model.parquet", "agents.parquet", "llm_calls.parquet"):
         assert len(pd.read_parquet(tmp_path / "r" / name)) == 0, name
+
+
+def test_a_resumed_run_says_so_when_it_no_longer_follows_its_recording(tmp_path, server, caplog):
+    """A resumed run asks its tape again for every call of the steps its recording made; one that
+    finds them missing (the code, scenario or settings changed since) used to pay them all silently."""
+    stopped = run(config(server, max_calls=15), tmp_path / "r", progress=False)
+    assert stopped.status.startswith("stopped by budget") and stopped.steps_done == 1
+    untouched = tmp_path / "untouched"
+    shutil.copytree(tmp_path / "r", untouched)
+    # the step the budget cut (step 2) was never complete: its calls missing from the tape say nothing
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert run(config(server), untouched, progress=False).status == "completed"
+    assert "the tape did not hold" not in caplog.text
+    caplog.clear()
+    # step 1's prompts as a changed code would ask them: none is on the tape any more
+    tape = tmp_path / "r" / "tape.jsonl"
+    records = [json.loads(line) for line in tape.read_text().splitlines()]
+    assert {r["step"] for r in records} == {1, 2}
+    tape.write_text("".join(json.dumps({**r, "key": "changed" + r["key"]}) + "\n" if r["step"] == 1
+                            else json.dumps(r) + "\n" for r in records))
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert run(config(server), tmp_path / "r", progress=False).status == "completed"
+    warned = [r.getMessage() for r in caplog.records if "the tape did not hold" in r.getMessage()]
+    assert warned == ["step 1 made 10 calls the tape did not hold, though the recording went on to step 2: the "
+                      "code, scenario or settings differ from the recording's, so this resumed run no longer "
+                      "follows it, and pays for calls it had recorded"]
+
+
+def test_a_judges_calls_count_as_the_runs_own(tmp_path, server):
+    """A derived gateway (an architecture's judges) counts its calls off the tape on the run's own
+    gateway, where the resume check reads them."""
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.routing import RouteTable
+
+    run_gateway = Gateway(RouteTable("rules"))
+    judge = run_gateway.derive(RouteTable("rules")).derive(RouteTable("rules"))
+    assert judge._root() is run_gateway and run_gateway._root() is run_gateway

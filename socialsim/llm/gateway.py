@@ -20,6 +20,7 @@ import json
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -252,6 +253,9 @@ class Gateway:
         self.failures_in_a_row = 0
         self.capped_replies = 0  # replies longer than max_tokens allows, cut to size
         self.capped_chars = 0  # characters cut from them
+        # calls made live, per step, whose request the tape held no record of: a resumed run that
+        # makes them in the steps it recorded no longer follows its recording (see runner.run)
+        self.off_tape: Counter[int] = Counter()
         self._step = 0
         self._parent: Gateway | None = None  # a derived gateway's (see derive): its steps are the run's
         self._formats: dict[tuple[str, QuestionKind], dict[str, Any]] = {}  # per (model, question)
@@ -275,6 +279,10 @@ class Gateway:
         derived._parent = self
         self._derived.append(derived)
         return derived
+
+    def _root(self) -> Gateway:
+        """The run's own gateway (a derived one's parent): what it counts is the run's."""
+        return self._parent._root() if self._parent is not None else self
 
     @property
     def step(self) -> int:
@@ -519,6 +527,8 @@ class Gateway:
         async with self.tape.claim(key, self._claim_stale_s()) as answered:
             if answered is not None:
                 return Completion.taped(answered)
+            if record is None:
+                self._root().off_tape[self.step] += 1
             return await self._call(op, agent_id, model, messages, params, fmt, key)
 
     def _claim_stale_s(self) -> float:
@@ -609,6 +619,8 @@ class Gateway:
         async with self.tape.claim(key, self._claim_stale_s()) as answered:
             if answered is not None:
                 return self._taped_vectors(op, agent_id, model, answered, path)
+            if record is None:
+                self._root().off_tape[self.step] += 1
             return await self._embed_live(op, agent_id, model, texts, messages, key, path)
 
     def _taped_vectors(self, op, agent_id, model, record: TapeRecord, path) -> list[list[float]]:

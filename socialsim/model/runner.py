@@ -162,8 +162,16 @@ def run(
         notes = [n for m in sorted(gateway.routes.models()) if (n := engine_note(m))]  # the actors' engines
         for note in notes:
             log.warning(note)
-        status = _step_all(model, run_dir, config, notes, progress)
+        status = _step_all(model, run_dir, config, notes, progress, _recorded_through(gateway, replay))
         return report_run(model, run_dir, config, status, notes)
+
+
+def _recorded_through(gateway: Gateway, replay: bool) -> int | None:
+    """The last step a resumed run's tape holds calls of (None for a new run or a replay): every
+    call of the steps before it was recorded, so a resumed run asks them all of its tape."""
+    if replay:
+        return None
+    return max((record.step for record in gateway.tape.records()), default=None)
 
 
 def _scenario_source(config: RunConfig, earlier: str | Path | None) -> str:
@@ -218,9 +226,11 @@ def _checked_model(config: RunConfig, gateway: Gateway, source: str, *, replay: 
         raise
 
 
-def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list[str], progress: bool) -> str:
+def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list[str], progress: bool,
+              recorded_through: int | None = None) -> str:
     """Step the society, each complete step on disk as it ends; the run's status. A budget or an
-    outage stops it cleanly, Ctrl-C too; everything recorded is saved however it ends."""
+    outage stops it cleanly, Ctrl-C too; everything recorded is saved however it ends.
+    ``recorded_through``: a resumed run's last recorded step (see :func:`_warn_off_tape`)."""
     save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
     step_log = StepLog(run_dir, _tidy)
     status = "completed"
@@ -244,6 +254,8 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
                 break
             step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
             save_meta(model, run_dir, config, "running", notes)
+            if recorded_through is not None and _warn_off_tape(model, recorded_through):
+                recorded_through = None  # said once
     except KeyboardInterrupt:
         status = "interrupted"
     except TapeMiss as exc:  # a replay whose tape lacks a call: the caller names it (not a bug of the run)
@@ -260,6 +272,21 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
         save(model, run_dir, config, "running" if status == "completed" else status, notes)
         step_log.close()
     return status
+
+
+def _warn_off_tape(model: SocietyModel, recorded_through: int) -> bool:
+    """Say so if a resumed run's step, one its recording completed, made calls its tape did not hold:
+    the code, the scenario or the settings differ from the recording's, so the run no longer follows
+    it and those calls are paid again (a failed call the recording met is re-asked, and is not one)."""
+    step = model.steps
+    off_tape = model.llm.off_tape[step]
+    if step >= recorded_through or not off_tape:
+        return False
+    log.warning("step %d made %d call%s the tape did not hold, though the recording went on to step %d: "
+                "the code, scenario or settings differ from the recording's, so this resumed run no longer "
+                "follows it, and pays for calls it had recorded", step, off_tape, "" if off_tape == 1 else "s",
+                recorded_through)
+    return True
 
 
 class RunFailed(RuntimeError):
