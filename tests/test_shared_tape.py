@@ -320,3 +320,24 @@ def test_ctrl_c_lets_go_of_an_empty_claim_only_when_it_is_old(tmp_path):
     os.utime(claims / "unreadable", LONG_AGO)
     release_claims(tmp_path)
     assert [p.name for p in claims.iterdir()] == ["fresh"]
+
+
+def test_ctrl_c_leaves_a_claim_made_afresh_where_a_dead_ones_was(tmp_path, monkeypatch):
+    """Between judging a dead process's claim stale and removing it, another run may take the call
+    over and claim it afresh: Ctrl-C used to unlink that fresh claim by name, and the call was made twice."""
+    from socialsim.batch import sweeps
+
+    claims = tmp_path / CLAIMS
+    claims.mkdir()
+    (claims / "call").write_text(f"{socket.gethostname()} 999999999\n")
+    judge = sweeps._stale
+
+    def judged_then_claimed_afresh(claim, stale_after_s):
+        stale = judge(claim, stale_after_s)
+        claim.unlink()  # another run takes it over ...
+        claim.write_text("another-host 7\n")  # ... and claims the call itself
+        return stale
+
+    monkeypatch.setattr(sweeps, "_stale", judged_then_claimed_afresh)
+    sweeps.release_claims(tmp_path)
+    assert [(p.name, p.read_text()) for p in claims.iterdir()] == [("call", "another-host 7\n")]

@@ -284,10 +284,14 @@ def _take_over(claim: Path, judged: tuple[int, int] | None) -> None:
 
 def release_claims(sweep_dir: Path) -> None:
     """After Ctrl-C: the claims of this process and of dead ones are let go (a cancelled call may
-    not reach its own release), so none is left for the next command to take over."""
+    not reach its own release), so none is left for the next command to take over. A dead one's is
+    taken over as in a claim (:func:`_take_over`): a run that claimed the call afresh meanwhile keeps it."""
     for claim in (sweep_dir / CLAIMS).glob("*"):
-        if _claimer(claim) == (socket.gethostname(), str(os.getpid())) or _stale(claim, float("inf")):
+        judged = _identity(claim)
+        if _claimer(claim) == (socket.gethostname(), str(os.getpid())):
             claim.unlink(missing_ok=True)
+        elif _stale(claim, float("inf")):
+            _take_over(claim, judged)
 
 
 def _stale(claim: Path, stale_after_s: float) -> bool:
