@@ -50,8 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
                      help="continue a stopped or killed run: its config and tape are reused, recorded calls are "
                           "free; only the length, limits and call settings may change (--steps, --max-cost, "
-                          "--max-calls, --price, --concurrency, --rpm, --tpm, --api-base, --timeout, --retries, "
-                          "--json-schema, --breaker)")
+                          "--max-calls, --price, --concurrency, --rpm, --tpm, --api-base, --deployments, --timeout, "
+                          "--retries, --json-schema, --breaker)")
     run.add_argument("--max-cost", type=_finite, help="stop cleanly once this many USD are spent")
     run.add_argument("--price", type=_price, metavar="IN,OUT",
                      help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--rpm", type=_finite, help="requests-per-minute limit shared by the run")
     run.add_argument("--tpm", type=_finite, help="tokens-per-minute limit shared by the run")
     run.add_argument("--api-base", help="endpoint of provider models, e.g. http://127.0.0.1:8000/v1 (vLLM)")
+    run.add_argument("--deployments", type=Path, metavar="FILE",
+                     help="several deployments behind a model name (a pool of vLLM servers, several keys), in "
+                          "litellm's model_list format; litellm's Router balances the calls over them, "
+                          "with its retries and cooldowns (keys as os.environ/NAME only)")
     run.add_argument("--timeout", type=_finite, metavar="SECONDS",
                      help="per-attempt timeout of a provider's LLM call (default 30; a slow local server, e.g. "
                           "Ollama, may need more); the embedded model's calls are never cut short")
@@ -120,6 +124,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
                          "(projection and budget)")
     rp.add_argument("--api-base", metavar="URL", help="endpoint for provider models (a vLLM or Ollama server, a proxy)")
+    rp.add_argument("--deployments", type=Path, metavar="FILE",
+                    help="several deployments behind a model name, balanced by litellm's Router (as in `run`)")
     rp.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter for every run, e.g. --set crsec.prompt_examples=neutral (not one the "
                          "protocol's arms vary; repeatable)")
@@ -235,7 +241,18 @@ def _call_options(args: argparse.Namespace) -> dict:
         options["json_schema"] = {"on": True, "off": False, "auto": None}[args.json_schema]
     if args.breaker is not None:
         options["breaker"] = args.breaker
+    if args.deployments is not None:
+        options["deployments"] = _deployments_path(args.deployments)
     return options
+
+
+def _deployments_path(given: Path | None) -> str | None:
+    """--deployments FILE, checked (a bad file is refused before anything runs), as an absolute path."""
+    if given is None:
+        return None
+    from socialsim.llm.deployments import load_deployments
+
+    return str(load_deployments(given).path)
 
 
 def _resumed_config(args: argparse.Namespace) -> tuple[RunConfig, dict]:
@@ -568,7 +585,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         settings = parse_assignments(args.arch, args.settings)
         summary = reproduce(args.arch, args.model, seeds=args.seeds, judge=args.judge, yes=args.yes,
                             max_cost=args.max_cost, out=args.out, steps=args.steps, settings=settings,
-                            null_model=args.null_model, api_base=args.api_base, unit_price=args.price)
+                            null_model=args.null_model, api_base=args.api_base, unit_price=args.price,
+                            deployments=_deployments_path(args.deployments))
     except KeyboardInterrupt:  # between two runs (a run itself stops cleanly and the protocol reports it)
         print("socialsim: reproduction interrupted; the same command with the same --out goes on (completed "
               "runs are kept, recorded calls are free)", file=sys.stderr)

@@ -652,7 +652,7 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
     assert seen["parameters"] == {"arch": ["crsec"], "model": ["rules"], "enable_chat": [True, False], "steps": [3],
                                   "sweep_dir": [str(tmp_path / "s")], "max_cost": [0.5], "max_calls": [7],
                                   "api_base": ["http://127.0.0.1:9/v1"], "max_concurrency": [9], "price": [None],
-                                  "pool_parent": [os.getpid()], "replicate_seed": [5, 6]}
+                                  "deployments": [None], "pool_parent": [os.getpid()], "replicate_seed": [5, 6]}
     assert list(seen["parameters"])[-1] == "replicate_seed"  # innermost: side by side, a grid point's other seeds
     sweep(spec, tmp_path / "s", processes=1, progress=True, preflight=False)  # the argument wins over the file
     assert (seen["number_processes"], seen["display_progress"]) == (1, True)

@@ -42,7 +42,7 @@ from socialsim.scenarios.schema import field_problems
 # Per-run settings the sweep owns; they are not grid parameters.
 RESERVED = {"rng", "seed", "seeds", "gateway", "sweep_dir"}
 # Per-run limits and endpoint: one value for the whole sweep, given at the top level.
-LIMITS = ("max_cost", "max_calls", "api_base", "max_concurrency", "price")
+LIMITS = ("max_cost", "max_calls", "api_base", "max_concurrency", "price", "deployments")
 # Grid parameters that are RunConfig fields (everything else is an architecture parameter).
 CONFIG_PARAMS = ("scenario", "arch", "model", "routes", "preset", "steps")
 
@@ -78,6 +78,9 @@ class SweepSpec(BaseModel):
     api_base: ApiBase | None = None  # endpoint of provider models; never a key
     # USD per 1M prompt and completion tokens, for a model litellm has no price for (as --price)
     price: UnitPrice | None = None
+    # a file of several deployments behind model names (as `socialsim run --deployments`); a relative
+    # path is taken from the sweep file's folder
+    deployments: str | None = None
     figures: list[FigureSpec] = Field(default_factory=list)
     _source: str = PrivateAttr(default="sweep")  # the file it came from, for error messages
 
@@ -197,6 +200,16 @@ def validate_sweep(data: dict[str, Any] | SweepSpec, source: str = "sweep", base
         scenarios.append(name)
     if "scenario" in spec.parameters:
         spec.parameters["scenario"] = scenarios if isinstance(spec.parameters["scenario"], list) else scenarios[0]
+    if spec.deployments is not None:
+        from socialsim.llm.deployments import load_deployments
+
+        path = Path(spec.deployments).expanduser()
+        if base is not None and not path.is_absolute() and (base / path).is_file():
+            path = base / path
+        try:
+            spec.deployments = str(load_deployments(path).path)  # checked now, and absolute for every worker
+        except ValueError as exc:
+            raise SweepFileError(f"{source}: deployments: {exc}") from None
     spec._source = source
     return spec
 

@@ -56,6 +56,7 @@ from socialsim.batch.sweepfile import (
     load_sweep,
     validate_sweep,
 )
+from socialsim.llm.deployments import load_deployments
 from socialsim.llm.engines import engine_note
 from socialsim.llm.gateway import Gateway, ProviderOutage
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
@@ -79,7 +80,7 @@ RUNS = "runs"
 PARTIAL = ".partial-"
 FINISHING = ".finishing"  # SWEEP_DIR/.finishing: locked while a run directory is moved into place
 NOT_IDENTITY = {"max_concurrency", "max_cost", "max_calls", "api_base", "rpm", "tpm", "price", "timeout_s",
-                "num_retries"}
+                "num_retries", "deployments"}
 
 
 # --- run identity -------------------------------------------------------------------------------
@@ -329,14 +330,15 @@ class SweepModel(SocietyModel):
     def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
                  max_concurrency: int = DEFAULT_CONCURRENCY, price: tuple[float, float] | None = None,
-                 replicate_seed: int | None = None, pool_parent: int | None = None, **params: Any) -> None:
+                 deployments: str | None = None, replicate_seed: int | None = None, pool_parent: int | None = None,
+                 **params: Any) -> None:
         if pool_parent is not None:  # a worker of run_local's process pool
             _stop_with(pool_parent)
         self.pool_parent = pool_parent
         rng = replicate_seed if replicate_seed is not None else rng  # the seed, when the grid hands it (run_local)
         params = {"scenario": scenario, **params}
         extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency,
-                 "price": price}
+                 "price": price, "deployments": deployments}
         self.run_config = run_config({**params, **extra}, rng)
         self.run_id = run_id_of(self.run_config)
         self.sweep_dir = Path(sweep_dir)
@@ -452,7 +454,7 @@ class PlannedRun:
         """The SweepModel keyword arguments of this run (without rng)."""
         return {**self.params, "model": self.config.model, "sweep_dir": str(sweep_dir),
                 "max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
-                "max_concurrency": spec.max_concurrency, "price": spec.price}
+                "max_concurrency": spec.max_concurrency, "price": spec.price, "deployments": spec.deployments}
 
 
 @dataclass
@@ -594,7 +596,8 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
         except ValueError as exc:
             raise SweepFileError(f"{spec.source}: {exc}") from None
     calls = planned[0].config  # a sweep file sets no timeout or retries: every run has RunConfig's defaults
-    check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries)
+    check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries,
+                 deployments=load_deployments(spec.deployments))
 
 
 def _check_figure_outcomes(spec: SweepSpec, outcomes: set[str]) -> None:
@@ -622,7 +625,7 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
     # finds on the shared tape the calls its seed shares with it, instead of making them at the same time
     parameters = {**grid, "sweep_dir": [str(sweep_dir)], "max_cost": [spec.max_cost],
                   "max_calls": [spec.max_calls], "api_base": [spec.api_base],
-                  "max_concurrency": [spec.max_concurrency], "price": [spec.price],
+                  "max_concurrency": [spec.max_concurrency], "price": [spec.price], "deployments": [spec.deployments],
                   **({"pool_parent": [os.getpid()]} if processes > 1 else {}),  # its workers stop if it dies
                   "replicate_seed": spec.seed_list()}
     batch_run(SweepModel, parameters=parameters, rng=[None], max_steps=max_steps,

@@ -366,7 +366,7 @@ class LiveSession:
         model = SocietyModel(c.scenario, arch=c.arch, rng=c.seed, gateway=gateway, **c.params)
         # the routes' and a judge's models too, before step 1, asked as the run will ask them
         check_models(gateway.models(), api_base=c.api_base, timeout_s=gateway.timeout_s,
-                     num_retries=gateway.num_retries)
+                     num_retries=gateway.num_retries, deployments=gateway.deployments)
         self.model = model
         self.notes = [n for m in sorted(gateway.models()) if (n := engine_note(m))]
         self.settings = effective_settings(self.model)

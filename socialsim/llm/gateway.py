@@ -24,10 +24,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
+from socialsim.llm.deployments import Deployments, load_deployments
 from socialsim.llm.ledger import Ledger, LedgerRow
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY, shared_limiter
 from socialsim.llm.loop import run_sync
@@ -231,6 +233,7 @@ class Gateway:
         price: tuple[float, float] | None = None,
         json_schema: bool | None = None,
         breaker: int | None = DEFAULT_BREAKER,
+        deployments: str | Path | Deployments | None = None,
     ) -> None:
         self.routes = routes or RouteTable()
         self.tape = tape if tape is not None else Tape()
@@ -241,6 +244,10 @@ class Gateway:
         self.timeout_s, self.num_retries = timeout_s, num_retries
         self.api_base = api_base  # e.g. a vLLM or Ollama endpoint for provider models
         self.price = price  # USD per 1M (prompt, completion) tokens for models litellm cannot price
+        # several deployments behind a model name, balanced by litellm's Router (llm/deployments.py);
+        # a replay or a dry run makes no call, so it needs no file (nor the servers it names)
+        self.deployments = (deployments if isinstance(deployments, Deployments) or deployments is None
+                            else None if replay or dry_run else load_deployments(deployments))
         # JSON-schema mode: None = where litellm knows the model supports it; True = the user
         # declares the models capable (e.g. an openai/<name> behind a vLLM endpoint); False = never
         self.json_schema = json_schema
@@ -275,7 +282,7 @@ class Gateway:
         derived = Gateway(routes, self.tape, self.ledger, replay=self.replay, max_concurrency=self.max_concurrency,
                           rpm=self.rpm, tpm=self.tpm, timeout_s=self.timeout_s, num_retries=self.num_retries,
                           api_base=self.api_base, dry_run=self.dry_run, price=self.price,
-                          json_schema=self.json_schema, breaker=self.breaker)
+                          json_schema=self.json_schema, breaker=self.breaker, deployments=self.deployments)
         derived._parent = self
         self._derived.append(derived)
         return derived
@@ -672,17 +679,21 @@ class Gateway:
         return token_cost(model, prompt_tokens, max_tokens, self.price) or 0.0
 
     async def _acompletion(self, model, messages, params, fmt):
-        """The one place that calls litellm (retries and timeouts are litellm's)."""
+        """The one place that calls litellm (retries and timeouts are litellm's): its Router where
+        the model has deployments, ``litellm.acompletion`` otherwise."""
         from socialsim.llm.litellm_setup import litellm
 
-        map_unknown_model(model)
-        response = await litellm.acompletion(
+        pooled = self.deployments is not None and self.deployments.serves(model)
+        if not pooled:
+            map_unknown_model(model)
+        complete = self.deployments.router().acompletion if pooled else litellm.acompletion
+        response = await complete(
             model=model,
             messages=messages,
             timeout=self.timeout_s,
             num_retries=self.num_retries,
             drop_params=True,  # per call, not a global switch: a provider without e.g. `seed` still answers
-            **({"api_base": self.api_base} if self.api_base and not is_embedded(model) else {}),
+            **({"api_base": self.api_base} if self.api_base and not is_embedded(model) and not pooled else {}),
             **params,
             **fmt,
         )

@@ -370,6 +370,7 @@ def reproduce(
     free_only: bool = False,
     api_base: str | None = None,
     unit_price: tuple[float, float] | None = None,
+    deployments: str | None = None,
 ) -> pd.DataFrame | None:
     """Project, then (if allowed) run the protocol and return the summary table; None if not run.
     ``summary.attrs["complete"]`` is False when a run stopped short or could not be measured.
@@ -402,7 +403,7 @@ def reproduce(
     configs = {out / folder_name(spec.label) / f"seed-{seed}":
                RunConfig(scenario=spec.scenario, arch=arch, model=model, routes=dict(protocol.routes),
                          steps=spec.steps, preset=spec.preset, rng=seed, arch_params=dict(spec.arch_params),
-                         api_base=api_base, price=unit_price)
+                         api_base=api_base, price=unit_price, deployments=deployments)
                for spec, seed in planned}
     _refuse_another_protocols_runs(out, arch, configs)
     proj = project(protocol, model, seeds, unit_price=unit_price)

@@ -75,6 +75,8 @@ class RunConfig(BaseModel):
     num_retries: int = Field(default=DEFAULT_RETRIES, ge=0)
     json_schema: bool | None = None  # None: where litellm knows support; True: declared capable
     breaker: int = Field(default=DEFAULT_BREAKER, ge=0)  # live calls failing in a row that stop the run; 0: off
+    # a file of several deployments behind model names (litellm's model_list; llm/deployments.py)
+    deployments: str | None = None
     arch_params: dict[str, Any] = Field(default_factory=dict)
 
     def resolved(self, source: str | None = None) -> RunConfig:
@@ -189,7 +191,7 @@ def _scenario_source(config: RunConfig, earlier: str | Path | None) -> str:
 # RunConfig's settings of how calls are made (pace, endpoint, price, timeout, retries, schema, breaker),
 # handed to the Gateway under the same names: a run, a sweep's run and a dashboard's Reset all pass these
 CALL_SETTINGS = ("max_concurrency", "rpm", "tpm", "api_base", "price", "timeout_s", "num_retries", "json_schema",
-                 "breaker")
+                 "breaker", "deployments")
 
 
 def call_settings(config: RunConfig) -> dict[str, Any]:
@@ -216,7 +218,7 @@ def _checked_model(config: RunConfig, gateway: Gateway, source: str, *, replay: 
             check_priced(config, models)  # ... a budget that cannot be kept ...
         if preflight and not replay:  # ... an unknown or unreachable model, asked as the run will ask it
             check_models(models, api_base=config.api_base, timeout_s=config.timeout_s,
-                         num_retries=config.num_retries)
+                         num_retries=config.num_retries, deployments=gateway.deployments)
         return model
     except BaseException:
         if claimed is not None:

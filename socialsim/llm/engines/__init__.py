@@ -12,10 +12,17 @@ token ("Say OK."), with the run's timeout and retries; that request is in no led
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from socialsim.llm.routing import EMBEDDED, RULES
+
+if TYPE_CHECKING:
+    from socialsim.llm.deployments import Deployments
+
+log = logging.getLogger(__name__)
 
 NOTES = {
     EMBEDDED: (
@@ -52,11 +59,20 @@ def describe_engines() -> list[tuple[str, str]]:
 
 
 def check_models(models: set[str], ping: bool = True, api_base: str | None = None, *,
-                 timeout_s: float | None = None, num_retries: int | None = None) -> None:
+                 timeout_s: float | None = None, num_retries: int | None = None,
+                 deployments: Deployments | None = None) -> None:
     """Raise ModelUnavailable naming the first model that is unknown or unreachable. A provider is
     asked with the run's timeout and retries (None: the gateway's defaults), so a slow-loading local
-    server or one transient error does not refuse a run that would have waited or retried."""
+    server or one transient error does not refuse a run that would have waited or retried. A model
+    with ``deployments`` is checked deployment by deployment: one that fails is named in a warning
+    (the Router sends the calls to the others), all failing refuse the run."""
+    if deployments is not None and not any(deployments.serves(m) for m in models):
+        log.warning("%s serves none of the run's models (%s), only %s: its deployments are not used",
+                    deployments.path, ", ".join(sorted(models)), ", ".join(sorted(deployments.names)))
     for model in sorted(models):
+        if deployments is not None and deployments.serves(model):
+            _check_deployments(model, deployments, ping, timeout_s, num_retries)
+            continue
         if model == RULES:
             continue
         if model.startswith("local/"):
@@ -67,8 +83,30 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
         _check_provider(model, ping, api_base, timeout_s, num_retries)
 
 
+def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout_s: float | None,
+                       num_retries: int | None) -> None:
+    failed = []
+    pool = deployments.of(model)
+    for number, deployment in enumerate(pool, 1):
+        try:
+            params = deployments.resolved_params(deployment)
+        except ValueError as exc:
+            raise ModelUnavailable(str(exc)) from None
+        where = params.get("api_base") or params["model"]
+        try:
+            _check_provider(params.pop("model"), ping, params.pop("api_base", None), timeout_s, num_retries,
+                            extra=params)
+        except ModelUnavailable as exc:
+            failed.append(f"deployment {number} ({where}): {exc}")
+    if len(failed) == len(pool):
+        raise ModelUnavailable(f"model {model!r}: no deployment in {deployments.path} answers: " + "; ".join(failed))
+    for failure in failed:
+        log.warning("model %s, %s; its calls go to the other %d deployment(s)", model, failure,
+                    len(pool) - len(failed))
+
+
 def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: float | None,
-                    num_retries: int | None) -> None:
+                    num_retries: int | None, extra: dict | None = None) -> None:
     from socialsim.llm.litellm_setup import litellm
     from socialsim.llm.redact import redact
 
@@ -79,7 +117,8 @@ def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: flo
             f"unknown model {model!r}: litellm knows no provider for it (use PROVIDER/MODEL, e.g. "
             f"openai/gpt-4o-mini or ollama/llama3.1; or 'local/smollm2' or 'rules')"
         ) from None
-    env = litellm.validate_environment(model=model, api_base=api_base)
+    extra = extra or {}  # a deployment's own parameters (its key, its API version ...)
+    env = litellm.validate_environment(model=model, api_base=api_base, api_key=extra.get("api_key"))
     # an endpoint litellm wants in the environment (OLLAMA_API_BASE) has a default it calls without one
     # (a local Ollama's): not a missing key; the ping below says whether it answers
     missing = [k for k in env.get("missing_keys") or [] if not k.endswith("_API_BASE")]
@@ -97,7 +136,7 @@ def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: flo
         run_sync(litellm.acompletion(model=model, messages=[{"role": "user", "content": "Say OK."}],
                                      max_tokens=1, timeout=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
                                      num_retries=DEFAULT_RETRIES if num_retries is None else num_retries,
-                                     **({"api_base": api_base} if api_base else {})))
+                                     **({"api_base": api_base} if api_base else {}), **extra))
     except Exception as exc:
         detail = redact(re.sub(r"ssl:<[^>]*> ?", "", str(exc)))[:200]  # aiohttp names its SSL context's address
         hint = ("; is its server running? --api-base URL gives its address"

@@ -1,0 +1,174 @@
+"""Several deployments behind one model name: a pool of vLLM servers, several keys of a provider.
+
+Scale-out is litellm's job: a file in litellm's own ``model_list`` format (as its proxy reads)
+names the deployments, and a ``litellm.Router`` balances the calls over them, with its retries,
+cooldowns and fallbacks::
+
+    model_list:
+      - model_name: openai/llama-3.1-8b          # the name routes, the tape and the ledger use
+        litellm_params: {model: openai/meta-llama/Llama-3.1-8B-Instruct, api_base: http://gpu1:8000/v1,
+                         api_key: os.environ/VLLM_KEY}
+      - model_name: openai/llama-3.1-8b
+        litellm_params: {model: openai/meta-llama/Llama-3.1-8B-Instruct, api_base: http://gpu2:8000/v1,
+                         api_key: os.environ/VLLM_KEY}
+    router_settings: {routing_strategy: least-busy}
+
+The tape's key holds the model name, never the deployment, so a run recorded on a pool replays
+anywhere. A secret may only be named (``os.environ/NAME``): the file's path goes into the run's
+config.json, and a key written in it would be one copy away from a run directory.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from socialsim.llm.redact import no_credential_in_url
+
+ENV_REFERENCE = "os.environ/"
+# words in a parameter's name that make its value a secret (api_key, aws_secret_access_key,
+# vertex_credentials, azure_ad_token, redis_password ...): named by an environment variable only
+SECRET_WORDS = ("key", "secret", "token", "password", "credential")
+
+
+# litellm's Router settings we choose where the file does not: a call a deployment fails is asked
+# again of another deployment of its group (litellm's default asks at random, the failed one too, so
+# with one server of two down about one call in eight of a phase's first ones still fell back)
+ROUTER_DEFAULTS = {"enable_weighted_failover": True}
+
+
+class DeploymentsError(ValueError):
+    """A deployments file that cannot be used; the message names the file and the field."""
+
+
+class Deployment(BaseModel):
+    model_config = ConfigDict(extra="allow")  # litellm's model_info and the like pass through
+
+    model_name: str = Field(min_length=1)
+    litellm_params: dict[str, Any]
+
+
+class DeploymentsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model_list: list[Deployment] = Field(min_length=1)
+    router_settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class Deployments:
+    """A loaded deployments file: the model names it serves and, built on first use, its Router."""
+
+    def __init__(self, path: Path, spec: DeploymentsFile) -> None:
+        self.path, self.spec = path, spec
+        self.names = frozenset(d.model_name for d in spec.model_list)
+        self._router = None
+
+    def serves(self, model: str) -> bool:
+        return model in self.names
+
+    def of(self, model: str) -> list[Deployment]:
+        return [d for d in self.spec.model_list if d.model_name == model]
+
+    def router(self):
+        """litellm's Router over every deployment, built once (its cooldowns are the pool's memory)."""
+        if self._router is None:
+            from socialsim.llm.litellm_setup import litellm
+
+            settings = {**ROUTER_DEFAULTS, **self.spec.router_settings}
+            self._router = litellm.Router(model_list=[d.model_dump() for d in self.spec.model_list], **settings)
+        return self._router
+
+    def resolved_params(self, deployment: Deployment) -> dict[str, Any]:
+        """A deployment's parameters with its environment references read (for the pre-flight
+        check, which asks each deployment itself); a variable not set is named."""
+        params = {}
+        for name, value in deployment.litellm_params.items():
+            if isinstance(value, str) and value.startswith(ENV_REFERENCE):
+                variable = value[len(ENV_REFERENCE):]
+                if variable not in os.environ:
+                    raise DeploymentsError(f"{self.path}: {deployment.model_name}'s {name} names the environment "
+                                           f"variable {variable}, which is not set")
+                value = os.environ[variable]
+            params[name] = value
+        return params
+
+
+def load_deployments(path: str | Path | None) -> Deployments | None:
+    """The deployments file at ``path`` (None: none), checked: its YAML, its fields, no secret
+    written in it, router settings litellm's Router takes."""
+    if path is None:
+        return None
+    path = Path(path).expanduser().resolve()
+    try:
+        changed = path.stat().st_mtime_ns
+    except OSError as exc:
+        raise DeploymentsError(f"deployments file {path}: {exc.strerror or exc}") from None
+    return _load(path, changed)
+
+
+@functools.cache
+def _load(path: Path, changed: int) -> Deployments:
+    """Loaded once per file and version: the runs of one process share its Router (and so what it
+    learnt of a deployment that stopped answering); an edited file is read again."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DeploymentsError(f"deployments file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:  # its problem and place, not its quote of the line (a key may be on it)
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise DeploymentsError(f"deployments file {path} is not valid YAML: "
+                               f"{getattr(exc, 'problem', None) or type(exc).__name__}{where}") from None
+    try:
+        spec = DeploymentsFile.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}" for e in exc.errors())
+        raise DeploymentsError(f"deployments file {path}: {problems}") from None
+    problems = [f"model_list[{i}].litellm_params: no 'model' (the litellm model string this deployment calls)"
+                for i, d in enumerate(spec.model_list) if not d.litellm_params.get("model")]
+    problems += [f"{where}.{name} holds a secret written out: write {ENV_REFERENCE}NAME and set NAME in the "
+                 f"environment (the file's path is kept in the run's config.json)"
+                 for where, settings in _settings(spec) for name, value in settings.items()
+                 if _secret(name) and value is not None
+                 and not (isinstance(value, str) and value.startswith(ENV_REFERENCE))]
+    for i, deployment in enumerate(spec.model_list):
+        if isinstance(url := deployment.litellm_params.get("api_base"), str):
+            try:
+                no_credential_in_url(url)
+            except ValueError as exc:
+                problems.append(f"model_list[{i}].litellm_params.api_base: {exc}")
+    unknown = sorted(set(spec.router_settings) - _router_parameters())
+    if unknown:
+        problems.append(f"router_settings: litellm's Router takes no {', '.join(unknown)}")
+    if problems:
+        raise DeploymentsError(f"deployments file {path}: " + "; ".join(problems))
+    return Deployments(path, spec)
+
+
+def _settings(spec: DeploymentsFile):
+    for i, deployment in enumerate(spec.model_list):
+        yield f"model_list[{i}].litellm_params", deployment.litellm_params
+    yield "router_settings", spec.router_settings
+
+
+def _secret(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_WORDS) and not lowered.endswith("tokens")  # max_tokens: a count
+
+
+# a forked process (a sweep's worker) builds its own Router: the parent's clients belong to its loop
+os.register_at_fork(after_in_child=_load.cache_clear)
+
+
+@functools.cache
+def _router_parameters() -> frozenset[str]:
+    from socialsim.llm.litellm_setup import litellm
+
+    return frozenset(inspect.signature(litellm.Router.__init__).parameters) - {"self", "model_list"}

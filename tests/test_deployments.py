@@ -1,0 +1,198 @@
+"""Several deployments behind one model name (--deployments FILE): litellm's Router shares the calls
+over them, a deployment that is down is named and left to the others, the tape knows the model name
+only (a pool's run replays with no server), a secret is only ever named, and a bad file is refused
+naming the file and the field."""
+
+import json
+import logging
+import re
+import zlib
+
+import pandas as pd
+import pytest
+
+from socialsim.cli import main
+from socialsim.llm.fake_server import FakeOpenAIServer
+
+MODEL = "openai/fake-model"
+
+
+def varied(messages):
+    """An answer that depends on the prompt only, the same from every server."""
+    text = messages[-1]["content"]
+    options = re.findall(r"^(\d+)\. ", text, re.M)
+    digest = zlib.crc32(text.encode())
+    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
+
+
+@pytest.fixture
+def servers(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    monkeypatch.setenv("POOL_KEY", "placeholder-pool-key")
+    with FakeOpenAIServer(policy=varied) as a, FakeOpenAIServer(policy=varied) as b:
+        yield a, b
+
+
+def pool_file(path, *servers, key="api_key: os.environ/POOL_KEY", extra=""):
+    entries = "".join(f"""
+  - model_name: {MODEL}
+    litellm_params:
+      model: {MODEL}
+      api_base: {s.api_base}
+      {key}
+""" for s in servers)
+    path.write_text(f"model_list:{entries}{extra}")
+    return path
+
+
+def chats(server):
+    """The requests a server got beyond the pre-flight's one-token ping."""
+    return [r for r in server.requests if r.get("max_tokens") != 1]
+
+
+RUN = ["run", "hobbs-cafe", "--arch", "generic", "--model", MODEL, "--steps", "2", "--no-progress"]
+
+
+def test_a_pool_shares_the_calls_answers_as_one_server_and_replays_with_no_server(tmp_path, servers, capsys):
+    a, b = servers
+    pool = pool_file(tmp_path / "pool.yaml", a, b)
+    assert main([*RUN, "--out", str(tmp_path / "pooled"), "--deployments", str(pool)]) == 0
+    assert len(chats(a)) > 2 and len(chats(b)) > 2  # both deployments answered calls of the run
+    calls = pd.read_parquet(tmp_path / "pooled" / "llm_calls.parquet")
+    assert set(calls["status"]) == {"ok"} and set(calls["model"]) == {MODEL}
+    assert len(chats(a)) + len(chats(b)) == calls["live_calls"].sum()
+    # the same run against one server: the same frames, whichever deployment answered each call
+    assert main([*RUN, "--out", str(tmp_path / "single"), "--api-base", b.api_base]) == 0
+    for name in ("model.parquet", "agents.parquet", "tables/events.parquet", "tables/interactions.parquet"):
+        pooled, single = (pd.read_parquet(tmp_path / run / name).drop(columns=["llm_latency_s"], errors="ignore")
+                          for run in ("pooled", "single"))
+        pd.testing.assert_frame_equal(pooled, single)
+    config = json.loads((tmp_path / "pooled" / "config.json").read_text())["config"]
+    assert config["deployments"] == str(pool.resolve())
+    pool.unlink()  # a replay asks no server, so it needs no deployments file
+    capsys.readouterr()
+    assert main(["replay", str(tmp_path / "pooled"), "--no-progress"]) == 0
+    assert "frames identical to the recording: yes" in capsys.readouterr().out
+
+
+def test_a_deployment_that_is_down_is_named_and_its_calls_go_to_the_others(tmp_path, servers, caplog):
+    a, b = servers
+    a.down = True
+    pool = pool_file(tmp_path / "pool.yaml", a, b)
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 0
+    warned = [r.getMessage() for r in caplog.records if "deployment 1" in r.getMessage()]
+    assert len(warned) == 1 and a.api_base in warned[0] and "its calls go to the other 1 deployment(s)" in warned[0]
+    calls = pd.read_parquet(tmp_path / "r" / "llm_calls.parquet")
+    assert set(calls["status"]) == {"ok"}  # no call fell back: the Router asked the deployment that answers
+    assert len(chats(b)) == calls["live_calls"].sum()
+
+
+def test_a_pool_where_no_deployment_answers_is_refused_before_step_1(tmp_path, servers, capsys):
+    a, b = servers
+    a.down = b.down = True
+    pool = pool_file(tmp_path / "pool.yaml", a, b)
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 2
+    error = capsys.readouterr().err
+    assert f"model '{MODEL}': no deployment in {pool.resolve()} answers" in error
+    assert "deployment 1" in error and "deployment 2" in error
+    assert not (tmp_path / "r").exists() and chats(a) == chats(b) == []
+
+
+def test_a_secret_is_only_ever_named_and_never_reaches_the_run_directory(tmp_path, servers, capsys, monkeypatch):
+    a, b = servers
+    secret = "placeholder-" + "q7" * 12  # built here: no literal key in the test's source
+    written = pool_file(tmp_path / "written.yaml", a, key=f"api_key: {secret}")
+    assert main([*RUN, "--out", str(tmp_path / "w"), "--deployments", str(written)]) == 2
+    error = capsys.readouterr().err
+    assert "model_list[0].litellm_params.api_key holds a secret written out: write os.environ/NAME" in error
+    assert secret not in error and not (tmp_path / "w").exists()
+    # named: read from the environment, and found nowhere in what the run writes
+    monkeypatch.setenv("POOL_KEY", secret)
+    named = pool_file(tmp_path / "named.yaml", a, b)
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(named)]) == 0
+    for path in (tmp_path / "r").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+
+
+def test_a_variable_the_file_names_but_nobody_set_is_named(tmp_path, servers, capsys, monkeypatch):
+    a, _ = servers
+    monkeypatch.delenv("POOL_KEY")
+    pool = pool_file(tmp_path / "pool.yaml", a)
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 2
+    assert "api_key names the environment variable POOL_KEY, which is not set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("model_list: [", "is not valid YAML: expected the node content, but found '<stream end>' at line 1, column 14"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: hunter2hunter2}}}\n",
+     "is not valid YAML: expected <block end>, but found '}' at line 2, column 80"),  # and no quote of the line
+    ("routes: {}\n", "model_list: Field required; routes: Extra inputs are not permitted"),
+    ("model_list: []\n", "model_list: List should have at least 1 item"),
+    ("model_list:\n  - model_name: x\n    litellm_params: {api_base: http://127.0.0.1:1/v1}\n",
+     "model_list[0].litellm_params: no 'model'"),
+    ("model_list:\n  - litellm_params: {model: openai/x}\n", "model_list.0.model_name: Field required"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}}\nrouter_settings: {routing_stratgy: x}\n",
+     "router_settings: litellm's Router takes no routing_stratgy"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}}\n"
+     "router_settings: {redis_password: hunter2hunter2}\n", "router_settings.redis_password holds a secret written out"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_base: 'http://me:hunter2@h:8000/v1'}}\n",
+     "model_list[0].litellm_params.api_base: the endpoint carries a credential (a password in it)"),
+])
+def test_a_bad_deployments_file_is_refused_naming_the_file_and_the_field(tmp_path, capsys, text, expected):
+    path = tmp_path / "pool.yaml"
+    path.write_text(text)
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert f"deployments file {path.resolve()}" in error and expected in error
+    assert "hunter2" not in error and not (tmp_path / "r").exists()
+
+
+def test_a_missing_deployments_file_is_named(tmp_path, capsys):
+    assert main([*RUN, "--deployments", str(tmp_path / "nowhere.yaml")]) == 2
+    assert f"deployments file {tmp_path / 'nowhere.yaml'}: No such file or directory" in capsys.readouterr().err
+
+
+def test_a_resumed_run_may_go_on_with_other_deployments(tmp_path, servers, capsys):
+    a, b = servers
+    pool = pool_file(tmp_path / "pool.yaml", a, b)
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool), "--max-calls", "15"]) == 3
+    other = pool_file(tmp_path / "other.yaml", b)  # a server of the pool gone: the rest goes to the other
+    before = len(chats(a))
+    assert main(["run", "--resume", str(tmp_path / "r"), "--deployments", str(other), "--no-progress"]) == 0
+    assert len(chats(a)) == before
+    meta = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert meta["status"] == "completed" and meta["config"]["deployments"] == str(other.resolve())
+
+
+def test_a_sweep_sends_its_runs_calls_to_the_pool_and_keeps_their_names(tmp_path, servers):
+    from socialsim.batch import load_sweep, sweep
+
+    a, b = servers
+    folder = tmp_path / "study"
+    folder.mkdir()
+    pool_file(folder / "pool.yaml", a, b)
+    grid = {"name": "pooled", "seeds": [1, 2], "steps": 1,
+            "parameters": {"scenario": "hobbs-cafe", "arch": "generic", "model": MODEL}}
+    (folder / "sweep.json").write_text(json.dumps({**grid, "deployments": "pool.yaml"}))
+    (folder / "sweep.yaml").write_text((folder / "sweep.json").read_text())  # YAML reads JSON
+    spec = load_sweep(folder / "sweep.yaml")
+    assert spec.deployments == str((folder / "pool.yaml").resolve())  # from the sweep file's folder
+    pooled = sweep(spec, tmp_path / "pooled", progress=False, figures=False)
+    assert pooled.runs["status"].tolist() == ["completed", "completed"]
+    assert chats(a) and chats(b)
+    single = sweep({**grid, "api_base": b.api_base}, tmp_path / "single", progress=False, figures=False)
+    assert pooled.runs["run_id"].tolist() == single.runs["run_id"].tolist()  # where calls go is no identity
+
+
+def test_a_file_that_serves_none_of_the_runs_models_says_so(tmp_path, servers, caplog):
+    """A misspelt model_name would leave the pool unused, every call going to the model's own endpoint."""
+    a, b = servers
+    pool = pool_file(tmp_path / "pool.yaml", a)
+    pool.write_text(pool.read_text().replace(f"model_name: {MODEL}", "model_name: openai/fake-modle"))
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool), "--api-base", b.api_base]) == 0
+    assert (f"{pool.resolve()} serves none of the run's models ({MODEL}), only openai/fake-modle: its deployments "
+            "are not used") in caplog.text
+    assert chats(a) == [] and chats(b)
