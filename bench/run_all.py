@@ -2,7 +2,8 @@
 
 (1) gateway vs bare OpenAI SDK per phase at N = 10, 40, 100 against the 0.5 s test server, and
 (1b) the same with the server on a CPU of its own; (1c) the gateway's own CPU per call with the
-provider stubbed (what is ours, not litellm's or the HTTP client's);
+provider stubbed (what is ours, not litellm's or the HTTP client's); (1d) one server against a pool of two through
+litellm's Router (--deployments);
 (2) the embedded engine's per-call time and tokens/s, batched decoding against one call at a
 time, and `make run`'s steps by weight layout and with and without saved prompt states, and (2f) the
 full-model first step (plans by the model); (3) `socialsim --help` and `socialsim models`
@@ -42,6 +43,8 @@ def main() -> None:
     if len(os.sched_getaffinity(0)) >= 2:
         section("(1b) the same, the server on a CPU of its own", [py, "bench/bench_sdk.py", "--pin"])
     section("(1c) the gateway's own CPU per call, the provider stubbed", [py, "bench/bench_gateway_own.py"])
+    section("(1d) one server against a pool of two behind litellm's Router (--deployments)",
+            [py, "bench/bench_deployments.py"])
     if not args.skip_embedded:
         section("(2) embedded engine", [py, "bench/bench_embedded.py"])
         section("(2c) embedded engine: batched decoding vs one call at a time", [py, "bench/bench_batched_decoding.py"])
