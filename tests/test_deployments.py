@@ -196,3 +196,19 @@ def test_a_file_that_serves_none_of_the_runs_models_says_so(tmp_path, servers, c
     assert (f"{pool.resolve()} serves none of the run's models ({MODEL}), only openai/fake-modle: its deployments "
             "are not used") in caplog.text
     assert chats(a) == [] and chats(b)
+
+
+def test_counts_named_like_secrets_pass_and_an_edited_file_is_read_again(tmp_path):
+    import os
+
+    from socialsim.llm.deployments import load_deployments
+
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n  - {model_name: one, litellm_params: {model: openai/x, max_tokens: 100, "
+                    "api_key: os.environ/ANY, tpm: 1000}}\n")
+    os.utime(path, ns=(10**18, 10**18))
+    assert load_deployments(path).names == {"one"}
+    assert load_deployments(path) is load_deployments(path)  # one Router per file for a process's runs
+    path.write_text(path.read_text().replace("model_name: one", "model_name: two"))
+    os.utime(path, ns=(10**18 + 1, 10**18 + 1))
+    assert load_deployments(path).names == {"two"}
