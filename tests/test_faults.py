@@ -139,3 +139,30 @@ def test_an_outage_trips_the_breaker_the_run_stops_saved_and_resumes_to_the_unin
     for name in want:
         pd.testing.assert_frame_equal(got[name], want[name], obj=name)
     assert clean.status == "completed"
+
+
+def test_an_outage_of_empty_replies_resumes_to_the_uninterrupted_frames(tmp_path):
+    """A provider that answers nothing, call after call, trips the breaker as one that fails does.
+    Its empty replies are on the tape; a resumed run used them again, each then repaired, so its
+    frames were not an uninterrupted run's. It now asks them again, as it asks a failed call."""
+    with FakeOpenAIServer(policy=varied) as server:
+        clean = run(config(server, steps=3, timeout_s=10.0), tmp_path / "clean", progress=False, preflight=False)
+
+    with FakeOpenAIServer(policy=varied) as server2:
+        server2.faults = lambda count, messages: "empty" if count >= 15 else None
+        hit = run(config(server2, steps=3, timeout_s=10.0, breaker=5), tmp_path / "run", progress=False,
+                  preflight=False)
+        assert hit.status.startswith("stopped by provider outage") and "answered nothing" in hit.status
+        taped = [json.loads(line) for line in (tmp_path / "run" / "tape.jsonl").read_text().splitlines()]
+        assert any(r["raw"] == "" and r["error"] is None for r in taped)
+        server2.faults = None
+        resumed = run(config(server2, steps=3, timeout_s=10.0, breaker=5), tmp_path / "run", progress=False,
+                      preflight=False)
+    assert resumed.status == "completed"
+    assert resumed.model.llm.ledger.totals()["fallbacks"] == clean.model.llm.ledger.totals()["fallbacks"]
+    got, want = frames(tmp_path / "run"), frames(tmp_path / "clean")
+    assert list(got) == list(want)
+    for name in want:
+        pd.testing.assert_frame_equal(got[name], want[name], obj=name)
+    replayed, same = replay(tmp_path / "run", progress=False)  # the tape's answers, not its empty replies
+    assert same, first_difference(tmp_path / "run", replayed.run_dir)

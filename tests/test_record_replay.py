@@ -109,6 +109,39 @@ def test_an_answer_replaces_a_recorded_error_but_not_the_reverse(tmp_path):
     assert Tape(tmp_path / "tape.jsonl").get("k").raw == "2"  # the same after reloading
 
 
+def test_an_answer_replaces_an_empty_reply_which_replaces_an_error_and_none_goes_back(tmp_path):
+    """What an outage of empty replies left is replaced by the answer a resumed run got; a later
+    failure or empty reply never replaces what is held, and the tape reloads the same."""
+    tape = Tape(tmp_path / "tape.jsonl")
+    tape.add(record("k", raw="", error="InternalServerError: down"))
+    tape.add(record("k", raw="  "))
+    assert tape.get("k").raw == "  " and tape.get("k").error is None
+    tape.add(record("k", raw="", error="InternalServerError: down again"))
+    assert tape.get("k").raw == "  "
+    tape.add(record("k", raw="3"))
+    tape.add(record("k", raw=""))
+    assert tape.get("k").raw == "3"
+    assert Tape(tmp_path / "tape.jsonl").get("k").raw == "3"
+
+
+def test_a_sweeps_run_asks_again_a_call_another_run_got_an_empty_reply_to(tmp_path):
+    """A sweep's shared tape hands another run's answer over, not its empty reply (nor its failure)."""
+    import asyncio
+
+    from socialsim.batch.sweeps import SharedTape
+
+    tape = SharedTape(tmp_path / "tape.jsonl")
+    tape.add(record("empty", raw=""))
+    tape.add(record("answered", raw="2"))
+
+    async def handed(key):
+        async with tape.claim(key) as got:
+            return got
+
+    assert asyncio.run(handed("empty")) is None  # this run asks it
+    assert asyncio.run(handed("answered")).raw == "2"
+
+
 def tape_of_a_then(tmp_path, text):
     """A tape holding record "a", then ``text`` written after it as a killed or odd writer left it."""
     path = tmp_path / "tape.jsonl"

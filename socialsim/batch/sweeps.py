@@ -63,7 +63,7 @@ from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
-from socialsim.llm.tape import Tape, TapeRecord
+from socialsim.llm.tape import Tape, TapeRecord, answered
 from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch, writing
 from socialsim.model.runner import RunConfig, call_settings, keep_scenario, report_run, save
 from socialsim.model.society import SocietyModel
@@ -199,7 +199,7 @@ class SharedTape(Tape):
         pause, started, said = 0.02, time.monotonic(), 0.0
         while True:
             record = self.get(key)
-            if record is not None and record.error is None:
+            if answered(record):
                 yield record
                 return
             try:
@@ -224,7 +224,7 @@ class SharedTape(Tape):
             break
         try:
             record = self.get(key)  # answered between the look above and the claim
-            yield record if record is not None and record.error is None else None
+            yield record if answered(record) else None
         finally:
             claim.unlink(missing_ok=True)
 

@@ -37,7 +37,7 @@ from socialsim.llm.operation import Answer, Operation
 from socialsim.llm.questions import AnswerError, QuestionKind, RecordQuestion
 from socialsim.llm.redact import no_credential_in_url, redact
 from socialsim.llm.routing import RULES, RouteTable
-from socialsim.llm.tape import Tape, TapeMiss, TapeRecord, call_key
+from socialsim.llm.tape import Tape, TapeMiss, TapeRecord, answered, call_key
 
 log = logging.getLogger("socialsim.llm")
 
@@ -523,7 +523,9 @@ class Gateway:
         record = self.tape.get(key)
         if record is not None and record.error is not None and self.replay:
             raise ProviderError(record.error)  # the recorded run met this error: same fallback
-        if record is not None and record.error is None:
+        # a reply the recording got, free; an empty one only to a replay: a run going on (a resume) asks
+        # it again, as a failed call (an outage of empty replies left them; each would be repaired)
+        if answered(record) or (self.replay and record is not None and record.error is None):
             return Completion.taped(record)
         if self.replay:
             raise TapeMiss(
@@ -531,9 +533,9 @@ class Gateway:
                 f"on {model} (key {key}); the run's configuration or code differs from the recording"
             )
         # a sweep's runs side by side: the call another run is making now is waited for, not repaid
-        async with self.tape.claim(key, self._claim_stale_s()) as answered:
-            if answered is not None:
-                return Completion.taped(answered)
+        async with self.tape.claim(key, self._claim_stale_s()) as elsewhere:
+            if elsewhere is not None:
+                return Completion.taped(elsewhere)
             if record is None:
                 self._root().off_tape[self.step] += 1
             return await self._call(op, agent_id, model, messages, params, fmt, key)
@@ -623,9 +625,9 @@ class Gateway:
                 self._record(op, agent_id, model, "llm", "fallback", [], record.error, path)
                 raise ProviderError(record.error or "")
             raise TapeMiss(f"the tape has no embeddings of {len(texts)} texts on {model} (key {key})")
-        async with self.tape.claim(key, self._claim_stale_s()) as answered:
-            if answered is not None:
-                return self._taped_vectors(op, agent_id, model, answered, path)
+        async with self.tape.claim(key, self._claim_stale_s()) as elsewhere:
+            if elsewhere is not None:
+                return self._taped_vectors(op, agent_id, model, elsewhere, path)
             if record is None:
                 self._root().off_tape[self.step] += 1
             return await self._embed_live(op, agent_id, model, texts, messages, key, path)

@@ -97,6 +97,19 @@ class TapeRecord:
     finish_reason: str | None = None  # the provider's ("length": cut at max_tokens); None on old tapes
 
 
+def _rank(record: TapeRecord) -> int:
+    """How far a call got: 0 failed, 1 answered nothing (an empty reply), 2 answered."""
+    if record.error is not None:
+        return 0
+    return 2 if record.raw.strip() else 1
+
+
+def answered(record: TapeRecord | None) -> bool:
+    """A recorded call a run going on (a resume, a sweep's other run) takes as it is: one that failed
+    or answered nothing (what an outage leaves) is asked again. A replay takes every reply."""
+    return record is not None and _rank(record) == 2
+
+
 class Tape:
     """An append-only JSON-lines store of LLM calls, indexed by key."""
 
@@ -138,10 +151,10 @@ class Tape:
         return list(self._records.values())
 
     def _keep(self, record: TapeRecord) -> bool:
-        """Index ``record`` unless its key is already answered; an answer replaces an error
-        (a resumed run that reached the model after an outage)."""
+        """Index ``record`` unless its key is already answered: a reply replaces an error, and an
+        answer an empty reply (a resumed run that asked again what an outage left unanswered)."""
         held = self._records.get(record.key)
-        if held is not None and (held.error is None or record.error is not None):
+        if held is not None and _rank(record) <= _rank(held):
             return False
         self._records[record.key] = record
         return True
