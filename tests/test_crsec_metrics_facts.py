@@ -3,6 +3,7 @@ setting, from its own file): breaches by tags, place and hour; the follow-up rul
 what an agent observes; the day axis. Written after mutmut on ``agents/crsec/metrics.py`` showed
 these were pinned only through whole runs."""
 
+import math
 from types import SimpleNamespace
 
 import pandas as pd
@@ -170,3 +171,70 @@ def test_compliance_that_holds_from_the_first_step_is_not_dated():
                           "compliance[m]": [0.4, 0.6, 0.8, 0.8]})
     assert metrics._compliance_reached(frame, "n").startswith("already at the first step (90%")
     assert metrics._compliance_reached(frame, "m") == "at day 0.50"
+
+
+@pytest.fixture
+def at_step(model):
+    """The model at a step of the test's choosing with no breach on record; restored afterwards."""
+    saved = model.steps, {a.name: dict(a.last_breach) for a in model.agents}
+    for a in model.agents:
+        a.last_breach.clear()
+    yield model
+    model.steps = saved[0]
+    for a in model.agents:
+        a.last_breach.clear()
+        a.last_breach.update(saved[1][a.name])
+
+
+def acting_compliance(model, norm):
+    from socialsim.agents.crsec.agent import CRSECAgent
+
+    return CRSECAgent.scenario_reporters(model)[f"acting_compliance[{norm}]"](model)
+
+
+def test_compliance_among_those_who_acted_leaves_out_an_agent_who_never_acted(at_step, world):
+    """``compliance[NORM]`` counts an agent who did nothing the norm speaks about as complying;
+    ``acting_compliance[NORM]`` counts only the agents whose executed acts in the window bore on it."""
+    model, step = at_step, MORNING + 5
+    model.steps = step
+    window = model.society.settings.compliance_window_steps
+    ann, bob, cid, dee, eve, fay = (a.name for a in model.agents)
+    world.events += [act(step - window, dee, CALL, YARD),  # acted, but before the window
+                     act(step - window + 1, cid, TEXT),  # kept it: the compliant alternative, at the window's start
+                     act(step - 1, bob, CALL, YARD),  # kept it: a call outside
+                     act(step, ann, CALL),  # breached (inside)
+                     act(step, eve, CALL, YARD, ok=False),  # a refused act is no fact
+                     act(step, fay, SWEEP)]  # another norm's behaviour (events come in step order)
+    model.agent_named(ann).last_breach[PHONES] = step  # as ``account`` reads it from the world facts
+    assert metrics.acting_counts(model, PHONES) == (2, 3)
+    assert acting_compliance(model, PHONES) == pytest.approx(2 / 3)
+    everyone = metrics.share(lambda a: a.complies(PHONES))(model)
+    assert everyone == pytest.approx(5 / 6)  # the paper's definition, kept: the idle count as complying
+
+
+def test_an_agent_whose_breach_is_read_late_counts_though_its_act_left_the_window(at_step, world):
+    """A missed follow-up is read after the meal: the breach itself shows the agent had the chance."""
+    model = at_step
+    model.steps = 30
+    ann = model.agents[0].name
+    model.agent_named(ann).last_breach[SWEEPING] = 30
+    assert metrics.acting_counts(model, SWEEPING) == (0, 1)
+    assert acting_compliance(model, SWEEPING) == 0.0
+
+
+def test_compliance_among_those_who_acted_is_not_measured_when_nobody_did(at_step, world):
+    model = at_step
+    model.steps = FOUR_PM
+    world.events += [act(FOUR_PM, model.agents[0].name, SWEEP), act(FOUR_PM, model.agents[1].name, SKETCH)]
+    assert metrics.acting_counts(model, PHONES) == (0, 0)
+    assert math.isnan(acting_compliance(model, PHONES))
+    assert math.isnan(acting_compliance(model, LATE_SAWING))  # a sketch before 17:00 bears on no quiet hours
+    assert metrics.share(lambda a: a.complies(PHONES))(model) == 1.0  # where the old share says all comply
+
+
+def test_the_first_time_most_of_those_who_acted_complied_is_dated_and_unmeasured_steps_reach_nothing():
+    frame = pd.DataFrame({"day": [0.0, 0.25, 0.5, 0.75], "acting_compliance[n]": [float("nan"), 0.5, 0.75, None],
+                          "acting_compliance[m]": [float("nan")] * 4})
+    assert metrics._acting_reached(frame, "n") == "at day 0.50"
+    assert metrics._acting_reached(frame, "m") == "not measured (nobody acted on it)"
+    assert metrics._acting_reached(frame, "absent") == "not measured (nobody acted on it)"

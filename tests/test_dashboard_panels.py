@@ -458,8 +458,12 @@ def test_every_number_the_model_recorded_is_in_some_time_series(arch, request):
     if arch == "crsec":  # compliance in plans and in actions beside compliance, each norm its own line
         titles = list(series)
         at = titles.index("Norm compliance (share of agents)")
-        assert titles[at + 1:at + 3] == ["Norm compliance in plans (share of agents)",
-                                         "Norm compliance in actions (share of agents)"]
+        acting = "Norm compliance among the agents who acted on the norm (share of them; no point where nobody did)"
+        assert titles[at + 1:at + 4] == ["Norm compliance in plans (share of agents)",
+                                         "Norm compliance in actions (share of agents)", acting]
+        assert sorted(series[acting].columns) == sorted(c for c in frames.model.columns
+                                                        if c.startswith("acting_compliance["))
+        assert len(series[acting].columns) == 3
         assert "unheard_chats_total" in series["Conflicts and norm events so far (running totals)"]
 
 

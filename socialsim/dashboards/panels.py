@@ -438,6 +438,8 @@ MODEL_GROUPS = [
     ("Norm compliance (share of agents)", lambda c: c.startswith("compliance[")),
     ("Norm compliance in plans (share of agents)", lambda c: c.startswith("plan_compliance[")),
     ("Norm compliance in actions (share of agents)", lambda c: c.startswith("action_compliance[")),
+    ("Norm compliance among the agents who acted on the norm (share of them; no point where nobody did)",
+     lambda c: c.startswith("acting_compliance[")),
     ("Conflicts and norm events", lambda c: c in NORM_EVENTS),
     ("Conflicts and norm events so far (running totals)", 
      lambda c: c.endswith("_total") and c.removesuffix("_total") in NORM_EVENTS),

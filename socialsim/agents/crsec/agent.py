@@ -147,13 +147,16 @@ class CRSECAgent(GenerativeAgent):
 
     @classmethod
     def scenario_reporters(cls, model: SocietyModel) -> dict:
-        """Per tracked norm: adoption, compliance in plans, in actions, and in both."""
+        """Per tracked norm: adoption, compliance in plans, in actions, and in both; and compliance
+        among the agents who acted on the norm."""
         reporters = {}
         for t in model.society.settings.tracked_norms:
             reporters[f"adoption[{t.name}]"] = metrics.share(lambda a, n=t.name: a.norms.adopted(n))
             reporters[f"plan_compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.plan_ok.get(n, False))
             reporters[f"action_compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.actions_ok(n))
             reporters[f"compliance[{t.name}]"] = metrics.share(lambda a, n=t.name: a.complies(n))
+            # the same, among the agents who did something the norm speaks about (NaN when none did)
+            reporters[f"acting_compliance[{t.name}]"] = lambda m, n=t.name: metrics.acting_share(m, n)
         return reporters
 
     @classmethod

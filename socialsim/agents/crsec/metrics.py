@@ -219,6 +219,29 @@ def acts_bearing_on(events: pd.DataFrame, settings: CRSECSettings, step_minutes:
     return count
 
 
+def acting_counts(model: SocietyModel, norm: str) -> tuple[int, int]:
+    """(agents who kept ``norm``, agents who had the chance to break it) within the compliance window
+    ending at this step: an agent had the chance when one of its executed acts in the window bore on
+    the norm (:func:`bears_on`, world facts: smoking indoors or out, a meal, a tip, speaking softly)
+    or it breached the norm there; it kept it when it breached it nowhere in the window (``actions_ok``).
+    An agent who did nothing the norm speaks about is in neither count."""
+    settings, step_minutes = model.society.settings, model.scenario_spec.step_minutes
+    t = settings.tracked(norm)
+    first = model.steps - settings.compliance_window_steps + 1
+    acted = {e.agent for e in _events(model.world, first, model.steps)
+             if bears_on(e.tags, e.action, t, settings.clock_of_step(e.step, step_minutes)[1])}
+    chance = [a for a in model.agents if a.name in acted or not a.actions_ok(norm)]
+    return sum(a.actions_ok(norm) for a in chance), len(chance)
+
+
+def acting_share(model: SocietyModel, norm: str) -> float:
+    """The ``acting_compliance[NORM]`` reporter: the share of the agents who had the chance to break
+    ``norm`` within the compliance window (:func:`acting_counts`) who kept it; NaN (not measured)
+    when nobody did anything it speaks about, where ``compliance[NORM]`` says 1.0."""
+    kept, chance = acting_counts(model, norm)
+    return kept / chance if chance else float("nan")
+
+
 def steps_per_day(model: SocietyModel) -> float:
     return model.society.settings.day_minutes / model.scenario_spec.step_minutes
 
@@ -318,6 +341,15 @@ def _compliance_reached(frame: pd.DataFrame, norm: str) -> str:
     return _days(first_reaching(frame, column))
 
 
+def _acting_reached(frame: pd.DataFrame, norm: str) -> str:
+    """When 70% of the agents who acted on ``norm`` within the window kept it (steps where nobody
+    acted on it are not measured and reach nothing)."""
+    column = f"acting_compliance[{norm}]"
+    if column not in frame or frame[column].isna().all():
+        return "not measured (nobody acted on it)"
+    return _days(first_reaching(frame, column))
+
+
 def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[tuple[str, str, str]]:
     """(finding, paper, this run) rows; ``ratings``: the questionnaire's summary, if it was asked."""
     frame = series(model)
@@ -344,8 +376,14 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
         return (f"{unbroken_share(breaches, len(model.agents), norm, day_before, chances):.0%} never breached it "
                 f"{day} ({chances} acts bore on it)")
 
+    def acting(norm: str) -> str:
+        kept, chance = acting_counts(model, norm)
+        if not chance:
+            return "nobody acted on it then: not measured among those who acted"
+        return f"{kept / chance:.0%} of the {chance} agents who acted on it then"
+
     run = "; ".join(f"{t.name}: adopted {last[f'adoption[{t.name}]']:.0%}, complying {last[f'compliance[{t.name}]']:.0%} "
-                    f"{hour}, {last_day(t.name)}" for t in injunctive)
+                    f"{hour} ({acting(t.name)}), {last_day(t.name)}" for t in injunctive)
     rows.append(("injunctive norms at the end", PAPER_FINDINGS["injunctive"], f"at day {last['day']:.2f}: {run}"))
     rows.append(("conflicts over time", PAPER_FINDINGS["conflicts"], conflicts_by_day(frame, steps_per_day(model))))
     timing = "; ".join(
@@ -354,7 +392,8 @@ def findings(model: SocietyModel, ratings: pd.DataFrame | None = None) -> list[t
     rows.append(("descriptive norm later", PAPER_FINDINGS["descriptive"], timing))
     lag = "; ".join(
         f"{t.name}: 70% adoption {_days(first_reaching(frame, f'adoption[{t.name}]'))}, 70% compliance "
-        f"{_compliance_reached(frame, t.name)}" for t in injunctive + descriptive)
+        f"{_compliance_reached(frame, t.name)}, 70% compliance among the agents who acted on it "
+        f"{_acting_reached(frame, t.name)}" for t in injunctive + descriptive)
     counts = adoption_vs_compliance(model)
     per_agent = "; ".join(
         f"{r.norm}: adopted before first compliant act {r.adopt_first}, after {r.comply_first}, same step "
