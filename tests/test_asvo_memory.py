@@ -9,6 +9,7 @@ import re
 import pytest
 
 from socialsim.agents.desires import DESIRES
+from socialsim.llm.questions import QUOTED
 from socialsim.model.society import SocietyModel
 
 SCENARIO = "workplace-meso"
@@ -19,11 +20,12 @@ PROPOSALS = json.dumps({"activities": [{"text": "review the pitch slides", "stan
                                        {"text": "rewrite my own section", "stance": "Neutral"}]})
 # the operations whose prompts show the memory, answered by a scripted model
 MEMORY_OPS = ("ProposeActions", "GuessHiddenAction", "PredictObservedDesires", "PredictGuessedDesires")
+MEMORY_HEADER = f"Your recent memory ({QUOTED}):\n"
 
 
 def shown_memory(prompt: str) -> list[str]:
-    """The lines under "Your recent memory:" ("- " items), without the bullet."""
-    lines = prompt.split("Your recent memory:\n", 1)[1].splitlines()
+    """The lines under the memory's header ("- " items), without the bullet."""
+    lines = prompt.split(MEMORY_HEADER, 1)[1].splitlines()
     block = []
     for line in lines:
         if not line.startswith("- "):
@@ -45,7 +47,7 @@ def run(scripted, memory_steps: int):
         step: dict[str, list[list[str]]] = {}
         for call in fake.calls[before:]:
             prompt = "\n".join(m["content"] for m in call["messages"])
-            if "Your recent memory:" in prompt:
+            if MEMORY_HEADER in prompt:
                 step.setdefault(re.search(r"You are (\w+)", prompt).group(1), []).append(shown_memory(prompt))
         shown.append(step)
         lines.append({a.name: f"I did: {a.action} | {a.consequence}" for a in model.agents})

@@ -11,6 +11,7 @@ from socialsim.agents.crsec.settings import load_settings
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operations import all_operations
+from socialsim.llm.questions import QUOTED
 from socialsim.llm.routing import RouteTable
 from socialsim.scenarios.loader import load_scenario
 
@@ -630,7 +631,8 @@ def test_an_agents_persona_opens_its_talk_thought_and_turn_prompts_alike():
         (ops.GENERATE_THOUGHT, ops.ThoughtContext("Ann Lee", description, fact, "for", memories=memories)),
         (ops.CONVERSE_TURN, ops.TurnContext("Ann Lee", description, "Bob", "sender", fact.act, "No smoking.",
                                             "for", memories=memories)))]
-    head = f"You are Ann Lee. {description}\n\nRELEVANT MEMORIES (in the order they happened):\n- {memories[0]}\n\n"
+    head = (f"You are Ann Lee. {description}\n\nRELEVANT MEMORIES (in the order they happened; {QUOTED}):\n"
+            f"- {memories[0]}\n\n")
     assert all(text.startswith(head) for text in texts)
 
 

@@ -30,6 +30,7 @@ from socialsim.agents.asvo.svo import (
 from socialsim.agents.desires import ANCHORS, DESIRES, LinearDecay, gap_closure
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import (
+    QUOTED,
     Choice,
     Letter,
     LetterScaleQuestion,
@@ -141,8 +142,8 @@ class PredictObservedDesires(Operation):
     def prompt(self, ctx: MindContext) -> str:
         return (
             f"You are {ctx.observer}, and you keep a memory and watch your surroundings.\n"
-            f"Setting: {ctx.setting}\nYour recent memory:\n{_memory(ctx.memory)}\n\n"
-            f"You just saw {ctx.target} do this: {ctx.action}\n"
+            f"Setting: {ctx.setting}\nYour recent memory ({QUOTED}):\n{_memory(ctx.memory)}\n\n"
+            f"You just saw {ctx.target} do this ({QUOTED}): {ctx.action}\n"
             f"From that observed action and everything above, estimate {ctx.target}'s current value "
             f"(0-10) of each desire: {', '.join(_desires_of(ctx.prior))}. Base every estimate on the evidence you "
             f"observed, and give one short reason."
@@ -169,8 +170,8 @@ class PredictGuessedDesires(PredictObservedDesires):
 
     def prompt(self, ctx: MindContext) -> str:
         return (
-            f"You are {ctx.observer}.\nSetting: {ctx.setting}\nYour recent memory:\n{_memory(ctx.memory)}\n\n"
-            f"You predicted that {ctx.target} performed this action: {ctx.action}\n"
+            f"You are {ctx.observer}.\nSetting: {ctx.setting}\nYour recent memory ({QUOTED}):\n{_memory(ctx.memory)}\n\n"
+            f"You predicted that {ctx.target} performed this action ({QUOTED}): {ctx.action}\n"
             f"Using that predicted action together with the setting and the state of the group, "
             f"estimate {ctx.target}'s current value (0-10) of each desire: {', '.join(_desires_of(ctx.prior))}. "
             f"Give one short reason drawn from your reasoning."
@@ -202,8 +203,8 @@ class GuessHiddenAction(Operation):
 
     def prompt(self, ctx: HiddenActionContext) -> str:
         return (
-            f"You are {ctx.observer}.\nSetting: {ctx.setting}\nYour recent memory:\n{_memory(ctx.memory)}\n"
-            f"Your own last action: {ctx.own_action or '(none yet)'}\n\n"
+            f"You are {ctx.observer}.\nSetting: {ctx.setting}\nYour recent memory ({QUOTED}):\n{_memory(ctx.memory)}\n"
+            f"Your own last action ({QUOTED}): {ctx.own_action or '(none yet)'}\n\n"
             f"You cannot observe {ctx.target} right now. From your observations, your own action and "
             f"your memory, what has {ctx.target} most likely been doing? Answer in a single sentence "
             f"that describes the action only."
@@ -255,8 +256,8 @@ class ProposeActions(Operation):
             f"{who}Environment: {ctx.context or ctx.setting}\n"
             f"Your current desire states are: {_desire_list(ctx.desires)}.\n"
             f"The values you hope to reach are: {_desire_list(ctx.expected)}.\n"
-            f"What you see others doing:\n{observed}\n"
-            f"Your recent memory:\n{_memory(ctx.memory)}\n\n"
+            f"What you see others doing ({QUOTED}):\n{observed}\n"
+            f"Your recent memory ({QUOTED}):\n{_memory(ctx.memory)}\n\n"
             f"Generate {ctx.n} possible activity sequences that can best fulfil your desires{consistent}. "
             f"Be specific, make the activities varied, and include only actions possible in the present "
             f"environment. For each, give its stance toward the others: Cooperation, QuasiCooperation, "
@@ -295,7 +296,8 @@ def repair_action(text: str, prompt: str = "", allowed: tuple[str, ...] = ()) ->
         return None
     quoted = any(cleaned in t for t in allowed)  # actions the prompt lists (seen, remembered, catalogue)
     if prompt and not quoted:
-        headings = {line.split(":", 1)[0].strip() for line in prompt.splitlines() if ":" in line}
+        headings = {re.sub(r"\s*\([^()]*\)$", "", line.split(":", 1)[0]).strip()  # without a note ("(quoted ...)")
+                    for line in prompt.splitlines() if ":" in line}
         if len(cleaned) > 40 and cleaned in prompt or re.sub(r"[\s:,.;0-9]+$", "", cleaned) in headings:
             return None
     return cleaned
@@ -342,8 +344,8 @@ class SimulateOutcome(Operation):
         return (
             f"You are {ctx.name}. {_personality(ctx.svo)}"
             f"Given your original desire states: {_desire_list(ctx.desires)}\n"
-            f"What you expect of the others:\n{_memory(ctx.others_view)}\n"
-            f"If you perform the following action: {ctx.action}\n"
+            f"What you expect of the others ({QUOTED}):\n{_memory(ctx.others_view)}\n"
+            f"If you perform the following action ({QUOTED}): {ctx.action}\n"
             f"Predict the resulting value (0-10) of each desire after taking this action, and briefly "
             f"explain why."
         )
@@ -382,7 +384,7 @@ class SelectAction(Operation):
     fallback_doc = "the first candidate"
 
     def question(self, ctx: SelectContext) -> PickOneQuestion:
-        return PickOneQuestion(tuple(ctx.candidates))
+        return PickOneQuestion(tuple(ctx.candidates), quoted=True)  # the agent's model proposed them
 
     def prompt(self, ctx: SelectContext) -> str:
         listed = "\n".join(f"{i}. {c}\n   predicted desires: {_desire_list(o)}"
@@ -392,7 +394,7 @@ class SelectAction(Operation):
             f"You are {ctx.name}. {_personality(ctx.svo)}"
             f"Your desire states now: {_desire_list(ctx.desires)}\n"
             f"The values you hope to reach: {_desire_list(ctx.expected)}\n\n"
-            f"The predicted outcomes of your candidate activities:\n{listed}\n\n"
+            f"The predicted outcomes of your candidate activities ({QUOTED}):\n{listed}\n\n"
             f"Choose the activity whose effect is the most positive{consistent}."
         )
 
@@ -444,15 +446,16 @@ class UpdateDesire(Operation):
     def prompt(self, ctx: UpdateContext) -> str:
         examples = ""
         if ctx.unreasonable:
-            examples = "Some earlier updates were unreasonable:\n" + "\n".join(f"- {u}" for u in ctx.unreasonable) + "\n"
+            examples = (f"Some earlier updates were unreasonable ({QUOTED}):\n"
+                        + "\n".join(f"- {u}" for u in ctx.unreasonable) + "\n")
         personality = (f"The agent has {_a(ctx.svo)} social personality.\n{PERSONALITY[ctx.svo]}\n"
                        if ctx.svo else "")
         # the agent, its action and its consequence first, the desire last: the agent's updates of
         # one step share everything up to the desire, a head the embedded engine evaluates once
         return (
             f"{personality}{ctx.description}\n"
-            f"The action of the agent {ctx.name} is: {ctx.action}\n"
-            f"Its consequence is: {ctx.consequence}\n{examples}"
+            f"The action of the agent {ctx.name} ({QUOTED}): {ctx.action}\n"
+            f"Its consequence ({QUOTED}): {ctx.consequence}\n{examples}"
             f"The current value of the desire {ctx.desire} is {round(ctx.value, 1):g}.\n"
             f"How does the value of {ctx.desire} change because of the consequence of this action?\n"
             f"Select the value after the event on the scale from 0 to 10. If the consequence does not "
@@ -504,7 +507,7 @@ class CheckUpdate(Operation):
     def prompt(self, ctx: UpdateContext) -> str:
         return (  # the desire after the action and consequence, as in UpdateDesire
             f"{ctx.description}\n"
-            f"The action of the agent {ctx.name} is: {ctx.action}\nIts consequence is: {ctx.consequence}\n"
+            f"The action of the agent {ctx.name} ({QUOTED}): {ctx.action}\nIts consequence ({QUOTED}): {ctx.consequence}\n"
             f"The current value of the desire {ctx.desire} is {round(ctx.value, 1):g}.\n"
             f"The reward model changed the value of {ctx.desire} from "
             f"{round(ctx.value, 1):g} to {ctx.proposed}.\n"
@@ -541,12 +544,12 @@ class ReflectUpdate(Operation):
     def prompt(self, ctx: UpdateContext) -> str:
         return (  # the desire after the action and consequence, as in UpdateDesire
             f"{ctx.description}\n"
-            f"The action of the agent {ctx.name} is: {ctx.action}\nIts consequence is: {ctx.consequence}\n"
+            f"The action of the agent {ctx.name} ({QUOTED}): {ctx.action}\nIts consequence ({QUOTED}): {ctx.consequence}\n"
             f"The current value of {ctx.desire} is {round(ctx.value, 1):g}.\n"
             f"The reward model changed the value of {ctx.desire} from "
             f"{round(ctx.value, 1):g} to {ctx.proposed}, and this change is not reasonable.\n"
             f"Explain why. Consider whether the consequence can truly change {ctx.desire} (for example, "
-            f"the action has not affected the outcome yet). Continue this sentence:\n{reflection_prefix(ctx)}"
+            f"the action has not affected the outcome yet). Continue this sentence ({QUOTED}):\n{reflection_prefix(ctx)}"
         )
 
     def rule(self, ctx: UpdateContext, rng: random.Random) -> Text:
@@ -601,7 +604,7 @@ class JudgeAction(Operation):
             f"naturalness 2, human_likeness 2: unrealistic for any real person.\n"
             f"- Action: The student ignores all classmates and only talks to the teacher, repeating the same "
             f"answer over and over. naturalness 3, human_likeness 2: unusual for most personalities.\n\n"
-            f"Rate truthfully and critically.\nAction by {ctx.agent}: {ctx.action}"
+            f"Rate truthfully and critically.\nAction by {ctx.agent} ({QUOTED}): {ctx.action}"
         )
 
     def rule(self, ctx: JudgeContext, rng: random.Random) -> JudgeScores:
@@ -647,7 +650,7 @@ class ClassifyBehaviour(Operation):
             "- A student works quietly alone. -> Neutral\n"
             "- A student shows their score and quietly compares it with others'. -> QuasiCompetition\n"
             "- A student challenges the others to see who finishes first. -> Competition\n\n"
-            f"Situation: {ctx.situation}\nAction: {ctx.action}"
+            f"Situation: {ctx.situation}\nAction ({QUOTED}): {ctx.action}"
         )
 
     def rule(self, ctx: JudgeContext, rng: random.Random) -> Choice:

@@ -20,7 +20,7 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from socialsim.llm.operation import Operation
-from socialsim.llm.questions import RecordQuestion
+from socialsim.llm.questions import QUOTED, RecordQuestion
 
 SCALE = ("7 strongly agree, 6 agree, 5 somewhat agree, 4 neutral, 3 somewhat disagree, 2 disagree, "
          "1 strongly disagree")
@@ -114,7 +114,8 @@ class RateOperation(Operation):
 
     def prompt(self, ctx: RatingContext) -> str:
         return (f"Take the role of {ctx.agent} and rate one of their decisions.\n\nAGENT DESCRIPTION: "
-                f"{ctx.description}\n\nTASK ({ctx.task}): {ctx.question}\n\n{ctx.material}\n\nScale: {SCALE}. "
+                f"{ctx.description}\n\nTASK ({ctx.task}): {ctx.question}\n\nTHE RECORD TO RATE ({QUOTED}):\n"
+                f"{ctx.material}\n\nScale: {SCALE}. "
                 f"Give the score and a one-sentence reason.")
 
     def rule(self, ctx: RatingContext, rng: random.Random) -> Rating:

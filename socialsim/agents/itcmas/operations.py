@@ -28,6 +28,7 @@ from socialsim.agents.itcmas.rules import MATRIX as MATRIX_WEIGHTS
 from socialsim.agents.itcmas.rules import NO_WORDS, Vocabulary, choice_utility, matrix_score, noisy_order
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import (
+    QUOTED,
     Integer,
     IntegerQuestion,
     RecordQuestion,
@@ -238,7 +239,7 @@ class ChooseITCMAAction(InTheWorld):
                             + (f" -> you expect: {c.protention[:160]}" if c.protention else "")
                             for i, c in enumerate(ctx.candidates, 1))
         social = f"\n{ctx.social_text}" if ctx.social_text else ""
-        return (f"You are {ctx.name}. Your task is to: {ctx.goal}\n\nJust before (retention):\n{retention}\n\n"
+        return (f"You are {ctx.name}. Your task is to: {ctx.goal}\n\nJust before (retention; {QUOTED}):\n{retention}\n\n"
                 f"Now (primal impression): {ctx.observation}\n\nThis brings to mind (memory and imagination):\n"
                 f"{memory}\n\n{ctx.driver_text}{social}\n\nThe actions you consider, with what you expect to "
                 f"perceive after each:\n{options}\n\nThink briefly, then choose one action by its number.")
@@ -285,8 +286,8 @@ class ITCMAChat(InTheWorld):
     def prompt(self, ctx: ITCMAChatContext) -> str:
         heard = "\n".join(f'- {ctx.partner} said: "{h}"' for h in ctx.heard[-3:]) or "- (nothing yet)"
         mood = "" if ctx.topic is None or math.isnan(ctx.topic) else f"\nThe atmosphere here is {'good' if ctx.topic > 0.2 else 'flat' if ctx.topic > -0.2 else 'tense'}."
-        return (f"You are {ctx.name}. {ctx.observation}{mood}\nYour thought: {ctx.thought or '(none)'}\n"
-                f"Recently between you:\n{heard}\nYou talk to {ctx.partner}. What do you say? Your words only.")
+        return (f"You are {ctx.name}. {ctx.observation}{mood}\nYour thought ({QUOTED}): {ctx.thought or '(none)'}\n"
+                f"Recently between you ({QUOTED}):\n{heard}\nYou talk to {ctx.partner}. What do you say? Your words only.")
 
     def rule(self, ctx: ITCMAChatContext, rng: random.Random) -> Text:
         """A reply or an opener drawn by the RNG, coloured by the atmosphere (the topic); an opener
@@ -364,7 +365,7 @@ class RankAgents(Operation):
             f"- {e.name} (resources {e.resources:+.2f}, goal: {e.goal}) in {e.area} (topic {e.topic:+.2f}): "
             f"{e.action} [{e.status}]" for e in ctx.entries)
         return (f"The agents, their resources, goals, the topic (atmosphere) of where they are, and what they "
-                f"just did:\n{lines}\nRank all agents from the one whose action most improved social life "
+                f"just did ({QUOTED}):\n{lines}\nRank all agents from the one whose action most improved social life "
                 f"and the atmosphere to the one who least did.")
 
     def rule(self, ctx: MatrixContext, rng: random.Random) -> BaseModel:
@@ -408,7 +409,7 @@ class SocialFilter(InTheWorld):
         whose = f"{ctx.area_owner}'s home" if ctx.area_owner else "a public place"
         people = ", ".join(ctx.people_here) or "nobody else"
         spoke = f" {', '.join(ctx.addressed_by)} just spoke to {ctx.name}." if ctx.addressed_by else ""
-        return (f"In {ctx.area} ({whose}), with {people} present, {ctx.name} wants to: {ctx.action}."
+        return (f"In {ctx.area} ({whose}), with {people} present, {ctx.name} wants to ({QUOTED}): {ctx.action}."
                 f"{spoke} Would this action harm social interaction among the agents?")
 
     def rule(self, ctx: FilterContext, rng: random.Random) -> YesNo:
@@ -458,7 +459,8 @@ class JudgeTrajectory(Operation):
 
     def prompt(self, ctx: JudgeContext) -> str:
         lines = "\n".join(ctx.trajectory[-40:])
-        return (f"Here is agent {ctx.agent}'s trajectory of thoughts and actions:\n{lines}\n\nRate it on a 7-point "
+        return (f"Here is agent {ctx.agent}'s trajectory of thoughts and actions ({QUOTED}):\n{lines}\n\n"
+                "Rate it on a 7-point "
                 "scale (1 = not at all, 7 = fully) for: personification (the actions look human-like), "
                 "consistency (actions align with the agent's state of mind), logicality (the sequence of "
                 "actions is logical), exploration (it actively explores the environment), proactiveness (it "

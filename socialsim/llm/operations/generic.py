@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass, field
 
 from socialsim.llm.operation import Operation
-from socialsim.llm.questions import Choice, PickOneQuestion, ShortTextQuestion, Text
+from socialsim.llm.questions import QUOTED, Choice, PickOneQuestion, ShortTextQuestion, Text
 
 
 @dataclass
@@ -29,7 +29,7 @@ def _persona(ctx) -> str:
     memory = "\n".join(f"- {m}" for m in ctx.memory[-5:]) or "- (nothing yet)"
     return (
         f"You are {ctx.name}. {ctx.description}\n\nSetting: {ctx.setting}\n\n"
-        f"What you remember of the last moments:\n{memory}"
+        f"What you remember of the last moments ({QUOTED}):\n{memory}"
     )
 
 
@@ -87,7 +87,7 @@ class ComposeChat(Operation):
     def prompt(self, ctx: ChatContext) -> str:
         heard = "\n".join(f'- {ctx.partner} said: "{h}"' for h in ctx.heard[-3:]) or "- (nothing yet)"
         return (
-            f"{_persona(ctx)}\n\nObservation: {ctx.observation}\n\nRecently between you:\n{heard}\n\n"
+            f"{_persona(ctx)}\n\nObservation: {ctx.observation}\n\nRecently between you ({QUOTED}):\n{heard}\n\n"
             f"You start talking to {ctx.partner}. What do you say? Reply with your words only."
         )
 
