@@ -457,7 +457,9 @@ def reproduce(
         run_dir = out / folder_name(spec.label) / f"seed-{seed}"
         result = run(configs[run_dir].model_copy(update={"max_cost": left}), run_dir, progress=progress)
         ledger = result.model.llm.ledger
-        cost, live = ledger.totals()["cost_usd"], ledger.live_cost
+        # both to the totals' 8 decimals: an unrounded live sum differs from a whole live run's total in
+        # its last bits, and the report then said part of it "was recorded before"
+        cost, live = ledger.totals()["cost_usd"], round(ledger.live_cost, 8)
         answers.update(row.status for row in ledger.rows if row.engine == "llm")  # a model's: ok, repaired, fallback
         spent, paid = spent + cost, paid + live
         echo(f"[{i}/{len(planned)}] {spec.label} seed {seed}: {result.status} ({result.steps_done} steps, "
