@@ -117,3 +117,24 @@ def test_a_kill_between_a_step_s_records_and_config_json_leaves_the_step_counted
     assert consolidate(tmp_path) == 2
     meta = json.loads((tmp_path / "config.json").read_text())
     assert meta == {"config": {"arch": "generic"}, "status": "running", "steps_done": 2}
+
+
+def test_a_rebuilt_frame_keeps_every_digit_its_values_and_types(tmp_path):
+    """A Gini of 0.123456789012345 came back from the records as 0.1234567890, so a killed run's
+    replay said 'not identical' at some kills (pandas' JSON keeps 10 digits)."""
+    import math
+
+    frame = pd.DataFrame({"step": [1, 2], "gini": [0.123456789012345, 1 / 3], "big": [2**53 - 1, -(2**40)],
+                          "missing": [float("nan"), 2.5e-300], "ok": [True, False], "who": ["Ann", None]})
+    log = StepLog(tmp_path, tidy)
+    log.append({"model.parquet": frame}, steps_done=2)
+    got = read_parts(tmp_path)[0]["model.parquet"]
+    assert got["gini"].tolist() == frame["gini"].tolist() and got["big"].tolist() == frame["big"].tolist()
+    assert math.isnan(got["missing"][0]) and got["missing"][1] == 2.5e-300
+    assert got["ok"].tolist() == [True, False] and got["who"][0] == "Ann" and pd.isna(got["who"][1])
+    assert got.dtypes.to_dict() == frame.dtypes.to_dict()
+    nullable = pd.DataFrame({"n": pd.array([1, None], dtype="Int64"), "when": [pd.Timestamp("2026-11-27"), pd.NaT]})
+    StepLog(tmp_path / "b", tidy).append({"model.parquet": nullable}, steps_done=1)
+    rebuilt = read_parts(tmp_path / "b")[0]["model.parquet"]
+    assert rebuilt["n"][0] == 1 and pd.isna(rebuilt["n"][1]) and pd.isna(rebuilt["when"][1])
+    assert rebuilt["when"][0] == "2026-11-27 00:00:00"

@@ -48,9 +48,12 @@ class StepLog:
             start = self.rows.get(name, 0)
             if len(frame) > start:
                 tail = self.tidy(frame.iloc[start:].reset_index(drop=True))
-                text = tail.to_json(orient="records", lines=True, date_format="iso", default_handler=str)
+                # Python's own JSON floats, the shortest text that reads back to the same double: pandas'
+                # to_json keeps 10 digits, and a killed run rebuilt from them replayed as "not identical"
+                text = "".join(json.dumps(row, ensure_ascii=False, default=_plain) + "\n"
+                               for row in tail.to_dict("records"))
                 with _part_path(self.parts, name).open("a", encoding="utf-8") as out:
-                    out.write(text)  # one line a row, each ended by a newline (pandas >= 1.5)
+                    out.write(text)  # one line a row, each ended by a newline
             self.rows[name] = len(frame)
             self.columns[name] = [str(c) for c in frame.columns]
         # the columns too: a table still without rows (ASVO's events) keeps its schema when rebuilt
@@ -62,6 +65,11 @@ class StepLog:
     def close(self) -> None:
         """The whole frames are written: the parts are no longer needed."""
         shutil.rmtree(self.parts, ignore_errors=True)
+
+
+def _plain(value):
+    """A cell JSON has no type for: missing (pandas' NA, NaT) as null, anything else as its text."""
+    return None if pd.isna(value) is True else str(value)
 
 
 def has_parts(run_dir: str | Path) -> bool:
