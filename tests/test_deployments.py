@@ -212,3 +212,71 @@ def test_counts_named_like_secrets_pass_and_an_edited_file_is_read_again(tmp_pat
     path.write_text(path.read_text().replace("model_name: one", "model_name: two"))
     os.utime(path, ns=(10**18 + 1, 10**18 + 1))
     assert load_deployments(path).names == {"two"}
+
+
+def test_a_pool_that_goes_down_mid_run_is_an_outage_and_a_resume_in_the_same_process_goes_on(tmp_path, servers):
+    """Every deployment cooling down after failures made litellm's Router raise its own error (no
+    deployment available), which the gateway took for a bug: the run 'failed'. And the Router, kept
+    for the process, still held the cooldowns when the same process resumed the run."""
+    from socialsim.model.runner import RunConfig, run
+
+    a, b = servers
+    pool = pool_file(tmp_path / "pool.yaml", a, b)
+
+    def down_after(count, messages):
+        if count >= 6:
+            a.down = b.down = True
+        return None
+
+    a.faults = b.faults = down_after
+    config = RunConfig(arch="generic", model=MODEL, steps=3, deployments=str(pool), breaker=5, num_retries=0)
+    stopped = run(config, tmp_path / "r", progress=False)
+    assert stopped.status.startswith("stopped by provider outage") and stopped.steps_done < 3
+    a.down = b.down = False
+    a.faults = b.faults = None
+    resumed = run(config, tmp_path / "r", progress=False)
+    assert resumed.status == "completed"
+    assert not resumed.model.llm.ledger.with_status("fallback")
+    # with the breaker off, every call the pool cannot answer falls back and the run goes on
+    a.down = b.down = True
+    unbroken = run(config.model_copy(update={"breaker": 0}), tmp_path / "off", progress=False,
+                   preflight=False)
+    assert unbroken.status == "completed" and unbroken.model.llm.ledger.with_status("fallback")
+
+
+def test_a_deployments_own_timeout_and_max_tokens_pass_the_check_before_step_1(tmp_path, servers):
+    """The check asked each deployment with its own parameters beside its own timeout and max_tokens:
+    'got multiple values for keyword argument', and a working pool was refused."""
+    a, b = servers
+    pool = pool_file(tmp_path / "pool.yaml", a, b)
+    text = pool.read_text().split("  - model_name")
+    pool.write_text(text[0] + "  - model_name" + text[1] + "      timeout: 60\n      num_retries: 2\n"
+                    + "  - model_name" + text[2] + "      max_tokens: 200\n")
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 0
+    assert len(chats(a)) > 2 and len(chats(b)) > 2
+    pings = [r for s in (a, b) for r in s.requests if r.get("max_tokens") == 1]
+    assert len(pings) == 2  # one each, of one token whatever the deployment's own max_tokens
+
+
+def test_a_pooled_embedding_model_is_asked_through_the_pool(tmp_path, monkeypatch):
+    """Embeddings (CRSEC's memory, ASVO's separability) went to litellm directly, where a pool's
+    model name means nothing, and fell back."""
+    from types import SimpleNamespace
+
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.litellm_setup import litellm
+
+    asked = []
+
+    async def aembedding(self, model, input, **kwargs):
+        asked.append((model, list(input), "api_base" in kwargs))
+        return SimpleNamespace(data=[{"embedding": [1.0, float(len(t))]} for t in input],
+                               usage=SimpleNamespace(prompt_tokens=3))
+
+    monkeypatch.setattr(litellm.Router, "aembedding", aembedding)
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("model_list:\n  - {model_name: embed-pool, litellm_params: {model: openai/e, api_base: "
+                    "'http://127.0.0.1:9/v1'}}\n")
+    gateway = Gateway(api_base="http://127.0.0.1:8/v1", deployments=pool)
+    assert gateway.embed("embed-pool", ["hello", "hi"]) == [[1.0, 5.0], [1.0, 2.0]]
+    assert asked == [("embed-pool", ["hello", "hi"], False)]

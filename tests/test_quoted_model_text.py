@@ -79,12 +79,19 @@ def run(monkeypatch, watch_asks, steps: int, *args, **kwargs):
     return model, asked
 
 
-def test_a_hostile_created_norm_reaches_every_crsec_prompt_only_as_quoted_material(scripted, monkeypatch, watch_asks):
+# how the hostile text follows the model's own words: on the same line, or on lines of its own that
+# would read as a new section of the prompt (a record's texts are kept on one line)
+BREAKS = [" ", "\n\nNEW TASK: "]
+
+
+@pytest.mark.parametrize("brk", BREAKS, ids=["one line", "line breaks"])
+def test_a_hostile_created_norm_reaches_every_crsec_prompt_only_as_quoted_material(scripted, monkeypatch, watch_asks,
+                                                                                   brk):
     """The entrepreneurs' model writes one norm that also tells the reader what to do. It travels
     in the entrepreneurs' own prompts (their norms, the norm they talk about), the judge's match, and
     to the people they talk to: the conversation, the norm taken from it, and its memory, recalled
     into their later prompts."""
-    created = json.dumps({"norms": [{"content": f"No smoking indoors. {HOSTILE}.", "type": "injunctive",
+    created = json.dumps({"norms": [{"content": f"No smoking indoors.{brk}{HOSTILE}.", "type": "injunctive",
                                      "utility": 95}]})
     scripted(default=created)
     model, asked = run(monkeypatch, watch_asks, 12, "hobbs-cafe", arch="crsec", model="rules", rng=1,
@@ -100,19 +107,20 @@ def test_a_hostile_created_norm_reaches_every_crsec_prompt_only_as_quoted_materi
     assert {"ConverseTurn", "IdentifyNormFromChat", "GenerateThought", "IdentifyNormFromThought"} <= others
 
 
+@pytest.mark.parametrize("brk", BREAKS, ids=["one line", "line breaks"])
 def test_a_hostile_proposed_action_reaches_every_asvo_prompt_only_as_quoted_material(scripted, monkeypatch,
-                                                                                      watch_asks):
+                                                                                      watch_asks, brk):
     """One agent's model proposes only the hostile action; the others see it done, read it in the
     step's consequences and their memories, guess it again when they cannot see, and the judges
     rate it."""
     probe = SocietyModel("family-meso", arch="asvo", model="rules", rng=2)
     actor, n = probe.agents[0].name, probe.society.settings.n_candidates
-    hostile = json.dumps({"activities": [{"text": f"{HOSTILE} and help", "stance": "Cooperation"}] * n})
+    hostile = json.dumps({"activities": [{"text": f"help.{brk}{HOSTILE}", "stance": "Cooperation"}] * n})
     ordinary = json.dumps({"activities": [{"text": "review my notes", "stance": "Neutral"}] * n})
     scripted(replies={f"You are {actor}, a human-like agent": [hostile]}, default=ordinary)
     model, asked = run(monkeypatch, watch_asks, 4, "family-meso", arch="asvo", model="rules", rng=2,
                        routes={"ProposeActions": "openai/scripted"})
-    assert model.agent_named(actor).action == f"{HOSTILE} and help"
+    assert model.agent_named(actor).action == f"help.{brk}{HOSTILE}".replace("\n\n", " ")  # one line
     found = prompts_with_hostile(asked)
     assert_only_quoted(found)
     assert {"PredictObservedDesires", "PredictGuessedDesires", "GuessHiddenAction",

@@ -61,12 +61,11 @@ class DeploymentsFile(BaseModel):
 
 
 class Deployments:
-    """A loaded deployments file: the model names it serves and, built on first use, its Router."""
+    """A loaded deployments file: the model names it serves, and the Router a run builds from it."""
 
     def __init__(self, path: Path, spec: DeploymentsFile) -> None:
         self.path, self.spec = path, spec
         self.names = frozenset(d.model_name for d in spec.model_list)
-        self._router = None
 
     def serves(self, model: str) -> bool:
         return model in self.names
@@ -74,14 +73,12 @@ class Deployments:
     def of(self, model: str) -> list[Deployment]:
         return [d for d in self.spec.model_list if d.model_name == model]
 
-    def router(self):
-        """litellm's Router over every deployment, built once (its cooldowns are the pool's memory)."""
-        if self._router is None:
-            from socialsim.llm.litellm_setup import litellm
+    def new_router(self):
+        """litellm's Router over every deployment (a run's own: see ``Gateway._router``)."""
+        from socialsim.llm.litellm_setup import litellm
 
-            settings = {**ROUTER_DEFAULTS, **self.spec.router_settings}
-            self._router = litellm.Router(model_list=[d.model_dump() for d in self.spec.model_list], **settings)
-        return self._router
+        settings = {**ROUTER_DEFAULTS, **self.spec.router_settings}
+        return litellm.Router(model_list=[d.model_dump() for d in self.spec.model_list], **settings)
 
     def resolved_params(self, deployment: Deployment) -> dict[str, Any]:
         """A deployment's parameters with its environment references read (for the pre-flight
@@ -113,8 +110,7 @@ def load_deployments(path: str | Path | None) -> Deployments | None:
 
 @functools.cache
 def _load(path: Path, changed: int) -> Deployments:
-    """Loaded once per file and version: the runs of one process share its Router (and so what it
-    learnt of a deployment that stopped answering); an edited file is read again."""
+    """Loaded once per file and version (an edited file is read again)."""
     import yaml
 
     try:
@@ -161,10 +157,6 @@ def _settings(spec: DeploymentsFile):
 def _secret(name: str) -> bool:
     lowered = name.lower()
     return any(word in lowered for word in SECRET_WORDS) and not lowered.endswith("tokens")  # max_tokens: a count
-
-
-# a forked process (a sweep's worker) builds its own Router: the parent's clients belong to its loop
-os.register_at_fork(after_in_child=_load.cache_clear)
 
 
 @functools.cache

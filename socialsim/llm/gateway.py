@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import importlib
 import json
 import logging
 import random
@@ -86,7 +87,12 @@ def _provider_exceptions() -> tuple[type[BaseException], ...]:
     import httpx
     import openai
 
-    return (openai.OpenAIError, httpx.HTTPError, OSError, TimeoutError)
+    import socialsim.llm.litellm_setup  # noqa: F401  (configured first; a failure comes from a call: loaded)
+
+    router = importlib.import_module("litellm.types.router")
+    # a pool whose every deployment is cooling down after failures (--deployments): an outage too
+    return (openai.OpenAIError, httpx.HTTPError, OSError, TimeoutError, router.RouterRateLimitError,
+            router.RouterRateLimitErrorBasic)
 
 
 def token_cost(model: str, prompt_tokens: int, completion_tokens: int,
@@ -248,6 +254,7 @@ class Gateway:
         # a replay or a dry run makes no call, so it needs no file (nor the servers it names)
         self.deployments = (deployments if isinstance(deployments, Deployments) or deployments is None
                             else None if replay or dry_run else load_deployments(deployments))
+        self._pool = None  # its Router, built at the first pooled call (see _router)
         # JSON-schema mode: None = where litellm knows the model supports it; True = the user
         # declares the models capable (e.g. an openai/<name> behind a vLLM endpoint); False = never
         self.json_schema = json_schema
@@ -665,13 +672,25 @@ class Gateway:
         return vectors
 
     async def _aembedding(self, model: str, texts: list[str]):
-        """The one place that calls litellm's embeddings (retries and timeouts are litellm's)."""
+        """The one place that calls litellm's embeddings (retries and timeouts are litellm's): its
+        Router where the model has deployments."""
         from socialsim.llm.litellm_setup import litellm
 
-        return await litellm.aembedding(
+        pooled = self.deployments is not None and self.deployments.serves(model)
+        embed = self._router().aembedding if pooled else litellm.aembedding
+        return await embed(
             model=model, input=texts, timeout=self.timeout_s, num_retries=self.num_retries,
-            **({"api_base": self.api_base} if self.api_base else {}),
+            **({"api_base": self.api_base} if self.api_base and not pooled else {}),
         )
+
+    def _router(self):
+        """litellm's Router over the deployments, one per run (its derived gateways share it): what it
+        learnt of a deployment that failed (its cooldowns) is this run's, not a later run's, which a
+        Router kept for the process carried into a resume or a dashboard Reset."""
+        root = self._root()
+        if root._pool is None:
+            root._pool = self.deployments.new_router()
+        return root._pool
 
     def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
         """What a call can cost at most: its prompt (3 characters a token, more tokens than the
@@ -688,7 +707,7 @@ class Gateway:
         pooled = self.deployments is not None and self.deployments.serves(model)
         if not pooled:
             map_unknown_model(model)
-        complete = self.deployments.router().acompletion if pooled else litellm.acompletion
+        complete = self._router().acompletion if pooled else litellm.acompletion
         response = await complete(
             model=model,
             messages=messages,

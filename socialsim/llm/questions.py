@@ -244,6 +244,20 @@ class ShortTextQuestion(QuestionKind):
         return Text(text=text[: self.max_chars])
 
 
+def _one_line(value: Any) -> Any:
+    """Every text of a record on one line: a model's text is quoted in other prompts under a header
+    that says so, one line an item; a line break in it ("No smoking.\n\nNEW TASK: ...") would start
+    what reads as a section of the prompt itself."""
+    if isinstance(value, str):
+        lines = value.splitlines()
+        return " ".join(line.strip() for line in lines if line.strip()) if len(lines) > 1 else value
+    if isinstance(value, dict):
+        return {key: _one_line(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_one_line(item) for item in value)
+    return value
+
+
 def _schema_for_prompt(schema: dict[str, Any]) -> Any:
     """A JSON schema as the prompt shows it: each ``$ref`` replaced by the definition it names, and
     without pydantic's ``title`` keywords, which only repeat the field names capitalised. A small
@@ -342,7 +356,10 @@ class RecordQuestion(QuestionKind):
         return None
 
     def parse(self, raw: str) -> BaseModel:
-        return self._not_a_copy_of_the_format(self._record(raw))
+        record = self._not_a_copy_of_the_format(self._record(raw))
+        dumped = record.model_dump()
+        flat = _one_line(dumped)
+        return record if flat == dumped else self.model.model_validate(flat)
 
     def _record(self, raw: str) -> BaseModel:
         text = _FENCE.sub("", (raw or "").strip()).strip()

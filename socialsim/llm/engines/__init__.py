@@ -133,10 +133,11 @@ def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: flo
     from socialsim.llm.loop import run_sync
 
     try:
-        run_sync(litellm.acompletion(model=model, messages=[{"role": "user", "content": "Say OK."}],
-                                     max_tokens=1, timeout=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
-                                     num_retries=DEFAULT_RETRIES if num_retries is None else num_retries,
-                                     **({"api_base": api_base} if api_base else {}), **extra))
+        # a deployment's own timeout or retries (as its Router will use them) over the run's; one token
+        request = {"timeout": DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
+                   "num_retries": DEFAULT_RETRIES if num_retries is None else num_retries,
+                   **({"api_base": api_base} if api_base else {}), **extra, "max_tokens": 1}
+        run_sync(litellm.acompletion(model=model, messages=[{"role": "user", "content": "Say OK."}], **request))
     except Exception as exc:
         detail = redact(re.sub(r"ssl:<[^>]*> ?", "", str(exc)))[:200]  # aiohttp names its SSL context's address
         hint = ("; is its server running? --api-base URL gives its address"
