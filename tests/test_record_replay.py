@@ -142,6 +142,29 @@ def test_a_sweeps_run_asks_again_a_call_another_run_got_an_empty_reply_to(tmp_pa
     assert asyncio.run(handed("answered")).raw == "2"
 
 
+def test_a_sweeps_run_keeps_on_its_own_tape_the_reply_it_took_whatever_others_record_later(tmp_path):
+    """Run 1 took an empty reply; run 2, not handed it, asked and got an answer. Run 1's next miss
+    re-read the shared file, and its own tape was written with run 2's answer, which a replay of
+    run 1 would then read instead of what run 1 did."""
+    import asyncio
+
+    from socialsim.batch.sweeps import SharedTape
+
+    run1, run2 = SharedTape(tmp_path / "tape.jsonl"), SharedTape(tmp_path / "tape.jsonl")
+    run1.add(record("K", raw=""))
+
+    async def handed(tape, key):
+        async with tape.claim(key) as got:
+            return got
+
+    assert run2.get("K").raw == "" and asyncio.run(handed(run2, "K")) is None
+    run2.add(record("K", raw="2"))
+    assert run1.get("other") is None  # a miss: run 1 re-reads what the others appended
+    run1.write_used(tmp_path / "run1.jsonl")
+    run2.write_used(tmp_path / "run2.jsonl")
+    assert Tape(tmp_path / "run1.jsonl").get("K").raw == "" and Tape(tmp_path / "run2.jsonl").get("K").raw == "2"
+
+
 def tape_of_a_then(tmp_path, text):
     """A tape holding record "a", then ``text`` written after it as a killed or odd writer left it."""
     path = tmp_path / "tape.jsonl"

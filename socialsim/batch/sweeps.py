@@ -150,7 +150,9 @@ class SharedTape(Tape):
 
     def __init__(self, path: str | Path) -> None:
         self._offset = 0
-        self.used: dict[str, None] = {}  # insertion-ordered set
+        # key -> the record this run took (its own answer, or one another run recorded), in order: its
+        # run directory's tape; what another run records for the key later does not change it
+        self.used: dict[str, TapeRecord] = {}
         self._refresh_lock = threading.Lock()
         super().__init__(path)
 
@@ -177,17 +179,19 @@ class SharedTape(Tape):
             self._offset += end
 
     def get(self, key: str) -> TapeRecord | None:
+        if answered(taken := self.used.get(key)):
+            return taken
         record = super().get(key)
         if record is None:
             self._refresh()
             record = super().get(key)
         if record is not None:
-            self.used[key] = None
+            self.used[key] = record
         return record
 
     def add(self, record: TapeRecord) -> None:
         super().add(record)
-        self.used[record.key] = None
+        self.used[record.key] = record  # this run's answer, even where another run's was kept first
 
     @contextlib.asynccontextmanager
     async def claim(self, key: str, stale_after_s: float = 600.0) -> AsyncIterator[TapeRecord | None]:
@@ -230,8 +234,8 @@ class SharedTape(Tape):
 
     def write_used(self, path: Path) -> None:
         target = Tape(path)
-        for key in self.used:
-            target.add(self._records[key])
+        for record in self.used.values():
+            target.add(record)
 
 
 def _take(claim: Path) -> None:
