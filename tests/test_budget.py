@@ -115,3 +115,18 @@ def test_a_judges_calls_count_as_the_runs_own(tmp_path, server):
     run_gateway = Gateway(RouteTable("rules"))
     judge = run_gateway.derive(RouteTable("rules")).derive(RouteTable("rules"))
     assert judge._root() is run_gateway and run_gateway._root() is run_gateway
+
+
+def test_a_resumed_run_that_asks_its_failed_calls_again_is_not_told_its_code_changed(tmp_path, server, caplog):
+    """A failed call of the recording is asked again on resume; its new answer takes the run its own
+    way, and the calls after it are not on the tape: expected, not a sign of changed code."""
+    server.faults = lambda count, messages: "500" if count <= 14 and zlib.crc32(
+        messages[-1]["content"].encode()) % 5 == 0 else None
+    stopped = run(config(server, steps=4, max_calls=25, num_retries=0), tmp_path / "r", progress=False,
+                  preflight=False)
+    assert stopped.status.startswith("stopped by budget") and server.injected["500"] > 0
+    server.faults = None
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        resumed = run(config(server, steps=4, num_retries=0), tmp_path / "r", progress=False, preflight=False)
+    assert resumed.status == "completed" and resumed.model.llm.reasked
+    assert "the tape did not hold" not in caplog.text

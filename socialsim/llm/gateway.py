@@ -270,6 +270,7 @@ class Gateway:
         # calls made live, per step, whose request the tape held no record of: a resumed run that
         # makes them in the steps it recorded no longer follows its recording (see runner.run)
         self.off_tape: Counter[int] = Counter()
+        self.reasked: Counter[int] = Counter()  # per step: recorded calls that failed or answered nothing, asked again
         self._step = 0
         self._parent: Gateway | None = None  # a derived gateway's (see derive): its steps are the run's
         self._formats: dict[tuple[str, QuestionKind], dict[str, Any]] = {}  # per (model, question)
@@ -543,8 +544,7 @@ class Gateway:
         async with self.tape.claim(key, self._claim_stale_s()) as elsewhere:
             if elsewhere is not None:
                 return Completion.taped(elsewhere)
-            if record is None:
-                self._root().off_tape[self.step] += 1
+            (self._root().off_tape if record is None else self._root().reasked)[self.step] += 1
             return await self._call(op, agent_id, model, messages, params, fmt, key)
 
     def _claim_stale_s(self) -> float:
@@ -635,8 +635,7 @@ class Gateway:
         async with self.tape.claim(key, self._claim_stale_s()) as elsewhere:
             if elsewhere is not None:
                 return self._taped_vectors(op, agent_id, model, elsewhere, path)
-            if record is None:
-                self._root().off_tape[self.step] += 1
+            (self._root().off_tape if record is None else self._root().reasked)[self.step] += 1
             return await self._embed_live(op, agent_id, model, texts, messages, key, path)
 
     def _taped_vectors(self, op, agent_id, model, record: TapeRecord, path) -> list[list[float]]:

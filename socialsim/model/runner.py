@@ -232,7 +232,7 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
               recorded_through: int | None = None) -> str:
     """Step the society, each complete step on disk as it ends; the run's status. A budget or an
     outage stops it cleanly, Ctrl-C too; everything recorded is saved however it ends.
-    ``recorded_through``: a resumed run's last recorded step (see :func:`_warn_off_tape`)."""
+    ``recorded_through``: a resumed run's last recorded step (see :func:`_off_tape_told`)."""
     save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
     step_log = StepLog(run_dir, _tidy)
     status = "completed"
@@ -256,8 +256,8 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
                 break
             step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
             save_meta(model, run_dir, config, "running", notes)
-            if recorded_through is not None and _warn_off_tape(model, recorded_through):
-                recorded_through = None  # said once
+            if recorded_through is not None and _off_tape_told(model, recorded_through):
+                recorded_through = None  # said once, or no longer to be told
     except KeyboardInterrupt:
         status = "interrupted"
     except TapeMiss as exc:  # a replay whose tape lacks a call: the caller names it (not a bug of the run)
@@ -276,13 +276,16 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
     return status
 
 
-def _warn_off_tape(model: SocietyModel, recorded_through: int) -> bool:
+def _off_tape_told(model: SocietyModel, recorded_through: int) -> bool:
     """Say so if a resumed run's step, one its recording completed, made calls its tape did not hold:
     the code, the scenario or the settings differ from the recording's, so the run no longer follows
-    it and those calls are paid again (a failed call the recording met is re-asked, and is not one)."""
+    it and those calls are paid again. True once said, or once it cannot be told: a call the recording
+    failed or got an empty reply to is asked again, and from its new answer the run goes its own way."""
     step = model.steps
+    if step >= recorded_through or model.llm.reasked:
+        return True
     off_tape = model.llm.off_tape[step]
-    if step >= recorded_through or not off_tape:
+    if not off_tape:
         return False
     log.warning("step %d made %d call%s the tape did not hold, though the recording went on to step %d: "
                 "the code, scenario or settings differ from the recording's, so this resumed run no longer "
