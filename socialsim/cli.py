@@ -288,7 +288,15 @@ def _resumed_config(args: argparse.Namespace) -> tuple[RunConfig, dict]:
     updates = {k: v for k, v in {"max_cost": args.max_cost, "max_calls": args.max_calls, "steps": args.steps,
                                  "price": args.price, "max_concurrency": args.concurrency, "rpm": args.rpm,
                                  "tpm": args.tpm, "api_base": args.api_base}.items() if v is not None}
-    return saved.model_copy(update=updates | _call_options(args)), meta
+    resumed = saved.model_copy(update=updates | _call_options(args))
+    if resumed.deployments and args.deployments is None:  # the recorded file: gone or broken since?
+        from socialsim.llm.deployments import load_deployments
+
+        try:
+            load_deployments(resumed.deployments)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; `--resume {args.resume} --deployments FILE` goes on with another file") from None
+    return resumed, meta
 
 
 def _nothing_to_resume(run_dir: Path, meta: dict, steps: int) -> str | None:

@@ -125,7 +125,9 @@ def test_a_variable_the_file_names_but_nobody_set_is_named(tmp_path, servers, ca
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("model_list: [", "is not valid YAML: expected the node content, but found '<stream end>' at line 1, column 14"),
+    ("model_list: [", "is not valid YAML: expected the node content, but found '...' at line 1, column 14"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: *hunter2hunter2}}\n",
+     "is not valid YAML: found undefined alias '...' at line 2, column 64"),
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: hunter2hunter2}}}\n",
      "is not valid YAML: expected <block end>, but found '}' at line 2, column 80"),  # and no quote of the line
     ("routes: {}\n", "model_list: Field required; routes: Extra inputs are not permitted"),
@@ -139,6 +141,17 @@ def test_a_variable_the_file_names_but_nobody_set_is_named(tmp_path, servers, ca
      "router_settings: {redis_password: hunter2hunter2}\n", "router_settings.redis_password holds a secret written out"),
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_base: 'http://me:hunter2@h:8000/v1'}}\n",
      "model_list[0].litellm_params.api_base: the endpoint carries a credential (a password in it)"),
+    # nested, in model_info, in router_settings' own dicts, in another field's address
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, extra_headers: {Authorization: "
+     "'Bearer hunter2hunter2'}}}\n", "model_list[0].litellm_params.extra_headers.Authorization holds a secret"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}, model_info: {api_key: hunter2hunter2}}\n",
+     "model_list[0].model_info.api_key holds a secret"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}}\nrouter_settings: "
+     "{cache_kwargs: {password: hunter2hunter2}}\n", "router_settings.cache_kwargs.password holds a secret"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, base_url: 'http://u:hunter2@h/v1'}}\n",
+     "model_list[0].litellm_params.base_url: the endpoint carries a credential"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}}\nrouter_settings: "
+     "{redis_url: 'redis://:hunter2@h:6379'}\n", "router_settings.redis_url: the endpoint carries a credential"),
 ])
 def test_a_bad_deployments_file_is_refused_naming_the_file_and_the_field(tmp_path, capsys, text, expected):
     path = tmp_path / "pool.yaml"
@@ -159,6 +172,10 @@ def test_a_resumed_run_may_go_on_with_other_deployments(tmp_path, servers, capsy
     pool = pool_file(tmp_path / "pool.yaml", a, b)
     assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool), "--max-calls", "15"]) == 3
     other = pool_file(tmp_path / "other.yaml", b)  # a server of the pool gone: the rest goes to the other
+    pool.unlink()
+    assert main(["run", "--resume", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert (f"deployments file {pool.resolve()}: No such file or directory; `--resume {tmp_path / 'r'} "
+            "--deployments FILE` goes on with another file") in capsys.readouterr().err
     before = len(chats(a))
     assert main(["run", "--resume", str(tmp_path / "r"), "--deployments", str(other), "--no-progress"]) == 0
     assert len(chats(a)) == before
@@ -205,7 +222,8 @@ def test_counts_named_like_secrets_pass_and_an_edited_file_is_read_again(tmp_pat
 
     path = tmp_path / "pool.yaml"
     path.write_text("model_list:\n  - {model_name: one, litellm_params: {model: openai/x, max_tokens: 100, "
-                    "api_key: os.environ/ANY, tpm: 1000}}\n")
+                    "api_key: os.environ/ANY, tpm: 1000}, model_info: {input_cost_per_token: 0.000001}}\n"
+                    "  - {model_name: one, litellm_params: {model: openai/x, api_key: EMPTY}}\n")  # vLLM's no-key
     os.utime(path, ns=(10**18, 10**18))
     assert load_deployments(path).names == {"one"}
     assert load_deployments(path) is load_deployments(path)  # one Router per file for a process's runs
@@ -280,3 +298,18 @@ def test_a_pooled_embedding_model_is_asked_through_the_pool(tmp_path, monkeypatc
     gateway = Gateway(api_base="http://127.0.0.1:8/v1", deployments=pool)
     assert gateway.embed("embed-pool", ["hello", "hi"]) == [[1.0, 5.0], [1.0, 2.0]]
     assert asked == [("embed-pool", ["hello", "hi"], False)]
+
+
+def test_a_secret_named_by_a_variable_is_redacted_whatever_the_variable_is_called(tmp_path, monkeypatch):
+    """``api_key: os.environ/VLLM_AUTH``: the variable's name says nothing of a secret, the file does."""
+    from socialsim.llm.deployments import load_deployments
+    from socialsim.llm.redact import redact
+
+    value = "placeholder-" + "z9" * 10
+    monkeypatch.setenv("VLLM_AUTH", value)
+    assert redact(f"sent {value}") == f"sent {value}"
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n  - {model_name: one, litellm_params: {model: openai/x, "
+                    "api_key: os.environ/VLLM_AUTH}}\n")
+    load_deployments(path)
+    assert redact(f"sent {value}") == "sent [REDACTED]"

@@ -23,17 +23,20 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from socialsim.llm.redact import no_credential_in_url
+from socialsim.llm.redact import name_secret, no_credential_in_url
 
 ENV_REFERENCE = "os.environ/"
 # words in a parameter's name that make its value a secret (api_key, aws_secret_access_key,
 # vertex_credentials, azure_ad_token, redis_password ...): named by an environment variable only
-SECRET_WORDS = ("key", "secret", "token", "password", "credential")
+SECRET_WORDS = ("key", "secret", "token", "password", "credential", "authorization")
+# what a server that checks no key is given (vLLM's documented "EMPTY"): no secret to write out
+NOT_SECRETS = (None, "", "EMPTY")
 
 
 # litellm's Router settings we choose where the file does not: a call a deployment fails is asked
@@ -120,8 +123,9 @@ def _load(path: Path, changed: int) -> Deployments:
     except yaml.YAMLError as exc:  # its problem and place, not its quote of the line (a key may be on it)
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise DeploymentsError(f"deployments file {path} is not valid YAML: "
-                               f"{getattr(exc, 'problem', None) or type(exc).__name__}{where}") from None
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        problem = re.sub(r"'[^']{4,}'", "'...'", problem)  # an undefined alias or tag quotes the text: a key?
+        raise DeploymentsError(f"deployments file {path} is not valid YAML: {problem}{where}") from None
     try:
         spec = DeploymentsFile.model_validate(data if data is not None else {})
     except ValidationError as exc:
@@ -129,17 +133,18 @@ def _load(path: Path, changed: int) -> Deployments:
         raise DeploymentsError(f"deployments file {path}: {problems}") from None
     problems = [f"model_list[{i}].litellm_params: no 'model' (the litellm model string this deployment calls)"
                 for i, d in enumerate(spec.model_list) if not d.litellm_params.get("model")]
-    problems += [f"{where}.{name} holds a secret written out: write {ENV_REFERENCE}NAME and set NAME in the "
-                 f"environment (the file's path is kept in the run's config.json)"
-                 for where, settings in _settings(spec) for name, value in settings.items()
-                 if _secret(name) and value is not None
-                 and not (isinstance(value, str) and value.startswith(ENV_REFERENCE))]
-    for i, deployment in enumerate(spec.model_list):
-        if isinstance(url := deployment.litellm_params.get("api_base"), str):
+    for where, name, value in _values(spec.model_dump()):
+        if isinstance(value, str) and value.startswith(ENV_REFERENCE):
+            if _secret(name):
+                name_secret(value[len(ENV_REFERENCE):])  # redacted wherever it shows, whatever it is called
+        elif _secret(name) and isinstance(value, str) and value not in NOT_SECRETS:  # not a count or a price
+            problems.append(f"{where} holds a secret written out: write {ENV_REFERENCE}NAME and set NAME in the "
+                            f"environment (the file's path is kept in the run's config.json)")
+        elif isinstance(value, str) and "://" in value:
             try:
-                no_credential_in_url(url)
+                no_credential_in_url(value)
             except ValueError as exc:
-                problems.append(f"model_list[{i}].litellm_params.api_base: {exc}")
+                problems.append(f"{where}: {exc}")
     unknown = sorted(set(spec.router_settings) - _router_parameters())
     if unknown:
         problems.append(f"router_settings: litellm's Router takes no {', '.join(unknown)}")
@@ -148,10 +153,17 @@ def _load(path: Path, changed: int) -> Deployments:
     return Deployments(path, spec)
 
 
-def _settings(spec: DeploymentsFile):
-    for i, deployment in enumerate(spec.model_list):
-        yield f"model_list[{i}].litellm_params", deployment.litellm_params
-    yield "router_settings", spec.router_settings
+def _values(node: Any, where: str = "", name: str = ""):
+    """(where, name, value) of every value in the file, however deeply nested (extra_headers'
+    Authorization, router_settings.cache_kwargs' password): ``model_list[0].litellm_params.api_key``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _values(value, f"{where}.{key}" if where else str(key), str(key))
+    elif isinstance(node, list | tuple):
+        for i, value in enumerate(node):
+            yield from _values(value, f"{where}[{i}]", name)
+    else:
+        yield where, name, node
 
 
 def _secret(name: str) -> bool:

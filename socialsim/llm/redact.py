@@ -35,6 +35,16 @@ MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact o
 
 
 _known: tuple[frozenset[tuple[str, str]], list[str]] = (frozenset(), [])  # (environment, its secret values)
+_NAMED: set[str] = set()  # variables a configuration names as holding a secret (see name_secret)
+
+
+def name_secret(variable: str) -> None:
+    """Treat ``variable``'s value as a secret whatever its name says: a deployments file's
+    ``api_key: os.environ/VLLM_AUTH`` names one."""
+    global _known
+    if variable not in _NAMED:
+        _NAMED.add(variable)
+        _known = (frozenset(), [])  # worked out again at the next look
 
 
 def secret_values() -> list[str]:
@@ -45,7 +55,7 @@ def secret_values() -> list[str]:
     global _known
     env = frozenset(os.environ.items())
     if env != _known[0]:
-        values = {v for k, v in env if _SECRET_ENV_NAME.search(k) and v and len(v) >= MIN_SECRET_LENGTH}
+        values = {v for k, v in env if (_SECRET_ENV_NAME.search(k) or k in _NAMED) and v and len(v) >= MIN_SECRET_LENGTH}
         _known = (env, sorted(values, key=len, reverse=True))  # longest first: a key containing another
     return _known[1]
 

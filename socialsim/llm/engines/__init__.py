@@ -92,7 +92,7 @@ def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout
             params = deployments.resolved_params(deployment)
         except ValueError as exc:
             raise ModelUnavailable(str(exc)) from None
-        where = params.get("api_base") or params["model"]
+        where = deployment.litellm_params.get("api_base") or params["model"]  # as written: os.environ/X, not X
         try:
             _check_provider(params.pop("model"), ping, params.pop("api_base", None), timeout_s, num_retries,
                             extra=params)
