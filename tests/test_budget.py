@@ -130,3 +130,16 @@ def test_a_resumed_run_that_asks_its_failed_calls_again_is_not_told_its_code_cha
         resumed = run(config(server, steps=4, num_retries=0), tmp_path / "r", progress=False, preflight=False)
     assert resumed.status == "completed" and resumed.model.llm.reasked
     assert "the tape did not hold" not in caplog.text
+
+
+@pytest.mark.parametrize(("scenario", "arch"), [("hobbs-cafe", "crsec"), ("irollan-valley", "itcmas"),
+                                                ("school-micro", "asvo"), ("hobbs-cafe", "generic")])
+def test_a_run_stopped_by_its_budget_in_its_first_step_writes_its_report(tmp_path, server, scenario, arch):
+    """ITCMA-S's figures of a run with no step crashed its report ('no numeric data to plot'): the
+    run ended 'failed', and a resume under the same budget failed again."""
+    result = run(config(server, scenario=scenario, arch=arch, steps=2, max_calls=3), tmp_path / "r", progress=False,
+                 preflight=False)
+    assert result.status.startswith("stopped by budget") and result.steps_done == 0
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "\nStatus: stopped by budget: max_calls=3 reached" in report and report.rstrip().count("\n") > 10
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["status"] == result.status

@@ -138,7 +138,7 @@ def plot_over_time(model: SocietyModel, figures: Path) -> list[str]:
         return []
     df = _agent_frame(model)
     written = []
-    if df.empty:
+    if df.empty or not model.datacollector.model_vars.get("step"):  # no step collected: rows of NaN only
         return written
     step_col = "step" if "step" in df.columns else df.columns[0]
 
