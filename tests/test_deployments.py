@@ -313,3 +313,16 @@ def test_a_secret_named_by_a_variable_is_redacted_whatever_the_variable_is_calle
                     "api_key: os.environ/VLLM_AUTH}}\n")
     load_deployments(path)
     assert redact(f"sent {value}") == "sent [REDACTED]"
+
+
+def test_a_deployment_is_named_as_the_file_writes_it_not_by_its_variables_value(tmp_path, servers, caplog,
+                                                                                 monkeypatch):
+    a, b = servers
+    a.down = True
+    monkeypatch.setenv("POOL_BASE", a.api_base)
+    pool = pool_file(tmp_path / "pool.yaml", a, b)
+    pool.write_text(pool.read_text().replace(f"api_base: {a.api_base}", "api_base: os.environ/POOL_BASE"))
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert main([*RUN, "--steps", "1", "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 0
+    warned = [r.getMessage() for r in caplog.records if "deployment 1" in r.getMessage()]
+    assert len(warned) == 1 and "deployment 1 (os.environ/POOL_BASE)" in warned[0]
