@@ -3,29 +3,21 @@ model without a price needs --price; a stop before the first step writes a valid
 
 import json
 import logging
-import re
 import shutil
 import zlib
 
 import pandas as pd
 import pytest
 
-from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.model.runner import RunConfig, run
-
-
-def varied(messages):
-    text = messages[-1]["content"]
-    options = re.findall(r"^(\d+)\. ", text, re.M)
-    digest = zlib.crc32(text.encode())
-    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
 
 
 @pytest.fixture
 def server(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied, delay_s=0.02) as s:
+    with FakeOpenAIServer(policy=by_prompt, delay_s=0.02) as s:
         yield s
 
 

@@ -4,29 +4,21 @@ a resumed run refuses changed arguments."""
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 4
 
-
-def varied(messages):
-    text = messages[-1]["content"]
-    digest = zlib.crc32(text.encode())
-    options = re.findall(r"^(\d+)\. ", text, re.M)
-    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
 
 
 def cli(*args, **popen):
@@ -51,7 +43,7 @@ def frames(run_dir: Path) -> dict[str, pd.DataFrame]:
 
 @pytest.fixture(scope="module")
 def server():
-    with FakeOpenAIServer(policy=varied) as s:
+    with FakeOpenAIServer(policy=by_prompt) as s:
         yield s
 
 

@@ -5,31 +5,22 @@ naming the file and the field."""
 
 import json
 import logging
-import re
-import zlib
 
 import pandas as pd
 import pytest
 
 from socialsim.cli import main
-from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
 
 MODEL = "openai/fake-model"
 
-
-def varied(messages):
-    """An answer that depends on the prompt only, the same from every server."""
-    text = messages[-1]["content"]
-    options = re.findall(r"^(\d+)\. ", text, re.M)
-    digest = zlib.crc32(text.encode())
-    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
 
 
 @pytest.fixture
 def servers(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     monkeypatch.setenv("POOL_KEY", "placeholder-pool-key")
-    with FakeOpenAIServer(policy=varied) as a, FakeOpenAIServer(policy=varied) as b:
+    with FakeOpenAIServer(policy=by_prompt) as a, FakeOpenAIServer(policy=by_prompt) as b:
         yield a, b
 
 

@@ -10,7 +10,7 @@ import zlib
 import pandas as pd
 import pytest
 
-from socialsim.llm.fake_server import FAULTS, FakeOpenAIServer
+from socialsim.llm.fake_server import FAULTS, FakeOpenAIServer, by_prompt
 from socialsim.llm.gateway import CHARS_PER_TOKEN_CAP
 from socialsim.model.runner import RunConfig, first_difference, replay, run
 
@@ -18,12 +18,6 @@ from socialsim.model.runner import RunConfig, first_difference, replay, run
 # "wrong_type" fault); the gateway's handling of that answer is what these tests check
 pytestmark = pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
 
-
-def varied(messages):
-    text = messages[-1]["content"]
-    options = re.findall(r"^(\d+)\. ", text, re.M)
-    digest = zlib.crc32(text.encode())
-    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
 
 
 def faulty(count, messages):
@@ -51,7 +45,7 @@ def key(monkeypatch):
 
 
 def test_a_hundred_bad_answers_crash_nothing_lose_nothing_and_replay(tmp_path):
-    with FakeOpenAIServer(policy=varied, faults=faulty, hang_s=0.6) as server:
+    with FakeOpenAIServer(policy=by_prompt, faults=faulty, hang_s=0.6) as server:
         result = run(config(server, steps=16), tmp_path / "run", progress=False, preflight=False)
         injected = dict(server.injected)
     assert result.status == "completed" and result.steps_done == 16
@@ -85,7 +79,7 @@ def test_a_hundred_bad_answers_crash_nothing_lose_nothing_and_replay(tmp_path):
 
 
 def test_an_outage_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         clean = run(config(server, steps=3, timeout_s=10.0), tmp_path / "clean", progress=False, preflight=False)
         clean_fallbacks = clean.model.llm.ledger.totals()["fallbacks"]  # answers the policy cannot give
 
@@ -96,7 +90,7 @@ def test_an_outage_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
             return None
         return plan
 
-    with FakeOpenAIServer(policy=varied) as server2:
+    with FakeOpenAIServer(policy=by_prompt) as server2:
         server2.faults = outage_after(15)
         hit = run(config(server2, steps=3, timeout_s=10.0), tmp_path / "run", progress=False, preflight=False)
         assert hit.status == "completed" and hit.model.llm.ledger.totals()["fallbacks"] > clean_fallbacks
@@ -112,10 +106,10 @@ def test_an_outage_mid_run_then_resume_equals_an_uninterrupted_run(tmp_path):
 
 
 def test_an_outage_trips_the_breaker_the_run_stops_saved_and_resumes_to_the_uninterrupted_frames(tmp_path):
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         clean = run(config(server, steps=3, timeout_s=10.0), tmp_path / "clean", progress=False, preflight=False)
 
-    with FakeOpenAIServer(policy=varied) as server2:
+    with FakeOpenAIServer(policy=by_prompt) as server2:
         def outage_after(count, messages):
             if count >= 15:
                 server2.down = True
@@ -145,10 +139,10 @@ def test_an_outage_of_empty_replies_resumes_to_the_uninterrupted_frames(tmp_path
     """A provider that answers nothing, call after call, trips the breaker as one that fails does.
     Its empty replies are on the tape; a resumed run used them again, each then repaired, so its
     frames were not an uninterrupted run's. It now asks them again, as it asks a failed call."""
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         clean = run(config(server, steps=3, timeout_s=10.0), tmp_path / "clean", progress=False, preflight=False)
 
-    with FakeOpenAIServer(policy=varied) as server2:
+    with FakeOpenAIServer(policy=by_prompt) as server2:
         server2.faults = lambda count, messages: "empty" if count >= 15 else None
         hit = run(config(server2, steps=3, timeout_s=10.0, breaker=5), tmp_path / "run", progress=False,
                   preflight=False)

@@ -7,30 +7,19 @@ through the real litellm client.
 import json
 import re
 import shutil
-import zlib
 
 import pandas as pd
 import pytest
 
 from socialsim.llm.engines import ModelUnavailable
-from socialsim.llm.fake_server import FakeOpenAIServer
+from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
 from socialsim.model.runner import RunConfig, first_difference, replay, run
-
-
-def varied(messages):
-    """A deterministic 'model': picks an option from a hash of the prompt; says a line otherwise."""
-    text = messages[-1]["content"]
-    digest = zlib.crc32(text.encode())
-    options = re.findall(r"^(\d+)\. ", text, re.M)
-    if options:
-        return str(digest % len(options) + 1)
-    return f"Nice to see you ({digest % 97})."
 
 
 @pytest.fixture
 def server(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as s:
+    with FakeOpenAIServer(policy=by_prompt) as s:
         yield s
 
 
@@ -171,7 +160,7 @@ def test_unreachable_model_is_named(tmp_path, monkeypatch):
 
 def test_provider_outage_mid_run_falls_back_and_is_counted(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied, fail_first=1000) as failing:
+    with FakeOpenAIServer(policy=by_prompt, fail_first=1000) as failing:
         config = RunConfig(arch="generic", model="openai/fake-model", steps=1, api_base=failing.api_base,
                            breaker=0)  # the breaker off: every failure falls back
         result = run(config, tmp_path / "run", progress=False, preflight=False)
@@ -197,10 +186,10 @@ def test_the_check_before_step_1_asks_with_the_runs_timeout_and_retries(tmp_path
     declared unreachable after 30 s whatever --timeout said, and one transient 500 refused a run
     given --retries 1."""
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied, faults=lambda n, messages: "hang" if n == 1 else None, hang_s=1.0) as slow:
+    with FakeOpenAIServer(policy=by_prompt, faults=lambda n, messages: "hang" if n == 1 else None, hang_s=1.0) as slow:
         with pytest.raises(ModelUnavailable, match="is unreachable: Timeout"):  # --timeout 0.3 reached it
             run(provider_config(slow, timeout_s=0.3, num_retries=0), tmp_path / "slow", progress=False)
-    with FakeOpenAIServer(policy=varied, fail_first=1) as flaky:
+    with FakeOpenAIServer(policy=by_prompt, fail_first=1) as flaky:
         result = run(provider_config(flaky, num_retries=1), tmp_path / "flaky", progress=False)
         assert result.status == "completed" and flaky.injected["500"] == 1  # the check's first try, retried
 
@@ -280,7 +269,7 @@ def test_a_run_resumes_on_another_endpoint_with_other_pacing(tmp_path, server, c
 
     stopped = run(provider_config(server, max_calls=25), tmp_path / "run", progress=False)
     assert stopped.status.startswith("stopped by budget")
-    with FakeOpenAIServer(policy=varied) as moved:
+    with FakeOpenAIServer(policy=by_prompt) as moved:
         assert main(["run", "--resume", str(tmp_path / "run"), "--api-base", moved.api_base, "--concurrency", "3",
                      "--rpm", "60000", "--tpm", "9000000", "--no-progress"]) == 0
         asked_there = [r for r in moved.requests if r["messages"][-1]["content"] != "Say OK."]

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import sys
-import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +20,7 @@ from socialsim.batch.exports import export
 from socialsim.batch.sweepfile import SweepFileError, load_sweep
 from socialsim.batch.sweeps import RUNS, SweepModel, is_done, plan, sweep
 from socialsim.llm.engines import ModelUnavailable
+from socialsim.llm.fake_server import by_prompt
 from socialsim.model.society import SocietyModel
 
 # 2 routes x 2 lengths x 2 replicates = 8 runs; with `model: rules` the routes cannot change a
@@ -189,19 +189,11 @@ def test_sweep_model_keeps_mesa_datacollector_frames(tmp_path):
     assert not again.running and len(again.agents) == 0
 
 
-def varied(messages):
-    """A deterministic 'model': picks an option from a hash of the prompt; says a line otherwise."""
-    text = messages[-1]["content"]
-    digest = zlib.crc32(text.encode())
-    options = re.findall(r"^(\d+)\. ", text, re.M)
-    return str(digest % len(options) + 1) if options else f"Nice to see you ({digest % 97})."
-
-
 def test_repeating_a_sweep_costs_no_calls(tmp_path, monkeypatch):
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "llm", "seeds": [1, 2], "api_base": server.api_base,
                 "parameters": {"arch": "generic", "model": "openai/fake-model", "steps": 2}}
         first = sweep(spec, tmp_path / "s", progress=False, preflight=False)
@@ -536,7 +528,7 @@ def test_a_run_stopped_by_its_budget_is_redone_and_a_raised_budget_pays_only_for
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "budget", "seeds": [1, 2], "api_base": server.api_base, "max_calls": 15,
                 "parameters": {"arch": "generic", "model": "openai/fake-model", "steps": 3}}
         stopped = sweep(spec, tmp_path / "s", progress=False, preflight=False)
@@ -614,7 +606,7 @@ def test_a_sweep_whose_runs_are_all_done_asks_nothing_of_their_models(tmp_path, 
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "done", "seeds": [1], "api_base": server.api_base, "steps": 1,
                 "parameters": {"arch": "generic", "model": "openai/fake-model"}}
         first = sweep(spec, tmp_path / "s", progress=False)
@@ -631,7 +623,7 @@ def test_a_sweeps_check_of_its_models_retries_as_its_runs_will(tmp_path, monkeyp
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied, fail_first=1) as flaky:
+    with FakeOpenAIServer(policy=by_prompt, fail_first=1) as flaky:
         spec = {"name": "flaky", "seeds": [1], "api_base": flaky.api_base, "steps": 1,
                 "parameters": {"arch": "generic", "model": "openai/fake-model"}}
         result = sweep(spec, tmp_path / "s", progress=False, figures=False)
@@ -719,7 +711,7 @@ def test_a_sweeps_routes_send_an_operation_to_another_model(tmp_path, monkeypatc
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "routes", "seeds": [1], "steps": 2, "api_base": server.api_base,
                 "parameters": {"arch": "generic", "model": "openai/fake-model", "routes": {"ComposeChat": "rules"}}}
         result = sweep(spec, tmp_path / "s", progress=False, preflight=False)
@@ -780,7 +772,7 @@ def test_a_sweeps_cost_limit_and_concurrency_reach_each_run(tmp_path, monkeypatc
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "cost", "seeds": [1], "steps": 3, "api_base": server.api_base, "max_cost": 1e-9,
                 "max_concurrency": 3, "parameters": {"arch": "generic", "model": "openai/gpt-4o-mini"}}
         broke = sweep(spec, tmp_path / "a", progress=False, preflight=False)
@@ -803,7 +795,7 @@ def test_a_sweep_run_continued_with_resume_still_says_what_it_paid(tmp_path, mon
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "cost", "seeds": [1], "steps": 2, "api_base": server.api_base, "max_cost": 0.0005,
                 "parameters": {"arch": "generic", "model": "openai/gpt-4o-mini"}}
         stopped = sweep(spec, tmp_path, progress=False, preflight=False)
@@ -885,7 +877,7 @@ def test_a_judge_of_a_run_still_to_do_is_checked_when_a_finished_run_of_its_grid
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     spec = {"name": "judged", "seeds": [1], "steps": 1, "figures": [{"outcome": "llm_calls", "x": "arch"}],
             "parameters": {"arch": "crsec", "model": "rules", "judge": "openai/fake-judge"}}
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         first = sweep({**spec, "api_base": server.api_base}, tmp_path / "s", progress=False)
         assert (first.runs["status"] == "completed").all()
         monkeypatch.delenv("OPENAI_API_KEY")
@@ -957,7 +949,7 @@ def test_a_sweeps_budget_on_a_model_without_a_price_is_refused_unless_the_file_g
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "unpriced", "seeds": [1], "steps": 2, "api_base": server.api_base, "max_cost": 1e-6,
                 "parameters": {"arch": "generic", "model": "hosted_vllm/no-price-known"}}
         with pytest.raises(SweepFileError, match=r": max_cost: 1e-06 cannot be kept: hosted_vllm/no-price-known "
@@ -1026,7 +1018,7 @@ def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypat
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
-    with FakeOpenAIServer(policy=varied) as server:
+    with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "paid", "seeds": [1], "steps": 1, "api_base": server.api_base,
                 "parameters": {"arch": "generic", "model": "openai/fake-model"}}
         path = write(tmp_path, json.dumps(spec), "paid.yaml")
