@@ -544,8 +544,14 @@ class Gateway:
         async with self.tape.claim(key, self._claim_stale_s()) as elsewhere:
             if elsewhere is not None:
                 return Completion.taped(elsewhere)
-            (self._root().off_tape if record is None else self._root().reasked)[self.step] += 1
+            self._count_live(record)
             return await self._call(op, agent_id, model, messages, params, fmt, key)
+
+    def _count_live(self, record: TapeRecord | None) -> None:
+        """A live call about to be made, counted for the resume check (runner._off_tape_told): one the
+        tape held nothing for, or one it held a failure or an empty reply for, asked again."""
+        root = self._root()
+        (root.off_tape if record is None else root.reasked)[self.step] += 1
 
     def _claim_stale_s(self) -> float:
         """How long a claimed call may take before others stop waiting for it: every attempt
@@ -635,7 +641,7 @@ class Gateway:
         async with self.tape.claim(key, self._claim_stale_s()) as elsewhere:
             if elsewhere is not None:
                 return self._taped_vectors(op, agent_id, model, elsewhere, path)
-            (self._root().off_tape if record is None else self._root().reasked)[self.step] += 1
+            self._count_live(record)
             return await self._embed_live(op, agent_id, model, texts, messages, key, path)
 
     def _taped_vectors(self, op, agent_id, model, record: TapeRecord, path) -> list[list[float]]:
@@ -675,12 +681,15 @@ class Gateway:
         Router where the model has deployments."""
         from socialsim.llm.litellm_setup import litellm
 
-        pooled = self.deployments is not None and self.deployments.serves(model)
+        pooled = self._pooled(model)
         embed = self._router().aembedding if pooled else litellm.aembedding
         return await embed(
             model=model, input=texts, timeout=self.timeout_s, num_retries=self.num_retries,
             **({"api_base": self.api_base} if self.api_base and not pooled else {}),
         )
+
+    def _pooled(self, model: str) -> bool:
+        return self.deployments is not None and self.deployments.serves(model)
 
     def _router(self):
         """litellm's Router over the deployments, one per run (its derived gateways share it): what it
@@ -703,7 +712,7 @@ class Gateway:
         the model has deployments, ``litellm.acompletion`` otherwise."""
         from socialsim.llm.litellm_setup import litellm
 
-        pooled = self.deployments is not None and self.deployments.serves(model)
+        pooled = self._pooled(model)
         if not pooled:
             map_unknown_model(model)
         complete = self._router().acompletion if pooled else litellm.acompletion
