@@ -128,7 +128,7 @@ def _load(path: Path, changed: int) -> Deployments:
         raise DeploymentsError(f"deployments file {path} is not valid YAML: {problem}{where}") from None
     try:
         spec = DeploymentsFile.model_validate(data if data is not None else {})
-    except ValidationError as exc:
+    except ValidationError as exc:  # where and what, never the value given (scenarios' field_problems shows it)
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'the file'}: {e['msg']}" for e in exc.errors())
         raise DeploymentsError(f"deployments file {path}: {problems}") from None
     problems = [f"model_list[{i}].litellm_params: no 'model' (the litellm model string this deployment calls)"
