@@ -2,6 +2,7 @@
 "length" reaches the answer, the ledger and a replay; ITCMA-S counts its cut protentions."""
 
 import random
+import re
 
 import pytest
 
@@ -78,6 +79,9 @@ def test_itcmas_counts_the_protentions_cut_by_protention_tokens(caplog):
     assert asked > 0 and cut == asked  # every answer was longer than 8 tokens
     noted = [r for r in caplog.records if "protention for" in r.getMessage()]
     assert len(noted) == cut and {r.levelno for r in noted} == {logging.INFO}  # run.log, not the console
+    for r in noted:  # which agent's protention of which action, and how much of it was kept
+        assert re.fullmatch(r"itcmas: \w+'s protention for '[^']+' was cut at protention_tokens=8 \(\d+ chars kept\)",
+                            r.getMessage()), r.getMessage()
     assert protentions_cut(64) == (0, asked)
 
 
