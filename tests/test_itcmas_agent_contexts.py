@@ -13,6 +13,7 @@ from socialsim.agents.itcmas import phenomenal
 from socialsim.agents.itcmas.agent import action_type, kind_of
 from socialsim.agents.itcmas.ltrha import FILTERED_PREFIX, home_owner, place_kind, success_rate
 from socialsim.agents.itcmas.operations import CHAT, CHOOSE, ELIM, RANK_AGENTS, SOCIAL_FILTER
+from socialsim.llm.questions import QUOTED
 from socialsim.model.society import SocietyModel
 from socialsim.spaces.actions import Action
 
@@ -202,7 +203,7 @@ def test_the_social_filter_is_told_the_chosen_action_where_and_whose_it_is(asked
         assert ctx.item_owner == (item.owner if item else None), (name, step, intent.text)
         seen["home"] += ctx.area_owner is not None
         seen["item"] += intent.item is not None
-        assert f"{name} wants to: {intent.text}." in SOCIAL_FILTER.prompt(ctx)
+        assert f"{name} wants to ({QUOTED}): {intent.text}." in SOCIAL_FILTER.prompt(ctx)
     assert all(seen.values()), seen
 
 
