@@ -296,7 +296,7 @@ def test_a_secret_named_by_a_variable_is_redacted_whatever_the_variable_is_calle
     from socialsim.llm.deployments import load_deployments
     from socialsim.llm.redact import redact
 
-    value = "placeholder-" + "z9" * 10
+    value = "vllm-auth-" + "z9" * 10  # no other secret of the environment in it (e.g. a test's "placeholder")
     monkeypatch.setenv("VLLM_AUTH", value)
     assert redact(f"sent {value}") == f"sent {value}"
     path = tmp_path / "pool.yaml"
