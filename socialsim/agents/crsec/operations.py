@@ -107,6 +107,11 @@ def _norm_list(norms: list[NormView] | tuple[NormView, ...]) -> str:
     return "\n".join(f"{i}. {n.content}" for i, n in enumerate(norms, 1)) or "NONE"
 
 
+def _held(norms: list[NormView] | tuple[NormView, ...]) -> str:
+    """An agent's qualified norms as a prompt block: their texts are a model's, so quoted."""
+    return f"QUALIFIED PERSONAL NORMS ({QUOTED}):\n{_norm_list(norms)}"
+
+
 def _quoted(lines: list[tuple[str, str]]) -> str:
     """Chat lines as quoted material (never instructions)."""
     return "\n".join(f'{speaker}: "{text}"' for speaker, text in lines) or "(nothing said)"
@@ -236,7 +241,7 @@ class DetectConflict(Operation):
         return (  # fixed text first, then the agent's norms, then what it saw: the engine reuses the heads
             "TASK: decide whether the OBSERVATION conflicts with one of the QUALIFIED PERSONAL NORMS.\n"
             "ATTENTION: an observation of someone idle, or doing something no norm speaks about, is no conflict.\n\n"
-            f"QUALIFIED PERSONAL NORMS ({QUOTED}):\n{_norm_list(ctx.qualified)}\n\nOBSERVATION: {ctx.fact.text}."
+            f"{_held(ctx.qualified)}\n\nOBSERVATION: {ctx.fact.text}."
         )
 
     def rule(self, ctx: ConflictContext, rng: random.Random) -> YesNo:
@@ -567,8 +572,7 @@ class CheckDuplication(Operation):
             "standard, perhaps in other words)? Answer Yes if it is, No if it is new.\n\n"
             "EXAMPLE: NORMATIVE INFO: Clean up after yourself. QUALIFIED PERSONAL NORMS: 1. Keep your voice down. "
             "2. Clean up after yourself and use the bins. Answer: Yes\n\n"
-            f"NORMATIVE INFO ({QUOTED}): {ctx.info.content}\nQUALIFIED PERSONAL NORMS ({QUOTED}):\n"
-            f"{_norm_list(ctx.qualified)}"
+            f"NORMATIVE INFO ({QUOTED}): {ctx.info.content}\n{_held(ctx.qualified)}"
         )
 
     def rule(self, ctx: CheckContext, rng: random.Random) -> YesNo:
@@ -633,7 +637,7 @@ class CheckConflict(Operation):
             "TASK: does the NORMATIVE INFO contradict any of the QUALIFIED PERSONAL NORMS (their meanings are "
             "opposite)? Answer Yes if there is a conflict, No if there is none (a norm on another topic is no "
             f"conflict).\n\nNORMATIVE INFO ({QUOTED}): {ctx.info.content}\n"
-            f"QUALIFIED PERSONAL NORMS ({QUOTED}):\n{_norm_list(ctx.qualified)}"
+            f"{_held(ctx.qualified)}"
         )
 
     def rule(self, ctx: CheckContext, rng: random.Random) -> YesNo:
@@ -767,7 +771,7 @@ class ClassifySpecificNorms(Operation):
             'EXAMPLE: 1. No photos in restrooms. 2. Keep your belongings close. 3. Offer help to others. '
             '4. Support each other indoors. OUTPUT: {"categories": [{"theme": "privacy", "members": [1]}, '
             '{"theme": "property", "members": [2]}, {"theme": "helping others", "members": [3, 4]}]}\n\n'
-            f"QUALIFIED PERSONAL NORMS ({QUOTED}):\n{_norm_list(ctx.norms)}"
+            f"{_held(ctx.norms)}"
         )
 
     def rule(self, ctx: ClassifyContext, rng: random.Random) -> Categories:
@@ -988,7 +992,7 @@ class GenerateNormativePlans(Operation):
 
     def input_text(self, ctx: PlanContext) -> str:
         return (
-            f"QUALIFIED PERSONAL NORMS ({QUOTED}):\n{_norm_list(ctx.norms)}\n\n{_memories(ctx.memories)}"
+            f"{_held(ctx.norms)}\n\n{_memories(ctx.memories)}"
             f"CURRENT GOAL: {ctx.goal}\n"
             f"AGENT DESCRIPTION: {ctx.description}\n\nToday is day {ctx.day}. {ctx.name}'s plan:"
         )
@@ -1053,7 +1057,7 @@ class GenerateNormativeActions(Operation):
 
     def input_text(self, ctx: ActionsContext) -> str:
         return (
-            f"QUALIFIED PERSONAL NORMS ({QUOTED}):\n{_norm_list(ctx.norms)}\n\nCURRENT PLAN: {ctx.item_text}\n"
+            f"{_held(ctx.norms)}\n\nCURRENT PLAN: {ctx.item_text}\n"
             f"AGENT DESCRIPTION: {ctx.description}\n\n{ctx.name} is now in {ctx.area}{_at(ctx.now)}. "
             f"{ctx.name}'s next {ctx.count} actions:"
         )
