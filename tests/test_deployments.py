@@ -115,6 +115,45 @@ def test_a_variable_the_file_names_but_nobody_set_is_named(tmp_path, servers, ca
     assert "api_key names the environment variable POOL_KEY, which is not set" in capsys.readouterr().err
 
 
+def test_a_nested_reference_reaches_the_server_as_its_value(tmp_path, servers, monkeypatch):
+    """litellm's Router reads only top-level ``os.environ/`` references; a header named in
+    extra_headers (which the file must name, being a token) was sent as the text ``os.environ/...``."""
+    a, b = servers
+    monkeypatch.setenv("POOL_TOKEN", "placeholder-pool-token")
+    pool = pool_file(tmp_path / "pool.yaml", a, b, key="extra_headers: {X-Pool-Token: os.environ/POOL_TOKEN}")
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 0
+    sent = [h.get("x-pool-token") for server in (a, b) for h in server.headers]
+    assert len(sent) > 4 and set(sent) == {"placeholder-pool-token"}  # the pre-flight's pings and the run's calls
+
+
+def test_a_router_setting_naming_a_variable_nobody_set_is_named_before_step_1(tmp_path, servers, capsys):
+    a, _ = servers
+    pool = pool_file(tmp_path / "pool.yaml", a, extra="router_settings: {redis_password: os.environ/NO_SUCH_VAR}\n")
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 2
+    assert ("router_settings.redis_password names the environment variable NO_SUCH_VAR, which is not set"
+            in capsys.readouterr().err)
+    assert not chats(a)
+
+
+def test_the_router_is_given_router_settings_with_their_references_read(tmp_path, monkeypatch):
+    from socialsim.llm import deployments
+    from socialsim.llm.litellm_setup import litellm
+
+    monkeypatch.setenv("POOL_KEY", "placeholder-pool-key")
+    monkeypatch.setenv("CACHE_SECRET", "placeholder-cache-secret")
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n  - {model_name: m, litellm_params: {model: openai/m, api_key: os.environ/POOL_KEY,"
+                    " extra_headers: {X-Token: os.environ/POOL_KEY}}}\n"
+                    "router_settings: {cache_kwargs: {password: os.environ/CACHE_SECRET}}\n")
+    given = {}
+    monkeypatch.setattr(litellm, "Router", lambda **kwargs: given.update(kwargs))
+    deployments.load_deployments(path).new_router()
+    assert given["cache_kwargs"] == {"password": "placeholder-cache-secret"}
+    params = given["model_list"][0]["litellm_params"]
+    assert params["extra_headers"] == {"X-Token": "placeholder-pool-key"}
+    assert params["api_key"] == "os.environ/POOL_KEY"  # litellm reads its top level itself (and keeps its pointers)
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("model_list: [", "is not valid YAML: expected the node content, but found '...' at line 1, column 14"),
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: *hunter2hunter2}}\n",

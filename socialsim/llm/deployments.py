@@ -80,22 +80,46 @@ class Deployments:
         """litellm's Router over every deployment (a run's own: see ``Gateway._router``)."""
         from socialsim.llm.litellm_setup import litellm
 
-        settings = {**ROUTER_DEFAULTS, **self.spec.router_settings}
-        return litellm.Router(model_list=[d.model_dump() for d in self.spec.model_list], **settings)
+        settings = {**ROUTER_DEFAULTS, **self.read_references(self.spec.router_settings, "router_settings")}
+        return litellm.Router(model_list=[self._with_nested_references_read(d) for d in self.spec.model_list],
+                              **settings)
+
+    def _with_nested_references_read(self, deployment: Deployment) -> dict[str, Any]:
+        """A deployment as the Router is given it: litellm reads the ``os.environ/`` references of its
+        top-level parameters itself (leaving the pointers it must), but sends a nested one as written:
+        an ``extra_headers`` Authorization would reach the server as the text ``os.environ/NAME``."""
+        entry = deployment.model_dump()
+        entry["litellm_params"] = {
+            name: self.read_references(value, f"{deployment.model_name}'s {name}") if isinstance(value, dict | list)
+            else value for name, value in deployment.litellm_params.items()}
+        return entry
 
     def resolved_params(self, deployment: Deployment) -> dict[str, Any]:
-        """A deployment's parameters with its environment references read (for the pre-flight
-        check, which asks each deployment itself); a variable not set is named."""
-        params = {}
-        for name, value in deployment.litellm_params.items():
-            if isinstance(value, str) and value.startswith(ENV_REFERENCE):
-                variable = value[len(ENV_REFERENCE):]
-                if variable not in os.environ:
-                    raise DeploymentsError(f"{self.path}: {deployment.model_name}'s {name} names the environment "
-                                           f"variable {variable}, which is not set")
-                value = os.environ[variable]
-            params[name] = value
-        return params
+        """A deployment's parameters with its environment references read, however deeply nested (for
+        the pre-flight check, which asks each deployment itself); a variable not set is named."""
+        return {name: self.read_references(value, f"{deployment.model_name}'s {name}")
+                for name, value in deployment.litellm_params.items()}
+
+    def check_environment(self) -> None:
+        """Raise DeploymentsError naming the first ``os.environ/`` reference whose variable is not set
+        (before step 1: the Router is built at the run's first pooled call)."""
+        for deployment in self.spec.model_list:
+            self.resolved_params(deployment)
+        self.read_references(self.spec.router_settings, "router_settings")
+
+    def read_references(self, node: Any, where: str) -> Any:
+        """``node`` with every ``os.environ/NAME`` in it replaced by NAME's value."""
+        if isinstance(node, dict):
+            return {key: self.read_references(value, f"{where}.{key}") for key, value in node.items()}
+        if isinstance(node, list | tuple):
+            return [self.read_references(value, f"{where}[{i}]") for i, value in enumerate(node)]
+        if isinstance(node, str) and node.startswith(ENV_REFERENCE):
+            variable = node[len(ENV_REFERENCE):]
+            if variable not in os.environ:
+                raise DeploymentsError(f"{self.path}: {where} names the environment variable {variable}, "
+                                       f"which is not set")
+            return os.environ[variable]
+        return node
 
 
 def load_deployments(path: str | Path | None) -> Deployments | None:

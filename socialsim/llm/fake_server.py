@@ -62,6 +62,7 @@ class FakeOpenAIServer:
         self.policy = policy or always("1")
         self.fail_first = fail_first  # answer HTTP 500 to the first N requests (an outage)
         self.requests: list[dict] = []
+        self.headers: list[dict[str, str]] = []  # each request's HTTP headers (names lower-cased), as requests
         self.in_flight = 0
         self.connections = 0  # TCP connections accepted: fewer than requests when clients reuse them
         self.max_in_flight = 0
@@ -99,6 +100,7 @@ class FakeOpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with server._lock:
                     server.requests.append(body)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     count = len(server.requests)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)

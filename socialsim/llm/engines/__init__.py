@@ -69,6 +69,11 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
     if deployments is not None and not any(deployments.serves(m) for m in models):
         log.warning("%s serves none of the run's models (%s), only %s: its deployments are not used",
                     deployments.path, ", ".join(sorted(models)), ", ".join(sorted(deployments.names)))
+    if deployments is not None and any(deployments.serves(m) for m in models):
+        try:  # router_settings' references too (a Redis password): the Router is built at the first call
+            deployments.check_environment()
+        except ValueError as exc:
+            raise ModelUnavailable(str(exc)) from None
     for model in sorted(models):
         if deployments is not None and deployments.serves(model):
             _check_deployments(model, deployments, ping, timeout_s, num_retries)
