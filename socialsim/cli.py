@@ -143,6 +143,12 @@ def _parser() -> argparse.ArgumentParser:
     dash.add_argument("--arch", help="architecture of a live society (default: the scenario's)")
     dash.add_argument("--model", help="model of a live society (default: $SOCIALSIM_MODEL, else local/smollm2)")
     dash.add_argument("--rng", type=int, help="seed of a live society (default 42)")
+    dash.add_argument("--steps", type=int, help="where Play stops in a live society (default: the scenario's length)")
+    dash.add_argument("--max-calls", type=int, help="a live society's budget of live LLM calls: Play stops when spent")
+    dash.add_argument("--max-cost", type=_finite, help="a live society's budget in USD: Play stops when spent")
+    dash.add_argument("--api-base", metavar="URL", help="endpoint of a live society's provider models (vLLM, Ollama)")
+    dash.add_argument("--deployments", type=Path, metavar="FILE",
+                      help="a live society's deployments behind a model name (litellm's model_list format, as run's)")
     return parser
 
 
@@ -619,23 +625,42 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from socialsim.llm.engines import ModelUnavailable, check_models
     from socialsim.model.run_dir import is_run_dir
 
+    live = {"steps": args.steps, "max_calls": args.max_calls, "max_cost": args.max_cost, "api_base": args.api_base,
+            "deployments": args.deployments}
+    for flag, value, low, expected in (("--steps", args.steps, 1, "a whole number >= 1"),
+                                       ("--max-calls", args.max_calls, 0, "a whole number >= 0"),
+                                       ("--max-cost", args.max_cost, 0, "a number of USD >= 0")):
+        if value is not None and value < low:
+            return _fail(f"{flag} expects {expected}, got {value}")
     try:
         target = check_target(args.target, args.arch)
         if is_run_dir(target):  # a replay: the recording's own settings
-            given = [flag for flag, value in (("--model", args.model), ("--rng", args.rng), ("--arch", args.arch))
-                     if value is not None]
+            given = [f"--{name.replace('_', '-')}" for name, value in
+                     (("model", args.model), ("rng", args.rng), ("arch", args.arch), *live.items()) if value is not None]
             if given:
                 logging.getLogger("socialsim").warning("%s: of a live society; a replay of %s uses the "
                                                        "recording's", ", ".join(given), target)
-        elif args.model:  # the page would find an unknown model or a missing key only when it builds the society
-            check_models({args.model}, ping=False)
+            live = {}
+        else:
+            if args.api_base:  # it goes into the server's environment and the page's settings
+                from socialsim.llm.redact import no_credential_in_url
+
+                no_credential_in_url(args.api_base)
+            live["deployments"] = _deployments_path(args.deployments)  # a bad file is refused here, not on the page
+            if args.model or args.deployments:  # the page would find an unknown model or a missing key only when
+                from socialsim.llm.deployments import load_deployments  # it builds the society
+                from socialsim.llm.routing import default_model
+
+                check_models({default_model(args.model)}, ping=False, api_base=args.api_base,
+                             deployments=load_deployments(live["deployments"]))
     except (ScenarioError, ValueError, FileNotFoundError, ModelUnavailable) as exc:
         return _fail(_problem(exc))
     if busy := port_in_use(args.host, args.port):
         return _fail(busy)
     if warning := host_warning(args.host):
         logging.getLogger("socialsim").warning(warning)
-    return serve(target, args.host, args.port, arch=args.arch, model=args.model, seed=42 if args.rng is None else args.rng)
+    return serve(target, args.host, args.port, arch=args.arch, model=args.model, seed=42 if args.rng is None else args.rng,
+                 **{name: value for name, value in live.items() if value is not None})
 
 
 class EngineNotesOnce(logging.Filter):

@@ -231,3 +231,66 @@ def test_a_run_lacking_a_recorded_file_opens_saying_which(finished_run, tmp_path
     session = ReplaySession(run_dir)
     assert session.frames.missing == [named] and named in missing_note(session.frames)
     assert ReplaySession(finished_run).frames.missing == []  # the whole run lacks nothing
+
+
+def test_a_live_societys_budget_length_endpoint_and_deployments_reach_the_page(monkeypatch, tmp_path, caplog):
+    """`socialsim dashboard --api-base/--deployments/--max-calls/--max-cost/--steps`: what `run`
+    takes for a live society, passed through the server's environment into the page's society."""
+    from socialsim.dashboards import app
+    from socialsim.dashboards.session import LiveSession
+    from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    served = []
+    monkeypatch.setattr(server, "serve", lambda *a, **kw: served.append((a, kw)) or 0)
+    monkeypatch.setattr(server, "port_in_use", lambda host, port: None)
+    with FakeOpenAIServer(policy=by_prompt) as a, FakeOpenAIServer(policy=by_prompt) as b:
+        pool = tmp_path / "pool.yaml"
+        pool.write_text("model_list:\n" + "".join(f"  - {{model_name: openai/fake-model, litellm_params: "
+                                                  f"{{model: openai/fake-model, api_base: '{s.api_base}'}}}}\n"
+                                                  for s in (a, b)))
+        args = ["dashboard", "hobbs-cafe", "--arch", "generic", "--model", "openai/fake-model", "--steps", "2",
+                "--max-calls", "500", "--max-cost", "1.5", "--api-base", "http://127.0.0.1:9/v1",
+                "--deployments", str(tmp_path / "." / "pool.yaml")]
+        assert cli.main(args) == 0
+        (target, host, port), live = served[-1]
+        assert live == {"arch": "generic", "model": "openai/fake-model", "seed": 42, "steps": 2, "max_calls": 500,
+                        "max_cost": 1.5, "api_base": "http://127.0.0.1:9/v1", "deployments": str(pool.resolve())}
+        env = server.server_env(target, **live)
+        for name, value in env.items():
+            if name.startswith("SOCIALSIM_DASHBOARD_"):
+                monkeypatch.setenv(name, value)
+        monkeypatch.setattr(LiveSession, "start", lambda self: None)
+        session = app.initial_session()
+        config = session.config
+        assert (config.steps, config.max_calls, config.max_cost, config.api_base) == (2, 500, 1.5,
+                                                                                        "http://127.0.0.1:9/v1")
+        assert config.call_options == {"deployments": str(pool.resolve())}
+        session._build()  # the page's society: its calls go to the pool, not to --api-base (nobody there)
+        session.model.step()
+        assert len(a.requests) > 1 and len(b.requests) > 1
+        # a replay takes none of them: said, and not passed on
+        run_dir = str(_fake_run_dir(tmp_path / "run"))
+        with caplog.at_level(logging.WARNING, logger="socialsim"):
+            assert cli.main(["dashboard", run_dir, "--max-calls", "5", "--deployments", str(pool)]) == 0
+        assert any("--max-calls, --deployments: of a live society" in r.getMessage() for r in caplog.records)
+        assert served[-1][1] == {"arch": None, "model": None, "seed": 42}
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--max-calls", "-1"], "--max-calls expects a whole number >= 0, got -1"),
+    (["--steps", "0"], "--steps expects a whole number >= 1, got 0"),
+    (["--max-cost", "-2"], "--max-cost expects a number of USD >= 0, got -2.0"),
+    (["--api-base", "http://user:hunter2@127.0.0.1:8000/v1"], "the endpoint carries a credential"),
+    (["--deployments", "no-such-file.yaml"], "no-such-file.yaml: No such file or directory"),
+    (["--deployments", "BAD"], "is not valid YAML"),
+], ids=["max-calls", "steps", "max-cost", "api-base", "no file", "bad file"])
+def test_a_live_setting_that_cannot_work_is_refused_before_serving(monkeypatch, tmp_path, capsys, flags, said):
+    served = []
+    monkeypatch.setattr(server, "serve", lambda *a, **kw: served.append(a) or 0)
+    monkeypatch.setattr(server, "port_in_use", lambda host, port: None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "BAD").write_text("model_list: [")
+    assert cli.main(["dashboard", "hobbs-cafe", *flags]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "hunter2" not in err and not served

@@ -59,7 +59,9 @@ def initial_session() -> LiveSession | ReplaySession:
         seed=int(os.environ.get("SOCIALSIM_DASHBOARD_SEED", "42")),
         max_calls=int(os.environ.get("SOCIALSIM_DASHBOARD_MAX_CALLS") or 0) or None,
         steps=int(os.environ.get("SOCIALSIM_DASHBOARD_STEPS") or 0) or None,
+        max_cost=float(os.environ.get("SOCIALSIM_DASHBOARD_MAX_COST") or 0) or None,
         api_base=os.environ.get("SOCIALSIM_DASHBOARD_API_BASE") or None,
+        call_options={"deployments": path} if (path := os.environ.get("SOCIALSIM_DASHBOARD_DEPLOYMENTS")) else {},
     ))
     session.start()
     return session

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 DEFAULT_PORT = 8765
@@ -90,14 +91,26 @@ def offline_assets(cache: Path | None = None) -> Path:
     return cache
 
 
-def server_env(target: str, arch: str | None = None, model: str | None = None, seed: int = 42) -> dict[str, str]:
+# the settings of a live society the command line passes to the page (app.initial_session reads them)
+LIVE_SETTINGS = {"arch": "SOCIALSIM_DASHBOARD_ARCH", "model": "SOCIALSIM_DASHBOARD_MODEL",
+                 "seed": "SOCIALSIM_DASHBOARD_SEED", "steps": "SOCIALSIM_DASHBOARD_STEPS",
+                 "max_calls": "SOCIALSIM_DASHBOARD_MAX_CALLS", "max_cost": "SOCIALSIM_DASHBOARD_MAX_COST",
+                 "api_base": "SOCIALSIM_DASHBOARD_API_BASE", "deployments": "SOCIALSIM_DASHBOARD_DEPLOYMENTS"}
+
+
+def server_env(target: str, arch: str | None = None, model: str | None = None, seed: int = 42,
+               **live: Any) -> dict[str, str]:
+    """The server's environment: offline, and the society the command line named (``live``: the
+    rest of LIVE_SETTINGS, None where not given)."""
+    unknown = set(live) - set(LIVE_SETTINGS)
+    if unknown:
+        raise TypeError(f"server_env: no live setting {', '.join(sorted(unknown))}")
+    settings = {**dict.fromkeys(LIVE_SETTINGS), **live, "arch": arch, "model": model, "seed": seed}
     env = dict(os.environ)
+    env.update({name: "" if settings[key] is None else str(settings[key]) for key, name in LIVE_SETTINGS.items()})
     env.update({
         "SOLARA_ASSETS_PROXY_CACHE_DIR": str(offline_assets()),
         "SOCIALSIM_DASHBOARD_TARGET": target,
-        "SOCIALSIM_DASHBOARD_ARCH": arch or "",
-        "SOCIALSIM_DASHBOARD_MODEL": model or "",
-        "SOCIALSIM_DASHBOARD_SEED": str(seed),
         "SOLARA_TELEMETRY_MIXPANEL_ENABLE": "False",
         # a missing asset must fail here rather than be fetched from the public CDN
         "SOLARA_ASSETS_CDN": "http://127.0.0.1:9/npm/",
@@ -128,12 +141,12 @@ def port_in_use(host: str, port: int) -> str | None:
 
 
 def serve(target: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT, arch: str | None = None,
-          model: str | None = None, seed: int = 42) -> int:
+          model: str | None = None, seed: int = 42, **live: Any) -> int:
     """Run the server in the foreground until Ctrl-C, or until this process is told to stop:
     SIGTERM or SIGHUP (a closed terminal, ``kill``) is passed on to the server, which would
     otherwise be left running on the port with nobody to stop it."""
     print(f"socialsim dashboard on http://{host if ':' not in host else f'[{host}]'}:{port}  (Ctrl-C stops it)")
-    proc = subprocess.Popen(server_command(host, port), env=server_env(target, arch, model, seed))
+    proc = subprocess.Popen(server_command(host, port), env=server_env(target, arch, model, seed, **live))
     stop_signals = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
     previous = {sig: signal.signal(sig, lambda sig, _frame: proc.send_signal(sig)) for sig in stop_signals}
     try:
