@@ -50,11 +50,12 @@ def test_compliance_over_day_2_counts_the_agents_who_breached_in_the_second_half
     assert math.isnan(measure(tmp_path)["compliance[no smoking indoors] over day 2"])
 
 
-def _figures(adoption, compliance, tipping, conflict_trend):
+def _figures(adoption, compliance, tipping, conflict_trend, acting=None):
     row = {"label": "hobbs-cafe / paper", "seed": 1, "adoption[tip after meals] at end": tipping,
            "conflicts day 2 / day 1": conflict_trend}
     for norm in ("no smoking indoors", "be quiet in public"):
         row[f"adoption[{norm}] at end"], row[f"compliance[{norm}] over day 2"] = adoption, compliance
+        row[f"acting compliance[{norm}] over day 2"] = compliance if acting is None else acting
     return pd.DataFrame([row])
 
 
@@ -63,7 +64,7 @@ def test_the_papers_findings_hold_for_its_own_outcome_and_fail_for_the_baselines
 
     p = protocol(judge=None)
     paper_like = check_findings(p, _figures(1.0, 1.0, 0.8, 0.0))
-    assert set(paper_like["verdict"]) == {"holds"} and len(paper_like) == 6
+    assert set(paper_like["verdict"]) == {"holds"} and len(paper_like) == 8
     # the rules baseline's 2-day figures (docs/crsec.md): adoption and compliance plateau, conflicts recur
     baseline = check_findings(p, _figures(0.79, 0.72, 0.56, 1.2)).set_index("finding")["verdict"]
     assert baseline["every agent has adopted 'no smoking indoors' by the end of day 2"] == "does not hold"
@@ -157,18 +158,19 @@ def test_no_questionnaire_is_projected_without_items_or_an_llm_judge():
     assert calls(judge="openai/j", questionnaire_items=2) == ("the Appendix-E questionnaire asked of openai/j", 2 * 11)
 
 
-def _day_2_run(tmp_path, events):
-    """A 2-step 'run' of Hobbs Cafe whose days last one step (day 1 = step 1, day 2 = step 2) with no
-    breach, and these events."""
+def _day_2_run(tmp_path, events, breaches=(), agents=("Ann", "Bob")):
+    """A 2-step 'run' of Hobbs Cafe whose days last one step (day 1 = step 1, day 2 = step 2) with
+    these events and breaches (step, agent, norm), and these agents."""
     from socialsim.scenarios.loader import scenario_path
 
     (tmp_path / "scenario.yaml").write_text(scenario_path("hobbs-cafe").read_text().replace(
         'day_end: "22:00"', 'day_end: "08:10"'))  # a day of one 10-minute step
     pd.DataFrame({"conflicts": [0, 0], **{f"compliance[{n}]": [1.0, 1.0] for n in
                   ("no smoking indoors", "be quiet in public", "tip after meals")}}).to_parquet(tmp_path / "model.parquet")
-    pd.DataFrame({"name": ["Ann", "Bob"]}).to_parquet(tmp_path / "agents.parquet")
+    pd.DataFrame({"name": list(agents)}).to_parquet(tmp_path / "agents.parquet")
     (tmp_path / "tables").mkdir(exist_ok=True)
-    pd.DataFrame(columns=["step", "agent", "norm", "area", "behaviour"]).to_parquet(tmp_path / "tables" / "breaches.parquet")
+    pd.DataFrame([{"step": s, "agent": a, "norm": n} for s, a, n in breaches],
+                 columns=["step", "agent", "norm"]).to_parquet(tmp_path / "tables" / "breaches.parquet")
     pd.DataFrame([{"step": s, "agent": a, "area": area, "action": act, "ok": True, "tags": tags}
                   for s, a, area, act, tags in events],
                  columns=["step", "agent", "area", "action", "ok", "tags"]).to_parquet(tmp_path / "tables" / "events.parquet")
@@ -205,6 +207,34 @@ def test_day_2_findings_are_not_measured_on_a_run_shorter_than_two_days(tmp_path
         progress=False)
     figures = measure(tmp_path / "short")
     assert math.isnan(figures["conflicts day 2 / day 1"])
-    assert all(math.isnan(figures[f"compliance[{n}] over day 2"]) for n in
-               ("no smoking indoors", "be quiet in public", "tip after meals"))
+    assert all(math.isnan(figures[f"{kind}[{n}] over day 2"]) for n in
+               ("no smoking indoors", "be quiet in public", "tip after meals") for kind in ("compliance", "acting compliance"))
     assert not math.isnan(figures["adoption[no smoking indoors] at end"])  # the rest is measured
+
+
+def test_acting_compliance_over_day_2_counts_only_the_agents_who_had_the_chance(tmp_path):
+    """Of three agents, Ann smoked outside and Bob indoors (a breach) on day 2; Cy never smoked. Of all
+    agents two in three "complied"; of those who did what the norm speaks about, one in two did. An
+    agent who breached with no recorded act (a breach is a world fact too) had the chance."""
+    got = _day_2_run(tmp_path, [(2, "Ann", "the street outside", "smoke a cigarette", "smoke"),
+                                (2, "Bob", "Hobbs Cafe dining room", "smoke a cigarette", "smoke"),
+                                (2, "Cy", "Hobbs Cafe dining room", "drink a coffee", ""),
+                                (1, "Cy", "the street outside", "smoke a cigarette", "smoke")],  # day 1: not counted
+                     breaches=[(2, "Bob", "no smoking indoors"), (1, "Cy", "no smoking indoors"),
+                               (2, "Cy", "be quiet in public")], agents=("Ann", "Bob", "Cy"))
+    assert got["compliance[no smoking indoors] over day 2"] == pytest.approx(2 / 3)
+    assert got["acting compliance[no smoking indoors] over day 2"] == 0.5
+    assert got["acting compliance[be quiet in public] over day 2"] == 0.0  # only Cy had the chance: it breached
+    assert math.isnan(got["acting compliance[tip after meals] over day 2"])  # nobody ate on day 2
+    verdicts = check_findings_of(_figures(1.0, 1.0, 0.8, 0.5, acting=0.5))
+    assert verdicts["every agent complies with 'no smoking indoors' all through day 2"] == "holds"
+    assert verdicts["every agent who did what 'no smoking indoors' speaks about on day 2 kept it all day"] \
+        == "does not hold"
+    (tmp_path / "scenario.yaml").unlink()  # no scenario copy: which acts bear on a norm is unknown
+    assert math.isnan(measure(tmp_path)["acting compliance[no smoking indoors] over day 2"])
+
+
+def check_findings_of(figures):
+    from socialsim.model.reproduce import check_findings
+
+    return check_findings(protocol(judge=None), figures).set_index("finding")["verdict"]

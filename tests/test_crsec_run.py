@@ -127,7 +127,9 @@ def test_a_short_runs_figure_2_shows_its_points(tmp_path, monkeypatch):
     model.step()
     plot_figure2(model, tmp_path / "f.png")
     lines = [line for ax in kept[-1].axes for line in ax.get_lines()]
-    assert lines and all(line.get_marker() == "o" and len(line.get_xdata()) == 1 for line in lines)
+    assert lines and all(line.get_marker() in ("o", "x") and len(line.get_xdata()) == 1 for line in lines)
+    acting = [line for line in lines if line.get_label().endswith("of those who acted")]
+    assert len(acting) == 3 and all(line.get_linestyle() == ":" for line in acting)  # beside the other two
 
 
 def test_the_last_day_is_the_scenarios_day(tmp_path):

@@ -208,15 +208,34 @@ def acts_bearing_on(events: pd.DataFrame, settings: CRSECSettings, step_minutes:
                     after_step: float) -> int:
     """How many executed acts after ``after_step`` bear on the tracked norm ``norm`` (:func:`bears_on`),
     from an events frame (step, action, ok, tags as a comma-joined string or a tuple)."""
+    return len(_acts_bearing_on(events, settings, step_minutes, norm, after_step))
+
+
+def _acts_bearing_on(events: pd.DataFrame, settings: CRSECSettings, step_minutes: float, norm: str,
+                     after_step: float) -> list[str]:
+    """The agent of each executed act after ``after_step`` that bears on ``norm``."""
     if events.empty:
-        return 0
+        return []
     t = settings.tracked(norm)
     late = events[(events["step"] > after_step) & events["ok"].astype(bool)]
-    count = 0
-    for step, action, tags in zip(late["step"], late["action"], late["tags"], strict=True):
+    agents = []
+    for step, agent, action, tags in zip(late["step"], late["agent"], late["action"], late["tags"], strict=True):
         tags = tuple(filter(None, tags.split(","))) if isinstance(tags, str) else tuple(tags or ())
-        count += bears_on(tags, action, t, settings.clock_of_step(int(step), step_minutes)[1])
-    return count
+        if bears_on(tags, action, t, settings.clock_of_step(int(step), step_minutes)[1]):
+            agents.append(agent)
+    return agents
+
+
+def acting_unbroken_share(events: pd.DataFrame, breaches: pd.DataFrame, settings: CRSECSettings,
+                          step_minutes: float, norm: str, after_step: float) -> float:
+    """:func:`unbroken_share` among the agents who had the chance to breach ``norm`` after
+    ``after_step``: one of their executed acts bore on it, or they breached it (world facts, as
+    :func:`acting_counts` over a window). An agent who did nothing the norm speaks about - never
+    smoked, never ate - is left out, where ``unbroken_share`` counts it as complying; NaN when
+    nobody had the chance."""
+    breached = set(breaches.loc[(breaches["step"] > after_step) & (breaches["norm"] == norm), "agent"])
+    chance = set(_acts_bearing_on(events, settings, step_minutes, norm, after_step)) | breached
+    return 1 - len(breached) / len(chance) if chance else float("nan")
 
 
 def acting_counts(model: SocietyModel, norm: str) -> tuple[int, int]:
@@ -314,10 +333,13 @@ def plot_figure2(model: SocietyModel, path: Path) -> None:
                    marker=marker)
         right.plot(frame["day"], frame[f"compliance[{t.name}]"], color=colour, linestyle="--",
                    label=f"{t.name}: complies", marker=marker, fillstyle="none")
+        if f"acting_compliance[{t.name}]" in frame:  # gaps where nobody acted on the norm (not measured)
+            right.plot(frame["day"], frame[f"acting_compliance[{t.name}]"], color=colour, linestyle=":",
+                       label=f"{t.name}: complies, of those who acted", marker="x" if marker else None)
     right.set_ylim(-0.03, 1.03)
     right.set_xlabel("day")
     right.set_ylabel("share of agents")
-    right.set_title("(b) adoption (solid) and compliance (dashed)")
+    right.set_title("(b) adoption (solid), compliance (dashed; dotted: of those who acted)", fontsize=9)
     right.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,8 +1,10 @@
 """``socialsim reproduce crsec``: the paper's protocol (Hobbs Cafe, 2 days, 10 agents, seeds 1..k).
 
-Measured per run from its files (``model.parquet``, ``agents.parquet``, ``tables/breaches.parquet``):
+Measured per run from its files (``model.parquet``, ``agents.parquet``, ``tables/breaches.parquet``,
+``tables/events.parquet``, ``scenario.yaml``):
 adoption and compliance of each tracked norm at the end, compliance over the whole of day 2 (not
-measured when no act on day 2 bore on the norm: nobody had the chance to breach it), the conflict
+measured when no act on day 2 bore on the norm: nobody had the chance to breach it), the same among
+only the agents who did what the norm speaks about on day 2 (``acting compliance``), the conflict
 peak and the conflicts of day 2 against day 1 - the same clock hours, 08:00-22:00 each day, so the
 daily schedule (a busy lunch, a quiet evening) cancels out (per agent, whether its first adoption
 preceded its first visibly compliant act is in the run report); with an LLM judge, the Appendix-E
@@ -18,7 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from socialsim.agents.crsec.metrics import QUESTIONNAIRE_FILE, ask_questionnaire_of_judge, unbroken_share
+from socialsim.agents.crsec.metrics import (
+    QUESTIONNAIRE_FILE,
+    acts_bearing_on,
+    ask_questionnaire_of_judge,
+    unbroken_share,
+)
 from socialsim.agents.crsec.questionnaire import TASKS, summary
 from socialsim.agents.crsec.settings import CRSECSettings
 from socialsim.model.reproduce import Finding, Protocol, ProtocolRun, compare
@@ -38,6 +45,10 @@ PAPER = pd.DataFrame([
     # "at end" is the last hour of day 2 (`compliance_window_steps`), when hardly anyone eats or smokes
     # in the cafe; over the whole of day 2 (the run's second half): agents who never breached the norm
     *({"label": "*", "metric": f"compliance[{n}] over day 2", "paper": p}
+      for n, p in (("no smoking indoors", 1.0), ("be quiet in public", 1.0), ("tip after meals", float("nan")))),
+    # the same among the agents who had the chance to breach it on day 2 (smoked, indoors or out; ate; spoke):
+    # an agent who never did what the norm speaks about is not counted as complying
+    *({"label": "*", "metric": f"acting compliance[{n}] over day 2", "paper": p}
       for n, p in (("no smoking indoors", 1.0), ("be quiet in public", 1.0), ("tip after meals", float("nan")))),
     {"label": "*", "metric": "conflicts peak", "paper": float("nan")},
     # the same clock hours of both days: the run's first and last quarters were 08:00-15:00 of day 1 against
@@ -62,7 +73,9 @@ def findings() -> list[Finding]:
         out += [compare(f"every agent has adopted '{norm}' by the end of day 2",
                         (RUN, f"adoption[{norm}] at end"), ">=", 1.0),
                 compare(f"every agent complies with '{norm}' all through day 2",
-                        (RUN, f"compliance[{norm}] over day 2"), ">=", 1.0)]
+                        (RUN, f"compliance[{norm}] over day 2"), ">=", 1.0),
+                compare(f"every agent who did what '{norm}' speaks about on day 2 kept it all day",
+                        (RUN, f"acting compliance[{norm}] over day 2"), ">=", 1.0)]
     return out + [
         # "emerged" is the paper's word for most agents adopting (and keeping) a norm (Sec. 3.2); two
         # entrepreneurs favour tipping and may hold it from step 1, so "some agents" would hold by seeding
@@ -104,18 +117,39 @@ def day_ratio(counts: pd.Series) -> float:
 
 
 def compliance_over_second_half(run_dir: Path, frame: pd.DataFrame) -> dict[str, float]:
-    """Per tracked norm, the share of agents with no breach of it in the run's second half (day 2
-    of the paper's protocol), from the world facts' breaches table and the agents' names; NaN (not
-    measured) when no executed act of day 2 bore on the norm (nobody smoked, indoors or out; nobody
-    ate): "nobody breached it" would then say only that nothing happened. Which acts bear on a norm
-    is read from the run's own scenario copy and its events table (``metrics.bears_on``)."""
+    """Per tracked norm, over the run's second half (day 2 of the paper's protocol), from the world
+    facts' breaches and events tables and the agents' names:
+
+    - ``compliance[NORM] over day 2``: the share of all agents with no breach of it; NaN (not
+      measured) when no executed act of day 2 bore on the norm (nobody smoked, indoors or out; nobody
+      ate): "nobody breached it" would then say only that nothing happened;
+    - ``acting compliance[NORM] over day 2``: the same share among the agents who did what it speaks
+      about that day or breached it (``metrics.acting_unbroken_share``): an agent who never smoked is
+      not counted as keeping "no smoking indoors".
+
+    Which acts bear on a norm is read from the run's own scenario copy and its events table
+    (``metrics.bears_on``); without them the acting share is NaN."""
+    from socialsim.agents.crsec.metrics import acting_unbroken_share
+
     agents_file, breaches_file = run_dir / "agents.parquet", run_dir / "tables" / "breaches.parquet"
+    events_file = run_dir / "tables" / "events.parquet"
     agents = pd.read_parquet(agents_file, columns=["name"])["name"].nunique() if agents_file.is_file() else 0
     breaches = pd.read_parquet(breaches_file) if breaches_file.is_file() else pd.DataFrame(
         columns=["step", "agent", "norm"])
-    chances = _chances(run_dir, len(frame) // 2)
-    return {f"compliance[{n}] over day 2": unbroken_share(breaches, agents, n, len(frame) // 2, chances.get(n))
-            if f"compliance[{n}]" in frame else float("nan") for n in TRACKED}
+    half = len(frame) // 2
+    found = _run_settings(run_dir)
+    events = pd.read_parquet(events_file) if found is not None and events_file.is_file() else None
+    out = {}
+    for n in TRACKED:
+        if f"compliance[{n}]" not in frame:
+            out[f"compliance[{n}] over day 2"] = out[f"acting compliance[{n}] over day 2"] = float("nan")
+            continue
+        chances = None if events is None else acts_bearing_on(events, found[1], found[0].step_minutes, n, half)
+        out[f"compliance[{n}] over day 2"] = unbroken_share(breaches, agents, n, half, chances)
+        out[f"acting compliance[{n}] over day 2"] = (
+            float("nan") if events is None
+            else acting_unbroken_share(events, breaches, found[1], found[0].step_minutes, n, half))
+    return out
 
 
 def _run_settings(run_dir: Path):
@@ -139,21 +173,6 @@ def _steps_per_day(run_dir: Path) -> float | None:
     """Steps in one of the run's days (its hours over its step length); None when it kept no scenario."""
     found = _run_settings(run_dir)
     return None if found is None else found[1].day_minutes / found[0].step_minutes
-
-
-def _chances(run_dir: Path, after_step: int) -> dict[str, int]:
-    """Per tracked norm, the acts after ``after_step`` that bore on it; {} (not checked) when the run
-    directory has no scenario copy or events table to read them from."""
-    events_file = run_dir / "tables" / "events.parquet"
-    found = _run_settings(run_dir)
-    if found is None or not events_file.is_file():
-        return {}
-    from socialsim.agents.crsec.metrics import acts_bearing_on
-
-    scenario, settings = found
-    events = pd.read_parquet(events_file)
-    return {t.name: acts_bearing_on(events, settings, scenario.step_minutes, t.name, after_step)
-            for t in settings.tracked_norms}
 
 
 def questionnaire_calls(spec: ProtocolRun) -> tuple[str, int] | None:
@@ -181,7 +200,8 @@ def protocol(judge: str | None) -> Protocol:
         description=("Hobbs Cafe, the paper's preset (2 days of 10-minute steps, 10 agents, 3 entrepreneurs). "
                      "Compliance 'at end' covers only the last hour of day 2, a quiet evening; 'over day 2' is "
                      "the share of agents who never breached the norm that day (not measured when no act that day bore "
-                     "on the norm). Conflicts compare day 2 with day 1, the same hours each day."),
+                     "on the norm); 'acting compliance' the same among the agents who did what the norm speaks about "
+                     "that day (an agent who never smoked does not count as keeping 'no smoking'). Conflicts compare day 2 with day 1, the same hours each day."),
         findings=findings(),
         after_run=questionnaire_calls,
         after_run_probe=questionnaire_probe,
