@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import sys
@@ -18,7 +19,7 @@ import pytest
 
 from socialsim.batch.exports import export
 from socialsim.batch.sweepfile import SweepFileError, load_sweep
-from socialsim.batch.sweeps import RUNS, SweepModel, is_done, plan, sweep
+from socialsim.batch.sweeps import RUNS, SweepModel, earlier_attempt_through, is_done, plan, sweep
 from socialsim.llm.engines import ModelUnavailable
 from socialsim.llm.fake_server import by_prompt
 from socialsim.model.society import SocietyModel
@@ -524,7 +525,7 @@ def test_a_figure_that_cannot_be_drawn_is_reported_and_the_others_are_still_draw
 
 
 def test_a_run_stopped_by_its_budget_is_redone_and_a_raised_budget_pays_only_for_the_calls_not_yet_made(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, caplog):
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
@@ -537,13 +538,43 @@ def test_a_run_stopped_by_its_budget_is_redone_and_a_raised_budget_pays_only_for
         assert (stopped.runs["live_calls"] == 15).all() and (stopped.runs["steps_done"] < 3).all()
         assert len(stopped.failed) == 2 and not any(is_done(tmp_path / "s", i) for i in stopped.runs["run_id"])
         before = len(server.requests)
-        done = sweep({**spec, "max_calls": 100}, tmp_path / "s", progress=False, preflight=False)
+        with caplog.at_level(logging.WARNING, logger="socialsim"):
+            done = sweep({**spec, "max_calls": 100}, tmp_path / "s", progress=False, preflight=False)
+        assert "the tape did not hold" not in caplog.text  # it follows its first attempt
         # the budget is not part of a run's identity: the same runs, continued
         assert sorted(done.executed) == sorted(stopped.runs["run_id"]) and not done.skipped
         assert (done.runs["status"] == "completed").all() and (done.runs["steps_done"] == 3).all()
         # the calls the stopped runs made come from the shared tape; only the rest reach the server
         assert (done.runs["live_calls"] == done.runs["llm_calls"] - stopped.runs["live_calls"]).all()
         assert len(server.requests) - before == done.runs["live_calls"].sum() > 0
+
+
+def test_a_stopped_run_the_sweep_goes_on_with_says_so_when_it_no_longer_follows_its_first_attempt(
+        tmp_path, monkeypatch, caplog):
+    """As a resumed run does (runner.off_tape_told): a step the first attempt completed asking calls the
+    shared tape lacks means the code, the scenario or the settings changed since; those calls are paid
+    again, and that used to go unsaid in a sweep."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=by_prompt) as server:
+        spec = {"name": "budget", "seeds": [1], "api_base": server.api_base, "max_calls": 15,
+                "parameters": {"arch": "generic", "model": "openai/fake-model", "steps": 3}}
+        stopped = sweep(spec, tmp_path / "s", progress=False, preflight=False)
+        assert stopped.runs["status"].iloc[0].startswith("stopped by budget") and stopped.runs["steps_done"].iloc[0] == 1
+        tape = tmp_path / "s" / "tape.jsonl"  # step 1's prompts as changed code would ask them
+        records = [json.loads(line) for line in tape.read_text().splitlines()]
+        tape.write_text("".join(json.dumps({**r, "key": "changed" + r["key"]} if r["step"] == 1 else r) + "\n"
+                                for r in records))
+        with caplog.at_level(logging.WARNING, logger="socialsim"):
+            done = sweep({**spec, "max_calls": 100}, tmp_path / "s", progress=False, preflight=False)
+    assert (done.runs["status"] == "completed").all()
+    warned = [r.getMessage() for r in caplog.records if "the tape did not hold" in r.getMessage()]
+    assert warned == ["step 1 made 10 calls the tape did not hold, though the recording went on to step 2: the "
+                      "code, scenario or settings differ from the recording's, so this resumed run no longer "
+                      "follows it, and pays for calls it had recorded"]
+    (tmp_path / "s" / "runs" / done.runs["run_id"].iloc[0] / "tape.jsonl").write_text("not a tape\n{}\n")
+    assert earlier_attempt_through(tmp_path / "s" / "runs" / done.runs["run_id"].iloc[0]) is None  # advice only
 
 
 @pytest.mark.parametrize(("text", "name", "message"), [

@@ -65,7 +65,7 @@ from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord, answered
 from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch, writing
-from socialsim.model.runner import RunConfig, call_settings, keep_scenario, report_run, save
+from socialsim.model.runner import RunConfig, call_settings, keep_scenario, off_tape_told, report_run, save
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
 
@@ -356,6 +356,7 @@ class SweepModel(SocietyModel):
         routes = RouteTable(cfg.model, dict(cfg.routes))
         gateway = Gateway(routes, self.tape, Ledger(Budget(cfg.max_cost, cfg.max_calls)), **call_settings(cfg))
         self.notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
+        self.recorded_through = earlier_attempt_through(self.sweep_dir / RUNS / self.run_id)
         super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
 
     def step(self) -> None:
@@ -372,6 +373,8 @@ class SweepModel(SocietyModel):
             log.exception("run %s failed at step %s", self.run_id, self.steps)
             self.finish(f"failed: {type(exc).__name__}: {exc}")
             return
+        if self.recorded_through is not None and off_tape_told(self, self.recorded_through):
+            self.recorded_through = None  # said once (as a resumed single run says it), or no longer to be told
         if self.steps >= self.run_config.steps:
             self.finish("completed")
 
@@ -406,6 +409,18 @@ class SweepModel(SocietyModel):
                 shutil.rmtree(final)
             os.rename(partial, final)
         return final
+
+
+def earlier_attempt_through(run_dir: Path) -> int | None:
+    """The last step an earlier attempt at a sweep's run (stopped by its budget, an outage or an
+    error, its directory kept under runs/) made calls in; None for a run not tried before. The same
+    sweep command goes on from the shared tape, so a step up to it that asks a call the tape lacks
+    means the code, the scenario or the settings changed since (``runner.off_tape_told``)."""
+    tape = run_dir / "tape.jsonl"
+    try:
+        return max((record.step for record in Tape(tape).records()), default=None) if tape.is_file() else None
+    except (OSError, ValueError):  # a damaged copy: the check only advises, the run goes on from the shared tape
+        return None
 
 
 @contextlib.contextmanager

@@ -548,7 +548,7 @@ class Gateway:
             return await self._call(op, agent_id, model, messages, params, fmt, key)
 
     def _count_live(self, record: TapeRecord | None) -> None:
-        """A live call about to be made, counted for the resume check (runner._off_tape_told): one the
+        """A live call about to be made, counted for the resume check (runner.off_tape_told): one the
         tape held nothing for, or one it held a failure or an empty reply for, asked again."""
         root = self._root()
         (root.off_tape if record is None else root.reasked)[self.step] += 1

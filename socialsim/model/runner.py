@@ -232,7 +232,7 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
               recorded_through: int | None = None) -> str:
     """Step the society, each complete step on disk as it ends; the run's status. A budget or an
     outage stops it cleanly, Ctrl-C too; everything recorded is saved however it ends.
-    ``recorded_through``: a resumed run's last recorded step (see :func:`_off_tape_told`)."""
+    ``recorded_through``: a resumed run's last recorded step (see :func:`off_tape_told`)."""
     save(model, run_dir, config, "running", notes)  # config.json from the start: a killed run resumes
     step_log = StepLog(run_dir, _tidy)
     status = "completed"
@@ -256,7 +256,7 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
                 break
             step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
             save_meta(model, run_dir, config, "running", notes)
-            if recorded_through is not None and _off_tape_told(model, recorded_through):
+            if recorded_through is not None and off_tape_told(model, recorded_through):
                 recorded_through = None  # said once, or no longer to be told
     except KeyboardInterrupt:
         status = "interrupted"
@@ -276,7 +276,7 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
     return status
 
 
-def _off_tape_told(model: SocietyModel, recorded_through: int) -> bool:
+def off_tape_told(model: SocietyModel, recorded_through: int) -> bool:
     """Say so if a resumed run's step, one its recording completed, made calls its tape did not hold:
     the code, the scenario or the settings differ from the recording's, so the run no longer follows
     it and those calls are paid again. True once said, or once it cannot be told: a call the recording
