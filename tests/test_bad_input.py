@@ -109,6 +109,9 @@ if BASE["map"].get("behaviours"):
 RAW_CASES = [  # (case id, file name, text, fragments)
     ("yaml-syntax", "s.yaml", "name: [unclosed\n", ["not valid YAML"]),
     ("yaml-tab-indent", "s.yaml", "name: x\n\tagents: []\n", ["not valid YAML"]),
+    # PyYAML keeps the last of a key given twice: a second `agents:` would drop the first silently
+    ("yaml-duplicate-key", "s.yaml", "name: x\nagents: []\nname: y\n",
+     ["not valid YAML", "duplicate key name (first at line 1)", "line 3, column 1"]),
     ("toml-syntax", "s.toml", "name = \n", ["not valid TOML"]),
     ("yaml-scalar", "s.yaml", "just a string\n", ["expected a mapping of scenario fields"]),
     ("yaml-list", "s.yaml", "- a\n- b\n", ["expected a mapping of scenario fields"]),

@@ -155,12 +155,15 @@ def test_the_router_is_given_router_settings_with_their_references_read(tmp_path
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("model_list: [", "is not valid YAML: expected the node content, but found '...' at line 1, column 14"),
+    ("model_list: [", "is not valid YAML: did not find expected node content at line 2, column 1"),
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: *hunter2hunter2}}\n",
-     "is not valid YAML: found undefined alias '...' at line 2, column 64"),
+     "is not valid YAML: found undefined alias at line 2, column 64"),
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: hunter2hunter2}}}\n",
-     "is not valid YAML: expected <block end>, but found '}' at line 2, column 80"),  # and no quote of the line
+     "is not valid YAML: did not find expected '-' indicator at line 2, column 80"),  # and no quote of the line
     ("routes: {}\n", "model_list: Field required; routes: Extra inputs are not permitted"),
+    ("model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, api_base: http://a:1/v1,\n"
+     "                     api_base: http://b:1/v1}\n",  # the second server, silently the only one
+     "is not valid YAML: duplicate key api_base (first at line 3): a key is given once at line 4, column 22"),
     ("model_list: []\n", "model_list: List should have at least 1 item"),
     ("model_list:\n  - model_name: x\n    litellm_params: {api_base: http://127.0.0.1:1/v1}\n",
      "model_list[0].litellm_params: no 'model'"),

@@ -58,6 +58,7 @@ def test_a_route_file_without_a_default_takes_the_default_model_and_a_broken_one
     for text, message in [
         ("route:\n  Elim: rules\n", "'route': not a route file's field (expected 'default' and 'routes')"),
         ("{{{", "not valid YAML: while parsing a flow node"),
+        ("routes:\n  Elim: rules\n  Elim: openai/gpt-4o\n", "not valid YAML: while reading a mapping"),
         ("default: 5\n", "default: expected a model string, got 5"),
         ("routes:\n  Elim:\n", "routes.Elim: expected a model string, got None"),
         ("routes: [Elim]\n", "routes: expected a mapping OPERATION_OR_MODULE: MODEL, got ['Elim']"),

@@ -260,6 +260,10 @@ def test_bad_sweep_file_syntax_scenario_and_cli(tmp_path, capsys):
     path = write(tmp_path, "parameters: [unclosed\n")
     with pytest.raises(SweepFileError, match=re.escape(f"{path}: not valid YAML")):
         load_sweep(path)
+    path = write(tmp_path, "parameters:\n  steps: [1, 2]\n  arch: [generic]\n  steps: [3]\n", "twice.yaml")
+    with pytest.raises(SweepFileError, match="(?s)" + re.escape(f"{path}: not valid YAML") + ".*"
+                       + re.escape("duplicate key steps (first at line 2)")):
+        load_sweep(path)  # PyYAML would have swept steps 3 only
     path = write(tmp_path, "parameters:\n  scenario: [hobbs-cafe, nowhere-cafe]\n", "scen.yaml")
     with pytest.raises(SweepFileError, match=re.escape(f"{path}: parameters.scenario: unknown scenario 'nowhere-cafe'")):
         load_sweep(path)

@@ -38,6 +38,7 @@ from socialsim.llm.gateway import ApiBase, UnitPrice
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 from socialsim.scenarios.schema import field_problems
+from socialsim.yaml_files import load_yaml
 
 # Per-run settings the sweep owns; they are not grid parameters.
 RESERVED = {"rng", "seed", "seeds", "gateway", "sweep_dir"}
@@ -170,7 +171,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
         raise SweepFileError(f"{path}: expected a .yaml, .yml or .toml sweep file")
     text = path.read_text(encoding="utf-8")
     try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+        data = tomllib.loads(text) if path.suffix == ".toml" else load_yaml(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise SweepFileError(f"{path}: not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
     if not isinstance(data, dict):

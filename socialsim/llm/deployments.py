@@ -140,8 +140,10 @@ def _load(path: Path, changed: int) -> Deployments:
     """Loaded once per file and version (an edited file is read again)."""
     import yaml
 
+    from socialsim.yaml_files import load_yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise DeploymentsError(f"deployments file {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:  # its problem and place, not its quote of the line (a key may be on it)

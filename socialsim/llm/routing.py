@@ -13,6 +13,8 @@ from pathlib import Path
 
 import yaml
 
+from socialsim.yaml_files import load_yaml
+
 EMBEDDED = "local/smollm2"
 RULES = "rules"
 
@@ -65,7 +67,7 @@ class RouteTable:
         one). Any other key is refused: a misspelt ``route:`` would route nothing."""
         try:
             with open(path, encoding="utf-8") as text:  # a YAML error then names the file, not "<unicode string>"
-                data = yaml.safe_load(text) or {}
+                data = load_yaml(text) or {}
         except yaml.YAMLError as exc:
             raise ValueError(f"{path}: not valid YAML: {exc}") from None
         except OSError as exc:

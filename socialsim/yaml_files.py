@@ -1,0 +1,45 @@
+"""YAML as the project reads it (scenarios, sweep files, route tables, deployments files): a key
+written twice in one mapping is an error, not the silent "last one wins" of PyYAML. A sweep file's
+second ``steps:`` or a deployment's second ``api_base:`` is a mistake its author would want named."""
+
+from __future__ import annotations
+
+import re
+from typing import IO, Any
+
+import yaml
+from yaml.constructor import ConstructorError
+
+# libyaml's parser when present (~10x faster: sweeps load many runs' scenarios); the check is Python's
+_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class DuplicateKeyError(ConstructorError):
+    """A key given twice in one mapping; its problem names the key and both lines."""
+
+
+class _StrictLoader(_BASE):  # type: ignore[misc, valid-type]
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:  # `<<: *defaults` then a key of its own overrides it: allowed
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: the base constructor says so
+                continue
+            if first is not key_node:
+                # a plain name or number; anything else unquoted (a long text as a key might be a secret)
+                shown = key if re.fullmatch(r"[\w. -]{1,40}", str(key)) else "a key"
+                raise DuplicateKeyError(
+                    "while reading a mapping", node.start_mark,
+                    f"duplicate key {shown} (first at line {first.start_mark.line + 1}): a key is given once",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str | bytes | IO[str]) -> Any:
+    """``yaml.safe_load`` refusing a key given twice in one mapping (DuplicateKeyError, a YAMLError)."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)

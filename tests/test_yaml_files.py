@@ -1,0 +1,22 @@
+"""The project's YAML reader: a key given twice in one mapping is refused, naming it and both lines;
+a merge key's values may still be overridden, as YAML means them to be."""
+
+import pytest
+
+from socialsim.yaml_files import DuplicateKeyError, load_yaml
+
+
+def test_a_key_given_twice_is_named_with_both_lines_at_any_depth():
+    with pytest.raises(DuplicateKeyError) as caught:
+        load_yaml("agents:\n  - name: Ann\n    traits: {a: 1}\n    traits: {b: 2}\n")
+    assert caught.value.problem == "duplicate key traits (first at line 3): a key is given once"
+    assert caught.value.problem_mark.line + 1 == 4
+    assert load_yaml("a: {b: 1}\nc: {b: 2}\n") == {"a": {"b": 1}, "c": {"b": 2}}  # the same key in two mappings
+
+
+def test_a_merge_keys_values_may_be_overridden_and_an_odd_key_is_not_quoted():
+    assert load_yaml("d: &d {x: 1, y: 2}\nuse: {<<: *d, x: 3}\n") == {"d": {"x": 1, "y": 2}, "use": {"x": 3, "y": 2}}
+    with pytest.raises(DuplicateKeyError, match="duplicate key a key "):  # a key that is not a plain name
+        load_yaml("'sk-abc/def:ghi': 1\n'sk-abc/def:ghi': 2\n")
+    with pytest.raises(DuplicateKeyError, match="duplicate key 3 "):
+        load_yaml("3: a\n3: b\n")
