@@ -100,6 +100,11 @@ def _memory(memory: list[str]) -> str:
     return "\n".join(f"- {m}" for m in memory) or "- (nothing yet)"
 
 
+def _recent_memory(memory: list[str]) -> str:
+    """An agent's memory as every prompt shows it, quoted: it holds what other agents said and did."""
+    return f"Your recent memory ({QUOTED}):\n{_memory(memory)}\n"
+
+
 def _a(word: str) -> str:
     """``word`` with its indefinite article ("an altruistic", "a competitive")."""
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
@@ -142,7 +147,7 @@ class PredictObservedDesires(Operation):
     def prompt(self, ctx: MindContext) -> str:
         return (
             f"You are {ctx.observer}, and you keep a memory and watch your surroundings.\n"
-            f"Setting: {ctx.setting}\nYour recent memory ({QUOTED}):\n{_memory(ctx.memory)}\n\n"
+            f"Setting: {ctx.setting}\n{_recent_memory(ctx.memory)}\n"
             f"You just saw {ctx.target} do this ({QUOTED}): {ctx.action}\n"
             f"From that observed action and everything above, estimate {ctx.target}'s current value "
             f"(0-10) of each desire: {', '.join(_desires_of(ctx.prior))}. Base every estimate on the evidence you "
@@ -170,7 +175,7 @@ class PredictGuessedDesires(PredictObservedDesires):
 
     def prompt(self, ctx: MindContext) -> str:
         return (
-            f"You are {ctx.observer}.\nSetting: {ctx.setting}\nYour recent memory ({QUOTED}):\n{_memory(ctx.memory)}\n\n"
+            f"You are {ctx.observer}.\nSetting: {ctx.setting}\n{_recent_memory(ctx.memory)}\n"
             f"You predicted that {ctx.target} performed this action ({QUOTED}): {ctx.action}\n"
             f"Using that predicted action together with the setting and the state of the group, "
             f"estimate {ctx.target}'s current value (0-10) of each desire: {', '.join(_desires_of(ctx.prior))}. "
@@ -203,7 +208,7 @@ class GuessHiddenAction(Operation):
 
     def prompt(self, ctx: HiddenActionContext) -> str:
         return (
-            f"You are {ctx.observer}.\nSetting: {ctx.setting}\nYour recent memory ({QUOTED}):\n{_memory(ctx.memory)}\n"
+            f"You are {ctx.observer}.\nSetting: {ctx.setting}\n{_recent_memory(ctx.memory)}"
             f"Your own last action ({QUOTED}): {ctx.own_action or '(none yet)'}\n\n"
             f"You cannot observe {ctx.target} right now. From your observations, your own action and "
             f"your memory, what has {ctx.target} most likely been doing? Answer in a single sentence "
@@ -257,7 +262,7 @@ class ProposeActions(Operation):
             f"Your current desire states are: {_desire_list(ctx.desires)}.\n"
             f"The values you hope to reach are: {_desire_list(ctx.expected)}.\n"
             f"What you see others doing ({QUOTED}):\n{observed}\n"
-            f"Your recent memory ({QUOTED}):\n{_memory(ctx.memory)}\n\n"
+            f"{_recent_memory(ctx.memory)}\n"
             f"Generate {ctx.n} possible activity sequences that can best fulfil your desires{consistent}. "
             f"Be specific, make the activities varied, and include only actions possible in the present "
             f"environment. For each, give its stance toward the others: Cooperation, QuasiCooperation, "
