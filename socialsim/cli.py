@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from socialsim.llm.redact import RedactingFilter, redact
 
 if TYPE_CHECKING:  # the command line imports the simulation only when a command needs it
+    import pandas as pd
+
     from socialsim.model.runner import RunConfig, RunFailed
 
 # litellm, llama.cpp and Solara are imported where they are needed (litellm through llm/litellm_setup.py,
@@ -542,6 +544,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{len(result.failed)} not completed)")
     now = runs[runs["run_id"].isin(result.executed)]  # the runs this command ran; the others were paid before
     print(f"live LLM calls made now: {int(now['live_calls'].sum())}, live cost now: ${now['live_cost_usd'].sum():.4f}")
+    if not result.failed.empty:
+        print(_not_completed(result.failed, result.sweep_dir), file=sys.stderr)
     for problem in result.figure_problems:
         print(f"warning: {problem}", file=sys.stderr)
     if args.export:
@@ -550,6 +554,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         export(result.sweep_dir)
         print(f"export: {result.sweep_dir / 'export'}")
     return 0 if result.failed.empty else 3
+
+
+def _not_completed(failed: pd.DataFrame, sweep_dir: Path) -> str:
+    """Why a sweep's runs did not complete (how many of each status) and how they go on: the
+    line "N not completed" alone left the user to open runs.csv."""
+    # "stopped by budget: max_calls=15 reached (15 live LLM calls made, 0 in flight)": counted without the
+    # run's own figures in brackets
+    counts = failed["status"].fillna("no status recorded").str.split(" (", n=1, regex=False).str[0].value_counts()
+    why = "; ".join(f"{n} {status}" for status, n in counts.items())
+    hint = ("; a budget stopped some: raise max_cost or max_calls in the sweep file" if
+            counts.index.str.startswith("stopped by budget").any() else "")
+    return (f"not completed: {why} (listed in {sweep_dir / 'runs.csv'}). The same sweep command goes on with "
+            f"them, their recorded calls free from the shared tape{hint}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -553,6 +553,21 @@ def test_a_run_stopped_by_its_budget_is_redone_and_a_raised_budget_pays_only_for
         assert len(server.requests) - before == done.runs["live_calls"].sum() > 0
 
 
+def test_the_sweep_command_says_why_runs_did_not_complete_and_how_they_go_on(tmp_path, monkeypatch, capsys):
+    from socialsim.cli import main
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=by_prompt) as server:
+        (tmp_path / "s.yaml").write_text(f"name: b\nseeds: [1, 2]\nsteps: 3\napi_base: {server.api_base}\n"
+                                         "max_calls: 15\nparameters: {arch: generic, model: openai/fake-model}\n")
+        assert main(["sweep", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "s"), "--no-progress"]) == 3
+    err = capsys.readouterr().err
+    assert (f"not completed: 2 stopped by budget: max_calls=15 reached (listed in {tmp_path / 's' / 'runs.csv'}). "
+            "The same sweep command goes on with them, their recorded calls free from the shared tape; a budget "
+            "stopped some: raise max_cost or max_calls in the sweep file") in err
+
+
 def test_a_stopped_run_the_sweep_goes_on_with_says_so_when_it_no_longer_follows_its_first_attempt(
         tmp_path, monkeypatch, caplog):
     """As a resumed run does (runner.off_tape_told): a step the first attempt completed asking calls the
