@@ -20,11 +20,30 @@ class DuplicateKeyError(ConstructorError):
 
 
 class _StrictLoader(_BASE):  # type: ignore[misc, valid-type]
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Check a mapping's own keys before a merge rewrites its value: a mapping merged into another
+        (``<<: *b``) is flattened there first - its value then holds the keys it merged in too - and
+        may never be built on its own."""
+        if node not in self._written():
+            self._written()[node] = [key for key, _ in node.value if key.tag != MERGE_TAG]
+            self._check(node)
+        super().flatten_mapping(node)
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if node not in self._written():
+            self._written()[node] = [key for key, _ in node.value if key.tag != MERGE_TAG]
+            self._check(node)
+        return super().construct_mapping(node, deep)
+
+    def _written(self) -> dict[yaml.Node, list[yaml.Node]]:
+        """Each mapping's keys as written (merge keys aside: their values may be overridden)."""
+        if not hasattr(self, "_written_keys"):
+            self._written_keys: dict[yaml.Node, list[yaml.Node]] = {}
+        return self._written_keys
+
+    def _check(self, node: yaml.MappingNode) -> None:
         seen: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == MERGE_TAG:  # `<<: *defaults` then a key of its own overrides it: allowed
-                continue
+        for key_node in self._written()[node]:
             key = self.construct_object(key_node, deep=True)
             try:
                 first = seen.setdefault(key, key_node)
@@ -37,7 +56,6 @@ class _StrictLoader(_BASE):  # type: ignore[misc, valid-type]
                     "while reading a mapping", node.start_mark,
                     f"duplicate key {shown} (first at line {first.start_mark.line + 1}): a key is given once",
                     key_node.start_mark)
-        return super().construct_mapping(node, deep)
 
 
 def load_yaml(text: str | bytes | IO[str]) -> Any:

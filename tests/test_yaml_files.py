@@ -2,6 +2,7 @@
 a merge key's values may still be overridden, as YAML means them to be."""
 
 import pytest
+import yaml
 
 from socialsim.yaml_files import DuplicateKeyError, load_yaml
 
@@ -16,6 +17,14 @@ def test_a_key_given_twice_is_named_with_both_lines_at_any_depth():
 
 def test_a_merge_keys_values_may_be_overridden_and_an_odd_key_is_not_quoted():
     assert load_yaml("d: &d {x: 1, y: 2}\nuse: {<<: *d, x: 3}\n") == {"d": {"x": 1, "y": 2}, "use": {"x": 3, "y": 2}}
+    # a mapping with a merge of its own, merged into another and then used again: its value was rewritten
+    # by the outer merge to hold the keys it merged in, which are not written twice
+    nested = "a: &a {x: 1}\nc: {<<: &b {<<: *a, x: 2}}\nd: *b\n"
+    assert load_yaml(nested) == yaml.safe_load(nested)  # as PyYAML reads it (its own merge order), no error
+    with pytest.raises(DuplicateKeyError, match="duplicate key x "):  # written twice inside the merged one
+        load_yaml("a: &a {x: 1}\nc: {<<: &b {<<: *a, x: 2, x: 3}}\n")
+    with pytest.raises(DuplicateKeyError, match="duplicate key y "):  # in a mapping only ever merged
+        load_yaml("c: {<<: {y: 2, y: 3}}\n")
     with pytest.raises(DuplicateKeyError, match="duplicate key a key "):  # a key that is not a plain name
         load_yaml("'sk-abc/def:ghi': 1\n'sk-abc/def:ghi': 2\n")
     with pytest.raises(DuplicateKeyError, match="duplicate key 3 "):
