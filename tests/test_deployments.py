@@ -135,6 +135,32 @@ def test_a_router_setting_naming_a_variable_nobody_set_is_named_before_step_1(tm
     assert not chats(a)
 
 
+def test_a_shared_files_other_models_are_not_the_runs_concern(tmp_path, servers, monkeypatch):
+    """A file serving several models: a variable another model's deployment names but nobody set here
+    refused the run (session 32's first pre-flight read every deployment); the Router leaves it as written."""
+    from socialsim.llm import deployments
+    from socialsim.llm.litellm_setup import litellm
+
+    a, _ = servers
+    pool = pool_file(tmp_path / "pool.yaml", a, extra="  - model_name: anthropic/other\n    litellm_params: "
+                     "{model: anthropic/other, api_key: os.environ/UNSET_OTHER_KEY,\n"
+                     "                     extra_headers: {X-Token: os.environ/UNSET_OTHER_TOKEN}}\n")
+    assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 0
+    assert len(chats(a)) > 2
+    given = {}
+    monkeypatch.setattr(litellm, "Router", lambda **kwargs: given.update(kwargs))
+    loaded = deployments.load_deployments(pool)
+    loaded.new_router({MODEL})
+    assert given["model_list"][1]["litellm_params"]["extra_headers"] == {"X-Token": "os.environ/UNSET_OTHER_TOKEN"}
+    with pytest.raises(deployments.DeploymentsError, match="anthropic/other's extra_headers.X-Token names the "
+                       "environment variable UNSET_OTHER_TOKEN"):
+        loaded.new_router({MODEL, "anthropic/other"})
+    # a workload-identity pointer (*_ref) is litellm's to resolve: the pre-flight hands it on as written
+    ref = loaded.of("anthropic/other")[0].model_copy(update={"litellm_params": {"model": "anthropic/other",
+                                                                                 "token_ref": "os.environ/UNSET_REF"}})
+    assert loaded.resolved_params(ref)["token_ref"] == "os.environ/UNSET_REF"
+
+
 def test_the_router_is_given_router_settings_with_their_references_read(tmp_path, monkeypatch):
     from socialsim.llm import deployments
     from socialsim.llm.litellm_setup import litellm

@@ -24,6 +24,7 @@ import functools
 import inspect
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from socialsim.llm.redact import name_secret, no_credential_in_url
 
 ENV_REFERENCE = "os.environ/"
+POINTER_SUFFIX = "_ref"  # litellm's workload-identity fields: a pointer it resolves itself, never read here
 # words in a parameter's name that make its value a secret (api_key, aws_secret_access_key,
 # vertex_credentials, azure_ad_token, redis_password ...): named by an environment variable only
 SECRET_WORDS = ("key", "secret", "token", "password", "credential", "authorization")
@@ -76,49 +78,60 @@ class Deployments:
     def of(self, model: str) -> list[Deployment]:
         return [d for d in self.spec.model_list if d.model_name == model]
 
-    def new_router(self):
-        """litellm's Router over every deployment (a run's own: see ``Gateway._router``)."""
+    def new_router(self, models: Iterable[str] | None = None):
+        """litellm's Router over every deployment (a run's own: see ``Gateway._router``); ``models``:
+        the run's, whose references must all be set (another model's, never asked unless a fallback
+        names it, are read where set and otherwise left as written)."""
         from socialsim.llm.litellm_setup import litellm
 
+        asked = None if models is None else set(models)
         settings = {**ROUTER_DEFAULTS, **self.read_references(self.spec.router_settings, "router_settings")}
-        return litellm.Router(model_list=[self._with_nested_references_read(d) for d in self.spec.model_list],
-                              **settings)
+        return litellm.Router(model_list=[self._with_nested_references_read(d, asked is None or d.model_name in asked)
+                                          for d in self.spec.model_list], **settings)
 
-    def _with_nested_references_read(self, deployment: Deployment) -> dict[str, Any]:
+    def _with_nested_references_read(self, deployment: Deployment, strict: bool = True) -> dict[str, Any]:
         """A deployment as the Router is given it: litellm reads the ``os.environ/`` references of its
         top-level parameters itself (leaving the pointers it must), but sends a nested one as written:
         an ``extra_headers`` Authorization would reach the server as the text ``os.environ/NAME``."""
         entry = deployment.model_dump()
         entry["litellm_params"] = {
-            name: self.read_references(value, f"{deployment.model_name}'s {name}") if isinstance(value, dict | list)
-            else value for name, value in deployment.litellm_params.items()}
+            name: self.read_references(value, f"{deployment.model_name}'s {name}", strict)
+            if isinstance(value, dict | list) else value for name, value in deployment.litellm_params.items()}
         return entry
 
     def resolved_params(self, deployment: Deployment) -> dict[str, Any]:
         """A deployment's parameters with its environment references read, however deeply nested (for
-        the pre-flight check, which asks each deployment itself); a variable not set is named."""
-        return {name: self.read_references(value, f"{deployment.model_name}'s {name}")
+        the pre-flight check, which asks each deployment itself); a variable not set is named. A
+        top-level ``*_ref`` field is a pointer litellm hands on as written (workload identity)."""
+        return {name: value if name.endswith(POINTER_SUFFIX)
+                else self.read_references(value, f"{deployment.model_name}'s {name}")
                 for name, value in deployment.litellm_params.items()}
 
-    def check_environment(self) -> None:
-        """Raise DeploymentsError naming the first ``os.environ/`` reference whose variable is not set
-        (before step 1: the Router is built at the run's first pooled call)."""
+    def check_environment(self, models: Iterable[str]) -> None:
+        """Raise DeploymentsError naming the first ``os.environ/`` reference of the deployments of
+        ``models`` (the run's), or of the router settings, whose variable is not set (before step 1:
+        the Router is built at the run's first pooled call). A shared file's other deployments are
+        not the run's concern."""
+        asked = set(models)
         for deployment in self.spec.model_list:
-            self.resolved_params(deployment)
+            if deployment.model_name in asked:
+                self.resolved_params(deployment)
         self.read_references(self.spec.router_settings, "router_settings")
 
-    def read_references(self, node: Any, where: str) -> Any:
-        """``node`` with every ``os.environ/NAME`` in it replaced by NAME's value."""
+    def read_references(self, node: Any, where: str, strict: bool = True) -> Any:
+        """``node`` with every ``os.environ/NAME`` in it replaced by NAME's value; one not set raises
+        DeploymentsError naming it (``strict``) or is left as written."""
         if isinstance(node, dict):
-            return {key: self.read_references(value, f"{where}.{key}") for key, value in node.items()}
+            return {key: self.read_references(value, f"{where}.{key}", strict) for key, value in node.items()}
         if isinstance(node, list | tuple):
-            return [self.read_references(value, f"{where}[{i}]") for i, value in enumerate(node)]
+            return [self.read_references(value, f"{where}[{i}]", strict) for i, value in enumerate(node)]
         if isinstance(node, str) and node.startswith(ENV_REFERENCE):
             variable = node[len(ENV_REFERENCE):]
-            if variable not in os.environ:
+            if variable in os.environ:
+                return os.environ[variable]
+            if strict:
                 raise DeploymentsError(f"{self.path}: {where} names the environment variable {variable}, "
                                        f"which is not set")
-            return os.environ[variable]
         return node
 
 

@@ -697,7 +697,7 @@ class Gateway:
         Router kept for the process carried into a resume or a dashboard Reset."""
         root = self._root()
         if root._pool is None:
-            root._pool = self.deployments.new_router()
+            root._pool = self.deployments.new_router(root.models())
         return root._pool
 
     def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:

@@ -71,7 +71,7 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
                     deployments.path, ", ".join(sorted(models)), ", ".join(sorted(deployments.names)))
     if deployments is not None and any(deployments.serves(m) for m in models):
         try:  # router_settings' references too (a Redis password): the Router is built at the first call
-            deployments.check_environment()
+            deployments.check_environment(models)
         except ValueError as exc:
             raise ModelUnavailable(str(exc)) from None
     for model in sorted(models):
