@@ -148,6 +148,9 @@ def _parser() -> argparse.ArgumentParser:
     dash.add_argument("--steps", type=int, help="where Play stops in a live society (default: the scenario's length)")
     dash.add_argument("--max-calls", type=int, help="a live society's budget of live LLM calls: Play stops when spent")
     dash.add_argument("--max-cost", type=_finite, help="a live society's budget in USD: Play stops when spent")
+    dash.add_argument("--price", type=_price, metavar="IN,OUT",
+                      help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
+                           "(needed with --max-cost)")
     dash.add_argument("--api-base", metavar="URL", help="endpoint of a live society's provider models (vLLM, Ollama)")
     dash.add_argument("--deployments", type=Path, metavar="FILE",
                       help="a live society's deployments behind a model name (litellm's model_list format, as run's)")
@@ -642,10 +645,11 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from socialsim.llm.engines import ModelUnavailable, check_models
     from socialsim.model.run_dir import is_run_dir
 
-    live = {"steps": args.steps, "max_calls": args.max_calls, "max_cost": args.max_cost, "api_base": args.api_base,
-            "deployments": args.deployments}
+    live = {"steps": args.steps, "max_calls": args.max_calls, "max_cost": args.max_cost, "price": args.price,
+            "api_base": args.api_base, "deployments": args.deployments}
+    # --max-calls 0 is refused, not taken as run's "no live call": the page's box reads 0 as no limit
     for flag, value, low, expected in (("--steps", args.steps, 1, "a whole number >= 1"),
-                                       ("--max-calls", args.max_calls, 0, "a whole number >= 0"),
+                                       ("--max-calls", args.max_calls, 1, "a whole number >= 1 (without it, no limit)"),
                                        ("--max-cost", args.max_cost, 0, "a number of USD >= 0")):
         if value is not None and value < low:
             return _fail(f"{flag} expects {expected}, got {value}")
@@ -670,6 +674,11 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
                 check_models({default_model(args.model)}, ping=False, api_base=args.api_base,
                              deployments=load_deployments(live["deployments"]))
+            if args.max_cost is not None:  # a budget needs prices (the page checks a judge's too, on Reset)
+                from socialsim.llm.routing import default_model
+                from socialsim.model.runner import RunConfig, check_priced
+
+                check_priced(RunConfig(max_cost=args.max_cost, price=args.price), {default_model(args.model)})
     except (ScenarioError, ValueError, FileNotFoundError, ModelUnavailable) as exc:
         return _fail(_problem(exc))
     if busy := port_in_use(args.host, args.port):

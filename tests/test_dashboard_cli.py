@@ -250,12 +250,13 @@ def test_a_live_societys_budget_length_endpoint_and_deployments_reach_the_page(m
                                                   f"{{model: openai/fake-model, api_base: '{s.api_base}'}}}}\n"
                                                   for s in (a, b)))
         args = ["dashboard", "hobbs-cafe", "--arch", "generic", "--model", "openai/fake-model", "--steps", "2",
-                "--max-calls", "500", "--max-cost", "1.5", "--api-base", "http://127.0.0.1:9/v1",
+                "--max-calls", "500", "--max-cost", "1.5", "--price", "1,2", "--api-base", "http://127.0.0.1:9/v1",
                 "--deployments", str(tmp_path / "." / "pool.yaml")]
         assert cli.main(args) == 0
         (target, host, port), live = served[-1]
         assert live == {"arch": "generic", "model": "openai/fake-model", "seed": 42, "steps": 2, "max_calls": 500,
-                        "max_cost": 1.5, "api_base": "http://127.0.0.1:9/v1", "deployments": str(pool.resolve())}
+                        "max_cost": 1.5, "price": (1.0, 2.0), "api_base": "http://127.0.0.1:9/v1",
+                        "deployments": str(pool.resolve())}
         env = server.server_env(target, **live)
         for name, value in env.items():
             if name.startswith("SOCIALSIM_DASHBOARD_"):
@@ -265,10 +266,13 @@ def test_a_live_societys_budget_length_endpoint_and_deployments_reach_the_page(m
         config = session.config
         assert (config.steps, config.max_calls, config.max_cost, config.api_base) == (2, 500, 1.5,
                                                                                         "http://127.0.0.1:9/v1")
-        assert config.call_options == {"deployments": str(pool.resolve())}
+        assert config.call_options == {"deployments": str(pool.resolve()), "price": (1.0, 2.0)}
         session._build()  # the page's society: its calls go to the pool, not to --api-base (nobody there)
         session.model.step()
         assert len(a.requests) > 1 and len(b.requests) > 1
+        assert session.model.llm.ledger.live_cost > 0  # priced at --price: the budget counts every call
+        monkeypatch.setenv("SOCIALSIM_DASHBOARD_MAX_COST", "0.0")  # --max-cost 0: no live call, as for run
+        assert app.initial_session().config.max_cost == 0.0
         # a replay takes none of them: said, and not passed on
         run_dir = str(_fake_run_dir(tmp_path / "run"))
         with caplog.at_level(logging.WARNING, logger="socialsim"):
@@ -278,19 +282,37 @@ def test_a_live_societys_budget_length_endpoint_and_deployments_reach_the_page(m
 
 
 @pytest.mark.parametrize(("flags", "said"), [
-    (["--max-calls", "-1"], "--max-calls expects a whole number >= 0, got -1"),
+    (["--max-calls", "-1"], "--max-calls expects a whole number >= 1 (without it, no limit), got -1"),
+    (["--max-calls", "0"], "--max-calls expects a whole number >= 1"),  # the page's box reads 0 as no limit
+    (["--model", "openai/fake-model", "--max-cost", "1"], "--max-cost 1 cannot be kept: openai/fake-model has no "
+                                                         "price in litellm's cost map; give --price IN,OUT"),
     (["--steps", "0"], "--steps expects a whole number >= 1, got 0"),
     (["--max-cost", "-2"], "--max-cost expects a number of USD >= 0, got -2.0"),
     (["--api-base", "http://user:hunter2@127.0.0.1:8000/v1"], "the endpoint carries a credential"),
     (["--deployments", "no-such-file.yaml"], "no-such-file.yaml: No such file or directory"),
     (["--deployments", "BAD"], "is not valid YAML"),
-], ids=["max-calls", "steps", "max-cost", "api-base", "no file", "bad file"])
+], ids=["max-calls", "max-calls 0", "unpriced", "steps", "max-cost", "api-base", "no file", "bad file"])
 def test_a_live_setting_that_cannot_work_is_refused_before_serving(monkeypatch, tmp_path, capsys, flags, said):
     served = []
     monkeypatch.setattr(server, "serve", lambda *a, **kw: served.append(a) or 0)
     monkeypatch.setattr(server, "port_in_use", lambda host, port: None)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     (tmp_path / "BAD").write_text("model_list: [")
     assert cli.main(["dashboard", "hobbs-cafe", *flags]) == 2
     err = capsys.readouterr().err
     assert said in err and "hunter2" not in err and not served
+
+
+def test_the_pages_society_refuses_a_budget_it_cannot_keep(monkeypatch):
+    """A Reset with a budget in USD and a model with no price: no call would have counted against it."""
+    from socialsim.dashboards.session import LiveConfig, LiveSession
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", max_cost=0.01,
+                                     api_base="http://127.0.0.1:9/v1"))
+    with pytest.raises(ValueError, match="max cost 0.01 cannot be kept: openai/fake-model has no price"):
+        session._build()
+    priced = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", max_cost=0.01))
+    priced._build()  # the rules cost nothing: nothing to price
+    assert priced.model is not None

@@ -59,12 +59,22 @@ def initial_session() -> LiveSession | ReplaySession:
         seed=int(os.environ.get("SOCIALSIM_DASHBOARD_SEED", "42")),
         max_calls=int(os.environ.get("SOCIALSIM_DASHBOARD_MAX_CALLS") or 0) or None,
         steps=int(os.environ.get("SOCIALSIM_DASHBOARD_STEPS") or 0) or None,
-        max_cost=float(os.environ.get("SOCIALSIM_DASHBOARD_MAX_COST") or 0) or None,
+        max_cost=float(cost) if (cost := os.environ.get("SOCIALSIM_DASHBOARD_MAX_COST")) else None,  # 0 is a budget
         api_base=os.environ.get("SOCIALSIM_DASHBOARD_API_BASE") or None,
-        call_options={"deployments": path} if (path := os.environ.get("SOCIALSIM_DASHBOARD_DEPLOYMENTS")) else {},
+        call_options=_call_options_given(),
     ))
     session.start()
     return session
+
+
+def _call_options_given() -> dict:
+    """The command line's --deployments and --price for a live society (see server.LIVE_SETTINGS)."""
+    options: dict = {}
+    if path := os.environ.get("SOCIALSIM_DASHBOARD_DEPLOYMENTS"):
+        options["deployments"] = path
+    if price := os.environ.get("SOCIALSIM_DASHBOARD_PRICE"):
+        options["price"] = tuple(float(v) for v in price.split(","))
+    return options
 
 
 def worker_state(session: LiveSession | ReplaySession) -> tuple:

@@ -95,6 +95,7 @@ def offline_assets(cache: Path | None = None) -> Path:
 LIVE_SETTINGS = {"arch": "SOCIALSIM_DASHBOARD_ARCH", "model": "SOCIALSIM_DASHBOARD_MODEL",
                  "seed": "SOCIALSIM_DASHBOARD_SEED", "steps": "SOCIALSIM_DASHBOARD_STEPS",
                  "max_calls": "SOCIALSIM_DASHBOARD_MAX_CALLS", "max_cost": "SOCIALSIM_DASHBOARD_MAX_COST",
+                 "price": "SOCIALSIM_DASHBOARD_PRICE",
                  "api_base": "SOCIALSIM_DASHBOARD_API_BASE", "deployments": "SOCIALSIM_DASHBOARD_DEPLOYMENTS"}
 
 
@@ -107,7 +108,7 @@ def server_env(target: str, arch: str | None = None, model: str | None = None, s
         raise TypeError(f"server_env: no live setting {', '.join(sorted(unknown))}")
     settings = {**dict.fromkeys(LIVE_SETTINGS), **live, "arch": arch, "model": model, "seed": seed}
     env = dict(os.environ)
-    env.update({name: "" if settings[key] is None else str(settings[key]) for key, name in LIVE_SETTINGS.items()})
+    env.update({name: _as_text(settings[key]) for key, name in LIVE_SETTINGS.items()})
     env.update({
         "SOLARA_ASSETS_PROXY_CACHE_DIR": str(offline_assets()),
         "SOCIALSIM_DASHBOARD_TARGET": target,
@@ -117,6 +118,13 @@ def server_env(target: str, arch: str | None = None, model: str | None = None, s
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     })
     return env
+
+
+def _as_text(value: Any) -> str:
+    """A setting as the environment holds it: "" for none, a price as IN,OUT."""
+    if value is None:
+        return ""
+    return ",".join(str(v) for v in value) if isinstance(value, tuple | list) else str(value)
 
 
 def server_command(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[str]:

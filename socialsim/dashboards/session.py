@@ -364,6 +364,11 @@ class LiveSession:
         gateway = Gateway(RouteTable(model_name, dict(c.routes)), tape,
                           ledger=Ledger(Budget(c.max_cost, c.max_calls)), api_base=c.api_base, **c.call_options)
         model = SocietyModel(c.scenario, arch=c.arch, rng=c.seed, gateway=gateway, **c.params)
+        if c.max_cost is not None:  # a budget needs prices: else no call would ever count against it
+            from socialsim.model.runner import RunConfig, check_priced
+
+            check_priced(RunConfig(max_cost=c.max_cost, price=c.call_options.get("price")), gateway.models(),
+                         budget="max cost ")
         # the routes' and a judge's models too, before step 1, asked as the run will ask them
         check_models(gateway.models(), api_base=c.api_base, timeout_s=gateway.timeout_s,
                      num_retries=gateway.num_retries, deployments=gateway.deployments)
