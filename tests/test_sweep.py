@@ -589,11 +589,15 @@ def test_a_stopped_run_the_sweep_goes_on_with_says_so_when_it_no_longer_follows_
             done = sweep({**spec, "max_calls": 100}, tmp_path / "s", progress=False, preflight=False)
     assert (done.runs["status"] == "completed").all()
     warned = [r.getMessage() for r in caplog.records if "the tape did not hold" in r.getMessage()]
+    run_id = done.runs["run_id"].iloc[0]
     assert warned == ["step 1 made 10 calls the tape did not hold, though the recording went on to step 2: the "
-                      "code, scenario or settings differ from the recording's, so this resumed run no longer "
-                      "follows it, and pays for calls it had recorded"]
-    (tmp_path / "s" / "runs" / done.runs["run_id"].iloc[0] / "tape.jsonl").write_text("not a tape\n{}\n")
-    assert earlier_attempt_through(tmp_path / "s" / "runs" / done.runs["run_id"].iloc[0]) is None  # advice only
+                      f"code, scenario or settings differ from the recording's, so run {run_id}, going on from its "
+                      "first attempt, no longer follows it, and pays for calls it had recorded"]
+    (tmp_path / "s" / "runs" / run_id / "tape.jsonl").write_text("not a tape\n{}\n")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert earlier_attempt_through(tmp_path / "s" / "runs" / run_id) is None  # advice only, said
+    assert "cannot read it" in caplog.text and "is not checked" in caplog.text
 
 
 @pytest.mark.parametrize(("text", "name", "message"), [

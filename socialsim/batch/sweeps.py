@@ -373,7 +373,8 @@ class SweepModel(SocietyModel):
             log.exception("run %s failed at step %s", self.run_id, self.steps)
             self.finish(f"failed: {type(exc).__name__}: {exc}")
             return
-        if self.recorded_through is not None and off_tape_told(self, self.recorded_through):
+        if self.recorded_through is not None and off_tape_told(
+                self, self.recorded_through, f"run {self.run_id}, going on from its first attempt,"):
             self.recorded_through = None  # said once (as a resumed single run says it), or no longer to be told
         if self.steps >= self.run_config.steps:
             self.finish("completed")
@@ -419,7 +420,9 @@ def earlier_attempt_through(run_dir: Path) -> int | None:
     tape = run_dir / "tape.jsonl"
     try:
         return max((record.step for record in Tape(tape).records()), default=None) if tape.is_file() else None
-    except (OSError, ValueError):  # a damaged copy: the check only advises, the run goes on from the shared tape
+    except (OSError, ValueError) as exc:  # a damaged copy: the check only advises; the run goes on from the shared tape
+        log.warning("%s: cannot read it (%s), so whether this run still follows its first attempt is not checked",
+                    tape, exc)
         return None
 
 

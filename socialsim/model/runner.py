@@ -276,7 +276,7 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
     return status
 
 
-def off_tape_told(model: SocietyModel, recorded_through: int) -> bool:
+def off_tape_told(model: SocietyModel, recorded_through: int, subject: str = "this resumed run") -> bool:
     """Say so if a resumed run's step, one its recording completed, made calls its tape did not hold:
     the code, the scenario or the settings differ from the recording's, so the run no longer follows
     it and those calls are paid again. True once said, or once it cannot be told: a call the recording
@@ -288,9 +288,9 @@ def off_tape_told(model: SocietyModel, recorded_through: int) -> bool:
     if not off_tape:
         return False
     log.warning("step %d made %d call%s the tape did not hold, though the recording went on to step %d: "
-                "the code, scenario or settings differ from the recording's, so this resumed run no longer "
-                "follows it, and pays for calls it had recorded", step, off_tape, "" if off_tape == 1 else "s",
-                recorded_through)
+                "the code, scenario or settings differ from the recording's, so %s no longer follows it, and "
+                "pays for calls it had recorded", step, off_tape, "" if off_tape == 1 else "s", recorded_through,
+                subject)
     return True
 
 
