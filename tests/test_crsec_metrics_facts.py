@@ -238,3 +238,28 @@ def test_the_first_time_most_of_those_who_acted_complied_is_dated_and_unmeasured
     assert metrics._acting_reached(frame, "n") == "at day 0.50"
     assert metrics._acting_reached(frame, "m") == "not measured (nobody acted on it)"
     assert metrics._acting_reached(frame, "absent") == "not measured (nobody acted on it)"
+
+
+def test_acts_bearing_on_a_norm_are_read_by_hour_from_strings_tuples_or_no_tags(model):
+    """``reproduce``'s acting compliance over a stretch of a run's events frame: an act out of the
+    norm's hours, refused, or before the stretch bears on nothing; tags come comma-joined (a run's
+    table), as a tuple, or missing; the agents are the acts' own, so a breacher who acted counts once."""
+    settings, minutes = model.society.settings, model.scenario_spec.step_minutes
+    events = pd.DataFrame([(FOUR_PM + 1, "Ann", SAW, True, "saw"),  # 16:10: before the quiet hours
+                           (FOUR_PM, "Old", SAW, True, "saw"),  # the stretch starts after this step
+                           (HALF_FIVE, "Bob", SAW, True, ("saw",)),  # a breach
+                           (HALF_FIVE, "Bob", SAW, True, "saw,wood"),
+                           (HALF_FIVE, "Cid", SKETCH, True, None),  # the compliant alternative
+                           (HALF_FIVE, "Dee", SAW, False, "saw"),  # refused: no fact
+                           (HALF_FIVE + 1, "Eve", SKETCH, True, ())],
+                          columns=["step", "agent", "action", "ok", "tags"])
+    assert metrics._acts_bearing_on(events, settings, minutes, LATE_SAWING, FOUR_PM) == ["Bob", "Bob", "Cid", "Eve"]
+    assert metrics.acts_bearing_on(events, settings, minutes, LATE_SAWING, FOUR_PM) == 4
+    assert metrics._acts_bearing_on(events, settings, minutes, SWEEPING, FOUR_PM) == ["Ann", "Bob", "Bob"]
+    assert metrics.acts_bearing_on(events.iloc[:0], settings, minutes, LATE_SAWING, FOUR_PM) == 0
+    breached = pd.DataFrame({"step": [HALF_FIVE, HALF_FIVE], "agent": ["Bob", "Ann"],
+                             "norm": [LATE_SAWING, SWEEPING]})
+    # of Bob, Cid and Eve, Bob breached; Ann's breach of another norm is no chance here
+    assert metrics.acting_unbroken_share(events, breached, settings, minutes, LATE_SAWING, FOUR_PM) \
+        == pytest.approx(2 / 3)
+    assert math.isnan(metrics.acting_unbroken_share(events, breached, settings, minutes, PHONES, FOUR_PM))
