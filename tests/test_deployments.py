@@ -5,6 +5,7 @@ naming the file and the field."""
 
 import json
 import logging
+import uuid
 
 import pandas as pd
 import pytest
@@ -365,11 +366,12 @@ def test_a_secret_named_by_a_variable_is_redacted_whatever_the_variable_is_calle
     from socialsim.llm.redact import redact
 
     value = "vllm-auth-" + "z9" * 10  # no other secret of the environment in it (e.g. a test's "placeholder")
-    monkeypatch.setenv("VLLM_AUTH", value)
+    variable = f"VLLM_AUTH_{uuid.uuid4().hex[:8].upper()}"  # named by no earlier test of this process
+    monkeypatch.setenv(variable, value)
     assert redact(f"sent {value}") == f"sent {value}"
     path = tmp_path / "pool.yaml"
     path.write_text("model_list:\n  - {model_name: one, litellm_params: {model: openai/x, "
-                    "api_key: os.environ/VLLM_AUTH}}\n")
+                    f"api_key: os.environ/{variable}}}}}\n")
     load_deployments(path)
     assert redact(f"sent {value}") == "sent [REDACTED]"
 
