@@ -172,13 +172,18 @@ def test_the_router_is_given_router_settings_with_their_references_read(tmp_path
     path.write_text("model_list:\n  - {model_name: m, litellm_params: {model: openai/m, api_key: os.environ/POOL_KEY,"
                     " extra_headers: {X-Token: os.environ/POOL_KEY}}}\n"
                     "router_settings: {cache_kwargs: {password: os.environ/CACHE_SECRET}}\n")
+    pool = deployments.load_deployments(path)  # before litellm's Router is replaced: the file's check reads it
     given = {}
     monkeypatch.setattr(litellm, "Router", lambda **kwargs: given.update(kwargs))
-    deployments.load_deployments(path).new_router()
+    pool.new_router()
     assert given["cache_kwargs"] == {"password": "placeholder-cache-secret"}
     params = given["model_list"][0]["litellm_params"]
     assert params["extra_headers"] == {"X-Token": "placeholder-pool-key"}
     assert params["api_key"] == "os.environ/POOL_KEY"  # litellm reads its top level itself (and keeps its pointers)
+    assert given["enable_weighted_failover"] is True  # ours: a failed call goes to another deployment
+    path.write_text(path.read_text().replace("{cache_kwargs:", "{enable_weighted_failover: false, cache_kwargs:"))
+    deployments.load_deployments(path).new_router()  # litellm's Router's parameters, read already
+    assert given["enable_weighted_failover"] is False  # the file's choice wins
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -212,19 +217,44 @@ def test_the_router_is_given_router_settings_with_their_references_read(tmp_path
      "model_list[0].litellm_params.base_url: the endpoint carries a credential"),
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}}\nrouter_settings: "
      "{redis_url: 'redis://:hunter2@h:6379'}\n", "router_settings.redis_url: the endpoint carries a credential"),
+    # every word that makes a name a secret's
+    ("model_list:\n  - {model_name: x, litellm_params: {model: bedrock/x, aws_secret_access_key: hunter2hunter2}}\n",
+     "model_list[0].litellm_params.aws_secret_access_key holds a secret"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: azure/x, client_secret: hunter2hunter2}}\n",
+     "model_list[0].litellm_params.client_secret holds a secret"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: azure/x, azure_ad_token: hunter2hunter2}}\n",
+     "model_list[0].litellm_params.azure_ad_token holds a secret"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: vertex_ai/x, vertex_credentials: hunter2hunter2}}\n",
+     "model_list[0].litellm_params.vertex_credentials holds a secret"),
+    ("model_list:\n  - {model_name: '', litellm_params: {model: openai/x}}\n",
+     "model_list.0.model_name: String should have at least 1 character"),
+    ("- {model_name: x, litellm_params: {model: openai/x}}\n", "the file: Input should be a valid dictionary"),
+    ("", "model_list: Field required"),
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}}\nrouter_settings: {model_list: [], self: 1}\n",
+     "router_settings: litellm's Router takes no model_list, self"),
+    ("model_list:\n  - {model_name: x, litellm_params: {api_key: hunter2hunter2}}\n",  # every problem, in order
+     "model_list[0].litellm_params: no 'model' (the litellm model string this deployment calls); "
+     "model_list[0].litellm_params.api_key holds a secret written out"),
+    ("model_list: \x07\n", "is not valid YAML: ReaderError\n"),  # a character YAML refuses: no line or column
+    # a list under a secret's name holds secrets
+    ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}, model_info: {api_keys: [EMPTY, hunter2hunter2]}}\n",
+     "model_list[0].model_info.api_keys[1] holds a secret written out"),
 ])
 def test_a_bad_deployments_file_is_refused_naming_the_file_and_the_field(tmp_path, capsys, text, expected):
     path = tmp_path / "pool.yaml"
     path.write_text(text)
     assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(path)]) == 2
     error = capsys.readouterr().err
-    assert f"deployments file {path.resolve()}" in error and expected in error
+    # the first problem right after the file's name: the field named from the file's top
+    assert f"deployments file {path.resolve()}{' ' if expected.startswith('is not') else ': '}{expected}" in error
     assert "hunter2" not in error and not (tmp_path / "r").exists()
 
 
 def test_a_missing_deployments_file_is_named(tmp_path, capsys):
     assert main([*RUN, "--deployments", str(tmp_path / "nowhere.yaml")]) == 2
     assert f"deployments file {tmp_path / 'nowhere.yaml'}: No such file or directory" in capsys.readouterr().err
+    assert main([*RUN, "--deployments", str(tmp_path)]) == 2  # there, but not a file to read
+    assert f"deployments file {tmp_path.resolve()}: Is a directory\n" in capsys.readouterr().err
 
 
 def test_a_resumed_run_may_go_on_with_other_deployments(tmp_path, servers, capsys):
@@ -282,8 +312,10 @@ def test_counts_named_like_secrets_pass_and_an_edited_file_is_read_again(tmp_pat
 
     path = tmp_path / "pool.yaml"
     path.write_text("model_list:\n  - {model_name: one, litellm_params: {model: openai/x, max_tokens: 100, "
-                    "api_key: os.environ/ANY, tpm: 1000}, model_info: {input_cost_per_token: 0.000001}}\n"
-                    "  - {model_name: one, litellm_params: {model: openai/x, api_key: EMPTY}}\n")  # vLLM's no-key
+                    "api_key: os.environ/ANY, tpm: 1000, max_completion_tokens: '256'}, "  # a count, though a string
+                    "model_info: {input_cost_per_token: 0.000001}}\n"
+                    "  - {model_name: one, litellm_params: {model: openai/x, api_key: EMPTY}}\n"  # vLLM's no-key
+                    "  - {model_name: one, litellm_params: {model: openai/x, api_key: ''}}\n")
     os.utime(path, ns=(10**18, 10**18))
     assert load_deployments(path).names == {"one"}
     assert load_deployments(path) is load_deployments(path)  # one Router per file for a process's runs
@@ -387,3 +419,68 @@ def test_a_deployment_is_named_as_the_file_writes_it_not_by_its_variables_value(
         assert main([*RUN, "--steps", "1", "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 0
     warned = [r.getMessage() for r in caplog.records if "deployment 1" in r.getMessage()]
     assert len(warned) == 1 and "deployment 1 (os.environ/POOL_BASE)" in warned[0]
+
+
+def test_the_router_built_without_the_check_names_an_unset_variable_and_its_field(tmp_path, monkeypatch):
+    """A run without the check before step 1 (``preflight=False``) builds the Router at its first
+    pooled call: a variable unset there is named with where the file names it, at any depth."""
+    from socialsim.llm import deployments
+    from socialsim.llm.litellm_setup import litellm
+
+    path = tmp_path / "pool.yaml"
+    for settings, params, where in [
+        ("{redis_password: os.environ/NO_SUCH_VAR}", "{model: openai/m}", "router_settings.redis_password"),
+        ("{}", "{model: openai/m, extra_headers: {X-Token: os.environ/NO_SUCH_VAR}}", "m's extra_headers.X-Token"),
+        ("{cache_kwargs: {startup_nodes: [{host: h}, {host: g, password: os.environ/NO_SUCH_VAR}]}}",
+         "{model: openai/m}", "router_settings.cache_kwargs.startup_nodes[1].password")]:
+        path.write_text(f"model_list:\n  - {{model_name: m, litellm_params: {params}}}\nrouter_settings: {settings}\n")
+        pool = deployments.load_deployments(path)
+        monkeypatch.setattr(litellm, "Router", lambda **kwargs: kwargs)
+        with pytest.raises(deployments.DeploymentsError) as raised:
+            pool.new_router()
+        assert str(raised.value) == (f"{path.resolve()}: {where} names the environment variable NO_SUCH_VAR, "
+                                     "which is not set")
+
+
+def test_a_reference_in_a_list_is_read_for_the_router_and_the_check(tmp_path, monkeypatch):
+    from socialsim.llm import deployments
+    from socialsim.llm.litellm_setup import litellm
+
+    monkeypatch.setenv("CACHE_SECRET", "placeholder-cache-secret")
+    monkeypatch.setenv("STOP_WORD", "DONE")
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n  - {model_name: m, litellm_params: {model: openai/m, extra_body: {stop: "
+                    "[END, os.environ/STOP_WORD]}}}\n"
+                    "router_settings: {cache_kwargs: {startup_nodes: [{host: h, password: os.environ/CACHE_SECRET}]}}\n")
+    pool = deployments.load_deployments(path)
+    monkeypatch.setattr(litellm, "Router", lambda **kwargs: kwargs)
+    given = pool.new_router()
+    assert given["cache_kwargs"] == {"startup_nodes": [{"host": "h", "password": "placeholder-cache-secret"}]}
+    assert given["model_list"][0]["litellm_params"]["extra_body"] == {"stop": ["END", "DONE"]}
+    assert pool.resolved_params(pool.of("m")[0])["extra_body"] == {"stop": ["END", "DONE"]}  # the check's
+
+
+def test_a_deployments_file_is_known_by_its_full_path_from_home_or_the_working_folder(tmp_path, monkeypatch):
+    """The path goes into the run's config.json and names the file in every message: a resume from
+    another folder must find the same file."""
+    from socialsim.llm.deployments import load_deployments
+
+    (tmp_path / "pool.yaml").write_text("model_list:\n  - {model_name: m, litellm_params: {model: openai/m}}\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert load_deployments("~/pool.yaml").path == (tmp_path / "pool.yaml").resolve()
+    monkeypatch.chdir(tmp_path)
+    assert load_deployments("pool.yaml").path == (tmp_path / "pool.yaml").resolve()
+    assert load_deployments(None) is None
+
+
+def test_a_file_serves_each_of_its_model_names_and_a_models_deployments_are_its_own(tmp_path):
+    from socialsim.llm.deployments import load_deployments
+
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n  - {model_name: small, litellm_params: {model: openai/s}}\n"
+                    "  - {model_name: big, litellm_params: {model: openai/b, api_base: 'http://h1/v1'}}\n"
+                    "  - {model_name: big, litellm_params: {model: openai/b, api_base: 'http://h2/v1'}}\n")
+    pool = load_deployments(path)
+    assert pool.serves("big") and pool.serves("small") and not pool.serves("openai/b")
+    assert [d.litellm_params.get("api_base") for d in pool.of("big")] == ["http://h1/v1", "http://h2/v1"]
+    assert [d.litellm_params["model"] for d in pool.of("small")] == ["openai/s"]
