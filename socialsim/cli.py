@@ -55,9 +55,7 @@ def _parser() -> argparse.ArgumentParser:
                           "--max-calls, --price, --concurrency, --rpm, --tpm, --api-base, --deployments, --timeout, "
                           "--retries, --json-schema, --breaker)")
     run.add_argument("--max-cost", type=_finite, help="stop cleanly once this many USD are spent")
-    run.add_argument("--price", type=_price, metavar="IN,OUT",
-                     help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
-                          "(needed with --max-cost)")
+    _price_argument(run, "needed with --max-cost")
     run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls")
     run.add_argument("--concurrency", type=int, help="max LLM calls in flight at once (default 128: a 100-agent phase in one round)")
     run.add_argument("--rpm", type=_finite, help="requests-per-minute limit shared by the run")
@@ -122,9 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--steps", type=int, help="override every run's length (a quick look; not the paper's protocol)")
     rp.add_argument("--yes", action="store_true", help="run whatever the projected cost (not needed when no model is asked, e.g. --model rules)")
     rp.add_argument("--max-cost", type=_finite, help="run only if the projection is under this many USD; the runs share it")
-    rp.add_argument("--price", type=_price, metavar="IN,OUT",
-                    help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
-                         "(projection and budget)")
+    _price_argument(rp, "projection and budget")
     rp.add_argument("--api-base", metavar="URL", help="endpoint for provider models (a vLLM or Ollama server, a proxy)")
     rp.add_argument("--deployments", type=Path, metavar="FILE",
                     help="several deployments behind a model name, balanced by litellm's Router (as in `run`)")
@@ -148,13 +144,16 @@ def _parser() -> argparse.ArgumentParser:
     dash.add_argument("--steps", type=int, help="where Play stops in a live society (default: the scenario's length)")
     dash.add_argument("--max-calls", type=int, help="a live society's budget of live LLM calls: Play stops when spent")
     dash.add_argument("--max-cost", type=_finite, help="a live society's budget in USD: Play stops when spent")
-    dash.add_argument("--price", type=_price, metavar="IN,OUT",
-                      help="USD per 1M prompt and completion tokens, for a model litellm has no price for "
-                           "(needed with --max-cost)")
+    _price_argument(dash, "needed with --max-cost")
     dash.add_argument("--api-base", metavar="URL", help="endpoint of a live society's provider models (vLLM, Ollama)")
     dash.add_argument("--deployments", type=Path, metavar="FILE",
                       help="a live society's deployments behind a model name (litellm's model_list format, as run's)")
     return parser
+
+
+def _price_argument(parser: argparse.ArgumentParser, what_for: str) -> None:
+    parser.add_argument("--price", type=_price, metavar="IN,OUT",
+                        help=f"USD per 1M prompt and completion tokens, for a model litellm has no price for ({what_for})")
 
 
 def _finite(text: str) -> float:
