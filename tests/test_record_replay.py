@@ -53,6 +53,22 @@ def test_a_secret_set_or_changed_after_a_first_redaction_is_still_redacted(monke
     assert redact("changed-later-on-value-2") == "changed-later-on-value-2"
 
 
+def test_an_environment_without_cpythons_dict_is_watched_through_its_mapping(monkeypatch):
+    """Off CPython (no ``os.environ._data``) a change is still seen, by reading the variables."""
+    import types
+
+    import socialsim.llm.redact as redact_module
+
+    environ = {"PATH": "/bin", "OTHER_SERVICE_TOKEN": "first-value-of-the-token"}
+    monkeypatch.setattr(redact_module, "os", types.SimpleNamespace(environ=environ))
+    monkeypatch.setattr(redact_module, "_known", (None, []))
+    assert redact("a first-value-of-the-token b") == "a [REDACTED] b"
+    environ["OTHER_SERVICE_TOKEN"] = "second-value-of-the-token"
+    assert redact("first-value-of-the-token second-value-of-the-token") == "first-value-of-the-token [REDACTED]"
+    monkeypatch.undo()
+    assert redact("second-value-of-the-token") == "second-value-of-the-token"  # CPython's environment again
+
+
 def chatty(messages):
     """Options get a wordy, unusable first answer with ordinary 'secret'/'token' words, then a
     number when asked again (a repair round-trip whose key holds the first answer)."""

@@ -34,7 +34,7 @@ _SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
 MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact ordinary text
 
 
-_known: tuple[frozenset[tuple[str, str]], list[str]] = (frozenset(), [])  # (environment, its secret values)
+_known: tuple[dict | frozenset | None, list[str]] = (None, [])  # (environment seen, its secret values)
 _NAMED: set[str] = set()  # variables a configuration names as holding a secret (see name_secret)
 
 
@@ -44,7 +44,17 @@ def name_secret(variable: str) -> None:
     global _known
     if variable not in _NAMED:
         _NAMED.add(variable)
-        _known = (frozenset(), [])  # worked out again at the next look
+        _known = (None, [])  # worked out again at the next look
+
+
+def _environment_unchanged(seen) -> bool:
+    """Whether the environment is still ``seen``. CPython keeps ``os.environ``'s variables in a
+    plain dict, compared in C (about 1 us); reading them through the mapping, as the fallback does,
+    decodes every name and value (about 40 us for 35 variables), twice a call on a tape write."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict):
+        return data == seen
+    return frozenset(os.environ.items()) == seen
 
 
 def secret_values() -> list[str]:
@@ -53,10 +63,12 @@ def secret_values() -> list[str]:
     for a scan of every variable). Take them once to redact several texts (a tape record's reply
     and messages) with one look at the environment."""
     global _known
-    env = frozenset(os.environ.items())
-    if env != _known[0]:
-        values = {v for k, v in env if (_SECRET_ENV_NAME.search(k) or k in _NAMED) and v and len(v) >= MIN_SECRET_LENGTH}
-        _known = (env, sorted(values, key=len, reverse=True))  # longest first: a key containing another
+    if _known[0] is None or not _environment_unchanged(_known[0]):
+        data = getattr(os.environ, "_data", None)
+        seen = dict(data) if isinstance(data, dict) else frozenset(os.environ.items())
+        values = {v for k, v in os.environ.items()
+                  if (_SECRET_ENV_NAME.search(k) or k in _NAMED) and v and len(v) >= MIN_SECRET_LENGTH}
+        _known = (seen, sorted(values, key=len, reverse=True))  # longest first: a key containing another
     return _known[1]
 
 
