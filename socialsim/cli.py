@@ -662,6 +662,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
                                                        "recording's", ", ".join(given), target)
             live = {}
         else:
+            from socialsim.llm.routing import default_model
+
             if args.api_base:  # it goes into the server's environment and the page's settings
                 from socialsim.llm.redact import no_credential_in_url
 
@@ -669,12 +671,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
             live["deployments"] = _deployments_path(args.deployments)  # a bad file is refused here, not on the page
             if args.model or args.deployments:  # the page would find an unknown model or a missing key only when
                 from socialsim.llm.deployments import load_deployments  # it builds the society
-                from socialsim.llm.routing import default_model
 
                 check_models({default_model(args.model)}, ping=False, api_base=args.api_base,
                              deployments=load_deployments(live["deployments"]))
             if args.max_cost is not None:  # a budget needs prices (the page checks a judge's too, on Reset)
-                from socialsim.llm.routing import default_model
                 from socialsim.model.runner import RunConfig, check_priced
 
                 check_priced(RunConfig(max_cost=args.max_cost, price=args.price), {default_model(args.model)})

@@ -445,3 +445,12 @@ def test_a_runs_copy_of_its_scenario_keeps_line_endings_and_no_secret(tmp_path, 
     with caplog.at_level(logging.WARNING, logger="socialsim"):
         assert replay(plain.run_dir, tmp_path / "p2", progress=False)[1]
     assert "using the run's own copy" not in caplog.text  # the file still holds what the run kept
+
+
+def test_a_tapes_last_step_is_its_latest_calls_whatever_the_order_written():
+    """What a resume and a sweep's retry check against: the last step a recording made calls in."""
+    tape = Tape()
+    assert tape.last_step() is None
+    for key, step in (("a", 2), ("b", 5), ("c", 3)):
+        tape.add(TapeRecord(key, "m", "Op", 1, step, [], {}, "x", 1, 1, 0.1, 0.0))
+    assert tape.last_step() == 5

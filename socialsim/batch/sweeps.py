@@ -419,7 +419,7 @@ def earlier_attempt_through(run_dir: Path) -> int | None:
     means the code, the scenario or the settings changed since (``runner.off_tape_told``)."""
     tape = run_dir / "tape.jsonl"
     try:
-        return max((record.step for record in Tape(tape).records()), default=None) if tape.is_file() else None
+        return Tape(tape).last_step() if tape.is_file() else None
     except (OSError, ValueError) as exc:  # a damaged copy: the check only advises; the run goes on from the shared tape
         log.warning("%s: cannot read it (%s), so whether this run still follows its first attempt is not checked",
                     tape, exc)

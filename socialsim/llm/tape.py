@@ -160,6 +160,11 @@ class Tape:
     def records(self) -> list[TapeRecord]:
         return list(self._records.values())
 
+    def last_step(self) -> int | None:
+        """The last step the tape holds a call of (None when it holds none): where a run that
+        recorded it stopped making calls."""
+        return max((record.step for record in self._records.values()), default=None)
+
     def _keep(self, record: TapeRecord) -> bool:
         """Index ``record`` unless its key is already answered: a reply replaces an error, and an
         answer an empty reply (a resumed run that asked again what an outage left unanswered)."""

@@ -173,7 +173,7 @@ def _recorded_through(gateway: Gateway, replay: bool) -> int | None:
     call of the steps before it was recorded, so a resumed run asks them all of its tape."""
     if replay:
         return None
-    return max((record.step for record in gateway.tape.records()), default=None)
+    return gateway.tape.last_step()
 
 
 def _scenario_source(config: RunConfig, earlier: str | Path | None) -> str:
