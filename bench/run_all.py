@@ -7,8 +7,8 @@ litellm's Router (--deployments);
 (2) the embedded engine's per-call time and tokens/s, batched decoding against one call at a
 time, and `make run`'s steps by weight layout and with and without saved prompt states, and (2f) the
 full-model first step (plans by the model); (3) `socialsim --help` and `socialsim models`
-start-up, timed by farm-bench when it is on PATH; (4) the test suite's wall time (only with --suite:
-it takes minutes).
+start-up, each a whole process timed after a warm-up (wall and CPU, min / median / max of five);
+(4) the test suite's wall time (only with --suite: it takes minutes).
 
     .venv/bin/python bench/run_all.py [--suite] [--skip-embedded]
 """
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
+import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -31,6 +32,24 @@ def section(title: str, argv: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, check=False)
     return time.perf_counter() - start
+
+
+def startup(title: str, argv: list[str], runs: int = 5) -> None:
+    """Time ``argv`` as a whole process ``runs`` times after one warm-up: wall seconds and the
+    CPU seconds (user + system) the operating system accounts to it; min / median / max."""
+    print(f"\n== {title}\n$ {' '.join(argv)}", flush=True)
+    walls, cpus = [], []
+    for attempt in range(runs + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if attempt:  # the first run warms the file cache
+            walls.append(wall)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    for name, values in (("wall s", walls), ("cpu s", cpus)):
+        print(f"{name:7} min {min(values):.3f}  median {statistics.median(values):.3f}  max {max(values):.3f}")
 
 
 def main() -> None:
@@ -56,12 +75,7 @@ def main() -> None:
                 [py, "bench/bench_embedded_step.py", "--full", "--steps", "1"])
     section("(2b) recording a run: per-step append vs whole rewrite", [py, "bench/bench_records.py"])
     for command in (["--help"], ["models"]):
-        argv = [py, "-m", "socialsim.cli", *command]
-        if shutil.which("farm-bench"):
-            section(f"(3) socialsim {' '.join(command)} start-up", ["farm-bench", "-n", "5", "--", *argv])
-        else:
-            wall = section(f"(3) socialsim {' '.join(command)} start-up", argv)
-            print(f"wall {wall:.2f} s")
+        startup(f"(3) socialsim {' '.join(command)} start-up", [py, "-m", "socialsim.cli", *command])
     if args.suite:
         wall = section("(4) test suite", ["make", "-s", "test"])  # the README's command, as a user runs it
         print(f"test suite wall time: {wall:.0f} s")
