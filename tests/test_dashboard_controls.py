@@ -61,6 +61,92 @@ def test_a_value_out_of_range_is_refused_with_the_set_message():
     assert "no_such" in check_parameters("itcmas", {"no_such": 1})
 
 
+def _slider_settings():
+    """A settings model with a parameter of every control: closed and open ranges, wide and narrow
+    integers, floats on and off their slider's grid, a range of no width."""
+    from typing import Literal
+
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class Slider(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        count: int = Field(4, ge=2, le=10, description="a closed integer range")
+        inside: int = Field(4, gt=1, lt=9)
+        wide: int = Field(150, ge=100, le=300)  # 200 apart: still a slider
+        wider: int = Field(0, ge=0, le=201)
+        huge: int = Field(10, ge=0, le=1000)
+        share: float = Field(2.5, ge=1, le=4)
+        open_share: float = Field(0.5, gt=0, lt=1)
+        off_grid: float = Field(0.123, ge=0, le=1)
+        point: float = Field(1.0, ge=1, le=1)
+        mode: Literal["a", "b"] = "b"
+        listed: list[int] = [1]  # no control, and the ones after it still have theirs
+        flag: bool = True
+        words: str = "hello"
+
+    return Slider
+
+
+def test_each_control_is_the_widget_its_declared_range_allows(monkeypatch):
+    from socialsim.agents import params
+
+    monkeypatch.setattr(params, "settings_model", lambda arch: _slider_settings())
+    specs = {s.pop("name"): s for s in parameter_controls("toy")}
+
+    def slider(kind, default, low, high, step, shown_low=None, shown_high=None):
+        return {"kind": kind, "default": default, "help": "", "low": low if shown_low is None else shown_low,
+                "high": high if shown_high is None else shown_high, "widget": "slider", "step": step}
+
+    assert specs["count"] == {**slider("int", 4, 2, 10, 1), "help": "a closed integer range"}
+    assert specs["inside"] == slider("int", 4, 1, 9, 1, shown_low=2, shown_high=8)  # an open bound is not a value
+    assert specs["wide"] == slider("int", 150, 100, 300, 1)
+    assert specs["wider"]["widget"] == specs["huge"]["widget"] == "input"  # more than 200 values: typed
+    assert specs["share"] == slider("float", 2.5, 1, 4, pytest.approx(0.03))
+    assert specs["open_share"] == slider("float", 0.5, 0, 1, pytest.approx(0.01), shown_low=pytest.approx(0.01),
+                                         shown_high=pytest.approx(0.99))
+    assert specs["off_grid"] == {"kind": "float", "default": 0.123, "help": "", "low": 0, "high": 1, "widget": "input"}
+    assert specs["point"]["widget"] == "input"  # a range of one value has no slider
+    assert specs["mode"] == {"kind": "choice", "default": "b", "help": "", "low": None, "high": None,
+                             "widget": "select", "choices": ["a", "b"]}
+    assert specs["flag"]["widget"] == "checkbox" and specs["words"]["widget"] == "input"
+    assert "listed" not in specs
+
+
+def test_a_value_is_read_as_set_reads_it_and_refused_without_naming_set():
+    assert check_parameter("itcmas", "social_words", '["chat"]') == (["chat"], "")  # text as --set writes it
+    weights, why = check_parameter("itcmas", "emotion", {"P": 0.5, "A": 0.25, "D": 0.25})  # a value as a value
+    assert why == "" and (weights.P, weights.A, weights.D) == (0.5, 0.25, 0.25)
+    assert check_parameter("crsec", "initial_norms", 50) == (
+        None, "'initial_norms=50': crsec.initial_norms expects an integer in [1, 20]")
+
+
+def test_parameters_given_together_are_refused_by_name_each_problem_once():
+    assert check_parameters("itcmas", {"no_such": 1, "also_not": 2}) == "unknown itcmas parameters: also_not, no_such"
+    assert check_parameters("itcmas", {"blend_rate": 3.0, "emotion": {"P": "x"}}) == (
+        "itcmas.emotion.P: Input should be a valid number, unable to parse string as a number; "
+        "itcmas.blend_rate: Input should be less than or equal to 1")
+    assert check_parameters("generic", {}) == ""
+    assert check_parameters("generic", {"x": 1}) == "architecture 'generic' has no parameters"
+
+
+def test_a_scenario_that_does_not_load_gets_the_generic_architecture_and_ten_steps():
+    from socialsim.dashboards.session import scenario_length
+
+    assert (scenario_default_arch("hobbs-cafe"), scenario_length("hobbs-cafe")) == ("crsec", 2)
+    assert (scenario_default_arch("no-such-scenario"), scenario_length("no-such-scenario")) == ("generic", 10)
+
+
+def test_the_missing_files_note_names_each_missing_part():
+    from types import SimpleNamespace
+
+    from socialsim.dashboards.session import missing_note
+
+    assert missing_note(SimpleNamespace(missing=[])) == ""
+    assert missing_note(SimpleNamespace(missing=["steps.parquet", "events.parquet"])) == (
+        "This run directory lacks what its config.json says it recorded, so some steps or panels are empty: "
+        "steps.parquet; events.parquet.")
+
+
 def test_every_scenarios_default_architecture_has_its_controls():
     for scenario in available_scenarios():
         arch = scenario_default_arch(scenario)
@@ -94,6 +180,51 @@ def test_play_stops_at_the_runs_length_and_says_so():
     session.set_length(None)  # the scenario's own length, now behind: Play says whose length it is
     session.play()
     assert session.stop_reason.startswith(f"reached the scenario's length ({session.length} steps)")
+
+
+class _HeldBuild(LiveSession):
+    """A live session whose worker waits at the build until the test lets it go: the session is busy
+    for as long as the test needs, with no sleep."""
+
+    def __init__(self, config):
+        import threading
+
+        super().__init__(config)
+        self.go = threading.Event()
+
+    def _build(self, tape=None):
+        assert self.go.wait(60)
+        super()._build(tape)
+
+
+def test_pause_while_busy_says_so_and_play_clears_it():
+    session = _HeldBuild(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=2))
+    session.start()
+    session.pause()
+    assert session.stop_reason == "paused: the step now running completes, then the society waits"
+    session.go.set()
+    assert session.wait(60) and session.frames.steps_done == 0
+    session.play()
+    assert session.stop_reason == ""
+    assert session.wait(60) and session.frames.steps_done == 2
+
+
+def test_play_before_the_build_plays_from_step_0_and_step_takes_one_step():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=1))
+    session.play()  # nothing built yet: no step done, so Play has a step to go
+    assert session.wait(60) and session.frames.steps_done == 1 and session.stop_reason.startswith("reached step 1")
+    session.step()
+    assert session.wait(60) and session.frames.steps_done == 2
+
+
+def test_a_length_changed_live_is_where_play_says_it_stopped_and_clears_the_old_reached():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=1))
+    session.play()
+    assert session.wait(60) and session.stop_reason == "reached step 1, where Play stops"
+    session.set_length(2)
+    assert session.stop_reason == "" and session.config.steps == 2  # a Reset keeps it too
+    session.play()
+    assert session.wait(60) and session.stop_reason == "reached step 2, where Play stops"
 
 
 def _play_for(session: LiveSession, seconds: float) -> int:
@@ -176,6 +307,14 @@ def test_the_budget_changes_live_and_a_negative_one_is_refused(slow_provider):
     assert session.wait(120) and session.stop_reason.startswith(f"stopped by budget: max_calls={session.config.max_calls}")
 
 
+def test_a_budget_of_zero_calls_is_accepted_and_only_a_negative_one_is_refused():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules"))
+    session.set_max_calls(0)
+    assert session.config.max_calls == 0
+    with pytest.raises(ValueError, match="got -1"):
+        session.set_max_calls(-1)
+
+
 def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch):
     from socialsim.model.society import SocietyModel
 
@@ -185,9 +324,11 @@ def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch):
     monkeypatch.setattr(SocietyModel, "_collect", lambda self: (_ for _ in ()).throw(RuntimeError("boom")))
     session.step(1)
     assert session.wait(60) and "RuntimeError: boom" in session.error
+    version = session.version
     session.play()
     session.step(1)  # used to spin for ever on steps Mesa no longer scheduled
     assert session.wait(5) and not session.busy and session.frames.steps_done == 1
+    assert session.version == version and not session.playing  # refused: no worker tried the step
     assert "cannot go on: Reset builds it again" in session.stop_reason
 
 

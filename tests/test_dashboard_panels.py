@@ -689,6 +689,17 @@ def test_a_replays_reset_runs_as_the_recording_did_and_the_page_says_how_it_ende
     assert how_it_ended(done.run_dir, {**meta, "replay_of": "r0"}).startswith("A replay of r0")
 
 
+def test_the_page_says_how_a_run_without_a_status_ended_and_who_writes_one_being_written(tmp_path, monkeypatch):
+    from socialsim.dashboards.session import how_it_ended
+    from socialsim.model import run_dir
+
+    assert how_it_ended(tmp_path, {}) == (f"This run did not complete (no status recorded) after 0 steps; "
+                                          f"`socialsim run --resume {tmp_path}` continues it.")
+    monkeypatch.setattr(run_dir, "being_written", lambda path: "4242")
+    assert how_it_ended(tmp_path, {"status": "running", "steps_done": 3}) == (
+        "Being written by another process (pid 4242): its 3 complete steps so far; open it again for more.")
+
+
 def test_the_report_tab_shows_the_runs_own_findings(crsec, tmp_path, monkeypatch):
     """None of a run's report findings (CRSEC's findings table, 'emergent by construction', ASVO's
     separability, ITCMA-S's judge scores) were anywhere on the dashboard."""
