@@ -37,6 +37,20 @@ def test_reservations_of_calls_in_flight_count_against_max_cost():
     ledger.check_budget(0.4)  # 0.1 spent + 0.4 reserved + 0.4 <= 1.0
 
 
+def test_a_call_reserves_its_prompt_at_three_characters_a_token_and_a_full_reply():
+    """The reservation errs high: a token per 3 characters of every message, 8 more a message and 16
+    for the request, and all of ``max_tokens``; a model without a price reserves nothing."""
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.routing import RouteTable
+
+    messages = [{"role": "system", "content": "x" * 31}, {"role": "user", "content": "y" * 5}]
+    prompt_tokens = 36 // 3 + 8 * 2 + 16
+    priced = Gateway(RouteTable("openai/fake-model"), price=(1.0, 2.0))
+    assert priced.worst_case_cost("openai/fake-model", messages, 100) == pytest.approx(
+        (prompt_tokens * 1.0 + 100 * 2.0) / 1e6)
+    assert Gateway(RouteTable("openai/fake-model")).worst_case_cost("openai/fake-model", messages, 100) == 0.0
+
+
 def test_max_cost_is_never_overshot_with_sixteen_concurrent_calls(tmp_path, server):
     budget = 0.05
     result = run(config(server, max_cost=budget, price=(20.0, 20.0), max_concurrency=16), tmp_path / "r",

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from socialsim.llm.fake_server import FakeOpenAIServer, always
-from socialsim.llm.gateway import Gateway
+from socialsim.llm.gateway import CHARS_PER_TOKEN_CAP, Gateway
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import ShortTextQuestion
@@ -58,6 +58,23 @@ def test_a_reply_cut_at_max_tokens_is_flagged_counted_and_replayed(tmp_path):
     replayed = Gateway(RouteTable("openai/fake-model"), Tape(tape), replay=True)
     assert ask(replayed, max_tokens=6).truncated and not ask(replayed, max_tokens=60).truncated
     assert replayed.ledger.live_calls == 0
+
+
+def test_a_reply_longer_than_max_tokens_allows_is_cut_to_size_counted_and_said(scripted, caplog):
+    """A provider that ignores max_tokens: a reply of exactly 8 characters a token is kept whole; each
+    longer one is cut to that size, flagged, and counted with the characters cut."""
+    limit = CHARS_PER_TOKEN_CAP * 2
+    scripted(replies={"What do you expect": ["a" * limit, "b" * (limit + 5), "c" * (limit + 1)]})
+    gateway = Gateway(RouteTable("openai/fake-model"))
+    answers = [run_sync(gateway.ask(Foresee(2), None, agent_id=1, rng=random.Random(seed))) for seed in range(3)]
+    assert [a.value.text for a in answers] == ["a" * limit, "b" * limit, "c" * limit]
+    assert [a.truncated for a in answers] == [False, True, True]
+    assert (gateway.capped_replies, gateway.capped_chars) == (2, 6)
+    assert [r.truncated for r in gateway.ledger.rows] == [0, 1, 1]
+    said = [r for r in caplog.records if "characters cut to" in r.getMessage()]
+    assert said[-1].getMessage() == "step 0 agent 1 Foresee: reply of 21 characters cut to 16 (max_tokens=2)"
+    # the console shows the first few cut replies of each operation, counted apart from its failures
+    assert (said[-1].operation, said[-1].kind) == ("Foresee", "cut replies")
 
 
 def protentions_cut(tokens):
