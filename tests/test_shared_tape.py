@@ -341,3 +341,23 @@ def test_ctrl_c_leaves_a_claim_made_afresh_where_a_dead_ones_was(tmp_path, monke
     monkeypatch.setattr(sweeps, "_stale", judged_then_claimed_afresh)
     sweeps.release_claims(tmp_path)
     assert [(p.name, p.read_text()) for p in claims.iterdir()] == [("call", "another-host 7\n")]
+
+
+def test_others_wait_for_a_claimed_call_as_long_as_all_its_attempts_can_take_twice_and_ten_minutes_at_least(
+        tmp_path, scripted):
+    """A claim is stale once every attempt of its call (timeout x (1 + retries)) could have timed out
+    twice over, and never before ten minutes: a run waiting on a live call does not repay it."""
+    from socialsim.llm.tape import Tape
+
+    waits = []
+
+    class Watched(Tape):
+        def claim(self, key, stale_after_s=0.0):
+            waits.append(stale_after_s)
+            return super().claim(key, stale_after_s)
+
+    scripted(default="2")
+    for timeout_s, retries in ((30.0, 1), (120.0, 2)):
+        gateway = Gateway(RouteTable("openai/fake-model"), Watched(), timeout_s=timeout_s, num_retries=retries)
+        asyncio.run(gateway.ask(CHOOSE_ACTION, CONTEXT, agent_id=1, rng=random.Random(7)))
+    assert waits == [600.0, 2 * 120.0 * 3]
