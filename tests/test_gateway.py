@@ -308,6 +308,24 @@ def test_concurrency_is_bounded_by_the_semaphore():
     assert server.max_in_flight <= 3
 
 
+def test_a_live_call_waits_on_its_models_rate_limits_for_its_prompt_and_whole_reply(scripted, monkeypatch):
+    """The limiter is the run's model's, with the run's rpm and tpm, and a call takes from the
+    tokens per minute its prompt (about 4 characters a token) and all of ``max_tokens``."""
+    import socialsim.llm.gateway as gateway_module
+
+    asked = []
+
+    class Limiter:
+        async def acquire(self, tokens=0):
+            asked.append(tokens)
+
+    monkeypatch.setattr(gateway_module, "shared_limiter", lambda *limits: asked.append(limits) or Limiter())
+    scripted(default="3")
+    assert ask(provider_gateway(rpm=30.0, tpm=9000.0)).status == "ok"
+    prompt_chars = sum(len(m["content"]) for m in CHOOSE_ACTION.messages(ctx()))
+    assert asked == [("openai/fake-model", 30.0, 9000.0), prompt_chars // 4 + CHOOSE_ACTION.max_tokens]
+
+
 def test_phases_reuse_the_providers_connections(monkeypatch):
     """The test server keeps connections alive, as real providers do: litellm's pooled client
     carries later calls over the connections the first phase opened."""
