@@ -80,6 +80,15 @@ def test_provider_outage_falls_back_without_raising(scripted):
     assert g.ledger.failures["ChooseAction"] == 1
 
 
+def test_a_provider_error_is_named_by_its_type_cut_to_300_characters_and_replayed(scripted):
+    fake = scripted(error=ConnectionError("refused " * 60))
+    g = provider_gateway()
+    answer = ask(g)
+    assert answer.error == "provider error: " + ("ConnectionError: " + "refused " * 60)[:300]
+    replayed = ask(provider_gateway(tape=g.tape, replay=True))  # the failure is taped under its call's key
+    assert (replayed.status, replayed.error) == ("fallback", answer.error) and len(fake.calls) == 1
+
+
 def test_rules_engine_answers_from_structure_with_no_llm_call(scripted):
     fake = scripted(default="1")
     g = Gateway(RouteTable("rules"))
