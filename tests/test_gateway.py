@@ -42,6 +42,14 @@ def test_valid_answer_is_used_and_counted(scripted):
     assert (row.op, row.calls, row.live_calls, row.status) == ("ChooseAction", 1, 1, "ok")
 
 
+def test_a_live_calls_latency_is_the_time_its_reply_took(scripted):
+    scripted(default="3", delay=lambda messages: 0.05)
+    g = provider_gateway()
+    ask(g)
+    (taped,) = g.tape.records()
+    assert 0.05 <= g.ledger.rows[0].latency_s == taped.latency_s < 5
+
+
 def test_malformed_answer_gets_one_repair_round_trip(scripted):
     fake = scripted(replies={"What do you do next?": ["I would rather dance", "2"]})
     g = provider_gateway()
@@ -85,6 +93,9 @@ def test_a_provider_error_is_named_by_its_type_cut_to_300_characters_and_replaye
     g = provider_gateway()
     answer = ask(g)
     assert answer.error == "provider error: " + ("ConnectionError: " + "refused " * 60)[:300]
+    (taped,) = g.tape.records()
+    assert (taped.op, taped.agent, taped.model, taped.step, taped.raw) == ("ChooseAction", 1, "openai/fake-model", 0, "")
+    assert taped.params["max_tokens"] == CHOOSE_ACTION.max_tokens and taped.messages == fake.calls[0]["messages"]
     replayed = ask(provider_gateway(tape=g.tape, replay=True))  # the failure is taped under its call's key
     assert (replayed.status, replayed.error) == ("fallback", answer.error) and len(fake.calls) == 1
 
