@@ -100,6 +100,25 @@ def test_a_provider_error_is_named_by_its_type_cut_to_300_characters_and_replaye
     assert (replayed.status, replayed.error) == ("fallback", answer.error) and len(fake.calls) == 1
 
 
+def test_a_reply_without_a_message_is_a_provider_error_taped_under_its_call(monkeypatch):
+    from types import SimpleNamespace
+
+    reply = SimpleNamespace(choices=[], note="x" * 400)
+
+    async def no_message(self, model, messages, params, fmt):
+        return reply
+
+    monkeypatch.setattr(Gateway, "_acompletion", no_message)
+    g = provider_gateway()
+    answer = ask(g)
+    said = f"malformed response: no message in {reply!r}"[:300]
+    assert (answer.status, answer.error) == ("fallback", f"provider error: {said}")
+    (taped,) = g.tape.records()
+    assert (taped.agent, taped.error) == (1, said)
+    replayed = ask(provider_gateway(tape=g.tape, replay=True))
+    assert (replayed.status, replayed.error) == ("fallback", answer.error)
+
+
 def test_rules_engine_answers_from_structure_with_no_llm_call(scripted):
     fake = scripted(default="1")
     g = Gateway(RouteTable("rules"))
