@@ -114,7 +114,7 @@ def test_a_reply_without_a_message_is_a_provider_error_taped_under_its_call(monk
     said = f"malformed response: no message in {reply!r}"[:300]
     assert (answer.status, answer.error) == ("fallback", f"provider error: {said}")
     (taped,) = g.tape.records()
-    assert (taped.agent, taped.error) == (1, said)
+    assert (taped.agent, taped.error, taped.params["max_tokens"]) == (1, said, CHOOSE_ACTION.max_tokens)
     replayed = ask(provider_gateway(tape=g.tape, replay=True))
     assert (replayed.status, replayed.error) == ("fallback", answer.error)
 
