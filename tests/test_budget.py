@@ -43,8 +43,8 @@ def test_a_call_reserves_its_prompt_at_three_characters_a_token_and_a_full_reply
     from socialsim.llm.gateway import Gateway
     from socialsim.llm.routing import RouteTable
 
-    messages = [{"role": "system", "content": "x" * 31}, {"role": "user", "content": "y" * 5}]
-    prompt_tokens = 36 // 3 + 8 * 2 + 16
+    messages = [{"role": "system", "content": "x" * 32}, {"role": "user", "content": "y" * 5}]
+    prompt_tokens = 37 // 3 + 8 * 2 + 16
     priced = Gateway(RouteTable("openai/fake-model"), price=(1.0, 2.0))
     assert priced.worst_case_cost("openai/fake-model", messages, 100) == pytest.approx(
         (prompt_tokens * 1.0 + 100 * 2.0) / 1e6)
