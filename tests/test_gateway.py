@@ -148,6 +148,14 @@ def test_tape_records_every_call_and_answers_repeats_for_free(scripted, tmp_path
     assert (tmp_path / "tape.jsonl").read_text().count("\n") == 1
 
 
+def test_a_taped_answer_is_never_given_to_the_same_prompt_on_another_model(scripted):
+    fake = scripted(default="2")
+    tape = Tape()
+    ask(provider_gateway(tape=tape), seed=5)
+    ask(Gateway(RouteTable("openai/other-model"), tape), seed=5)
+    assert [c["model"] for c in fake.calls] == ["openai/fake-model", "openai/other-model"]
+
+
 def test_replay_miss_names_the_call(scripted, tmp_path):
     scripted(default="2")
     g = provider_gateway(tape=Tape(tmp_path / "t.jsonl"), replay=True)
