@@ -156,6 +156,15 @@ def test_a_taped_answer_is_never_given_to_the_same_prompt_on_another_model(scrip
     assert [c["model"] for c in fake.calls] == ["openai/fake-model", "openai/other-model"]
 
 
+def test_a_replay_reads_empty_replies_from_the_tape_as_the_recording_got_them(scripted):
+    fake = scripted(default="")
+    g = provider_gateway()
+    recorded = ask(g)
+    replayed = ask(provider_gateway(tape=g.tape, replay=True))  # no TapeMiss: the empty replies are taped
+    assert (replayed.status, replayed.error) == (recorded.status, recorded.error) == ("fallback", recorded.error)
+    assert len(fake.calls) == 2 and recorded.error.startswith("unusable answer after repair")
+
+
 def test_replay_miss_names_the_call(scripted, tmp_path):
     scripted(default="2")
     g = provider_gateway(tape=Tape(tmp_path / "t.jsonl"), replay=True)
