@@ -134,6 +134,8 @@ def test_routes_send_an_operation_or_module_elsewhere(scripted):
     g = Gateway(RouteTable("rules", {"action": "openai/other-model"}))
     ask(g)
     assert fake.calls[0]["model"] == "openai/other-model"
+    ask(Gateway(RouteTable("rules", {"ChooseAction": "openai/third-model"})))
+    assert fake.calls[1]["model"] == "openai/third-model"
     assert RouteTable("a", {"ChooseAction": "b", "action": "c"}).model_for("ChooseAction", "action") == "b"
 
 
