@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from socialsim.llm.gateway import Gateway
+from socialsim.llm.gateway import OUTSIDE_PHASES, Gateway
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
@@ -59,6 +59,47 @@ def test_malformed_answer_gets_one_repair_round_trip(scripted):
     repair_prompt = fake.calls[1]["messages"][-1]["content"]
     assert "could not be used" in repair_prompt and "I would rather dance" == fake.calls[1]["messages"][-2]["content"]
     assert g.ledger.failures["ChooseAction"] == 1
+    assert [m["role"] for m in fake.calls[1]["messages"][-2:]] == ["assistant", "user"]
+    assert (answer.raw, answer.model) == ("2", "openai/fake-model")
+    (row,) = g.ledger.rows
+    assert (row.agent, row.model, row.calls, row.path) == (1, "openai/fake-model", 2, (OUTSIDE_PHASES, 0))
+    assert [r.agent for r in g.tape.records()] == [1, 1]
+
+
+def test_an_unusable_first_answer_is_said_with_its_step_agent_and_reason(scripted, caplog):
+    scripted(replies={"What do you do next?": ["I would rather dance", "2"]})
+    ask(provider_gateway(), agent=4)
+    said = [r.getMessage() for r in caplog.records if "asking once more" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("step 0 agent 4 ChooseAction: unusable answer (")
+
+
+def test_a_call_asks_with_the_operations_settings_and_a_31_bit_seed_from_the_agents_rng(scripted):
+    fake = scripted(default="3")
+    g = provider_gateway()
+    answer = ask(g, seed=1, agent=4)
+    assert fake.calls[0]["params"] == {"temperature": CHOOSE_ACTION.temperature,
+                                       "max_tokens": CHOOSE_ACTION.max_tokens, "seed": random.Random(1).getrandbits(31)}
+    assert (answer.raw, answer.model) == ("3", "openai/fake-model")
+    (row,) = g.ledger.rows
+    assert (row.agent, row.path) == (4, (OUTSIDE_PHASES, 0))
+
+
+def test_a_rules_answer_and_a_dry_runs_estimate_are_recorded(scripted):
+    fake = scripted(default="3")
+    g = Gateway(RouteTable("rules"))
+    assert ask(g, agent=4).model == "rules"
+    (row,) = g.ledger.rows
+    assert (row.agent, row.model, row.engine, row.status, row.calls, row.path) == (
+        4, "rules", "rules", "rules", 0, (OUTSIDE_PHASES, 0))
+    dry = Gateway(RouteTable("openai/fake-model"), dry_run=True)
+    ask(dry, agent=4)
+    (estimate,) = dry.ledger.rows
+    chars = sum(len(m["content"]) for m in CHOOSE_ACTION.messages(ctx()))
+    assert (estimate.model, estimate.engine, estimate.status, estimate.calls, estimate.live_calls) == (
+        "openai/fake-model", "rules", "rules", 1, 0)
+    assert (estimate.prompt_tokens, estimate.completion_tokens) == (chars // 4 + 1, CHOOSE_ACTION.max_tokens)
+    assert (estimate.latency_s, estimate.cost_usd, estimate.truncated, estimate.path) == (0.0, 0.0, 0, (OUTSIDE_PHASES, 0))
+    assert fake.calls == []
 
 
 def test_still_malformed_after_repair_falls_back_and_is_logged(scripted, caplog):
