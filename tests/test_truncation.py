@@ -72,9 +72,10 @@ def test_a_reply_longer_than_max_tokens_allows_is_cut_to_size_counted_and_said(s
     assert (gateway.capped_replies, gateway.capped_chars) == (2, 6)
     assert [r.truncated for r in gateway.ledger.rows] == [0, 1, 1]
     said = [r for r in caplog.records if "characters cut to" in r.getMessage()]
-    assert said[-1].getMessage() == "step 0 agent 1 Foresee: reply of 21 characters cut to 16 (max_tokens=2)"
+    assert [r.getMessage() for r in said] == [f"step 0 agent 1 Foresee: reply of {n} characters cut to 16 (max_tokens=2)"
+                                              for n in (21, 17)]
     # the console shows the first few cut replies of each operation, counted apart from its failures
-    assert (said[-1].operation, said[-1].kind) == ("Foresee", "cut replies")
+    assert {(r.operation, r.kind) for r in said} == {("Foresee", "cut replies")}
 
 
 def protentions_cut(tokens):
