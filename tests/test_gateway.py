@@ -635,3 +635,46 @@ def test_json_schema_on_sends_the_records_schema_to_the_provider(monkeypatch):
     assert (answer.status, answer.value.mood) == ("ok", "glad")
     sent = server.requests[-1]["response_format"]
     assert sent["type"] == "json_schema" and set(sent["json_schema"]["schema"]["properties"]) == {"mood", "strength"}
+
+
+def test_the_repair_of_a_record_goes_out_with_the_records_schema_too(monkeypatch):
+    """The repair round-trip is constrained as the first call was: a provider that takes a JSON
+    schema gets it again, with the assistant's unusable reply and the instruction after it."""
+    import json
+
+    from pydantic import BaseModel
+
+    from socialsim.llm.fake_server import FakeOpenAIServer
+    from socialsim.llm.operation import Operation
+    from socialsim.llm.questions import RecordQuestion
+
+    class Mood(BaseModel):
+        mood: str
+        strength: int
+
+    class AskMood(Operation):
+        name = "AskMood"
+
+        def question(self, ctx):
+            return RecordQuestion(Mood)
+
+        def prompt(self, ctx):
+            return "How do you feel?"
+
+        def fallback(self, ctx):
+            return Mood(mood="calm", strength=0)
+
+    def unusable_then_good(messages):
+        repaired = any("could not be used" in m["content"] for m in messages)
+        return json.dumps({"mood": "glad", "strength": 3}) if repaired else "glad, I think"
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(policy=unusable_then_good) as server:
+        g = served_gateway(server, json_schema=True)
+        answer = run_sync(g.ask(AskMood(), None, agent_id=1, rng=random.Random(1)))
+    assert (answer.status, answer.value.mood) == ("repaired", "glad")
+    assert len(server.requests) == 2
+    assert [m["role"] for m in server.requests[1]["messages"]][-2:] == ["assistant", "user"]
+    for request in server.requests:
+        sent = request["response_format"]
+        assert sent["type"] == "json_schema" and set(sent["json_schema"]["schema"]["properties"]) == {"mood", "strength"}
