@@ -602,13 +602,10 @@ print(answer.status, len(calls))
         assert len(server.requests) == 1
 
 
-def test_json_schema_on_sends_the_records_schema_to_the_provider(monkeypatch):
-    """--json-schema on: a record question's schema goes out as the call's response_format."""
-    import json
-
+def ask_mood():
+    """An operation whose answer is a record (a mood and its strength), for the JSON-schema tests."""
     from pydantic import BaseModel
 
-    from socialsim.llm.fake_server import FakeOpenAIServer, always
     from socialsim.llm.operation import Operation
     from socialsim.llm.questions import RecordQuestion
 
@@ -628,10 +625,19 @@ def test_json_schema_on_sends_the_records_schema_to_the_provider(monkeypatch):
         def fallback(self, ctx):
             return Mood(mood="calm", strength=0)
 
+    return AskMood()
+
+
+def test_json_schema_on_sends_the_records_schema_to_the_provider(monkeypatch):
+    """--json-schema on: a record question's schema goes out as the call's response_format."""
+    import json
+
+    from socialsim.llm.fake_server import FakeOpenAIServer, always
+
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     with FakeOpenAIServer(policy=always(json.dumps({"mood": "glad", "strength": 3}))) as server:
         g = served_gateway(server, json_schema=True)
-        answer = run_sync(g.ask(AskMood(), None, agent_id=1, rng=random.Random(1)))
+        answer = run_sync(g.ask(ask_mood(), None, agent_id=1, rng=random.Random(1)))
     assert (answer.status, answer.value.mood) == ("ok", "glad")
     sent = server.requests[-1]["response_format"]
     assert sent["type"] == "json_schema" and set(sent["json_schema"]["schema"]["properties"]) == {"mood", "strength"}
@@ -642,27 +648,7 @@ def test_the_repair_of_a_record_goes_out_with_the_records_schema_too(monkeypatch
     schema gets it again, with the assistant's unusable reply and the instruction after it."""
     import json
 
-    from pydantic import BaseModel
-
     from socialsim.llm.fake_server import FakeOpenAIServer
-    from socialsim.llm.operation import Operation
-    from socialsim.llm.questions import RecordQuestion
-
-    class Mood(BaseModel):
-        mood: str
-        strength: int
-
-    class AskMood(Operation):
-        name = "AskMood"
-
-        def question(self, ctx):
-            return RecordQuestion(Mood)
-
-        def prompt(self, ctx):
-            return "How do you feel?"
-
-        def fallback(self, ctx):
-            return Mood(mood="calm", strength=0)
 
     def unusable_then_good(messages):
         repaired = any("could not be used" in m["content"] for m in messages)
@@ -671,7 +657,7 @@ def test_the_repair_of_a_record_goes_out_with_the_records_schema_too(monkeypatch
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     with FakeOpenAIServer(policy=unusable_then_good) as server:
         g = served_gateway(server, json_schema=True)
-        answer = run_sync(g.ask(AskMood(), None, agent_id=1, rng=random.Random(1)))
+        answer = run_sync(g.ask(ask_mood(), None, agent_id=1, rng=random.Random(1)))
     assert (answer.status, answer.value.mood) == ("repaired", "glad")
     assert len(server.requests) == 2
     assert [m["role"] for m in server.requests[1]["messages"]][-2:] == ["assistant", "user"]
