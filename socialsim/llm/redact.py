@@ -47,14 +47,12 @@ def name_secret(variable: str) -> None:
         _known = (None, [])  # worked out again at the next look
 
 
-def _environment_unchanged(seen) -> bool:
-    """Whether the environment is still ``seen``. CPython keeps ``os.environ``'s variables in a
-    plain dict, compared in C (about 1 us); reading them through the mapping, as the fallback does,
-    decodes every name and value (about 40 us for 35 variables), twice a call on a tape write."""
+def _environment_now() -> dict | frozenset:
+    """The environment, to compare with the one last seen: CPython's own dict of its variables,
+    compared in C (about 1 us); elsewhere a frozen copy, which decodes every name and value (about
+    40 us for 35 variables, twice a call on a tape write)."""
     data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict):
-        return data == seen
-    return frozenset(os.environ.items()) == seen
+    return data if isinstance(data, dict) else frozenset(os.environ.items())
 
 
 def secret_values() -> list[str]:
@@ -63,9 +61,9 @@ def secret_values() -> list[str]:
     for a scan of every variable). Take them once to redact several texts (a tape record's reply
     and messages) with one look at the environment."""
     global _known
-    if _known[0] is None or not _environment_unchanged(_known[0]):
-        data = getattr(os.environ, "_data", None)
-        seen = dict(data) if isinstance(data, dict) else frozenset(os.environ.items())
+    now = _environment_now()
+    if now != _known[0]:
+        seen = dict(now) if isinstance(now, dict) else now  # a copy, taken first: CPython's dict changes in place
         values = {v for k, v in os.environ.items()
                   if (_SECRET_ENV_NAME.search(k) or k in _NAMED) and v and len(v) >= MIN_SECRET_LENGTH}
         _known = (seen, sorted(values, key=len, reverse=True))  # longest first: a key containing another
