@@ -523,7 +523,8 @@ def test_by_default_a_hundred_agents_phase_is_asked_in_one_round(monkeypatch):
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     assert RunConfig().max_concurrency >= 100
-    with FakeOpenAIServer(delay_s=1.5) as server:  # longer than starting 100 calls takes on a busy machine
+    # replies held until 100 are in flight (20 s at most): a busy machine's slow start changes nothing
+    with FakeOpenAIServer(delay_s=20, hold_until=100) as server:
         g = served_gateway(server)
 
         async def decide(agent):

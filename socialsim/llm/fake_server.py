@@ -51,8 +51,12 @@ class FakeOpenAIServer:
     """``with FakeOpenAIServer(delay_s=0.5) as server: ... server.api_base ...``"""
 
     def __init__(self, delay_s: float = 0.0, policy: Policy | None = None, fail_first: int = 0,
-                 faults: FaultPlan | None = None, hang_s: float = 3.0, honour_max_tokens: bool = False) -> None:
+                 faults: FaultPlan | None = None, hang_s: float = 3.0, honour_max_tokens: bool = False,
+                 hold_until: int = 0) -> None:
         self.delay_s = delay_s
+        # hold each reply until this many requests were in flight at once (``delay_s`` at most): a test
+        # of concurrency then does not depend on how fast a busy machine starts its calls
+        self.hold_until = hold_until
         self.honour_max_tokens = honour_max_tokens  # cut replies at max_tokens words, finish_reason "length"
         self.refuse_response_format = False  # answer HTTP 400 to a request with a response_format
         self.faults = faults
@@ -67,6 +71,7 @@ class FakeOpenAIServer:
         self.connections = 0  # TCP connections accepted: fewer than requests when clients reuse them
         self.max_in_flight = 0
         self._lock = threading.Lock()
+        self._gathered = threading.Condition(self._lock)
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -104,8 +109,13 @@ class FakeOpenAIServer:
                     count = len(server.requests)
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    if server.hold_until:
+                        server._gathered.notify_all()
+                        server._gathered.wait_for(lambda: server.max_in_flight >= server.hold_until,
+                                                  timeout=server.delay_s)
                 try:
-                    time.sleep(server.delay_s)
+                    if not server.hold_until:
+                        time.sleep(server.delay_s)
                     messages = body.get("messages", [])
                     fault = "500" if server.down or count <= server.fail_first else (
                         server.faults(count, messages) if server.faults else None)
