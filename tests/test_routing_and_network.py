@@ -91,6 +91,19 @@ def test_network_world_observation_follows_edges():
     assert people["Cid"].cell.coordinate == 2
 
 
+def test_an_undirected_tie_is_seen_from_both_ends_and_every_node_carries_its_agents_name():
+    names = ["Ann", "Bob", "Cid"]
+    world = SocialNetworkWorld(NetworkSpec(edges=[("Ann", "Bob")]), names, random.Random(0))
+    people = {n: Person(n) for n in names}
+    for p in people.values():
+        world.place(p)
+    assert [p.name for p in world.observed_by(people["Ann"])] == ["Bob"]
+    assert [p.name for p in world.observed_by(people["Bob"])] == ["Ann"]  # undirected: Bob sees Ann too
+    assert world.observed_by(people["Cid"]) == []
+    # the dashboard labels the ties it draws by these names
+    assert [world.graph.nodes[i]["name"] for i in range(3)] == names
+
+
 def test_a_route_must_name_an_operation_or_a_module_of_any_architecture():
     from socialsim.llm.routing import check_route_names
 

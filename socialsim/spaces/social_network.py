@@ -42,5 +42,5 @@ class SocialNetworkWorld:
     def observed_by(self, agent: Any) -> list[Any]:
         """The agents this agent can observe, in a stable order."""
         node = self.names.index(agent.name)
-        neighbours = self.graph.successors(node) if self.graph.is_directed() else self.graph.neighbors(node)
-        return [self.agents[self.names[n]] for n in sorted(neighbours) if self.names[n] in self.agents]
+        # a directed graph's neighbours are its successors: the agents this one's ties point to
+        return [self.agents[self.names[n]] for n in sorted(self.graph.neighbors(node)) if self.names[n] in self.agents]
