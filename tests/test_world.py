@@ -107,6 +107,15 @@ def test_parse_action_round_trips_every_form(world):
     assert parse_action("fly to the moon", behaviours) is None
 
 
+def test_a_free_text_action_is_read_without_its_full_stop_and_extra_spaces_but_a_chat_keeps_its_words_as_said():
+    assert parse_action("  Go to   the Hobbs Cafe kitchen. ") == Action("go to", "the Hobbs Cafe kitchen")
+    assert parse_action("smoke  a cigarette.", {"smoke a cigarette": ("smoking",)}) == \
+        Action("do", "smoke a cigarette", tags=("smoking",))
+    chat = parse_action("Chat with Bob:  well.  I  see...")
+    assert (chat.verb, chat.target, chat.content) == ("chat with", "Bob", "well.  I  see...")
+    assert parse_action("") is None and parse_action(None) is None
+
+
 @pytest.mark.parametrize("text, expected", [
     ("smoke a cigarette", "smoking a cigarette"), ("leave a tip", "leaving a tip"), ("be quiet", "being quiet"),
     ("see a friend", "seeing a friend"), ("dye hair", "dyeing hair"), ("tie shoes", "tying shoes"),
