@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from socialsim.llm.gateway import OUTSIDE_PHASES, Gateway
+from socialsim.llm.gateway import OUTSIDE_PHASES, Gateway, ProviderOutage
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
@@ -127,6 +127,8 @@ def test_provider_outage_falls_back_without_raising(scripted):
     assert answer.status == "fallback"
     assert "provider error" in answer.error
     assert g.ledger.failures["ChooseAction"] == 1
+    (row,) = g.ledger.rows
+    assert (row.status, row.error) == ("fallback", answer.error)  # the ledger says why it fell back
 
 
 def test_a_provider_error_is_named_by_its_type_cut_to_300_characters_and_replayed(scripted):
@@ -136,6 +138,7 @@ def test_a_provider_error_is_named_by_its_type_cut_to_300_characters_and_replaye
     assert answer.error == "provider error: " + ("ConnectionError: " + "refused " * 60)[:300]
     (taped,) = g.tape.records()
     assert (taped.op, taped.agent, taped.model, taped.step, taped.raw) == ("ChooseAction", 1, "openai/fake-model", 0, "")
+    assert (taped.prompt_tokens, taped.completion_tokens, taped.latency_s, taped.cost_usd) == (0, 0, 0.0, 0.0)
     assert taped.params["max_tokens"] == CHOOSE_ACTION.max_tokens and taped.messages == fake.calls[0]["messages"]
     replayed = ask(provider_gateway(tape=g.tape, replay=True))  # the failure is taped under its call's key
     assert (replayed.status, replayed.error) == ("fallback", answer.error) and len(fake.calls) == 1
@@ -158,6 +161,34 @@ def test_a_reply_without_a_message_is_a_provider_error_taped_under_its_call(monk
     assert (taped.agent, taped.error, taped.params["max_tokens"]) == (1, said, CHOOSE_ACTION.max_tokens)
     replayed = ask(provider_gateway(tape=g.tape, replay=True))
     assert (replayed.status, replayed.error) == ("fallback", answer.error)
+
+
+def test_a_reply_with_no_text_is_empty_and_one_with_a_number_is_read_as_its_text(monkeypatch):
+    """A provider's ``content`` of None (e.g. a refusal or a tool call) is an empty reply; any
+    other value that is not a string is read as its text."""
+    from types import SimpleNamespace
+
+    def replying(content):
+        async def reply(self, model, messages, params, fmt):
+            return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=content))])
+        return reply
+
+    monkeypatch.setattr(Gateway, "_acompletion", replying(None))
+    g = provider_gateway()
+    nothing = ask(g)
+    assert (nothing.status, nothing.raw) == ("fallback", "")
+    assert [r.raw for r in g.tape.records()] == ["", ""]
+    monkeypatch.setattr(Gateway, "_acompletion", replying(3))
+    number = ask(provider_gateway())
+    assert (number.status, number.raw, number.value.text) == ("ok", "3", "smoke a cigarette")
+
+
+def test_the_breaker_stops_the_run_at_its_count_of_provider_errors_in_a_row(scripted):
+    scripted(error=ConnectionError("connection refused"))
+    g = provider_gateway(breaker=3)
+    assert [ask(g).status for _ in range(2)] == ["fallback", "fallback"]
+    with pytest.raises(ProviderOutage, match="^3 calls in a row to openai/fake-model failed"):
+        ask(g)
 
 
 def test_rules_engine_answers_from_structure_with_no_llm_call(scripted):

@@ -1,6 +1,7 @@
 """Replies cut at max_tokens are seen, counted and kept on the tape: the provider's finish_reason
 "length" reaches the answer, the ledger and a replay; ITCMA-S counts its cut protentions."""
 
+import logging
 import random
 import re
 
@@ -44,7 +45,8 @@ def ask(gateway, max_tokens):
     return run_sync(gateway.ask(Foresee(max_tokens), None, agent_id=1, rng=random.Random(2)))
 
 
-def test_a_reply_cut_at_max_tokens_is_flagged_counted_and_replayed(tmp_path):
+def test_a_reply_cut_at_max_tokens_is_flagged_counted_and_replayed(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="socialsim")
     tape = tmp_path / "tape.jsonl"
     with FakeOpenAIServer(policy=always(LONG), honour_max_tokens=True) as server:
         gateway = Gateway(RouteTable("openai/fake-model"), Tape(tape), api_base=server.api_base, num_retries=0)
@@ -54,6 +56,8 @@ def test_a_reply_cut_at_max_tokens_is_flagged_counted_and_replayed(tmp_path):
     assert [r.truncated for r in gateway.ledger.rows] == [1, 0]
     assert gateway.ledger.by_operation()["truncated"].sum() == 1
     assert sorted(str(r.finish_reason) for r in Tape(tape).records()) == ["length", "stop"]
+    said = [r.getMessage() for r in caplog.records if "the reply was cut" in r.getMessage()]
+    assert said == ["step 0 agent 1 Foresee: the reply was cut at max_tokens=6 (finish_reason 'length')"]
 
     replayed = Gateway(RouteTable("openai/fake-model"), Tape(tape), replay=True)
     assert ask(replayed, max_tokens=6).truncated and not ask(replayed, max_tokens=60).truncated
