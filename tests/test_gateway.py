@@ -84,6 +84,29 @@ def test_a_call_asks_with_the_operations_settings_and_a_31_bit_seed_from_the_age
     assert (row.agent, row.path) == (4, (OUTSIDE_PHASES, 0))
 
 
+def test_a_live_call_is_taped_and_counted_with_its_providers_usage(scripted):
+    fake = scripted(default="3")
+    g = provider_gateway()
+    g.step = 2
+    ask(g, agent=4)
+    (taped,) = g.tape.records()
+    (row,) = g.ledger.rows
+    words = sum(len(m["content"].split()) for m in fake.calls[0]["messages"])  # the fake's prompt tokens
+    assert (taped.model, taped.op, taped.agent, taped.step) == ("openai/fake-model", "ChooseAction", 4, 2)
+    assert taped.params == fake.calls[0]["params"]
+    assert (taped.prompt_tokens, taped.completion_tokens) == (row.prompt_tokens, row.completion_tokens) == (words, 1)
+
+
+def test_a_completed_call_gives_back_what_it_reserved_of_the_budget(scripted):
+    """A call reserves its worst case; once answered only its cost stays spent, so a budget of one
+    and a half worst cases pays for two cheap calls one after the other."""
+    scripted(default="3")
+    g = provider_gateway(price=(1.0, 1.0))
+    worst = g.worst_case_cost("openai/fake-model", CHOOSE_ACTION.messages(ctx()), CHOOSE_ACTION.max_tokens)
+    g.ledger = Ledger(Budget(max_cost=1.5 * worst))
+    assert [ask(g, seed=seed).status for seed in (1, 2)] == ["ok", "ok"]
+
+
 def test_a_rules_answer_and_a_dry_runs_estimate_are_recorded(scripted):
     fake = scripted(default="3")
     g = Gateway(RouteTable("rules"))
@@ -179,8 +202,11 @@ def test_a_reply_with_no_text_is_empty_and_one_with_a_number_is_read_as_its_text
     assert (nothing.status, nothing.raw) == ("fallback", "")
     assert [r.raw for r in g.tape.records()] == ["", ""]
     monkeypatch.setattr(Gateway, "_acompletion", replying(3))
-    number = ask(provider_gateway())
+    g = provider_gateway()
+    number = ask(g)
     assert (number.status, number.raw, number.value.text) == ("ok", "3", "smoke a cigarette")
+    (row,) = g.ledger.rows  # a reply without usage counts no tokens
+    assert (row.prompt_tokens, row.completion_tokens) == (0, 0)
 
 
 def test_the_breaker_stops_the_run_at_its_count_of_provider_errors_in_a_row(scripted):
