@@ -1,6 +1,7 @@
 """The gateway: repair and fallback, failures counted, rules, tape, budget, concurrency order."""
 
 import asyncio
+import logging
 import random
 
 import pytest
@@ -82,6 +83,17 @@ def test_a_call_asks_with_the_operations_settings_and_a_31_bit_seed_from_the_age
     assert (answer.raw, answer.model) == ("3", "openai/fake-model")
     (row,) = g.ledger.rows
     assert (row.agent, row.path) == (4, (OUTSIDE_PHASES, 0))
+
+
+def test_a_live_reply_is_logged_with_its_step_agent_operation_model_and_first_120_characters(scripted, caplog):
+    caplog.set_level(logging.DEBUG, logger="socialsim")
+    reply = "calm " * 40
+    scripted(default=reply)
+    g = provider_gateway()
+    g.step = 2
+    run_sync(g.ask(ask_mood(), None, agent_id=4, rng=random.Random(1)))
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG and " on openai" in r.getMessage()]
+    assert said == [f"step 2 agent 4 AskMood on openai/fake-model: {reply[:120]!r}"] * 2  # the answer, its repair
 
 
 def test_a_live_call_is_taped_and_counted_with_its_providers_usage(scripted):
@@ -193,7 +205,8 @@ def test_a_reply_with_no_text_is_empty_and_one_with_a_number_is_read_as_its_text
 
     def replying(content):
         async def reply(self, model, messages, params, fmt):
-            return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=content))])
+            return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=content),
+                                                            finish_reason=object())])
         return reply
 
     monkeypatch.setattr(Gateway, "_acompletion", replying(None))
@@ -207,14 +220,37 @@ def test_a_reply_with_no_text_is_empty_and_one_with_a_number_is_read_as_its_text
     assert (number.status, number.raw, number.value.text) == ("ok", "3", "smoke a cigarette")
     (row,) = g.ledger.rows  # a reply without usage counts no tokens
     assert (row.prompt_tokens, row.completion_tokens) == (0, 0)
+    assert g.tape.records()[0].finish_reason is None  # a finish_reason that is no string is not kept
 
 
-def test_the_breaker_stops_the_run_at_its_count_of_provider_errors_in_a_row(scripted):
+def test_the_breaker_stops_the_run_at_its_count_of_provider_errors_in_a_row(scripted, caplog):
     scripted(error=ConnectionError("connection refused"))
     g = provider_gateway(breaker=3)
     assert [ask(g).status for _ in range(2)] == ["fallback", "fallback"]
     with pytest.raises(ProviderOutage, match="^3 calls in a row to openai/fake-model failed"):
-        ask(g)
+        ask(g, agent=2)
+    tripped = g.ledger.rows[-1]  # the call that tripped it is kept, as its replay falls back on it
+    assert (len(g.ledger.rows), tripped.agent, tripped.status, tripped.calls) == (3, 2, "fallback", 0)
+    assert tripped.error == "provider error: ConnectionError: connection refused"
+    assert caplog.records[-1].getMessage() == f"step 0 agent 2 ChooseAction: {tripped.error}; the run stops"
+
+
+def test_empty_replies_in_a_row_trip_the_breaker_at_its_count(scripted, caplog):
+    """Empty replies count as failures, an answer sets the count back to none; the repair's empty
+    reply that trips it is kept in the ledger, an empty first reply is not (its replay has no repair)."""
+    scripted(replies={"What do you do next?": ["3", "", ""]})
+    g = provider_gateway(breaker=2)
+    assert ask(g).status == "ok"
+    with pytest.raises(ProviderOutage, match="^2 calls in a row to openai/fake-model failed or answered nothing"):
+        ask(g, seed=2, agent=2)
+    tripped = g.ledger.rows[-1]
+    assert (len(g.ledger.rows), tripped.agent, tripped.status, tripped.calls) == (2, 2, "fallback", 2)
+    assert tripped.error.startswith("unusable answer after repair (")
+    assert caplog.records[-1].getMessage() == f"step 0 agent 2 ChooseAction: {tripped.error}; the run stops"
+    at_once = provider_gateway(breaker=1)
+    with pytest.raises(ProviderOutage):
+        ask(at_once)
+    assert at_once.ledger.rows == []
 
 
 def test_rules_engine_answers_from_structure_with_no_llm_call(scripted):
