@@ -138,14 +138,39 @@ def test_a_rules_answer_and_a_dry_runs_estimate_are_recorded(scripted):
 
 
 def test_still_malformed_after_repair_falls_back_and_is_logged(scripted, caplog):
-    scripted(default="99")
+    scripted(replies={"What do you do next?": ["99", "98"]})
     g = provider_gateway()
-    answer = ask(g)
+    g.step = 1
+    answer = ask(g, agent=2)
     assert answer.status == "fallback"
     assert answer.value.index == 0  # documented fallback: first action
+    assert (answer.raw, answer.model) == ("98", "openai/fake-model")  # the repair's reply
     assert g.ledger.failures["ChooseAction"] == 2
     assert g.ledger.totals()["fallbacks"] == 1
-    assert any("using fallback" in r.message for r in caplog.records)
+    (row,) = g.ledger.rows
+    assert (row.model, row.status, row.error, row.path) == ("openai/fake-model", "fallback", answer.error,
+                                                            (OUTSIDE_PHASES, 0))
+    said = [r.getMessage() for r in caplog.records if "using fallback" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("step 1 agent 2 ChooseAction: unusable answer after repair (")
+
+
+def test_a_repair_the_provider_fails_falls_back_with_the_first_reply(monkeypatch):
+    replies = iter(["I would rather dance"])
+
+    async def answer_once(self, model, messages, params, fmt):
+        from types import SimpleNamespace
+
+        text = next(replies, None)
+        if text is None:
+            raise ConnectionError("connection refused")
+        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=text))])
+
+    monkeypatch.setattr(Gateway, "_acompletion", answer_once)
+    g = provider_gateway()
+    answer = ask(g)
+    assert (answer.status, answer.raw) == ("fallback", "I would rather dance")
+    assert answer.error == "provider error: ConnectionError: connection refused"
+    assert g.ledger.rows[0].calls == 1
 
 
 def test_hostile_text_in_the_prompt_cannot_steer_the_parse(scripted):
@@ -227,12 +252,15 @@ def test_the_breaker_stops_the_run_at_its_count_of_provider_errors_in_a_row(scri
     scripted(error=ConnectionError("connection refused"))
     g = provider_gateway(breaker=3)
     assert [ask(g).status for _ in range(2)] == ["fallback", "fallback"]
+    g.step = 1
     with pytest.raises(ProviderOutage, match="^3 calls in a row to openai/fake-model failed"):
         ask(g, agent=2)
     tripped = g.ledger.rows[-1]  # the call that tripped it is kept, as its replay falls back on it
-    assert (len(g.ledger.rows), tripped.agent, tripped.status, tripped.calls) == (3, 2, "fallback", 0)
+    assert (len(g.ledger.rows), tripped.step, tripped.agent, tripped.op, tripped.model, tripped.engine) == (
+        3, 1, 2, "ChooseAction", "openai/fake-model", "llm")
+    assert (tripped.status, tripped.calls, tripped.path) == ("fallback", 0, (OUTSIDE_PHASES, 2))
     assert tripped.error == "provider error: ConnectionError: connection refused"
-    assert caplog.records[-1].getMessage() == f"step 0 agent 2 ChooseAction: {tripped.error}; the run stops"
+    assert caplog.records[-1].getMessage() == f"step 1 agent 2 ChooseAction: {tripped.error}; the run stops"
 
 
 def test_empty_replies_in_a_row_trip_the_breaker_at_its_count(scripted, caplog):
@@ -244,7 +272,8 @@ def test_empty_replies_in_a_row_trip_the_breaker_at_its_count(scripted, caplog):
     with pytest.raises(ProviderOutage, match="^2 calls in a row to openai/fake-model failed or answered nothing"):
         ask(g, seed=2, agent=2)
     tripped = g.ledger.rows[-1]
-    assert (len(g.ledger.rows), tripped.agent, tripped.status, tripped.calls) == (2, 2, "fallback", 2)
+    assert (len(g.ledger.rows), tripped.agent, tripped.status, tripped.calls, tripped.live_calls) == (
+        2, 2, "fallback", 2, 2)
     assert tripped.error.startswith("unusable answer after repair (")
     assert caplog.records[-1].getMessage() == f"step 0 agent 2 ChooseAction: {tripped.error}; the run stops"
     at_once = provider_gateway(breaker=1)
