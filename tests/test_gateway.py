@@ -1,12 +1,16 @@
 """The gateway: repair and fallback, failures counted, rules, tape, budget, concurrency order."""
 
 import asyncio
+import json
 import logging
 import random
+import re
+from types import SimpleNamespace
 
+import httpx
 import pytest
 
-from socialsim.llm.gateway import OUTSIDE_PHASES, Gateway, ProviderOutage
+from socialsim.llm.gateway import OUTSIDE_PHASES, Gateway, ProviderError, ProviderOutage
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
@@ -509,6 +513,27 @@ def test_the_ledger_lists_an_agents_calls_in_the_order_of_the_phases_that_asked_
     assert [(r.agent, r.op) for r in rows] == [(a, op) for a in (0, 1) for op in ("ComposeChat", "ChooseAction")]
 
 
+def test_an_agents_concurrent_calls_get_their_own_branches_of_its_path_whatever_finishes_first(scripted):
+    """``Gateway.gather`` inside a phase: each coroutine's calls are numbered under the agent's
+    next call and the coroutine's index, and the results come back in the coroutines' order."""
+    scripted(replies={"first": ["1"], "second": ["2"], "third": ["3"]},
+             delay=lambda messages: 0.05 if "first" in messages[1]["content"] else 0.0)
+    g = Gateway(RouteTable("openai/fake-model"))
+
+    async def two_at_once(agent):
+        await g.ask(CHOOSE_ACTION, ctx(name="before"), agent_id=agent.unique_id, rng=agent.phase_rng)
+        return await g.gather(*(g.ask(CHOOSE_ACTION, ctx(name=name), agent_id=agent.unique_id, rng=agent.phase_rng)
+                                for name in ("first", "second", "third")))
+
+    g.run_phase([Agent(0)], lambda a: asyncio.sleep(0), random.Random(0))  # phase 1
+    (answers,) = g.run_phase([Agent(7)], two_at_once, random.Random(0))  # phase 2
+    assert [a.value.text for a in answers] == ACTIONS
+    rows = {r.path: r for r in g.ledger.rows}
+    assert sorted(rows) == [(2, 0), (2, 1, 0, 0), (2, 1, 1, 0), (2, 1, 2, 0)]
+    assert g.ledger.rows[-1].path == (2, 1, 0, 0)  # the slow first call finished last
+    assert [r.agent for r in g.ledger.ordered_rows()] == [7] * 4
+
+
 def test_concurrency_is_bounded_by_the_semaphore():
     from socialsim.llm.fake_server import FakeOpenAIServer
 
@@ -589,6 +614,9 @@ def test_a_model_missing_from_litellms_map_is_mapped_once_and_stays_unpriced(mon
     assert (entry["litellm_provider"], entry["mode"]) == ("openai", "chat")
     assert entry["input_cost_per_token"] == entry["output_cost_per_token"] == 0  # litellm invents no price
     assert not litellm.supports_response_schema(model=model)  # no capability claimed
+    written = litellm.model_cost[model]  # the entry as written, not as get_model_info completes it
+    assert (written["litellm_provider"], written["input_cost_per_token"], written["output_cost_per_token"]) == (
+        "openai", 0.0, 0.0)
     assert unit_prices(model) is None
     assert token_cost(model, 1000, 1000) is None
     assert token_cost(model, 1_000_000, 1_000_000, price=(2.0, 4.0)) == pytest.approx(6.0)
@@ -605,6 +633,27 @@ def test_a_model_litellm_prices_is_left_as_it_is():
     map_unknown_model("openai/gpt-4o-mini")
     assert litellm.get_model_info("openai/gpt-4o-mini")["input_cost_per_token"] == before["input_cost_per_token"] > 0
     assert unit_prices("openai/gpt-4o-mini")[0] > 0
+    from socialsim.llm.engines.embedded import register
+
+    register()  # litellm routes local/... to the embedded engine, whose models are not litellm's to price
+    map_unknown_model("local/smollm2")
+    assert "local/smollm2" not in litellm.model_cost
+
+
+def test_a_calls_price_is_litellms_for_a_model_it_prices_else_the_users_and_nothing_for_the_embedded_engine():
+    """One pricing rule: the embedded engine is free; litellm's price per token, where it has one,
+    wins over --price; a model it does not price, or lists at $0, is charged at --price."""
+    from socialsim.llm.gateway import token_cost, unit_prices
+
+    assert token_cost("local/smollm2", 10**6, 10**6, price=(2.0, 4.0)) == 0.0
+    assert unit_prices("openai/gpt-4o-mini") == pytest.approx((0.15, 0.60), rel=1e-9)
+    assert token_cost("openai/gpt-4o-mini", 2 * 10**6, 0) == pytest.approx(0.30, rel=1e-9)
+    assert token_cost("openai/gpt-4o-mini", 0, 3 * 10**6) == pytest.approx(1.80, rel=1e-9)
+    assert token_cost("openai/gpt-4o-mini", 10**6, 10**6, price=(100.0, 100.0)) == pytest.approx(0.75, rel=1e-9)
+    unknown = "openai/a-model-no-price-map-knows"
+    assert token_cost(unknown, 2 * 10**6, 10**6) is None
+    assert token_cost(unknown, 2 * 10**6, 10**6, price=(2.0, 4.0)) == 8.0
+    assert token_cost("codestral/codestral-latest", 2 * 10**6, 10**6, price=(2.0, 4.0)) == 8.0  # listed at $0
 
 
 def test_litellms_import_and_first_call_are_left_out_of_later_garbage_collections(tmp_path):
@@ -764,6 +813,7 @@ def test_json_schema_on_sends_the_records_schema_to_the_provider(monkeypatch):
     assert (answer.status, answer.value.mood) == ("ok", "glad")
     sent = server.requests[-1]["response_format"]
     assert sent["type"] == "json_schema" and set(sent["json_schema"]["schema"]["properties"]) == {"mood", "strength"}
+    assert sent["json_schema"]["name"] == "Mood"  # a name is part of OpenAI's format: the record's class
 
 
 def test_the_repair_of_a_record_goes_out_with_the_records_schema_too(monkeypatch):
@@ -787,3 +837,175 @@ def test_the_repair_of_a_record_goes_out_with_the_records_schema_too(monkeypatch
     for request in server.requests:
         sent = request["response_format"]
         assert sent["type"] == "json_schema" and set(sent["json_schema"]["schema"]["properties"]) == {"mood", "strength"}
+
+
+EMBEDDER = "openai/text-embedding-3-small"
+
+
+def fake_embeddings(monkeypatch, vectors=None, tokens=7, delay=0.0, error=None):
+    """Gateway._aembedding replaced: integer vectors (the gateway makes them floats) and the asked texts."""
+    asked = []
+
+    async def embedding(self, model, texts):
+        asked.append((model, list(texts)))
+        await asyncio.sleep(delay)
+        if error is not None:
+            raise error
+        data = vectors if vectors is not None else [{"embedding": [len(t), i]} for i, t in enumerate(texts)]
+        return SimpleNamespace(data=data, usage=SimpleNamespace(prompt_tokens=tokens))
+
+    monkeypatch.setattr(Gateway, "_aembedding", embedding)
+    return asked
+
+
+def test_an_embedding_is_taped_priced_counted_and_replayed_without_a_call(monkeypatch):
+    """Embeddings on the terms of a chat call: floats, a ledger row under the purpose (its path,
+    step, agent, tokens, latency and price), the tape's record of the request, the run's live cost
+    and off-tape count; a replay and a run on the same tape get the vectors free, with their row."""
+    from socialsim.llm.gateway import token_cost
+    from socialsim.llm.tape import call_key
+
+    asked = fake_embeddings(monkeypatch, delay=0.05)
+    g = Gateway(RouteTable("rules"))
+    g.step = 4
+    vectors = g.embed(EMBEDDER, ["a", "bbb"], purpose="EmbedThings", agent_id=3)
+    assert vectors == [[1.0, 0.0], [3.0, 1.0]] and all(type(x) is float for v in vectors for x in v)
+    assert asked == [(EMBEDDER, ["a", "bbb"])]
+    cost = token_cost(EMBEDDER, 7, 0)
+    assert cost > 0
+    (row,) = g.ledger.rows
+    assert (row.step, row.agent, row.op, row.module, row.model, row.engine, row.status, row.error) == (
+        4, 3, "EmbedThings", "embedding", EMBEDDER, "llm", "ok", None)
+    assert (row.calls, row.live_calls, row.prompt_tokens, row.completion_tokens, row.path) == (
+        1, 1, 7, 0, (OUTSIDE_PHASES, 0))
+    assert row.cost_usd == g.ledger.live_cost == pytest.approx(cost) and 0.05 <= row.latency_s < 5
+    assert g.ledger.live_calls == 1 and g.off_tape == {4: 1} and not g.reasked
+    (taped,) = g.tape.records()
+    messages = [{"role": "input", "content": "a"}, {"role": "input", "content": "bbb"}]
+    assert (taped.key, taped.model, taped.op, taped.agent, taped.step, taped.messages, taped.params) == (
+        call_key(EMBEDDER, messages, {"embedding": True}), EMBEDDER, "EmbedThings", 3, 4, messages, {"embedding": True})
+    assert json.loads(taped.raw) == vectors and taped.error is None
+    assert (taped.prompt_tokens, taped.completion_tokens, taped.latency_s, taped.cost_usd) == (
+        7, 0, row.latency_s, row.cost_usd)
+
+    for again in (Gateway(RouteTable("rules"), g.tape, replay=True), Gateway(RouteTable("rules"), g.tape)):
+        again.step = 5
+        assert again.embed(EMBEDDER, ["a", "bbb"], purpose="EmbedThings", agent_id=3) == vectors
+        (free,) = again.ledger.rows
+        assert (free.step, free.agent, free.op, free.module, free.model, free.engine, free.status) == (
+            5, 3, "EmbedThings", "embedding", EMBEDDER, "llm", "ok")
+        assert (free.calls, free.live_calls, free.prompt_tokens, free.completion_tokens, free.path) == (
+            1, 0, 7, 0, (OUTSIDE_PHASES, 0))
+        assert (free.latency_s, free.cost_usd) == (row.latency_s, row.cost_usd)
+        assert again.ledger.live_calls == 0 and again.ledger.live_cost == 0 and not again.off_tape
+    assert len(asked) == 1
+
+
+@pytest.mark.parametrize("error, said", [
+    (httpx.ConnectError("connection refused"), "ConnectError: connection refused"),
+    (ValueError("bad input"), "ValueError: bad input"),
+    (None, "ValueError: 1 vectors for 2 texts"),
+])
+def test_a_failed_embedding_is_a_provider_error_taped_and_replayed_with_its_row(monkeypatch, error, said):
+    """A provider error, or a reply of the wrong shape, raises ProviderError (the caller falls back),
+    releases the budget it reserved, and is taped so a replay raises it again with the same row."""
+    fake_embeddings(monkeypatch, error=error, vectors=[{"embedding": [1]}] if error is None else None)
+    g = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=1.0)))
+    g.step = 2
+    with pytest.raises(ProviderError, match=re.escape(said)):
+        g.embed(EMBEDDER, ["a", "bb"], purpose="EmbedThings", agent_id=1)
+    (row,) = g.ledger.rows
+    assert (row.step, row.agent, row.op, row.model, row.status, row.error, row.calls, row.path) == (
+        2, 1, "EmbedThings", EMBEDDER, "fallback", said, 0, (OUTSIDE_PHASES, 0))
+    assert g.ledger.live_calls == 0 and g.ledger._in_flight == 0 and g.ledger._reserved_usd == 0
+    (taped,) = g.tape.records()
+    assert (taped.error, taped.raw, taped.op, taped.agent, taped.step, taped.params) == (
+        said, "", "EmbedThings", 1, 2, {"embedding": True})
+
+    replayed = Gateway(RouteTable("rules"), g.tape, replay=True)
+    with pytest.raises(ProviderError, match=re.escape(said)):
+        replayed.embed(EMBEDDER, ["a", "bb"], purpose="EmbedThings", agent_id=1)
+    (again,) = replayed.ledger.rows
+    assert (again.agent, again.op, again.model, again.engine, again.status, again.error, again.calls) == (
+        1, "EmbedThings", EMBEDDER, "llm", "fallback", said, 0)
+    with pytest.raises(TapeMiss, match=f"no embeddings of 3 texts on {EMBEDDER}"):
+        replayed.embed(EMBEDDER, ["a", "bb", "c"])
+
+    fake_embeddings(monkeypatch)  # the provider is back: a run going on asks the failed call again
+    going_on = Gateway(RouteTable("rules"), g.tape)
+    going_on.step = 3
+    assert going_on.embed(EMBEDDER, ["a", "bb"], purpose="EmbedThings", agent_id=1) == [[1.0, 0.0], [2.0, 1.0]]
+    assert going_on.reasked == {3: 1} and not going_on.off_tape
+
+
+def test_an_embedding_that_fails_as_a_bug_would_is_not_taken_for_a_provider_error(monkeypatch):
+    fake_embeddings(monkeypatch, error=ZeroDivisionError("a bug"))
+    g = Gateway(RouteTable("rules"))
+    with pytest.raises(ZeroDivisionError):
+        g.embed(EMBEDDER, ["a"])
+    assert not g.tape.records() and g.ledger._in_flight == 0
+
+
+def test_an_embedding_reserves_its_texts_at_three_characters_a_token_before_the_call(monkeypatch):
+    """At $1 a token, six characters in one text reserve 6 // 3 + 1 = 3 tokens: $3."""
+    asked = fake_embeddings(monkeypatch, tokens=1)
+    model = "openai/an-embedder-no-price-map-knows"
+    refused = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=2.99)), price=(1e6, 0.0))
+    with pytest.raises(BudgetExhausted, match=r"\$3\.0000 needed"):
+        refused.embed(model, ["abcdef"])
+    assert not asked
+    g = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=3.0)), price=(1e6, 0.0))
+    assert g.embed(model, ["abcdef"]) == [[6.0, 0.0]]
+    assert g.ledger.live_cost == 1.0 and g.ledger._reserved_usd == 0
+
+
+def test_an_embedding_goes_to_litellm_with_the_runs_endpoint_timeout_and_retries(monkeypatch):
+    from socialsim.llm.litellm_setup import litellm
+
+    sent = []
+
+    async def aembedding(**kwargs):
+        sent.append(kwargs)
+        return SimpleNamespace(data=[{"embedding": [0.5]}], usage=None)
+
+    monkeypatch.setattr(litellm, "aembedding", aembedding)
+    g = Gateway(RouteTable("rules"), api_base="http://127.0.0.1:9/v1", timeout_s=7.0, num_retries=2)
+    assert g.embed(EMBEDDER, ["a"]) == [[0.5]]
+    assert sent == [{"model": EMBEDDER, "input": ["a"], "timeout": 7.0, "num_retries": 2,
+                     "api_base": "http://127.0.0.1:9/v1"}]
+    assert g.ledger.rows[0].prompt_tokens == 0  # no usage in the reply
+    assert g.ledger.rows[0].op == "Embed"  # the purpose, unless named
+    plain = Gateway(RouteTable("rules"))
+    assert run_sync(plain.aembed(EMBEDDER, ["b"])) == [[0.5]]
+    assert "api_base" not in sent[-1] and plain.ledger.rows[0].op == "Embed"
+
+
+def test_a_derived_gateway_shares_the_runs_tape_ledger_settings_step_models_and_pool(tmp_path):
+    """A judge's gateway (derived, twice over) asks on the run's terms: its tape, ledger, limits,
+    endpoint, prices, modes and deployments; it records at the run's step; the run's models and
+    its one Router include the judges'."""
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("model_list:\n  - {model_name: judge-pool, litellm_params: {model: openai/e}}\n")
+    settings = dict(max_concurrency=3, rpm=10.0, tpm=1000.0, timeout_s=5.0, num_retries=4,
+                    api_base="http://127.0.0.1:9/v1", price=(1.0, 2.0), json_schema=True, breaker=7)
+    run_gateway = Gateway(RouteTable("openai/a"), **settings, deployments=pool)
+    judge = run_gateway.derive(RouteTable("openai/b"))
+    judges_judge = judge.derive(RouteTable("judge-pool"))
+    for derived in (judge, judges_judge):
+        assert derived.tape is run_gateway.tape and derived.ledger is run_gateway.ledger
+        assert derived.deployments is run_gateway.deployments and derived.deployments.serves("judge-pool")
+        assert {name: getattr(derived, name) for name in settings} == settings
+        assert (derived.replay, derived.dry_run) == (False, False)
+        assert derived._root() is run_gateway
+    run_gateway.step = 6
+    assert judge.step == judges_judge.step == 6
+    assert run_gateway.models() == {"openai/a", "openai/b", "judge-pool"} and judge.models() == {"openai/b", "judge-pool"}
+    assert judges_judge._pooled("judge-pool") and not run_gateway._pooled("openai/a")
+    router = judges_judge._router()
+    assert run_gateway._router() is router and judge._router() is router
+    assert [d["model_name"] for d in router.model_list] == ["judge-pool"]
+
+    replaying = Gateway(RouteTable("openai/a"), replay=True, dry_run=True, breaker=0, deployments=pool)
+    assert replaying.deployments is None and replaying.breaker is None  # a replay calls no server; 0: no breaker
+    derived = replaying.derive(RouteTable("openai/b"))
+    assert (derived.replay, derived.dry_run, derived.breaker, derived.deployments) == (True, True, None, None)

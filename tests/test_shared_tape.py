@@ -8,12 +8,13 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from socialsim.batch.sweeps import CLAIMS, SharedTape, sweep
 from socialsim.llm.fake_server import FakeOpenAIServer
-from socialsim.llm.gateway import Gateway
+from socialsim.llm.gateway import OUTSIDE_PHASES, Gateway
 from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
 from socialsim.llm.routing import RouteTable
 from socialsim.llm.tape import TapeRecord
@@ -176,11 +177,16 @@ def test_two_runs_embedding_the_same_texts_at_once_pay_once(tmp_path, monkeypatc
     gateways = [Gateway(RouteTable("rules"), SharedTape(tmp_path / "tape.jsonl")) for _ in range(2)]
 
     async def both():
-        return await asyncio.gather(*(g.aembed("openai/text-embedding-3-small", ["a", "bb"]) for g in gateways))
+        return await asyncio.gather(*(g.aembed("openai/text-embedding-3-small", ["a", "bb"], "EmbedMemories", 4)
+                                      for g in gateways))
 
     vectors = asyncio.run(both())
     assert len(calls) == 1 and vectors[0] == vectors[1] == [[1.0, 1.0], [2.0, 1.0]]
     assert sorted(g.ledger.live_calls for g in gateways) == [0, 1]
+    for g in gateways:  # the waiter's row is the payer's, free
+        (row,) = g.ledger.rows
+        assert (row.op, row.agent, row.model, row.status, row.path) == (
+            "EmbedMemories", 4, "openai/text-embedding-3-small", "ok", (OUTSIDE_PHASES, 0))
 
 
 def test_an_answer_recorded_just_before_the_claim_is_taken_is_used(tmp_path, monkeypatch):
@@ -344,7 +350,7 @@ def test_ctrl_c_leaves_a_claim_made_afresh_where_a_dead_ones_was(tmp_path, monke
 
 
 def test_others_wait_for_a_claimed_call_as_long_as_all_its_attempts_can_take_twice_and_ten_minutes_at_least(
-        tmp_path, scripted):
+        tmp_path, scripted, monkeypatch):
     """A claim is stale once every attempt of its call (timeout x (1 + retries)) could have timed out
     twice over, and never before ten minutes: a run waiting on a live call does not repay it."""
     from socialsim.llm.tape import Tape
@@ -361,3 +367,10 @@ def test_others_wait_for_a_claimed_call_as_long_as_all_its_attempts_can_take_twi
         gateway = Gateway(RouteTable("openai/fake-model"), Watched(), timeout_s=timeout_s, num_retries=retries)
         asyncio.run(gateway.ask(CHOOSE_ACTION, CONTEXT, agent_id=1, rng=random.Random(7)))
     assert waits == [600.0, 2 * 120.0 * 3]
+
+    async def vectors(self, model, texts):
+        return SimpleNamespace(data=[{"embedding": [1.0]} for _ in texts], usage=None)
+
+    monkeypatch.setattr(Gateway, "_aembedding", vectors)  # an embedding's claim waits as long
+    Gateway(RouteTable("rules"), Watched(), timeout_s=120.0, num_retries=2).embed("openai/text-embedding-3-small", ["a"])
+    assert waits == [600.0, 720.0, 720.0]
