@@ -534,6 +534,24 @@ def test_an_agents_concurrent_calls_get_their_own_branches_of_its_path_whatever_
     assert [r.agent for r in g.ledger.ordered_rows()] == [7] * 4
 
 
+def test_a_judges_live_calls_are_counted_on_the_runs_gateway_at_the_runs_step(scripted):
+    """The resume check reads the run's own gateway: a judge's call the tape held nothing for is
+    off the tape there, and one whose recorded failure is asked again is re-asked, at the run's step."""
+    scripted(error=httpx.ConnectError("refused"))
+    run_gateway = provider_gateway(breaker=None)
+    judge = run_gateway.derive(RouteTable("openai/fake-model")).derive(RouteTable("openai/fake-model"))
+    run_gateway.step = 3
+    assert ask(judge).status == "fallback"
+    assert (run_gateway.off_tape, run_gateway.reasked, judge.off_tape) == ({3: 1}, {}, {})
+
+    scripted(default="1")
+    resumed = Gateway(RouteTable("openai/fake-model"), run_gateway.tape)
+    resumed_judge = resumed.derive(RouteTable("openai/fake-model"))
+    resumed.step = 3
+    assert ask(resumed_judge).status == "ok"
+    assert (resumed.off_tape, resumed.reasked, resumed_judge.reasked) == ({}, {3: 1}, {})
+
+
 def test_concurrency_is_bounded_by_the_semaphore():
     from socialsim.llm.fake_server import FakeOpenAIServer
 
@@ -606,10 +624,13 @@ def test_a_model_missing_from_litellms_map_is_mapped_once_and_stays_unpriced(mon
     with pytest.raises(Exception, match="isn't mapped"):
         litellm.get_model_info(model)
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    registered, register = [], litellm.register_model
+    monkeypatch.setattr(litellm, "register_model", lambda cost: registered.append(list(cost)) or register(cost))
     with FakeOpenAIServer() as server, caplog.at_level("WARNING", logger="socialsim.llm"):
         g = served_gateway(server, model)
         assert ask(g).status == "ok"
         assert ask(g, seed=2).status == "ok"
+    assert registered == [[model]]  # once
     entry = litellm.get_model_info(model)
     assert (entry["litellm_provider"], entry["mode"]) == ("openai", "chat")
     assert entry["input_cost_per_token"] == entry["output_cost_per_token"] == 0  # litellm invents no price
@@ -617,6 +638,8 @@ def test_a_model_missing_from_litellms_map_is_mapped_once_and_stays_unpriced(mon
     written = litellm.model_cost[model]  # the entry as written, not as get_model_info completes it
     assert (written["litellm_provider"], written["input_cost_per_token"], written["output_cost_per_token"]) == (
         "openai", 0.0, 0.0)
+    assert unit_prices(model) is None
+    unit_prices.cache_clear()  # looked up afresh, after its $0 entry: still unpriced
     assert unit_prices(model) is None
     assert token_cost(model, 1000, 1000) is None
     assert token_cost(model, 1_000_000, 1_000_000, price=(2.0, 4.0)) == pytest.approx(6.0)
@@ -654,6 +677,26 @@ def test_a_calls_price_is_litellms_for_a_model_it_prices_else_the_users_and_noth
     assert token_cost(unknown, 2 * 10**6, 10**6) is None
     assert token_cost(unknown, 2 * 10**6, 10**6, price=(2.0, 4.0)) == 8.0
     assert token_cost("codestral/codestral-latest", 2 * 10**6, 10**6, price=(2.0, 4.0)) == 8.0  # listed at $0
+
+
+def test_a_call_goes_to_litellm_with_the_runs_timeout_retries_and_endpoint_and_drops_unknown_settings(monkeypatch):
+    """``drop_params`` per call: a provider that takes no ``seed`` (say) still answers."""
+    from socialsim.llm.litellm_setup import litellm
+
+    sent = []
+
+    async def acompletion(**kwargs):
+        sent.append(kwargs)
+        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content="2"))], usage=None)
+
+    monkeypatch.setattr(litellm, "acompletion", acompletion)
+    g = provider_gateway(api_base="http://127.0.0.1:9/v1", timeout_s=7.0, num_retries=3)
+    assert ask(g).value.text == ACTIONS[1]
+    (kwargs,) = sent
+    assert {k: kwargs[k] for k in ("model", "timeout", "num_retries", "drop_params", "api_base", "max_tokens")} == {
+        "model": "openai/fake-model", "timeout": 7.0, "num_retries": 3, "drop_params": True,
+        "api_base": "http://127.0.0.1:9/v1", "max_tokens": CHOOSE_ACTION.max_tokens}
+    assert kwargs["messages"] == CHOOSE_ACTION.messages(ctx())
 
 
 def test_litellms_import_and_first_call_are_left_out_of_later_garbage_collections(tmp_path):
@@ -905,6 +948,7 @@ def test_an_embedding_is_taped_priced_counted_and_replayed_without_a_call(monkey
     (httpx.ConnectError("connection refused"), "ConnectError: connection refused"),
     (ValueError("bad input"), "ValueError: bad input"),
     (None, "ValueError: 1 vectors for 2 texts"),
+    (httpx.ConnectError("refused " * 50), ("ConnectError: " + "refused " * 50)[:300]),
 ])
 def test_a_failed_embedding_is_a_provider_error_taped_and_replayed_with_its_row(monkeypatch, error, said):
     """A provider error, or a reply of the wrong shape, raises ProviderError (the caller falls back),
@@ -915,19 +959,19 @@ def test_a_failed_embedding_is_a_provider_error_taped_and_replayed_with_its_row(
     with pytest.raises(ProviderError, match=re.escape(said)):
         g.embed(EMBEDDER, ["a", "bb"], purpose="EmbedThings", agent_id=1)
     (row,) = g.ledger.rows
-    assert (row.step, row.agent, row.op, row.model, row.status, row.error, row.calls, row.path) == (
-        2, 1, "EmbedThings", EMBEDDER, "fallback", said, 0, (OUTSIDE_PHASES, 0))
+    assert (row.step, row.agent, row.op, row.model, row.engine, row.status, row.error, row.calls, row.path) == (
+        2, 1, "EmbedThings", EMBEDDER, "llm", "fallback", said, 0, (OUTSIDE_PHASES, 0))
     assert g.ledger.live_calls == 0 and g.ledger._in_flight == 0 and g.ledger._reserved_usd == 0
     (taped,) = g.tape.records()
-    assert (taped.error, taped.raw, taped.op, taped.agent, taped.step, taped.params) == (
-        said, "", "EmbedThings", 1, 2, {"embedding": True})
+    assert (taped.error, taped.raw, taped.model, taped.op, taped.agent, taped.step, taped.params) == (
+        said, "", EMBEDDER, "EmbedThings", 1, 2, {"embedding": True})
 
     replayed = Gateway(RouteTable("rules"), g.tape, replay=True)
     with pytest.raises(ProviderError, match=re.escape(said)):
         replayed.embed(EMBEDDER, ["a", "bb"], purpose="EmbedThings", agent_id=1)
     (again,) = replayed.ledger.rows
-    assert (again.agent, again.op, again.model, again.engine, again.status, again.error, again.calls) == (
-        1, "EmbedThings", EMBEDDER, "llm", "fallback", said, 0)
+    assert (again.agent, again.op, again.model, again.engine, again.status, again.error, again.calls, again.path) == (
+        1, "EmbedThings", EMBEDDER, "llm", "fallback", said, 0, (OUTSIDE_PHASES, 0))
     with pytest.raises(TapeMiss, match=f"no embeddings of 3 texts on {EMBEDDER}"):
         replayed.embed(EMBEDDER, ["a", "bb", "c"])
 
@@ -947,16 +991,19 @@ def test_an_embedding_that_fails_as_a_bug_would_is_not_taken_for_a_provider_erro
 
 
 def test_an_embedding_reserves_its_texts_at_three_characters_a_token_before_the_call(monkeypatch):
-    """At $1 a token, six characters in one text reserve 6 // 3 + 1 = 3 tokens: $3."""
+    """At $1 a token, seven characters in one text reserve 7 // 3 + 1 = 3 tokens and no reply: $3.
+    A model without a price reserves nothing (a run refuses a budget on one before it starts)."""
     asked = fake_embeddings(monkeypatch, tokens=1)
     model = "openai/an-embedder-no-price-map-knows"
-    refused = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=2.99)), price=(1e6, 0.0))
+    refused = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=2.99)), price=(1e6, 1e6))
     with pytest.raises(BudgetExhausted, match=r"\$3\.0000 needed"):
-        refused.embed(model, ["abcdef"])
+        refused.embed(model, ["abcdefg"])
     assert not asked
-    g = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=3.0)), price=(1e6, 0.0))
-    assert g.embed(model, ["abcdef"]) == [[6.0, 0.0]]
+    g = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=3.0)), price=(1e6, 1e6))
+    assert g.embed(model, ["abcdefg"]) == [[7.0, 0.0]]
     assert g.ledger.live_cost == 1.0 and g.ledger._reserved_usd == 0
+    unpriced = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=0.5)))
+    assert unpriced.embed(model, ["abcdefg"]) == [[7.0, 0.0]] and unpriced.ledger.live_cost == 0
 
 
 def test_an_embedding_goes_to_litellm_with_the_runs_endpoint_timeout_and_retries(monkeypatch):
@@ -966,14 +1013,14 @@ def test_an_embedding_goes_to_litellm_with_the_runs_endpoint_timeout_and_retries
 
     async def aembedding(**kwargs):
         sent.append(kwargs)
-        return SimpleNamespace(data=[{"embedding": [0.5]}], usage=None)
+        return SimpleNamespace(data=[{"embedding": [0.5]}])  # no usage at all
 
     monkeypatch.setattr(litellm, "aembedding", aembedding)
     g = Gateway(RouteTable("rules"), api_base="http://127.0.0.1:9/v1", timeout_s=7.0, num_retries=2)
     assert g.embed(EMBEDDER, ["a"]) == [[0.5]]
     assert sent == [{"model": EMBEDDER, "input": ["a"], "timeout": 7.0, "num_retries": 2,
                      "api_base": "http://127.0.0.1:9/v1"}]
-    assert g.ledger.rows[0].prompt_tokens == 0  # no usage in the reply
+    assert g.ledger.rows[0].prompt_tokens == 0  # no usage in the reply: no tokens
     assert g.ledger.rows[0].op == "Embed"  # the purpose, unless named
     plain = Gateway(RouteTable("rules"))
     assert run_sync(plain.aembed(EMBEDDER, ["b"])) == [[0.5]]
