@@ -5,6 +5,7 @@ import json
 import logging
 import random
 import re
+import time
 from types import SimpleNamespace
 
 import httpx
@@ -409,8 +410,22 @@ def test_a_phase_starts_its_agents_one_loop_turn_apart():
         await asyncio.sleep(0.01)  # the reply
         return agent.unique_id
 
-    assert Gateway().run_phase([Agent(i) for i in range(3)], decide, random.Random(0)) == [0, 1, 2]
+    gateway = Gateway()
+    gateway.run_phase([], decide, random.Random(0))  # the run's loop, started once
+    started = time.perf_counter()
+    assert gateway.run_phase([Agent(i) for i in range(3)], decide, random.Random(0)) == [0, 1, 2]
     assert events == ["start 0", "turn 0", "start 1", "turn 1", "start 2", "turn 2"]
+    assert time.perf_counter() - started < 0.5  # a turn, not a pause: the replies wait together
+
+
+def test_each_agent_of_a_phase_draws_from_its_own_stream_seeded_in_agent_order():
+    """phase_rng is seeded from 64 bits of the step's stream, agent by agent: the seeds in every
+    recorded call's key depend on it, so a tape replays only while it stays so."""
+    agents = [Agent(i) for i in range(3)]
+    Gateway().run_phase(agents, lambda agent: asyncio.sleep(0), random.Random(5))
+    step_stream = random.Random(5)
+    assert [a.phase_rng.random() for a in agents] == [random.Random(step_stream.getrandbits(64)).random()
+                                                       for _ in agents]
 
 
 def test_ctrl_c_while_a_phase_is_starting_its_agents_leaves_none_running():
@@ -541,15 +556,15 @@ def test_a_judges_live_calls_are_counted_on_the_runs_gateway_at_the_runs_step(sc
     run_gateway = provider_gateway(breaker=None)
     judge = run_gateway.derive(RouteTable("openai/fake-model")).derive(RouteTable("openai/fake-model"))
     run_gateway.step = 3
-    assert ask(judge).status == "fallback"
-    assert (run_gateway.off_tape, run_gateway.reasked, judge.off_tape) == ({3: 1}, {}, {})
+    assert [ask(judge, seed=seed).status for seed in (1, 2)] == ["fallback"] * 2
+    assert (run_gateway.off_tape, run_gateway.reasked, judge.off_tape) == ({3: 2}, {}, {})
 
     scripted(default="1")
     resumed = Gateway(RouteTable("openai/fake-model"), run_gateway.tape)
     resumed_judge = resumed.derive(RouteTable("openai/fake-model"))
     resumed.step = 3
-    assert ask(resumed_judge).status == "ok"
-    assert (resumed.off_tape, resumed.reasked, resumed_judge.reasked) == ({}, {3: 1}, {})
+    assert [ask(resumed_judge, seed=seed).status for seed in (1, 2)] == ["ok"] * 2
+    assert (resumed.off_tape, resumed.reasked, resumed_judge.reasked) == ({}, {3: 2}, {})
 
 
 def test_concurrency_is_bounded_by_the_semaphore():
