@@ -46,6 +46,7 @@ def test_valid_answer_is_used_and_counted(scripted):
     assert len(fake.calls) == 1
     row = g.ledger.rows[0]
     assert (row.op, row.calls, row.live_calls, row.status) == ("ChooseAction", 1, 1, "ok")
+    assert (g.capped_replies, g.capped_chars, g.failures_in_a_row) == (0, 0, 0)  # nothing cut, nothing failed
 
 
 def test_a_live_calls_latency_is_the_time_its_reply_took(scripted):
@@ -553,7 +554,7 @@ def test_a_judges_live_calls_are_counted_on_the_runs_gateway_at_the_runs_step(sc
     """The resume check reads the run's own gateway: a judge's call the tape held nothing for is
     off the tape there, and one whose recorded failure is asked again is re-asked, at the run's step."""
     scripted(error=httpx.ConnectError("refused"))
-    run_gateway = provider_gateway(breaker=None)
+    run_gateway = provider_gateway(breaker=3)  # two failures in a row are not an outage
     judge = run_gateway.derive(RouteTable("openai/fake-model")).derive(RouteTable("openai/fake-model"))
     run_gateway.step = 3
     assert [ask(judge, seed=seed).status for seed in (1, 2)] == ["fallback"] * 2
@@ -1071,3 +1072,54 @@ def test_a_derived_gateway_shares_the_runs_tape_ledger_settings_step_models_and_
     assert replaying.deployments is None and replaying.breaker is None  # a replay calls no server; 0: no breaker
     derived = replaying.derive(RouteTable("openai/b"))
     assert (derived.replay, derived.dry_run, derived.breaker, derived.deployments) == (True, True, None, None)
+    missing = tmp_path / "no-such-pool.yaml"
+    assert Gateway(replay=True, deployments=missing).deployments is None  # neither needs the file
+    assert Gateway(dry_run=True, deployments=missing).deployments is None
+
+
+def test_a_calls_output_format_is_a_grammar_locally_a_schema_where_supported_or_asked_and_else_none(monkeypatch):
+    """Constrained decoding per (model, question): the embedded engine gets the question's grammar
+    whatever --json-schema says; a record goes out with its JSON schema to a model litellm says takes
+    one (or to any, with --json-schema on; to none, with it off); other questions rely on the parser."""
+    from socialsim.llm.gateway import json_schema_format
+    from socialsim.llm.questions import PickOneQuestion
+
+    record = ask_mood().question(None)
+    pick = PickOneQuestion(("a", "b"))
+    capable, unknown = "openai/gpt-4o-mini", "openai/fake-model"
+    for choice in (None, True, False):
+        g = Gateway(RouteTable("rules"), json_schema=choice)
+        assert g._output_format("local/smollm2", pick) == {"grammar": pick.gbnf()}
+        assert g._output_format("local/smollm2", record) == {"grammar": record.gbnf()}
+        assert g._output_format(capable, pick) == g._output_format(unknown, pick) == {}
+        assert g._output_format(capable, record) == ({} if choice is False else json_schema_format(record))
+        assert g._output_format(unknown, record) == (json_schema_format(record) if choice else {})
+        assert g._output_format(capable, record) == ({} if choice is False else json_schema_format(record))  # cached
+    unhashable = PickOneQuestion(["a", "b"])  # a list where a tuple belongs: built each time, not cached
+    assert Gateway(RouteTable("rules"))._output_format("local/smollm2", unhashable) == {"grammar": pick.gbnf()}
+
+    from socialsim.llm.litellm_setup import litellm
+
+    def lookup_fails(model):
+        raise ValueError(f"no capabilities for {model}")
+
+    monkeypatch.setattr(litellm, "supports_response_schema", lookup_fails)  # taken as no
+    assert Gateway(RouteTable("rules"))._output_format(capable, record) == {}
+
+
+def test_the_embedded_engine_is_made_reachable_only_by_a_live_run_that_routes_to_it(monkeypatch):
+    """litellm learns the ``local`` provider when a run will call a local model; a replay or a dry
+    run makes no call, and a run on provider models does not need it."""
+    from socialsim.llm.engines import embedded
+    from socialsim.llm.litellm_setup import litellm
+
+    def reachable(**kw):
+        monkeypatch.setattr(embedded, "_registered", False)
+        monkeypatch.setattr(litellm, "custom_provider_map", [])
+        Gateway(**kw)
+        return [p["provider"] for p in litellm.custom_provider_map] == ["local"]
+
+    assert reachable(routes=RouteTable("local/smollm2"))
+    assert not reachable(routes=RouteTable("openai/fake-model"))
+    assert not reachable(routes=RouteTable("local/smollm2"), replay=True)
+    assert not reachable(routes=RouteTable("local/smollm2"), dry_run=True)
