@@ -713,6 +713,9 @@ def test_a_call_goes_to_litellm_with_the_runs_timeout_retries_and_endpoint_and_d
         "model": "openai/fake-model", "timeout": 7.0, "num_retries": 3, "drop_params": True,
         "api_base": "http://127.0.0.1:9/v1", "max_tokens": CHOOSE_ACTION.max_tokens}
     assert kwargs["messages"] == CHOOSE_ACTION.messages(ctx())
+    ask(provider_gateway())
+    ask(Gateway(RouteTable("local/smollm2"), api_base="http://127.0.0.1:9/v1"))  # not the embedded engine's
+    assert ["api_base" in kwargs for kwargs in sent] == [True, False, False]
 
 
 def test_litellms_import_and_first_call_are_left_out_of_later_garbage_collections(tmp_path):
