@@ -706,6 +706,13 @@ def test_a_call_goes_to_litellm_with_the_runs_timeout_retries_and_endpoint_and_d
         return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content="2"))], usage=None)
 
     monkeypatch.setattr(litellm, "acompletion", acompletion)
+    import gc
+
+    from socialsim.llm import gateway as gateway_module
+
+    freezes = []
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
+    monkeypatch.setattr(gateway_module, "_first_call_done", False)  # as in a fresh process
     g = provider_gateway(api_base="http://127.0.0.1:9/v1", timeout_s=7.0, num_retries=3)
     assert ask(g).value.text == ACTIONS[1]
     (kwargs,) = sent
@@ -716,6 +723,7 @@ def test_a_call_goes_to_litellm_with_the_runs_timeout_retries_and_endpoint_and_d
     ask(provider_gateway())
     ask(Gateway(RouteTable("local/smollm2"), api_base="http://127.0.0.1:9/v1"))  # not the embedded engine's
     assert ["api_base" in kwargs for kwargs in sent] == [True, False, False]
+    assert freezes == [1]  # after the process's first call only: later garbage stays collectable
 
 
 def test_litellms_import_and_first_call_are_left_out_of_later_garbage_collections(tmp_path):
