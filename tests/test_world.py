@@ -116,6 +116,11 @@ def test_a_free_text_action_is_read_without_its_full_stop_and_extra_spaces_but_a
     assert parse_action("") is None and parse_action(None) is None
 
 
+def test_an_action_given_its_words_keeps_everything_else():
+    chat = Action("chat with", "Bob", "a note", tags=("norm",))
+    assert chat.with_content("hello") == Action("chat with", "Bob", "a note", "hello", ("norm",))
+
+
 @pytest.mark.parametrize("text, expected", [
     ("smoke a cigarette", "smoking a cigarette"), ("leave a tip", "leaving a tip"), ("be quiet", "being quiet"),
     ("see a friend", "seeing a friend"), ("dye hair", "dyeing hair"), ("tie shoes", "tying shoes"),
