@@ -38,6 +38,28 @@ def served_gateway(server, model="openai/fake-model", **kw):
     return Gateway(RouteTable(model), api_base=server.api_base, **{"num_retries": 0, **kw})
 
 
+def test_an_operations_messages_are_its_system_text_then_its_prompt_answer_format_and_changing_input():
+    """The input goes after the answer format only when there is one: the fixed head comes first."""
+    from socialsim.llm.operation import Operation
+    from socialsim.llm.questions import YesNoQuestion
+
+    class Ask(Operation):
+        def question(self, ctx):
+            return YesNoQuestion()
+
+        def prompt(self, ctx):
+            return f"Is {ctx} here?"
+
+    fmt = YesNoQuestion().instruction()
+    assert Operation().input_text("Ann") == ""
+    assert Ask().messages("Ann") == [{"role": "system", "content": Operation.system},
+                                     {"role": "user", "content": f"Is Ann here?\n\n{fmt}"}]
+    Ask.input_text = lambda self, ctx: f"PERSON: {ctx}"
+    Ask.system_text = lambda self, ctx: f"You are {ctx}'s friend."
+    assert Ask().messages("Ann") == [{"role": "system", "content": "You are Ann's friend."},
+                                     {"role": "user", "content": f"Is Ann here?\n\n{fmt}\n\nPERSON: Ann"}]
+
+
 def test_valid_answer_is_used_and_counted(scripted):
     fake = scripted(default="3")
     g = provider_gateway()

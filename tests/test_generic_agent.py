@@ -1,0 +1,187 @@
+"""The generic agent, the base of every architecture: what it perceives and remembers, what it tells
+the model when it chooses an action and composes a line, and what its act leaves behind."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from socialsim.agents.generic import MEMORY_SIZE, GenerativeAgent
+from socialsim.llm.operations.generic import CHOOSE_ACTION, COMPOSE_CHAT
+from socialsim.model.society import SocietyModel
+from socialsim.spaces.actions import Action, Outcome
+
+
+@pytest.fixture
+def cafe():
+    """Hobbs Cafe on the rules, nothing stepped: Wolfgang, Tamara and Carlos share the dining room."""
+    model = SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=0)
+    model.steps = 5
+    return model
+
+
+def chat(model, speaker: str, listener: str, words: str, step: int) -> None:
+    """``speaker`` says ``words`` to ``listener`` at ``step``, through the world."""
+    outcome = model.world.execute(model.agent_named(speaker), Action("chat with", listener, content=words), step)
+    assert outcome.ok, outcome.reason
+
+
+def answering(agent, *answers):
+    """Replace the agent's gateway question by one that answers in turn and keeps what it was asked."""
+    asked, queue = [], list(answers)
+
+    async def ask(op, ctx):
+        asked.append((op, ctx))
+        return SimpleNamespace(value=queue.pop(0))
+
+    agent.ask = ask
+    return asked
+
+
+def test_an_agent_starts_with_its_scenario_self_and_nothing_done(cafe):
+    spec = next(s for s in cafe.scenario_spec.agents if s.name == "Wolfgang Schulz")
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    assert (wolfgang.name, wolfgang.description, wolfgang.traits) == (spec.name, spec.description, spec.traits)
+    assert wolfgang.traits is not spec.traits  # its own copy
+    assert (list(wolfgang.memory), wolfgang.memory.maxlen, wolfgang.observation, wolfgang.action_space,
+            wolfgang.intent, wolfgang.last_action, wolfgang.last_thought) == ([], MEMORY_SIZE, "", [], None, "", "")
+    assert wolfgang.last_outcome == Outcome(ok=True)
+    assert wolfgang.phase_rng.random() == random.Random(0).random()
+
+
+def test_a_memory_is_stamped_with_its_step_and_keeps_the_last_ten(cafe):
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    for i in range(MEMORY_SIZE + 2):
+        wolfgang.remember(f"thing {i}")
+    assert list(wolfgang.memory) == [f"[step 5] thing {i}" for i in range(2, MEMORY_SIZE + 2)]
+
+
+def test_what_a_partner_said_is_heard_for_three_steps_and_only_from_them(cafe):
+    chat(cafe, "Tamara Taylor", "Wolfgang Schulz", "too old", 1)
+    chat(cafe, "Tamara Taylor", "Wolfgang Schulz", "just in time", 2)
+    chat(cafe, "Carlos Gomez", "Wolfgang Schulz", "not hers", 3)
+    chat(cafe, "Tamara Taylor", "Carlos Gomez", "not to him", 4)
+    chat(cafe, "Tamara Taylor", "Wolfgang Schulz", "lately", 4)
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    assert wolfgang.heard_from("Tamara Taylor") == ["just in time", "lately"]
+    assert wolfgang.heard_from("Tamara Taylor", steps=1) == ["lately"]
+
+
+def test_recent_partners_are_those_one_chatted_with_in_the_last_three_steps_once_each(cafe):
+    chat(cafe, "Wolfgang Schulz", "Tamara Taylor", "long ago", 1)
+    chat(cafe, "Wolfgang Schulz", "Tamara Taylor", "hello", 2)
+    chat(cafe, "Wolfgang Schulz", "Tamara Taylor", "again", 4)
+    chat(cafe, "Wolfgang Schulz", "Carlos Gomez", "hi", 3)
+    chat(cafe, "Carlos Gomez", "Abigail Chen", "not mine", 4)
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    refused = cafe.world.execute(wolfgang, Action("chat with", "Tom Gomez", content="out of reach"), 4)
+    assert not refused.ok  # Tom is in the street
+    cafe.world.execute(wolfgang, Action("do", "speak loudly"), 4)
+    assert wolfgang.recent_partners() == ["Carlos Gomez", "Tamara Taylor"]
+    assert wolfgang.recent_partners(steps=1) == ["Tamara Taylor"]
+    assert cafe.agent_named("Tamara Taylor").recent_partners() == []
+
+
+def test_perceiving_reads_the_world_and_remembers_only_last_steps_lines(cafe):
+    chat(cafe, "Tamara Taylor", "Wolfgang Schulz", "before", 3)
+    chat(cafe, "Carlos Gomez", "Wolfgang Schulz", "nice light", 4)
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    wolfgang.perceive()
+    assert wolfgang.observation == cafe.world.observe(wolfgang)
+    assert wolfgang.action_space == cafe.world.action_space(wolfgang)
+    assert list(wolfgang.memory) == ['[step 5] Carlos Gomez said to me: "nice light"']
+
+
+def test_an_agent_tells_the_model_who_and_where_it_is_what_it_can_do_and_what_it_remembers(cafe):
+    chat(cafe, "Wolfgang Schulz", "Carlos Gomez", "hi", 4)
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    wolfgang.perceive()
+    wolfgang.remember("I lit the stage")
+    texts = [a.text for a in wolfgang.action_space]
+    asked = answering(wolfgang, SimpleNamespace(index=texts.index("speak loudly")))
+    asyncio.run(wolfgang.decide())
+    [(op, ctx)] = asked
+    assert op is CHOOSE_ACTION
+    assert (ctx.name, ctx.description, ctx.setting, ctx.observation) == (
+        "Wolfgang Schulz", wolfgang.description, cafe.scenario_spec.context, wolfgang.observation)
+    assert (ctx.actions, ctx.memory, ctx.recent_partners) == (texts, ["[step 5] I lit the stage"], ["Carlos Gomez"])
+    assert sorted(ctx.people_here) == ["Abigail Chen", "Carlos Gomez", "Francisco Lopez", "Tamara Taylor"]
+    assert wolfgang.intent == wolfgang.action_space[texts.index("speak loudly")]
+
+
+def test_choosing_a_chat_asks_for_the_line_with_what_the_partner_said(cafe):
+    chat(cafe, "Tamara Taylor", "Wolfgang Schulz", "too loud", 4)
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    wolfgang.perceive()
+    texts = [a.text for a in wolfgang.action_space]
+    asked = answering(wolfgang, SimpleNamespace(index=texts.index("chat with Tamara Taylor")),
+                      SimpleNamespace(text="sorry"))
+    asyncio.run(wolfgang.decide())
+    op, ctx = asked[1]
+    assert op is COMPOSE_CHAT
+    assert (ctx.name, ctx.description, ctx.setting, ctx.observation, ctx.partner, ctx.heard, ctx.memory) == (
+        "Wolfgang Schulz", wolfgang.description, cafe.scenario_spec.context, wolfgang.observation,
+        "Tamara Taylor", ["too loud"], ['[step 5] Tamara Taylor said to me: "too loud"'])
+    assert wolfgang.intent == wolfgang.action_space[texts.index("chat with Tamara Taylor")].with_content("sorry")
+    assert wolfgang.intent.content == "sorry"
+
+
+def test_an_agent_asks_the_run_gateway_for_itself_with_its_phase_stream(cafe):
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    seen = []
+
+    async def ask(op, ctx, *, agent_id, rng):
+        seen.append((op, ctx, agent_id, rng))
+        return "answer"
+
+    cafe.llm = SimpleNamespace(ask=ask)
+    assert asyncio.run(wolfgang.ask(CHOOSE_ACTION, "ctx")) == "answer"
+    assert seen == [(CHOOSE_ACTION, "ctx", wolfgang.unique_id, wolfgang.phase_rng)]
+
+
+def test_a_done_chat_is_remembered_and_counted_as_an_interaction(cafe):
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    wolfgang.intent = Action("chat with", "Tamara Taylor", content="hello")
+    wolfgang.act()
+    assert (wolfgang.last_action, wolfgang.last_outcome.ok, wolfgang.intent) == (
+        "chat with Tamara Taylor: hello", True, None)
+    assert list(wolfgang.memory) == ["[step 5] I did: chat with Tamara Taylor: hello"]
+    assert cafe.interactions["Wolfgang Schulz"]["Tamara Taylor"]["weight"] == 1
+    rows = cafe.datacollector.get_table_dataframe("interactions").to_dict("records")
+    assert rows == [{"step": 5, "initiator": "Wolfgang Schulz", "receiver": "Tamara Taylor", "kind": "chat",
+                     "content": "hello"}]
+    assert cafe.world.events[-1].step == 5
+
+
+def test_a_refused_act_is_remembered_with_its_reason_and_counts_no_interaction(cafe):
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    wolfgang.intent = Action("chat with", "Tom Gomez", content="hello")
+    wolfgang.act()
+    reason = cafe.world.events[-1].reason
+    assert reason and (wolfgang.last_action, wolfgang.last_outcome.ok, wolfgang.intent) == (
+        "chat with Tom Gomez: hello", False, None)
+    assert list(wolfgang.memory) == [f"[step 5] I tried to chat with Tom Gomez: hello, but {reason}"]
+    assert cafe.interactions.number_of_edges() == 0
+
+
+def test_a_done_act_that_is_no_chat_counts_no_interaction_and_no_intent_does_nothing(cafe):
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    wolfgang.act()
+    assert (cafe.world.events, list(wolfgang.memory), wolfgang.last_action) == ([], [], "")
+    wolfgang.intent = Action("do", "speak loudly")
+    wolfgang.act()
+    assert list(wolfgang.memory) == ["[step 5] I did: speak loudly"]
+    assert cafe.interactions.number_of_edges() == 0
+
+
+def test_the_agents_frame_records_each_agents_area_action_and_whether_it_was_done(cafe):
+    reporters = GenerativeAgent.agent_reporters()
+    assert (set(reporters), reporters["area"], reporters["action"]) == ({"area", "action", "action_ok"}, "area",
+                                                                          "last_action")
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    assert reporters["action_ok"](wolfgang) is True
+    wolfgang.last_outcome = Outcome(ok=False, reason="no")
+    assert reporters["action_ok"](wolfgang) is False
