@@ -4,7 +4,6 @@ the model when it chooses an action and composes a line, and what its act leaves
 from __future__ import annotations
 
 import asyncio
-import random
 from types import SimpleNamespace
 
 import pytest
@@ -42,14 +41,23 @@ def answering(agent, *answers):
 
 
 def test_an_agent_starts_with_its_scenario_self_and_nothing_done(cafe):
+    """What the live inspector and the agents' frame show before the agent's first act."""
+    from socialsim.dashboards.panels import live_details, outcome_text
+
     spec = next(s for s in cafe.scenario_spec.agents if s.name == "Wolfgang Schulz")
     wolfgang = cafe.agent_named("Wolfgang Schulz")
     assert (wolfgang.name, wolfgang.description, wolfgang.traits) == (spec.name, spec.description, spec.traits)
     assert wolfgang.traits is not spec.traits  # its own copy
-    assert (list(wolfgang.memory), wolfgang.memory.maxlen, wolfgang.observation, wolfgang.action_space,
-            wolfgang.intent, wolfgang.last_action, wolfgang.last_thought) == ([], MEMORY_SIZE, "", [], None, "", "")
+    assert (list(wolfgang.memory), wolfgang.memory.maxlen, wolfgang.last_action) == ([], MEMORY_SIZE, "")
     assert wolfgang.last_outcome == Outcome(ok=True)
-    assert wolfgang.phase_rng.random() == random.Random(0).random()
+    details = live_details(wolfgang)
+    assert (details["last_thought"], details["last_action"], details["outcome"]) == ("", "", outcome_text(True, "", ""))
+
+
+def test_an_agents_stream_before_its_first_phase_is_the_same_in_every_run():
+    """Anything drawn before the gateway hands out the phase streams is reproducible."""
+    first, again = (SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=0) for _ in range(2))
+    assert [a.phase_rng.random() for a in first.agents] == [a.phase_rng.random() for a in again.agents]
 
 
 def test_a_memory_is_stamped_with_its_step_and_keeps_the_last_ten(cafe):
@@ -71,10 +79,10 @@ def test_what_a_partner_said_is_heard_for_three_steps_and_only_from_them(cafe):
 
 
 def test_recent_partners_are_those_one_chatted_with_in_the_last_three_steps_once_each(cafe):
-    chat(cafe, "Wolfgang Schulz", "Tamara Taylor", "long ago", 1)
-    chat(cafe, "Wolfgang Schulz", "Tamara Taylor", "hello", 2)
+    chat(cafe, "Wolfgang Schulz", "Francisco Lopez", "long ago", 1)
+    chat(cafe, "Wolfgang Schulz", "Carlos Gomez", "just in time", 2)
+    chat(cafe, "Wolfgang Schulz", "Tamara Taylor", "hello", 3)
     chat(cafe, "Wolfgang Schulz", "Tamara Taylor", "again", 4)
-    chat(cafe, "Wolfgang Schulz", "Carlos Gomez", "hi", 3)
     chat(cafe, "Carlos Gomez", "Abigail Chen", "not mine", 4)
     wolfgang = cafe.agent_named("Wolfgang Schulz")
     refused = cafe.world.execute(wolfgang, Action("chat with", "Tom Gomez", content="out of reach"), 4)
