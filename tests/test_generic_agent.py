@@ -193,3 +193,21 @@ def test_the_agents_frame_records_each_agents_area_action_and_whether_it_was_don
     assert reporters["action_ok"](wolfgang) is True
     wolfgang.last_outcome = Outcome(ok=False, reason="no")
     assert reporters["action_ok"](wolfgang) is False
+
+
+def test_each_world_event_is_one_row_of_the_events_table_with_its_tags_joined(cafe):
+    """The events table is what CRSEC's acting compliance reads back (tags as a comma-joined string);
+    each act is written once, at the first collection after it."""
+    wolfgang = cafe.agent_named("Wolfgang Schulz")
+    cafe.world.execute(wolfgang, Action("do", "sing loudly"), 5)
+    cafe._collect()
+    cafe.world.execute(wolfgang, Action("go to", "nowhere"), 6)
+    cafe._collect()
+    rows = cafe.datacollector.get_table_dataframe("events").to_dict("records")
+    assert rows == [
+        {"step": 5, "agent": "Wolfgang Schulz", "area": "Hobbs Cafe dining room", "action": "sing loudly",
+         "verb": "do", "target": "sing loudly", "ok": True, "reason": "", "tags": "loud,sing", "content": ""},
+        {"step": 6, "agent": "Wolfgang Schulz", "area": "Hobbs Cafe dining room", "action": "go to nowhere",
+         "verb": "go to", "target": "nowhere", "ok": False, "reason": "there is no place called nowhere",
+         "tags": "", "content": ""},
+    ]
