@@ -1,7 +1,8 @@
 """The values the dashboard's panels compute, on small hand-made frames: the colour ramp's ends and
 midpoint, ITCMA-S's matrix ranks, ASVO's theory-of-mind rows, an agent's own series and CRSEC's norm
-provenance. A panel that shows the wrong agent's row, rank or step fails here (the browser tests
-only see that something is drawn)."""
+provenance, and the charts' data and encodings. A panel that shows the wrong agent's row, rank or
+step, or a chart that plots the wrong field or scale, fails here (the browser tests only see that
+something is drawn)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import math
 import pandas as pd
 import pytest
 
-from socialsim.dashboards import panels
+from socialsim.dashboards import charts, panels
 
 FAKE_KEY = "sk-" + "test1234567890" + "abcdef1234"  # a key's shape, for the redaction checks (no real key)
 
@@ -338,3 +339,152 @@ def test_the_inspector_shows_the_agent_s_own_row_thought_outcome_memory_and_answ
     bob = panels.inspect_agent(f, "Bob", 2)
     assert "last_action" not in bob and "outcome" not in bob and bob["last_thought"] == "smug"
     assert panels.inspect_agent(f, "Nobody", 2)["memory"] == []
+
+
+# --- the charts: which rows they plot, on which fields and scales ---------------------------------------
+
+
+def _rows(spec: dict, field: str) -> list[dict]:
+    """The rows of the one data set whose rows have ``field``."""
+    [rows] = [data for data in spec["datasets"].values() if data and field in data[0]]
+    return rows
+
+
+def _fields(encoding: dict) -> dict:
+    """Each channel's field and type, and the tooltip's fields in order."""
+    shown = {k: (v["field"], v["type"]) for k, v in encoding.items() if isinstance(v, dict) and "field" in v}
+    return {**shown, "tooltip": [t["field"] for t in encoding.get("tooltip", [])]}
+
+
+def _drawn_offline_with_keys(spec: dict, encoding: dict, axes: tuple[str, ...] = ("x", "y")) -> None:
+    """Drawn without vega-embed's menu (its links leave the machine), with a colour legend (the
+    legend is what one clicks to pick a series), named axes, and the series not picked faded."""
+    assert spec["usermeta"] == charts.EMBED
+    assert encoding["color"].get("legend", {}) is not None
+    assert all(encoding[axis].get("axis", {}) is not None for axis in axes)
+    if "opacity" in encoding:
+        assert encoding["opacity"]["condition"]["value"] > encoding["opacity"]["value"]
+
+
+def test_a_series_chart_plots_each_recorded_value_as_step_series_value_over_the_steps_so_far():
+    wide = pd.DataFrame({"calls": [2.0, None, 5.0], 7: [0.5, 0.25, None]}, index=pd.Index([1, 2, 3], name="x"))
+    spec = charts.series_chart("Calls per step", wide, 3)
+    assert spec["datasets"][charts.SERIES] == [  # no row where nothing was recorded; every name a string
+        {"step": 1, "series": "calls", "value": 2.0}, {"step": 3, "series": "calls", "value": 5.0},
+        {"step": 1, "series": "7", "value": 0.5}, {"step": 2, "series": "7", "value": 0.25}]
+    assert spec["encoding"]["x"]["scale"]["domain"] == [0.5, 3.5]
+    assert _fields(spec["encoding"]) == {"x": ("step", "quantitative"), "y": ("value", "quantitative"),
+                                         "color": ("series", "nominal"), "tooltip": ["series", "step", "value"]}
+    assert spec["params"][0]["select"]["fields"] == ["series"] and spec["params"][0]["bind"] == "legend"
+    _drawn_offline_with_keys(spec, spec["encoding"])
+    assert charts.series_chart("Calls per step", wide.iloc[:0], 0)["encoding"]["x"]["scale"]["domain"] == [0.5, 1.5]
+    assert charts.series_chart("Calls per step", wide, 3)["datasets"][charts.SERIES] == spec["datasets"][charts.SERIES]
+
+
+def test_the_heat_map_puts_initiators_on_rows_receivers_on_columns_in_the_matrix_s_order():
+    matrix = pd.DataFrame([[0, 3, 0], [1, 0, 0], [0, 2, 0]], index=["Cy", "Ann", "Bob"], columns=["Cy", "Ann", "Bob"])
+    spec = charts.heatmap_chart(matrix, 4).to_dict()
+    cells = {(c["initiator"], c["receiver"]): c["interactions"] for c in _rows(spec, "interactions")}
+    assert cells == {(a, b): int(matrix.loc[a, b]) for a in matrix.index for b in matrix.columns}
+    assert cells["Cy", "Ann"] == 3 and cells["Ann", "Cy"] == 1  # who started it, not who was spoken to
+    assert _fields(spec["encoding"]) == {"x": ("receiver", "nominal"), "y": ("initiator", "nominal"),
+                                         "color": ("interactions", "quantitative"),
+                                         "tooltip": ["initiator", "receiver", "interactions"]}
+    assert spec["encoding"]["x"]["sort"] == spec["encoding"]["y"]["sort"] == ["Cy", "Ann", "Bob"]
+    assert spec["encoding"]["color"]["scale"]["domain"] == [0, 3]
+    assert spec["title"] == "interactions up to step 4 (6 in all)"
+    _drawn_offline_with_keys(spec, spec["encoding"])
+    empty = charts.heatmap_chart(pd.DataFrame(dtype=int), 0).to_dict()  # before anyone is known
+    assert empty["encoding"]["color"]["scale"]["domain"] == [0, 1] and empty["title"].endswith("(0 in all)")
+
+
+def test_the_rank_chart_draws_each_agent_s_rank_with_first_at_the_top_over_the_steps_so_far():
+    ranks = pd.DataFrame({"step": [5, 5], "agent": ["Bob", "Ann"], "rank": [1, 2], "change": [0.2, -0.2],
+                          "resources": [1.2, 0.8]})
+    spec = charts.rank_chart(ranks, 7).to_dict()
+    assert _rows(spec, "rank") == ranks.to_dict("records")
+    assert spec["mark"] == {"type": "line", "point": True}  # one run so far: only its points show
+    assert _fields(spec["encoding"]) == {"x": ("step", "quantitative"), "y": ("rank", "quantitative"),
+                                         "color": ("agent", "nominal"),
+                                         "tooltip": ["agent", "step", "rank", "change", "resources"]}
+    assert spec["encoding"]["x"]["scale"]["domain"] == [0.5, 7.5]
+    assert charts.rank_chart(ranks, 0).to_dict()["encoding"]["x"]["scale"]["domain"] == [0.5, 1.5]
+    y = spec["encoding"]["y"]["scale"]
+    assert y["reverse"] is True and y["zero"] is False and y["domainMin"] == 1  # rank 1 at the top, no rank 0
+    assert spec["params"][0]["select"]["fields"] == ["agent"] and spec["params"][0]["bind"] == "legend"
+    assert spec["encoding"]["opacity"]["condition"]["param"] == spec["params"][0]["name"]
+    _drawn_offline_with_keys(spec, spec["encoding"])
+
+
+def test_the_theory_of_mind_chart_puts_each_prediction_against_its_truth_beside_the_diagonal():
+    tom = pd.DataFrame({"step": [1, 2], "observer": ["Ann", "Bob"], "target": ["Bob", "Ann"],
+                        "desire": ["comfort", "joy"], "predicted": [3.0, 9.0], "true": [5.0, 8.0],
+                        "error": [2.0, 1.0], "prior": [4.0, 7.0], "prior_error": [1.0, 1.0]})
+    spec = charts.tom_chart(tom).to_dict()
+    diagonal, points = spec["layer"]
+    assert _rows(spec, "observer") == tom.to_dict("records")
+    assert sorted((r["true"], r["predicted"]) for r in spec["datasets"][diagonal["data"]["name"]]) == [(0, 0), (10, 10)]
+    assert _fields(diagonal["encoding"]) == {"x": ("true", "quantitative"), "y": ("predicted", "quantitative"),
+                                             "tooltip": []}
+    assert _fields(points["encoding"]) == {
+        "x": ("true", "quantitative"), "y": ("predicted", "quantitative"), "color": ("desire", "nominal"),
+        "tooltip": ["step", "observer", "target", "desire", "predicted", "true", "error", "prior", "prior_error"]}
+    assert points["encoding"]["x"]["scale"]["domain"] == points["encoding"]["y"]["scale"]["domain"] == [0, 10]
+    assert spec["params"][0]["select"]["fields"] == ["desire"] and spec["params"][0]["bind"] == "legend"
+    assert points["encoding"]["opacity"]["condition"]["param"] == spec["params"][0]["name"]
+    _drawn_offline_with_keys(spec, points["encoding"], axes=())
+    assert points["encoding"]["x"].get("title") and points["encoding"]["y"].get("title")  # which axis is the truth
+
+
+def _map_frames() -> panels.Frames:
+    agents = pd.DataFrame({"step": [1] * 3, "AgentID": [1, 2, 3], "name": ["Cy Lee", "Ann Ray", "Bob Sun"],
+                           "area": ["hall", "hall", "yard"]})
+    f = frames(agents)
+    f.names = ["Ann Ray", "Bob Sun", "Cy Lee"]
+    f.areas = [{"name": "hall", "kind": "inside", "x": 0, "y": 0, "width": 4, "height": 1},
+               {"name": "yard", "kind": "outside", "x": 0, "y": 1, "width": 4, "height": 1}]
+    f.furniture = []
+    return f
+
+
+def test_the_map_shows_each_agent_at_its_position_with_its_first_name_area_and_colour():
+    f = _map_frames()
+    spec = charts.map_chart(f, 1, {"Ann Ray": "#111111", "Cy Lee": "#222222"}, "area")
+    rows = spec["datasets"][charts.AGENTS]
+    assert [(r["agent"], r["label"], r["area"], r["colour"]) for r in rows] == [
+        ("Ann Ray", "Ann", "hall", "#111111"), ("Bob Sun", "Bob", "yard", "#9e9e9e"),  # no colour: grey
+        ("Cy Lee", "Cy", "hall", "#222222")]
+    positions = panels.map_positions(f, 1)
+    assert {r["agent"]: (r["x"], r["y"]) for r in rows} == positions
+    assert spec["title"] == "map (step 1, coloured by area)" and spec["usermeta"] == charts.EMBED
+    dots, labels = [layer for layer in spec["layer"] if layer.get("data") == {"name": charts.AGENTS}]
+    assert dots["mark"]["type"] == "circle" and "transform" not in dots
+    assert _fields(dots["encoding"]) == {"x": ("x", "quantitative"), "y": ("y", "quantitative"),
+                                         "color": ("colour", "nominal"), "tooltip": ["agent", "area"]}
+    assert dots["encoding"]["color"]["scale"] is None  # the colours as given, not a palette of their own
+    assert _fields(labels["encoding"]) == {"x": ("x", "quantitative"), "y": ("ty", "quantitative"),
+                                           "text": ("label", "nominal"), "tooltip": []}
+    assert charts.map_chart(f, 0, {}, "area")["datasets"][charts.AGENTS] == []  # nobody placed yet: no dots
+    f.live = {"Ann Ray": {"area": "yard"}}  # before the first step, where the live agents stand
+    f.agents = f.agents.iloc[:0]
+    [ann] = charts.map_chart(f, 0, {}, "area")["datasets"][charts.AGENTS]
+    assert (ann["agent"], ann["area"]) == ("Ann Ray", "yard")
+
+
+def test_a_name_goes_below_its_dot_only_when_it_would_touch_its_neighbour_s_on_the_same_row():
+    def placed(*xs, px=20.0, y=2.0, label="Ann"):
+        rows = [{"label": label, "x": x, "y": y} for x in xs]
+        charts._place_labels(rows, px)
+        return [(r["baseline"], r["ty"]) for r in rows]
+
+    above, below = ("bottom", pytest.approx(1.58)), ("top", pytest.approx(2.42))
+    assert placed(1.0, 5.0) == [above, above]  # 80 px apart: room for both names above
+    assert placed(1.0, 2.0) == [above, below]  # 20 px apart: the second below
+    assert placed(1.0, 2.0, 3.0) == [above, below, above]  # the third clears the first: above again
+    assert placed(1.0, 1.5, 2.0) == [above, below, above]  # touching both: above, the side it clears last
+    # the gap needed: the two names' half widths (3 characters, 6 px each) and 4 px
+    assert placed(1.0, 2.1, px=20.0)[1] == above and placed(1.0, 1.95, px=20.0)[1] == below
+    rows = [{"label": "Ann", "x": 1.0, "y": 2.0}, {"label": "Bob", "x": 1.0, "y": 3.0}]  # other rows never clash
+    charts._place_labels(rows, 20.0)
+    assert [r["baseline"] for r in rows] == ["bottom", "bottom"]
+    assert [(r["x"], r["y"]) for r in rows] == [(1.0, 2.0), (1.0, 3.0)]
