@@ -186,8 +186,6 @@ def test_a_repair_the_provider_fails_falls_back_with_the_first_reply(monkeypatch
     replies = iter(["I would rather dance"])
 
     async def answer_once(self, model, messages, params, fmt):
-        from types import SimpleNamespace
-
         text = next(replies, None)
         if text is None:
             raise ConnectionError("connection refused")
@@ -233,8 +231,6 @@ def test_a_provider_error_is_named_by_its_type_cut_to_300_characters_and_replaye
 
 
 def test_a_reply_without_a_message_is_a_provider_error_taped_under_its_call(monkeypatch):
-    from types import SimpleNamespace
-
     reply = SimpleNamespace(choices=[], note="x" * 400)
 
     async def no_message(self, model, messages, params, fmt):
@@ -254,7 +250,6 @@ def test_a_reply_without_a_message_is_a_provider_error_taped_under_its_call(monk
 def test_a_reply_with_no_text_is_empty_and_one_with_a_number_is_read_as_its_text(monkeypatch):
     """A provider's ``content`` of None (e.g. a refusal or a tool call) is an empty reply; any
     other value that is not a string is read as its text."""
-    from types import SimpleNamespace
 
     def replying(content):
         async def reply(self, model, messages, params, fmt):
