@@ -6,6 +6,7 @@ import json
 import logging
 import re
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
@@ -316,3 +317,280 @@ def test_the_pages_society_refuses_a_budget_it_cannot_keep(monkeypatch):
     priced = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", max_cost=0.01))
     priced._build()  # the rules cost nothing: nothing to price
     assert priced.model is not None
+
+
+def test_the_servers_environment_holds_each_live_setting_as_text_offline_and_keeps_the_rest(monkeypatch, tmp_path):
+    """What the page reads (app.initial_session): every setting the command line named, none as
+    "None", a price as IN,OUT; the asset cache, no CDN and no telemetry; the user's own variables."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("SOCIALSIM_TEST_OWN_VARIABLE", "kept")
+    monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)  # the server's litellm reads its own copy
+    env = server.server_env("irollan-valley", "crsec", "rules", 7, steps=3, max_calls=0, max_cost=1.5,
+                            price=(1.0, 2.5), api_base="http://127.0.0.1:8000/v1", deployments="/pools/pool.yaml")
+    assert {k: v for k, v in env.items() if k.startswith("SOCIALSIM_DASHBOARD_")} == {
+        "SOCIALSIM_DASHBOARD_TARGET": "irollan-valley", "SOCIALSIM_DASHBOARD_ARCH": "crsec",
+        "SOCIALSIM_DASHBOARD_MODEL": "rules", "SOCIALSIM_DASHBOARD_SEED": "7", "SOCIALSIM_DASHBOARD_STEPS": "3",
+        "SOCIALSIM_DASHBOARD_MAX_CALLS": "0", "SOCIALSIM_DASHBOARD_MAX_COST": "1.5",
+        "SOCIALSIM_DASHBOARD_PRICE": "1.0,2.5", "SOCIALSIM_DASHBOARD_API_BASE": "http://127.0.0.1:8000/v1",
+        "SOCIALSIM_DASHBOARD_DEPLOYMENTS": "/pools/pool.yaml"}
+    assert env["SOCIALSIM_TEST_OWN_VARIABLE"] == "kept"
+    assert (env["SOLARA_ASSETS_CDN"], env["SOLARA_TELEMETRY_MIXPANEL_ENABLE"], env["LITELLM_LOCAL_MODEL_COST_MAP"]) == (
+        "http://127.0.0.1:9/npm/", "False", "True")
+    assert env["SOLARA_ASSETS_PROXY_CACHE_DIR"] == str(tmp_path / "xdg" / "socialsim" / "solara-cdn")
+    given = server.server_env("hobbs-cafe")  # nothing named: empty, the page's defaults apply
+    assert {k: v for k, v in given.items() if k.startswith("SOCIALSIM_DASHBOARD_") and v} == {
+        "SOCIALSIM_DASHBOARD_TARGET": "hobbs-cafe", "SOCIALSIM_DASHBOARD_SEED": "42"}
+    with pytest.raises(TypeError, match=r"^server_env: no live setting budget, rng$"):
+        server.server_env("hobbs-cafe", rng=3, budget=1)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (None, ""), ((1.0, 2.5), "1.0,2.5"), ([3, 4], "3,4"), (0, "0"), (0.0, "0.0"), ("rules", "rules")])
+def test_a_setting_is_held_as_text_nothing_as_empty_and_a_price_as_in_comma_out(value, text):
+    assert server._as_text(value) == text
+
+
+def test_the_server_command_runs_solara_on_the_dashboard_quietly_and_offline():
+    assert server.server_command("::1", 9001) == [
+        server.sys.executable, "-m", "solara", "run", "socialsim.dashboards.app", "--host", "::1", "--port", "9001",
+        "--production", "--no-open", "--no-check-version", "--log-level", "warning"]
+    command = server.server_command()
+    assert command[command.index("--host") + 1:command.index("--port") + 2] == ["127.0.0.1", "--port", "8765"]
+
+
+def test_only_a_host_beyond_this_machine_is_warned_of_by_name():
+    for loopback in ("127.0.0.1", "localhost", "::1"):
+        assert server.host_warning(loopback) is None
+    assert server.host_warning("192.168.1.5") == (
+        "the dashboard will listen on 192.168.1.5, not only on this machine: it has no login, so anyone who can "
+        "reach it can run the simulation and spend its LLM budget")
+
+
+def test_a_port_is_free_even_while_a_closed_connection_waits_and_taken_while_something_listens():
+    """As uvicorn binds (SO_REUSEADDR): a port whose last connection a dashboard closed (TIME_WAIT)
+    can be listened on again at once, and is not reported in use."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the last dashboard's uvicorn
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert server.port_in_use("127.0.0.1", port) == (
+            f"cannot listen on 127.0.0.1:{port} (Address already in use): is another dashboard running? "
+            "--port N picks another port")
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server's side closes first: its port waits in TIME_WAIT
+        client.close()
+    assert server.port_in_use("127.0.0.1", port) is None
+
+
+def test_an_ipv6_host_is_probed_as_ipv6_and_an_unknown_host_is_named_without_an_errno():
+    import socket
+
+    with socket.socket(socket.AF_INET6) as free:
+        free.bind(("::1", 0))
+        port = free.getsockname()[1]
+    assert server.port_in_use("::1", port) is None
+    said = server.port_in_use("no.such.host.invalid", 8765)
+    assert re.fullmatch(r"cannot listen on no\.such\.host\.invalid: [A-Z][^\[(]+ "
+                        r"\(--host takes this machine's name or address\)", said), said
+
+
+def test_a_missing_path_is_refused_as_missing_and_a_scenario_file_path_is_read_as_a_scenario(tmp_path, monkeypatch):
+    """A path that names no scenario file and does not exist is no run directory; one ending in a
+    scenario's suffix is loaded as a scenario, saying why it cannot be."""
+    with pytest.raises(ValueError, match=r"^runs/nowhere does not exist \(no such run directory\)$"):
+        server.check_target("runs/nowhere")
+    with pytest.raises(ScenarioError, match="nowhere.yaml"):
+        server.check_target("runs/nowhere.yaml")
+    scenario = tmp_path / "my-cafe.yaml"
+    scenario.write_text((server.Path(__file__).parent.parent / "socialsim/scenarios/data/hobbs-cafe.yaml").read_text())
+    assert server.check_target(str(scenario)) == str(scenario)
+    assert server.check_target("hobbs-cafe", "generic") == "hobbs-cafe"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-folder").mkdir()
+    with pytest.raises(ValueError, match=r"^my-folder is not a run directory \(no config\.json\)$"):
+        server.check_target("my-folder")
+
+
+def test_a_run_that_cannot_be_opened_is_refused_naming_it_and_one_lacking_files_is_opened_with_a_warning(
+        tmp_path, monkeypatch, caplog):
+    from socialsim.dashboards import session
+
+    run_dir = _fake_run_dir(tmp_path / "run")
+    (run_dir / "config.json").write_text("{")
+    with pytest.raises(ValueError, match=rf"^cannot open {re.escape(str(run_dir))}: .*config\.json is damaged"):
+        server.check_run(str(run_dir))
+    monkeypatch.setattr(session, "ReplaySession", lambda path: SimpleNamespace(frames=f"frames of {path}"))
+    monkeypatch.setattr(session, "missing_note", lambda frames: f"{frames} lack model.parquet")
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        assert server.check_run("run") == str(run_dir.resolve())
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
+        ("socialsim", logging.WARNING, "run: frames of run lack model.parquet")]
+    caplog.clear()
+    monkeypatch.setattr(session, "missing_note", lambda frames: "")
+    assert server.check_run("run") == str(run_dir.resolve()) and not caplog.records
+
+
+class _Server:
+    """A stand-in for the Solara server's process: ``wait`` answers each of ``codes`` in turn (an
+    exception is raised, as Ctrl-C raises KeyboardInterrupt in the waiting command)."""
+
+    def __init__(self, command, env, codes, while_waiting=lambda: None):
+        self.command, self.env, self.codes, self.signals = command, env, list(codes), []
+        self.while_waiting, self.waits = while_waiting, 0
+
+    def wait(self):
+        self.waits += 1
+        self.while_waiting()
+        code = self.codes.pop(0)
+        if isinstance(code, BaseException):
+            raise code
+        return code
+
+    def send_signal(self, sig):
+        self.signals.append(sig)
+
+
+def _serving(monkeypatch, codes, while_waiting=lambda: None):
+    started = []
+    monkeypatch.setattr(server.subprocess, "Popen", lambda command, env: started.append(
+        _Server(command, env, codes, while_waiting)) or started[-1])
+    return started
+
+
+@pytest.mark.parametrize(("code", "returned"), [
+    (0, 0), (-2, 0), (-15, 0), (-1, 0),  # stopped: exit, Ctrl-C, SIGTERM, SIGHUP
+    (1, 1), (3, 3), (-9, -9),  # failed, or killed outright: said as the server said it
+])
+def test_serve_runs_the_command_with_its_environment_and_says_how_the_server_ended(monkeypatch, tmp_path, capsys,
+                                                                                    code, returned):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    started = _serving(monkeypatch, [code])
+    assert server.serve("irollan-valley", "0.0.0.0", 9002, "crsec", "rules", 5, steps=4) == returned
+    (proc,) = started
+    assert proc.command == server.server_command("0.0.0.0", 9002)
+    assert {k: proc.env[f"SOCIALSIM_DASHBOARD_{k}"] for k in ("TARGET", "ARCH", "MODEL", "SEED", "STEPS")} == {
+        "TARGET": "irollan-valley", "ARCH": "crsec", "MODEL": "rules", "SEED": "5", "STEPS": "4"}
+    assert capsys.readouterr().out == "socialsim dashboard on http://0.0.0.0:9002  (Ctrl-C stops it)\n"
+
+
+def test_serve_names_an_ipv6_address_in_brackets_and_waits_out_a_ctrl_c(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    started = _serving(monkeypatch, [KeyboardInterrupt(), KeyboardInterrupt(), -2])
+    assert server.serve("hobbs-cafe", "::1") == 0
+    assert started[0].waits == 3 and started[0].command == server.server_command("::1", 8765)
+    assert started[0].env["SOCIALSIM_DASHBOARD_SEED"] == "42" and started[0].env["SOCIALSIM_DASHBOARD_ARCH"] == ""
+    assert capsys.readouterr().out == "socialsim dashboard on http://[::1]:8765  (Ctrl-C stops it)\n"
+
+
+def test_while_serving_sigterm_and_sighup_reach_the_server_and_the_handlers_are_given_back(monkeypatch, tmp_path):
+    import signal
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    def own(sig, frame):  # the caller's handlers, before and after
+        pass
+
+    before = {sig: signal.signal(sig, own) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        def a_terminal_closes_and_kill_is_run():
+            signal.getsignal(signal.SIGHUP)(signal.SIGHUP, None)
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+
+        started = _serving(monkeypatch, [-15], a_terminal_closes_and_kill_is_run)
+        assert server.serve("hobbs-cafe") == 0
+        assert started[0].command == server.server_command("127.0.0.1", 8765)  # this machine only, by default
+        assert started[0].signals == [signal.SIGHUP, signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) is own and signal.getsignal(signal.SIGHUP) is own
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def test_the_asset_cache_links_every_installed_asset_and_aliases_vega_to_its_newest_version(monkeypatch, tmp_path):
+    """Each of solara-assets' files and folders is linked (nothing copied), Vega's major versions
+    answer with the newest installed, and a link left to an older one is replaced."""
+    cdn = tmp_path / "prefix" / "share" / "solara" / "cdn"
+    for name in ("vega@5.1.0", "vega@5.2.0", "vega-lite@5.6.1", "vega-embed@6.20.0", "requirejs@2.3.6"):
+        (cdn / name).mkdir(parents=True)
+    (cdn / "styles.css").write_text("body {}")
+    monkeypatch.setattr(server.sys, "prefix", str(tmp_path / "prefix"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    cache = server.offline_assets()
+    assert cache == tmp_path / "xdg" / "socialsim" / "solara-cdn"
+    installed = {e.name: e for e in cdn.iterdir()}
+    assert {link.name: link.readlink() for link in cache.iterdir()} == {
+        **installed, "vega@5": cdn / "vega@5.2.0", "vega-lite@5": cdn / "vega-lite@5.6.1",
+        "vega-embed@6": cdn / "vega-embed@6.20.0"}
+    assert (cache / "styles.css").read_text() == "body {}" and (cache / "vega@5").is_dir()
+    (cdn / "vega@5.10.0").mkdir()  # solara-assets upgraded (a name's order would put it before 5.2.0)
+    assert server.offline_assets() == cache
+    assert (cache / "vega@5").readlink() == cdn / "vega@5.10.0" and (cache / "vega@5.10.0").is_symlink()
+    assert (cache / "vega-lite@5").readlink() == cdn / "vega-lite@5.6.1"
+
+
+def test_the_asset_cache_is_under_the_users_cache_folder_and_empty_without_solara_assets(monkeypatch, tmp_path):
+    monkeypatch.setattr(server.sys, "prefix", str(tmp_path / "no-assets"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cache = server.offline_assets()
+    assert cache == tmp_path / "home" / ".cache" / "socialsim" / "solara-cdn" and list(cache.iterdir()) == []
+    given = server.offline_assets(tmp_path / "given" / "cdn")
+    assert given == tmp_path / "given" / "cdn" and given.is_dir()
+
+
+def _page_society(monkeypatch, **env):
+    """The live society the page builds from the server's environment ``env`` (not started)."""
+    from socialsim.dashboards import app
+    from socialsim.dashboards.session import LiveSession
+
+    for name in server.LIVE_SETTINGS.values():
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("SOCIALSIM_DASHBOARD_TARGET", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(f"SOCIALSIM_DASHBOARD_{name}", value)
+    started = []
+    monkeypatch.setattr(LiveSession, "start", lambda self: started.append(self))
+    session = app.initial_session()
+    assert started == [session]
+    return session.config
+
+
+def test_the_page_reads_each_setting_the_server_was_given_and_defaults_the_rest(monkeypatch):
+    from socialsim.dashboards.session import LiveConfig
+
+    assert _page_society(monkeypatch) == LiveConfig()  # the server's defaults: hobbs-cafe, seed 42, no limits
+    empty = {name: "" for name in ("ARCH", "MODEL", "STEPS", "MAX_CALLS", "MAX_COST", "PRICE", "API_BASE",
+                                   "DEPLOYMENTS")}
+    assert _page_society(monkeypatch, TARGET="makerspace", SEED="42", **empty) == LiveConfig("makerspace")
+    assert _page_society(monkeypatch, TARGET="irollan-valley", ARCH="crsec", MODEL="rules", SEED="0", STEPS="6",
+                         MAX_CALLS="30", MAX_COST="0.25", PRICE="1.5,4", API_BASE="http://127.0.0.1:9/v1",
+                         DEPLOYMENTS="/pools/pool.yaml") == LiveConfig(
+        "irollan-valley", "crsec", "rules", 0, steps=6, max_calls=30, max_cost=0.25, api_base="http://127.0.0.1:9/v1",
+        call_options={"deployments": "/pools/pool.yaml", "price": (1.5, 4.0)})
+    assert _page_society(monkeypatch, STEPS="0", MAX_CALLS="0", MAX_COST="0").max_cost == 0.0  # 0 is a budget
+    assert _page_society(monkeypatch, STEPS="0", MAX_CALLS="0") == LiveConfig()  # 0 steps or calls: no limit
+    assert _page_society(monkeypatch, PRICE="2").call_options == {"price": (2.0,)}
+
+
+def test_the_page_replays_the_run_named_and_says_why_when_it_cannot_open_it(monkeypatch, tmp_path):
+    from socialsim.dashboards import app
+    from socialsim.dashboards.session import LiveConfig, LiveSession, ReplaySession
+
+    run_dir = _fake_run_dir(tmp_path / "run")
+    monkeypatch.setenv("SOCIALSIM_DASHBOARD_TARGET", str(run_dir))
+    monkeypatch.setattr(ReplaySession, "__init__", lambda self, path: setattr(self, "run_dir", path))
+    assert app.initial_session().run_dir == str(run_dir)
+    monkeypatch.undo()
+    started = []
+    monkeypatch.setattr(LiveSession, "start", lambda self: started.append(self))
+    monkeypatch.setenv("SOCIALSIM_DASHBOARD_TARGET", str(run_dir))
+    (run_dir / "config.json").write_text("{")  # damaged after the command line checked it
+    session = app.initial_session()
+    assert isinstance(session, LiveSession) and session.config == LiveConfig() and not started  # nothing built
+    assert session.error_title == "Cannot open the run directory"
+    assert re.fullmatch(rf"{re.escape(str(run_dir))}: .*config\.json is damaged.*", session.error)

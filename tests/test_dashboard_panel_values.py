@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -488,3 +489,91 @@ def test_a_name_goes_below_its_dot_only_when_it_would_touch_its_neighbour_s_on_t
     charts._place_labels(rows, 20.0)
     assert [r["baseline"] for r in rows] == ["bottom", "bottom"]
     assert [(r["x"], r["y"]) for r in rows] == [(1.0, 2.0), (1.0, 3.0)]
+
+
+# --- the page's own building blocks (app.py), outside a render -----------------------------------------
+
+
+def test_a_table_escapes_and_redacts_every_cell_and_shows_only_its_limit_of_rows():
+    from socialsim.dashboards import app
+
+    rows = [{"agent": f"<b>A{i}</b>", "said": f"key {FAKE_KEY}"} for i in range(5)]
+    table = app.Table(rows, ["agent", "said", "missing"], ["my-table"], limit=3).kwargs
+    assert (table["tag"], table["classes"]) == ("div", ["my-table"])
+    assert {"max-height:360px", "overflow:auto"} <= set(table["style"].split(";"))  # a long table scrolls in its box
+    html = table["unsafe_innerHTML"]
+    heads = re.findall(r"<th style=[^>]*>(.*?)</th>", html)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr>(<td.*?)</tr>", html)]
+    assert heads == ["agent", "said", "missing"]
+    assert [c[0] for c in cells] == ["&lt;b&gt;A0&lt;/b&gt;", "&lt;b&gt;A1&lt;/b&gt;", "&lt;b&gt;A2&lt;/b&gt;"]
+    assert all(FAKE_KEY not in c[1] and c[1].startswith("key ") and c[2] == "" for c in cells)
+    assert html.endswith("… 2 more</div>")
+    whole = app.Table(rows, ["agent"], ["t"]).kwargs["unsafe_innerHTML"]
+    assert whole.count("<tr><td") == 5 and "more" not in whole
+    assert app.Table([{"n": i} for i in range(201)], ["n"], ["t"]).kwargs["unsafe_innerHTML"].endswith(
+        "<tr><td style='padding:2px 6px;vertical-align:top'>199</td></tr></tbody></table>"
+        "<div style='font-size:11px;color:#777'>… 1 more</div>")  # 200 rows by default
+    th, td = "<th style='text-align:left;padding:2px 6px'>", "<td style='padding:2px 6px;vertical-align:top'>"
+    assert app.Table([{"a": 1, "b": 2}, {"a": 3}], ["a", "b"], ["t"]).kwargs["unsafe_innerHTML"] == (
+        f"<table><thead><tr>{th}a</th>{th}b</th></tr></thead><tbody><tr>{td}1</td>{td}2</td></tr>"
+        f"<tr>{td}3</td>{td}</td></tr></tbody></table>")
+    assert "more" not in app.Table(rows, ["agent"], ["t"], limit=5).kwargs["unsafe_innerHTML"]
+
+
+def test_a_png_is_an_inline_image_with_its_alt_text():
+    from socialsim.dashboards import app
+
+    image = app.Png(b"\x89PNG", "map at step 2", ["plot"]).kwargs
+    assert image == {"tag": "img", "classes": ["plot"], "attributes": {
+        "src": "data:image/png;base64,iVBORw==", "alt": "map at step 2", "style": "max-width:100%"}}
+
+
+def test_an_inspector_section_is_its_title_in_bold_and_its_text_escaped_and_redacted(monkeypatch):
+    import solara
+
+    from socialsim.dashboards import app
+
+    drawn = []
+    monkeypatch.setattr(solara, "HTML", lambda **kw: drawn.append(kw))
+    app._section("Last <thought>", f"use {FAKE_KEY} & <go>")
+    (section,) = drawn
+    assert section["tag"] == "div" and FAKE_KEY not in section["unsafe_innerHTML"]
+    assert re.fullmatch(r"<b>Last &lt;thought&gt;</b>: use \S+ &amp; &lt;go&gt;", section["unsafe_innerHTML"])
+
+
+def test_the_structure_line_names_the_leader_each_clique_and_the_isolated_or_says_none(monkeypatch):
+    from socialsim.dashboards import app
+
+    structure = {"leader": "Ann", "cliques": [["Ann", "Bob", "Cy"], ["Dee", "Eve", "Fay"]], "isolated": ["Gus", "Hal"]}
+    given = frames()
+    monkeypatch.setattr(panels, "society_structure", lambda f, step: structure if f is given and step == 3 else {
+        "leader": None, "cliques": [], "isolated": []})
+    assert app._structure_line(given, 3) == (
+        "Leader (most interaction partners, then interactions): Ann · cliques (3+ agents who all interacted): "
+        "Ann, Bob, Cy; Dee, Eve, Fay · isolated: Gus, Hal")
+    assert app._structure_line(given, 1) == (
+        "Leader (most interaction partners, then interactions): none (a tie at the top, or no interaction) · "
+        "cliques (3+ agents who all interacted): none · isolated: none")
+
+
+def test_the_society_view_draws_its_architectures_table_and_chart_and_none_when_empty(monkeypatch):
+    from socialsim.dashboards import app
+
+    ranks, predictions = pd.DataFrame({"rank": [1]}), pd.DataFrame({"error": [0.5]})
+    made = []
+    given = frames()
+    monkeypatch.setattr(panels, "matrix_ranks", lambda f, step: ranks if f is given and step == 2 else ranks.iloc[:0])
+    monkeypatch.setattr(panels, "tom_predictions", lambda f, step: predictions if f is given and step == 2
+                        else predictions.iloc[:0])
+    monkeypatch.setattr(charts, "rank_chart", lambda data, step: made.append(("rank", data, step)) or "rank chart")
+    monkeypatch.setattr(charts, "tom_chart", lambda data: made.append(("tom", data)) or "tom chart")
+    data, chart = app._society_data(given, 2, "itcmas")
+    assert data is ranks and chart == "rank chart" and made == [("rank", ranks, 2)]
+    data, chart = app._society_data(given, 2, "asvo")
+    assert data is predictions and chart == "tom chart" and made[-1] == ("tom", predictions)
+    made.clear()
+    for view in ("itcmas", "asvo"):
+        data, chart = app._society_data(given, 1, view)
+        assert data.empty and chart is None and not made
+    data, chart = app._society_data(given, 2, "crsec")  # its norms are drawn by the panel itself
+    assert data.empty and chart is None and not made

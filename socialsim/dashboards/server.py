@@ -9,6 +9,7 @@ drive the simulation and spend its LLM budget, hence the warning.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -79,7 +80,8 @@ def offline_assets(cache: Path | None = None) -> Path:
     entries = sorted(installed.iterdir()) if installed.is_dir() else []
     links = {e.name: e for e in entries}
     for alias, prefix in VEGA_ALIASES.items():
-        versions = sorted((e for e in entries if e.name.startswith(prefix)), key=lambda e: e.name)
+        versions = sorted((e for e in entries if e.name.startswith(prefix)),  # 5.10 after 5.9
+                          key=lambda e: [int(n) for n in re.findall(r"\d+", e.name[len(prefix):])])
         if versions:
             links[alias] = versions[-1]
     for name, target in links.items():
