@@ -112,3 +112,37 @@ def test_a_route_must_name_an_operation_or_a_module_of_any_architecture():
         check_route_names({"elimination": "rules", "Spreading": "rules", "xyz": "rules"})
     assert str(refused.value) == ("route to no operation or module: 'Spreading' (did you mean 'spreading'?); 'xyz'; "
                                   "`socialsim models` lists them")
+
+
+def _map_and_network():
+    from socialsim.scenarios.schema import Scenario
+
+    return Scenario.model_validate({
+        "name": "flat",
+        "agents": [{"name": "Ann", "description": "A cook.", "start_area": "kitchen"},
+                   {"name": "Bob", "description": "A lodger."}, {"name": "Cid", "description": "A guest."}],
+        "map": {"areas": [{"name": "hall", "x": 0, "y": 0, "width": 2, "height": 2},
+                          {"name": "kitchen", "x": 2, "y": 0, "width": 2, "height": 2}],
+                "doors": [["hall", "kitchen"]]},
+        "network": {"edges": [["Ann", "Bob"]], "directed": True},
+    })
+
+
+@pytest.mark.parametrize("arch", ["generic", "itcmas"])
+def test_a_scenario_with_a_map_and_a_network_places_everyone_on_both_and_runs(arch):
+    """The network's placement used to take the agent's cell after the map's: a map architecture
+    then read an area from a network node and crashed in step 1 (KeyError)."""
+    from socialsim.model.society import SocietyModel
+
+    scenario = _map_and_network()
+    model = SocietyModel(scenario, arch=arch, model="rules", rng=1)
+    assert model.scenario_spec is scenario  # as given, not looked up by name
+    ann, bob, cid = (model.agent_named(n) for n in ("Ann", "Bob", "Cid"))
+    # one's start area, else the map's first
+    assert [model.world.area_of(a) for a in (ann, bob, cid)] == ["kitchen", "hall", "hall"]
+    assert sorted(model.world.agents) == sorted(model.social.agents) == ["Ann", "Bob", "Cid"]
+    assert model.social.observed_by(ann) == [bob] and model.social.observed_by(bob) == []
+    assert list(model.interactions.nodes) == ["Ann", "Bob", "Cid"] and model.interactions.number_of_edges() == 0
+    for _ in range(2):
+        model.step()
+    assert model.steps == 2 and all(model.world.area_of(a) in ("hall", "kitchen") for a in (ann, bob, cid))

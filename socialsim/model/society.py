@@ -74,10 +74,12 @@ class SocietyModel(Model):
         self.society = cls.society_class(self) if cls.society_class else None
         for spec in self.scenario_spec.agents:
             agent = cls(self, spec)
+            if self.social is not None:
+                self.social.place(agent)
+            # a scenario may have both a map and a network: the map's cell is placed last and kept
+            # (an agent's area is read from its cell; whom it observes on the network, from its name)
             if self.world is not None:
                 self.world.place(agent, spec.start_area or self.scenario_spec.map.areas[0].name)
-            if self.social is not None:  # a scenario may have both a map and a network
-                self.social.place(agent)
         self._events_written = 0
         self.datacollector = DataCollector(
             model_reporters={"step": "steps", **{k: _usage(k) for k in TOTALS},
