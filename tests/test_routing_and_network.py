@@ -114,6 +114,19 @@ def test_a_route_must_name_an_operation_or_a_module_of_any_architecture():
                                   "`socialsim models` lists them")
 
 
+def test_a_society_asks_the_model_and_routes_it_is_given_within_its_budget():
+    from socialsim.llm.ledger import Budget
+    from socialsim.model.society import SocietyModel
+
+    model = SocietyModel("hobbs-cafe", arch="generic", model="rules", routes={"ChooseAction": "ollama/llama3.1"},
+                         max_cost=0.5, max_calls=7, rng=1)
+    assert model.llm.routes == RouteTable("rules", {"ChooseAction": "ollama/llama3.1"})
+    assert model.llm.ledger.budget == Budget(max_cost=0.5, max_calls=7)
+    assert SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1).llm.routes == RouteTable("rules", {})
+    with pytest.raises(ValueError, match=re.escape("route to no operation or module: 'ChoseAction'")):
+        SocietyModel("hobbs-cafe", arch="generic", model="rules", routes={"ChoseAction": "rules"}, rng=1)
+
+
 def _map_and_network():
     from socialsim.scenarios.schema import Scenario
 

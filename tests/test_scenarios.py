@@ -305,3 +305,41 @@ def test_a_scenario_file_s_own_bad_arch_or_preset_names_the_file_and_field(tmp_p
     with pytest.raises(ScenarioError) as raised:
         RunConfig(scenario=str(path), model="rules", preset=preset).resolved()
     assert str(raised.value).startswith(f"{path}{expected}"), str(raised.value)
+
+
+def test_a_society_built_without_a_scenario_is_hobbs_cafe_under_its_default_architecture():
+    from socialsim.model.society import SocietyModel
+
+    model = SocietyModel(model="rules", rng=1)
+    assert (model.scenario_spec.name, model.arch) == ("hobbs-cafe", "crsec")
+
+
+def test_the_same_rng_builds_the_same_society_and_draws_the_same_next_numbers():
+    """The seed reaches the model's own stream, which places the agents (and later orders them)."""
+    from socialsim.model.society import SocietyModel
+
+    one, two = (SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=5) for _ in range(2))
+    assert [a.cell.coordinate for a in one.agents] == [a.cell.coordinate for a in two.agents]
+    assert [one.random.random() for _ in range(3)] == [two.random.random() for _ in range(3)]
+
+
+def test_a_society_records_the_step_the_usage_its_architectures_and_scenarios_columns_and_tables():
+    """What the runs' files and the dashboard read: the model frame's step, usage totals, the
+    architecture's figures and one per tracked norm (CRSEC's, from the scenario); the agents' names;
+    the events, interactions and the architecture's own tables."""
+    from socialsim.agents.crsec.agent import CRSECAgent
+    from socialsim.llm.ledger import TOTALS
+    from socialsim.model.society import EVENT_COLUMNS, INTERACTION_COLUMNS, SocietyModel
+
+    model = SocietyModel("hobbs-cafe", model="rules", rng=1)
+    model.step()
+    frame = model.datacollector.get_model_vars_dataframe()
+    norms = [f"{kind}[{norm}]" for norm in ("no smoking indoors", "be quiet in public", "tip after meals")
+             for kind in ("adoption", "plan_compliance", "action_compliance", "compliance", "acting_compliance")]
+    assert set(frame.columns) == {"step", *TOTALS, *CRSECAgent.model_reporters(), *norms}
+    assert frame["step"].tolist() == [1] and frame["rule_decisions"].tolist() == [model.usage["rule_decisions"]] != [0]
+    agents = model.datacollector.get_agent_vars_dataframe()
+    assert set(agents.columns) == {"name", *CRSECAgent.agent_reporters()}
+    assert sorted(agents["name"]) == sorted(a.name for a in model.agents)
+    tables = {name: list(model.datacollector.get_table_dataframe(name).columns) for name in model.datacollector.tables}
+    assert tables == {"events": EVENT_COLUMNS, "interactions": INTERACTION_COLUMNS, **CRSECAgent.tables()}
