@@ -176,3 +176,103 @@ def test_judge_gateways_inherit_the_runs_route_options():
     assert name == "openai/judge-model"
     assert (judge.api_base, judge.rpm, judge.timeout_s, judge.num_retries) == ("http://127.0.0.1:9/v1", 30, 7.0, 0)
     assert judge.tape is run_gateway.tape and judge.ledger is run_gateway.ledger
+
+
+# --- assign_svo and the settings' messages, case by case ------------------------------------------------------
+WAIT = ASVOScenario.model_validate({"actions": [{"text": "wait", "self": 0.5, "others": 0.0}]})
+
+
+@pytest.mark.parametrize("mix, expected", [
+    # 7 agents at 6:4 -> quotas 4.2 and 2.8: the larger remainder (competitive's .8) gets the 7th agent,
+    # not the larger quota, nor the first type by name or by order
+    ({"altruistic": 6, "competitive": 4}, {"altruistic": 4, "competitive": 3}),
+    ({"altruistic": 4, "competitive": 6}, {"altruistic": 3, "competitive": 4}),
+    # equal remainders (7/4 = 1.75 each): the types' own order breaks the tie
+    ({"competitive": 1, "individualistic": 1, "prosocial": 1, "altruistic": 1},
+     {"altruistic": 2, "prosocial": 2, "individualistic": 2, "competitive": 1}),
+])
+def test_a_mix_is_split_by_largest_remainders(mix, expected):
+    names = [f"P{i}" for i in range(7)]
+    drawn = assign_svo(names, {}, ASVOSettings(svo_assignment="mix", svo_mix=mix), WAIT, random.Random(0))
+    assert list(drawn) == names
+    assert {t: list(drawn.values()).count(t) for t in expected} == expected
+
+
+def test_a_mix_is_shuffled_with_the_models_rng():
+    """The split is fixed; who gets which type is the model's RNG's shuffle of the pool in type order."""
+    names = [f"P{i}" for i in range(6)]
+    settings = ASVOSettings(svo_assignment="mix", svo_mix={"competitive": 1, "altruistic": 2})
+    pool = ["altruistic"] * 4 + ["competitive"] * 2
+    random.Random(5).shuffle(pool)
+    assert assign_svo(names, {}, settings, WAIT, random.Random(5)) == dict(zip(names, pool, strict=True))
+
+
+def test_svo_assignment_refusals_say_what_is_missing():
+    with pytest.raises(ValueError) as caught:
+        assign_svo(["A", "B", "C"], {"A": {"svo": "prosocial"}}, ASVOSettings(svo_assignment="explicit"), WAIT,
+                   random.Random(0))
+    assert str(caught.value) == ("explicit SVO assignment: no SVO type for B, C "
+                                 "(set traits.svo in the scenario or svo_agents=...)")
+    with pytest.raises(ValueError) as caught:
+        assign_svo(["A"], {}, ASVOSettings(svo_assignment="mix"), WAIT, random.Random(0))
+    assert str(caught.value) == "SVO assignment 'mix' needs svo_mix, e.g. {altruistic: 1, competitive: 1}"
+    with pytest.raises(ValueError) as caught:
+        assign_svo(["A"], {}, ASVOSettings(svo_agents={"Zed": "prosocial"}), WAIT, random.Random(0))
+    assert str(caught.value) == "svo_agents names 'Zed', who is not an agent of this scenario"
+    with pytest.raises(ValueError) as caught:  # a scenario's traits.svo is checked here, not by the settings
+        assign_svo(["A"], {"A": {"svo": "greedy"}}, ASVOSettings(), WAIT, random.Random(0))
+    assert str(caught.value) == "A: unknown SVO type 'greedy' (types: altruistic, prosocial, individualistic, competitive)"
+
+
+def test_unused_traits_svos_are_named_in_one_warning_and_explicit_use_warns_of_nothing(caplog):
+    traits = {"A": {"svo": "competitive"}, "B": {"svo": "prosocial"}}
+    with caplog.at_level("WARNING", logger="socialsim"):
+        assign_svo(["A", "B", "C"], traits, ASVOSettings(svo_assignment="cycle"), WAIT, random.Random(0))
+    assert [r.getMessage() for r in caplog.records] == [
+        "the SVO in traits.svo of A, B is not used: SVOs are assigned by 'cycle' (svo_assignment: explicit uses them)"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="socialsim"):
+        assert assign_svo(["A", "B"], traits, ASVOSettings(svo_assignment="explicit"), WAIT, random.Random(0)) == \
+            {"A": "competitive", "B": "prosocial"}
+    assert caplog.records == []
+
+
+def test_invalid_settings_and_sections_name_every_problem_in_one_message():
+    with pytest.raises(ValueError) as caught:
+        ASVOSettings.from_params({"n_candidates": 0, "max_retries": 9})
+    assert str(caught.value) == ("asvo architecture parameters: n_candidates: Input should be greater than or "
+                                 "equal to 1 (got 0); max_retries: Input should be less than or equal to 5 (got 9)")
+    spec = load_scenario("school-micro")
+    bad = spec.model_copy(update={"asvo": {**spec.asvo, "degrees": {"comfort": "hugely"}, "actions": []}})
+    with pytest.raises(ValueError) as caught:
+        ASVOScenario.from_scenario(bad)
+    assert str(caught.value).startswith(f"{spec.where}: invalid asvo section: asvo.degrees.comfort: unknown "
+                                        "degree 'hugely'")
+    assert "; asvo.actions: List should have at least 1 item" in str(caught.value)
+    agents = [a.model_copy(deep=True) for a in spec.agents]
+    agents[1].traits.update({"degrees": {"comfort": "hugely"}, "initial": {"joyfulnes": 9}})
+    with pytest.raises(ValueError) as caught:
+        ASVOScenario.from_scenario(spec.model_copy(update={"agents": agents}))
+    assert str(caught.value).startswith(f"{spec.where}: agent {agents[1].name!r}: invalid traits: traits.degrees.comfort: "
+                                        "unknown degree 'hugely'")
+    assert "; traits.initial: unknown desire 'joyfulnes'" in str(caught.value)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"svo_mix": {"altruistic": -1, "competitive": 2}}, "svo_mix: weight of altruistic is negative"),
+    ({"svo_mix": {"altruistic": 0, "competitive": 0}}, "svo_mix: the mix needs a positive total weight"),
+    ({"svo_mix": {"saint": 1}}, "svo_mix: unknown SVO type 'saint' (types: altruistic, prosocial, individualistic, "
+                                "competitive)"),
+    ({"judges": []}, "judges: give at least one judge model (or 'rules' for the baseline judge)"),
+])
+def test_a_mix_needs_known_types_and_weights_and_a_run_a_judge(params, message):
+    with pytest.raises(ValueError) as caught:
+        ASVOSettings.from_params(params)
+    assert str(caught.value) == f"asvo architecture parameters: {message}"
+    assert ASVOSettings.from_params({"svo_mix": {"altruistic": 0, "competitive": 1}}).svo_mix["altruistic"] == 0
+
+
+def test_a_degree_of_an_unknown_desire_is_refused():
+    with pytest.raises(ValueError, match=r"unknown desire 'comfrot' \(desires: comfort, joyfulness, "):
+        ASVOScenario.model_validate({"actions": [{"text": "wait", "self": 0, "others": 0}],
+                                     "degrees": {"comfrot": "slightly"}})

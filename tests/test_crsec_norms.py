@@ -4,7 +4,14 @@ import copy
 
 import pytest
 
-from socialsim.agents.crsec.settings import CRSECSettings, load_settings
+from socialsim.agents.crsec.settings import (
+    CRSECSettings,
+    ViolationSpec,
+    clock_text,
+    load_settings,
+    minutes,
+    with_params,
+)
 from socialsim.agents.norms import NormDatabase, norm_key
 from socialsim.scenarios.loader import ScenarioError, load_scenario
 
@@ -149,3 +156,137 @@ def test_settings_model_has_sensible_defaults():
     settings = CRSECSettings.model_validate({"tracked_norms": [
         {"name": "n", "type": "injunctive", "violated_by": {"tags": ["smoke"]}, "keywords": ["smok"]}]})
     assert settings.day_minutes == 14 * 60 and settings.recall_overlap == 1.0
+
+
+# --- the clock, the hours a norm holds, and the messages of a bad section or parameter -------------------------
+def violation(**hours):
+    return ViolationSpec(tags=["saw"], **hours)
+
+
+@pytest.mark.parametrize("hours, clock, holds", [
+    ({}, "03:00", True),  # no hours: all day
+    ({"from_time": "17:00"}, "16:59", False), ({"from_time": "17:00"}, "17:00", True),
+    ({"from_time": "17:00"}, "23:59", True), ({"from_time": "17:00"}, "00:00", False),  # until midnight
+    ({"until_time": "07:00"}, "00:00", True), ({"until_time": "07:00"}, "06:59", True),
+    ({"until_time": "07:00"}, "07:00", False),  # the end is not in the window
+    ({"from_time": "09:00", "until_time": "12:00"}, "08:59", False),
+    ({"from_time": "09:00", "until_time": "12:00"}, "09:00", True),
+    ({"from_time": "09:00", "until_time": "12:00"}, "11:59", True),
+    ({"from_time": "09:00", "until_time": "12:00"}, "12:00", False),
+    ({"from_time": "22:00", "until_time": "22:00"}, "22:00", False),  # an empty window, not a whole day
+    ({"from_time": "22:00", "until_time": "22:00"}, "03:00", False),
+])
+def test_a_norm_holds_from_its_start_until_before_its_end(hours, clock, holds):
+    assert violation(**hours).holds_at(minutes(clock)) is holds
+
+
+def test_a_norm_holds_whatever_the_day_and_always_when_the_time_is_unknown():
+    evening = violation(from_time="17:00")
+    assert evening.holds_at(24 * 60 + 17 * 60 + 10) and not evening.holds_at(24 * 60 + 16 * 60 + 50)  # day 2
+    assert evening.holds_at(3 * 24 * 60 + 17 * 60) and not evening.holds_at(3 * 24 * 60 + 10 * 60)  # day 4
+    assert evening.holds_at(None) and violation(until_time="07:00").holds_at(None) and violation().holds_at(None)
+
+
+def test_clock_text_and_minutes_are_each_others_inverse():
+    assert [minutes(c) for c in ("00:00", "08:05", "9:30", "23:59")] == [0, 485, 570, 1439]
+    assert [clock_text(m) for m in (0, 5, 485, 1439)] == ["00:00", "00:05", "08:05", "23:59"]
+
+
+def test_a_step_falls_on_its_day_and_minute_and_days_wrap_at_day_end():
+    settings = load_settings(hobbs())  # 08:00-22:00: 840 minutes a day
+    assert [settings.clock_of_step(s, 20) for s in (1, 2, 42, 43, 85)] == [(1, 480), (1, 500), (1, 1300), (2, 480),
+                                                                          (3, 480)]
+    assert settings.clock_of_step(4, 7.5) == (1, 502)  # 22.5 minutes in, whole minutes
+    late = settings.model_copy(update={"day_start": "09:30", "day_end": "10:30"})
+    assert [late.clock_of_step(s, 25) for s in (1, 3, 4)] == [(1, 570), (1, 620), (2, 585)]
+
+
+def test_a_tracked_norm_is_looked_up_by_its_name():
+    settings = load_settings(hobbs())
+    assert settings.tracked("tip after meals") is settings.tracked_norms[2]
+    assert settings.tracked("no smoking indoors").type == "injunctive"
+    with pytest.raises(StopIteration):
+        settings.tracked("no skateboards")
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"day_start": "22:00", "day_end": "08:00"}, "day_end (08:00) must be after day_start (22:00)"),
+    ({"day_start": "08:00", "day_end": "08:00"}, "day_end (08:00) must be after day_start (08:00)"),
+    ({"plan_item_minutes": 60, "action_minutes": 7}, "plan_item_minutes must be a multiple of action_minutes"),
+    ({"day_end": "24:00"}, "crsec.day_end: expected a time of day like '08:00', got '24:00'"),
+    ({"day_start": "8:60"}, "crsec.day_start: expected a time of day like '08:00', got '8:60'"),
+])
+def test_the_day_and_plan_grid_are_checked(changes, expected):
+    with pytest.raises(ScenarioError) as info:
+        load_settings(broken(**changes))
+    assert expected in str(info.value)
+
+
+def test_a_tracked_norm_named_twice_is_refused():
+    section = copy.deepcopy(hobbs().crsec)
+    section["tracked_norms"].append(copy.deepcopy(section["tracked_norms"][0]))
+    with pytest.raises(ScenarioError, match="tracked_norms: a name is used twice"):
+        load_settings(hobbs().model_copy(update={"crsec": section}))
+
+
+def test_every_bad_reference_of_a_section_is_named_in_one_message():
+    scenario = hobbs()
+    section = copy.deepcopy(scenario.crsec)
+    section["tracked_norms"][0]["alternatives"] = {"smoke": "smoke a cigarette outside"}
+    section["schedule"] = [{"time": "12:00", "behaviour": "eat a meal", "place": "the roof"}]
+    section["filler_behaviour"] = "zzzz"
+    agents = [a.model_copy(deep=True) for a in scenario.agents]
+    agents[0].traits["stance"] = {"no spitting": "for"}
+    agents[1].traits["home_area"] = "the attic"
+    agents[2].traits["talk_propensity"] = 2
+    with pytest.raises(ScenarioError) as info:
+        load_settings(scenario.model_copy(update={"crsec": section, "agents": agents}))
+    assert str(info.value).splitlines() == [
+        f"{scenario.where}: invalid crsec settings",
+        "  crsec.tracked_norms (no smoking indoors).alternatives: unknown behaviour 'smoke' (a behaviour is referred "
+        "to by its text: 'smoke a cigarette')",
+        "  crsec.tracked_norms (no smoking indoors).alternatives: unknown behaviour 'smoke a cigarette outside' "
+        "(did you mean 'smoke a cigarette'? a behaviour is referred to by its text in map.behaviours)",
+        "  crsec.schedule[0].place: unknown area 'the roof' (expected one of ['Hobbs Cafe counter', "
+        "'Hobbs Cafe dining room', 'Hobbs Cafe kitchen', 'the street outside'])",
+        "  crsec.filler_behaviour: unknown behaviour 'zzzz' (a behaviour is referred to by its text in map.behaviours)",
+        "  agents[0] (Isabella Rodriguez).traits.stance: unknown tracked norm 'no spitting' (known: "
+        "['be quiet in public', 'no smoking indoors', 'tip after meals'])",
+        "  agents[1] (Wolfgang Schulz).traits.home_area: unknown area 'the attic'",
+        "  agents[2] (Tom Gomez).traits.talk_propensity: Input should be less than or equal to 1 (got 2)",
+    ]
+
+
+def test_a_section_without_a_map_is_refused_and_one_without_behaviours_checks_none():
+    scenario = hobbs()
+    with pytest.raises(ScenarioError, match=r"(?s)invalid crsec settings\n.*  map: the crsec architecture needs a map "
+                                            r"\(areas inside and outside\)$"):
+        load_settings(scenario.model_copy(update={"map": None}))
+    section = {**copy.deepcopy(scenario.crsec), "filler_behaviour": "whistle",
+               "schedule": [{"time": "12:00", "behaviour": "dance", "place": "Hobbs Cafe counter"}]}
+    bare = scenario.map.model_copy(update={"behaviours": []})  # no behaviours listed: any text goes
+    assert load_settings(scenario.model_copy(update={"crsec": section, "map": bare})).filler_behaviour == "whistle"
+
+
+def test_run_parameters_are_laid_over_the_section_or_refused_naming_each():
+    scenario = hobbs()
+    settings = load_settings(scenario)
+    assert with_params(settings, {}) is settings
+    merged = with_params(settings, {"temptation": 0, "day_end": "20:00"}, scenario)
+    assert (merged.temptation, merged.day_end, merged.day_minutes) == (0, "20:00", 720)
+    assert merged.tracked_norms == settings.tracked_norms and settings.temptation == 0.25
+    with pytest.raises(ScenarioError) as info:
+        with_params(settings, {"tempation": 0, "judg": "rules"})
+    assert str(info.value) == f"unknown crsec parameter(s) ['judg', 'tempation']; known: {sorted(CRSECSettings.model_fields)}"
+    with pytest.raises(ScenarioError) as info:
+        with_params(settings, {"temptation": 2, "memory_k": 0})
+    assert str(info.value).splitlines() == ["invalid crsec parameters",
+                                            "  crsec.temptation: Input should be less than or equal to 1 (got 2)",
+                                            "  crsec.memory_k: Input should be greater than or equal to 1 (got 0)"]
+    assert with_params(settings, {"filler_behaviour": "zzzz"}).filler_behaviour == "zzzz"  # no scenario: unchecked
+    with pytest.raises(ScenarioError) as info:
+        with_params(settings, {"filler_behaviour": "zzzz", "schedule": [{"time": "12:00", "behaviour": "eat"}]}, scenario)
+    assert str(info.value).splitlines() == [
+        "invalid crsec parameters",
+        "  crsec.schedule[0].behaviour: unknown behaviour 'eat' (a behaviour is referred to by its text: 'eat a meal')",
+        "  crsec.filler_behaviour: unknown behaviour 'zzzz' (a behaviour is referred to by its text in map.behaviours)"]

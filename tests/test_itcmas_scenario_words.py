@@ -115,3 +115,39 @@ def test_on_the_rules_baseline_chats_start_only_when_the_goal_names_a_social_wor
     assert chats_started() > 0
     assert chats_started(goal=NEIGHBOURLY) == 0
     assert chats_started(goal=NEIGHBOURLY, social_words=["acquainted"]) > 0
+
+
+# --- the settings as the rules and the equations read them ----------------------------------------------------
+def test_the_vocabulary_is_the_scenarios_words_lower_cased_and_trimmed():
+    from socialsim.agents.itcmas.rules import Vocabulary
+    from socialsim.agents.itcmas.settings import load_config
+    config = load_config({"social_words": [" Meet ", "CHAT"], "explore_words": ["Explore"]},
+                         {"rest_furniture": ["Bed"], "goal_objects": {" Eat": ["Food ", "BREAD"]}})
+    assert config.vocabulary == Vocabulary(("meet", "chat"), ("explore",), ("bed",), {"eat": ("food", "bread")})
+    with pytest.raises(ValueError, match="goal_objects: an empty word would match everything"):
+        load_config(None, {"goal_objects": {"eat": ["food", "  "]}})
+
+
+def test_the_similarity_and_pad_weights_reach_the_equations_and_must_sum_to_one():
+    from socialsim.agents.itcmas.phenomenal import SimWeights
+    from socialsim.agents.itcmas.settings import load_config
+    config = load_config({"similarity": {"gamma": 0.5, "theta": 0.3, "phi": 0.2, "a": 0.1, "pos": 0.9}},
+                         {"emotion": {"P": 0.2, "A": 0.5, "D": 0.3}})
+    assert config.sim_weights == SimWeights(gamma=0.5, theta=0.3, phi=0.2, a=0.1, pos=0.9)
+    assert (config.emotion_weights.P, config.emotion_weights.A, config.emotion_weights.D) == (0.2, 0.5, 0.3)
+    with pytest.raises(ValueError, match=r"similarity: .*weights a \+ pos must sum to 1 \(they sum to 1.1\)"):
+        load_config(None, {"similarity": {"a": 0.5, "pos": 0.6}})
+    with pytest.raises(ValueError, match=r"similarity: .*weights gamma \+ theta \+ phi must sum to 1 \(they sum to 0.9\)"):
+        load_config(None, {"similarity": {"gamma": 0.3, "theta": 0.3, "phi": 0.3}})
+    assert load_config(None, {"s_min": 1.0, "s_max": 1.0}).s_max == 1.0  # equal bounds are allowed
+
+
+def test_invalid_itcmas_parameters_are_named_together_with_where_they_come_from():
+    from socialsim.agents.itcmas.settings import load_config
+    with pytest.raises(ValueError) as caught:
+        load_config({"goal": ""}, {"elim_threshold": 9})
+    assert str(caught.value) == ("the itcmas section: invalid itcmas parameters: goal: String should have at least "
+                                 "1 character (got ''); elim_threshold: Input should be less than or equal to 5 (got 9)")
+    with pytest.raises(ValueError, match=r"^valley.yaml: invalid itcmas parameters: \(top level\): s_max \(0.5\) must be at least "
+                                         r"s_min \(0.6\)"):
+        load_config({"s_min": 0.6}, {"s_max": 0.5}, "valley.yaml")
