@@ -173,11 +173,19 @@ def violation(**hours):
     ({"from_time": "09:00", "until_time": "12:00"}, "09:00", True),
     ({"from_time": "09:00", "until_time": "12:00"}, "11:59", True),
     ({"from_time": "09:00", "until_time": "12:00"}, "12:00", False),
-    ({"from_time": "22:00", "until_time": "22:00"}, "22:00", False),  # an empty window, not a whole day
-    ({"from_time": "22:00", "until_time": "22:00"}, "03:00", False),
 ])
 def test_a_norm_holds_from_its_start_until_before_its_end(hours, clock, holds):
     assert violation(**hours).holds_at(minutes(clock)) is holds
+
+
+def test_a_window_that_starts_when_it_ends_is_refused():
+    """22:00 to 22:00 would hold never (or, read another way, all day): the author meant something else."""
+    with pytest.raises(ValueError, match=r"from_time and until_time are both 22:00: a window of no time "
+                                         r"\(leave both out for all day\)"):
+        violation(from_time="22:00", until_time="22:00")
+    with pytest.raises(ValueError, match="both 7:00"):
+        violation(from_time="7:00", until_time="07:00")  # the same minute, written two ways
+    assert violation(from_time="22:00", until_time="22:01").holds_at(minutes("22:00"))
 
 
 def test_a_norm_holds_whatever_the_day_and_always_when_the_time_is_unknown():
@@ -205,7 +213,7 @@ def test_a_tracked_norm_is_looked_up_by_its_name():
     settings = load_settings(hobbs())
     assert settings.tracked("tip after meals") is settings.tracked_norms[2]
     assert settings.tracked("no smoking indoors").type == "injunctive"
-    with pytest.raises(StopIteration):
+    with pytest.raises(KeyError, match=r"no tracked norm 'no skateboards' \(tracked: no smoking indoors, "):
         settings.tracked("no skateboards")
 
 

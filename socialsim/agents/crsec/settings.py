@@ -49,6 +49,13 @@ class ViolationSpec(_Strict):
             raise ValueError(f"expected a time of day like '22:00', got {value!r}")
         return value
 
+    @model_validator(mode="after")
+    def _some_time(self) -> ViolationSpec:
+        if self.from_time is not None and self.until_time is not None and minutes(self.from_time) == minutes(self.until_time):
+            raise ValueError(f"from_time and until_time are both {self.from_time}: a window of no time "
+                             "(leave both out for all day)")
+        return self
+
     def holds_at(self, minute: int | None) -> bool:
         """Whether the norm speaks at this minute of the day (None: time unknown, it does).
         The window is [from_time, until_time); it wraps past midnight when from_time > until_time."""
@@ -207,7 +214,10 @@ class CRSECSettings(_Strict):
         return int(elapsed // self.day_minutes) + 1, minutes(self.day_start) + int(elapsed % self.day_minutes)
 
     def tracked(self, name: str) -> TrackedNorm:
-        return next(t for t in self.tracked_norms if t.name == name)
+        for norm in self.tracked_norms:
+            if norm.name == name:
+                return norm
+        raise KeyError(f"no tracked norm {name!r} (tracked: {', '.join(t.name for t in self.tracked_norms)})")
 
 
 class CRSECTraits(BaseModel):
