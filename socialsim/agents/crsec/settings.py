@@ -50,7 +50,7 @@ class ViolationSpec(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _some_time(self) -> ViolationSpec:
+    def _window_not_empty(self) -> ViolationSpec:
         if self.from_time is not None and self.until_time is not None and minutes(self.from_time) == minutes(self.until_time):
             raise ValueError(f"from_time and until_time are both {self.from_time}: a window of no time "
                              "(leave both out for all day)")
