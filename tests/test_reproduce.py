@@ -39,6 +39,51 @@ def test_projection_counts_rule_decisions_and_prompt_tokens(toy):
     assert proj.calls == 3 * one.calls
 
 
+def test_the_projection_scales_each_models_probe_to_the_runs_length_then_the_seeds(monkeypatch):
+    """A stand-in society whose every step makes two decisions of the actors' model (prompts of
+    100 + the step's number and 50 tokens, 7 completion tokens each) and one of the rules: a
+    3-step arm is its 2-step probe times 1.5, rounded up, then times the seeds; a 1-step arm is
+    probed for its one step; the judge's after-run calls are its share at its measured tokens."""
+    from socialsim.llm.ledger import LedgerRow
+    from socialsim.model import society as society_module
+
+    actors, judge, built = "nobody/knows-this-model", "nobody/judge", []
+
+    def decided(step, model, prompt, completion):
+        return LedgerRow(step, 1, "act", "m", model, "rules", "rules", 0, 0, prompt, completion, 0.0, 0.0)
+
+    class Probed:
+        def __init__(self, scenario, *, arch, gateway, rng, **params):
+            self.llm, self.done = gateway, 0
+            built.append((arch, rng, gateway.dry_run))
+
+        def step(self):
+            self.done += 1
+            for model, prompt, completion in ((actors, 100 + self.done, 7), (actors, 50, 7), ("rules", 0, 0)):
+                self.llm.ledger.record(decided(self.done, model, prompt, completion))
+
+    monkeypatch.setattr(society_module, "SocietyModel", Probed)
+    protocol = _protocol()
+    protocol.runs = [rp.ProtocolRun("short", "hobbs-cafe", steps=3), rp.ProtocolRun("one", "hobbs-cafe", steps=1)]
+    protocol.after_run = lambda spec: ("the judge", 3) if spec.label == "one" else None
+    protocol.after_run_probe = lambda society, steps: society.llm.ledger.record(decided(steps, judge, 40, 9))
+    proj = rp.project(protocol, actors, seeds=2, unit_price=(1.0, 2.0))
+    assert built == [("generic", 1, True)] * 2  # a dry run of each arm, seed 1
+    assert proj.per_run.values.tolist() == [["short", 3, 18, 12, 2 * math.ceil(1.5 * 303), 84],
+                                            ["one", 1, 2 * (3 + 3), 2 * (2 + 3), 2 * (151 + 3 * 40), 2 * (14 + 3 * 9)]]
+    assert proj.per_model.set_index("model").to_dict("index") == {
+        actors: {"decisions": 16, "prompt_tokens": 910 + 302, "completion_tokens": 112, "cost_usd": pytest.approx(
+            (1212 + 2 * 112) / 1e6)},
+        judge: {"decisions": 6, "prompt_tokens": 240, "completion_tokens": 54, "cost_usd": pytest.approx(348 / 1e6)},
+        "rules": {"decisions": 8, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
+    assert (proj.decisions, proj.calls, proj.prompt_tokens, proj.completion_tokens) == (30, 22, 1452, 166)
+    assert proj.cost_usd == pytest.approx((1452 + 2 * 166) / 1e6)
+    assert proj.after_run == {"the judge": 6} and proj.not_projected == {}
+    assert rp.project(protocol, actors, seeds=2).cost_usd is None  # no price for it in litellm's map
+    assert rp.project(protocol, actors, seeds=1, probe_steps=1).per_run["prompt_tokens"].tolist() == \
+        [3 * 151, 151 + 3 * 40]  # a 1-step probe times 3
+
+
 def test_a_rules_projection_has_decisions_but_no_llm_call(toy):
     proj = rp.project(_protocol(), "rules", seeds=2)
     assert proj.decisions > 0 and proj.calls == 0 and proj.prompt_tokens == 0 and proj.cost_usd == 0.0
@@ -83,6 +128,12 @@ def test_price_from_litellms_local_map():
     assert rp.price("openai/gpt-4o-mini", 1_000_000, 0) > 0
     assert rp.price("rules", 10**9, 10**9) == 0.0
     assert rp.price("nobody/knows-this-model", 1000, 1000) is None
+
+
+def test_price_at_a_given_rate_per_million_tokens():
+    assert rp.price("nobody/knows-this-model", 1_000_000, 2_000_000, unit_price=(1.0, 2.0)) == pytest.approx(5.0)
+    assert rp.price("nobody/knows-this-model", 500_000, 0, unit_price=(3.0, 0.0)) == pytest.approx(1.5)
+    assert rp.price("rules", 1_000_000, 1_000_000, unit_price=(1.0, 1.0)) == 0.0  # the rules are free at any rate
 
 
 def test_not_run_without_yes_or_budget(toy, tmp_path, no_model_may_answer):
@@ -137,6 +188,26 @@ def test_runs_every_seed_and_puts_the_paper_beside_the_mean(toy, tmp_path):
     assert sorted(p.name for p in (tmp_path / "r" / "cafe").iterdir()) == ["seed-1", "seed-2", "seed-3"]
     report = (tmp_path / "r" / "report.md").read_text()
     assert "rules baseline" in report and "| steps_done |" in report
+
+
+def test_the_summary_is_each_arms_mean_std_and_count_beside_the_papers_figure():
+    """An arm's own paper figure wins over one for every arm ("*"); a figure that is not a number
+    is not counted; the rows come in the order the arms and metrics were measured."""
+    paper = pd.DataFrame([{"label": "A", "metric": "x", "paper": 10.0}, {"label": "*", "metric": "y", "paper": 5.0},
+                          {"label": "B", "metric": "y", "paper": 7.0}])
+    protocol = rp.Protocol("generic", [], measure=dict, paper=paper)
+    measured = pd.DataFrame([{"label": "A", "seed": 1, "x": 1.0, "y": 2.0}, {"label": "A", "seed": 2, "x": 3.0, "y": "n/a"},
+                             {"label": "B", "seed": 1, "x": 4.0, "y": 1.0}, {"label": "B", "seed": 2, "x": 6.0, "y": 3.0}])
+    summary = rp.summarize(protocol, measured)
+    assert summary.columns.tolist() == ["label", "metric", "paper", "mean", "std", "n"]
+    nan, root2 = math.nan, math.sqrt(2)
+    expected = pd.DataFrame([["A", "x", 10.0, 2.0, root2, 2], ["B", "x", nan, 5.0, root2, 2],
+                             ["A", "y", 5.0, 2.0, nan, 1], ["B", "y", 7.0, 2.0, root2, 2]], columns=summary.columns)
+    pd.testing.assert_frame_equal(summary, expected, check_dtype=False)
+    only_arms = rp.Protocol("generic", [], measure=dict, paper=paper[paper["label"] != "*"])
+    assert rp.summarize(only_arms, measured)["paper"].fillna(0).tolist() == [10.0, 0, 0, 7.0]
+    empty = rp.summarize(protocol, pd.DataFrame())  # every run stopped before it could be measured
+    assert empty.empty and empty.columns.tolist() == ["label", "metric", "paper", "mean", "std", "n"]
 
 
 def test_unknown_architecture_protocol():
@@ -294,6 +365,34 @@ def test_calls_after_a_run_with_nothing_to_ask_on_the_probe_are_counted_not_pric
     assert proj.not_projected == {"a judge's questionnaire": 6} and proj.after_run == {}
 
 
+def test_calls_after_a_run_are_each_models_share_of_the_most_at_its_mean_tokens():
+    """Three calls on the probe (two of model a, one of b) stand for 6 after the run: a's share is
+    4 calls at its mean prompt (15) and completion (100) tokens, b's 2 at its own; earlier rows
+    of the ledger (the probe's steps) are not the after-run calls'."""
+    from types import SimpleNamespace
+
+    def row(model, prompt, completion):
+        return SimpleNamespace(model=model, prompt_tokens=prompt, completion_tokens=completion)
+
+    society = SimpleNamespace(llm=SimpleNamespace(ledger=SimpleNamespace(rows=[row("a", 1000, 1000)])))
+    lengths = []
+
+    def probe(society, steps):
+        lengths.append(steps)
+        society.llm.ledger.rows += [row("b", 30, 50), row("a", 10, 100), row("a", 20, 100)]
+
+    protocol = _protocol()
+    protocol.after_run_probe = probe
+    usage = rp.after_run_usage(protocol, society, 75, 6)
+    assert lengths == [75]  # asked as if the run had lasted its steps
+    assert usage.to_dict("index") == {"a": {"decisions": 4, "prompt_tokens": 60, "completion_tokens": 400},
+                                      "b": {"decisions": 2, "prompt_tokens": 60, "completion_tokens": 100}}
+    assert rp.after_run_usage(protocol, society, 75, 7).to_dict("index")["b"] == \
+        {"decisions": 3, "prompt_tokens": 70, "completion_tokens": 117}  # 7/3 calls, rounded up
+    protocol.after_run_probe = lambda society, steps: None
+    assert rp.after_run_usage(protocol, society, 75, 6) is None  # nothing asked: counted, not priced
+
+
 def test_the_projection_says_what_it_does_not_price(monkeypatch, tmp_path):
     protocol = _protocol()
     protocol.after_run = lambda spec: ("a judge's questionnaire", 3)
@@ -342,12 +441,35 @@ def test_a_finding_held_in_every_seed_is_beyond_chance_only_from_five_seeds():
     assert section(5).endswith("Held in more seeds than chance would give (sign test, p < 0.05): 1 of the 1.")
 
 
+def test_the_sign_test_of_few_seeds_is_the_binomial_tail():
+    """P(at least k heads of n fair coins), by hand: one seed that holds is a coin flip."""
+    assert rp.sign_test(1, 1) == 0.5 and rp.sign_test(0, 1) == 1.0
+    assert rp.sign_test(2, 3) == 0.5 and rp.sign_test(3, 4) == 5 / 16 and rp.sign_test(1, 3) == 7 / 8
+
+
 def test_only_what_the_arms_set_differently_is_theirs_to_vary():
     arms = [rp.ProtocolRun("with", "school-micro", arch_params={"use_svo": True, "n_candidates": 3}),
             rp.ProtocolRun("without", "school-micro", arch_params={"use_svo": False, "n_candidates": 3})]
     protocol = rp.Protocol(arch="asvo", runs=arms, measure=lambda d: {}, paper=pd.DataFrame())
     assert rp._varied_between_arms(protocol) == {"use_svo"}  # n_candidates is the same in both: --set may change it
     protocol.runs = arms[:1]
+    assert rp._varied_between_arms(protocol) == set()
+    protocol.runs = []
+    assert rp._varied_between_arms(protocol) == set()
+
+
+def test_the_arms_presets_count_as_what_they_vary_but_their_length_does_not():
+    """ITCMA-S's arms are its scenario's presets (``base``: ``ablation: base``, 75 steps, ...)."""
+    arms = [rp.ProtocolRun(v, "irollan-valley", preset=v) for v in ("base", "full")]
+    protocol = rp.Protocol(arch="itcmas", runs=arms, measure=lambda d: {}, paper=pd.DataFrame())
+    assert rp._varied_between_arms(protocol) == {"ablation"}
+    protocol.runs = [rp.ProtocolRun("paper", "irollan-valley", preset="paper", steps=10),
+                     rp.ProtocolRun("none", "irollan-valley", steps=75)]  # "paper" sets only the steps
+    assert rp._varied_between_arms(protocol) == set()
+    protocol.runs = [rp.ProtocolRun("base", "irollan-valley", preset="base"),
+                     rp.ProtocolRun("own", "irollan-valley", arch_params={"ablation": "full"})]
+    assert rp._varied_between_arms(protocol) == {"ablation"}
+    protocol.runs[1].arch_params = {"ablation": "base"}  # its own parameter, the same as the preset's
     assert rp._varied_between_arms(protocol) == set()
 
 
@@ -572,7 +694,8 @@ def test_the_reproduction_report_says_how_many_answers_fell_back(scripted, monke
     (10.4, 28.6, "10-29 seconds"),  # "about 0-0 minutes" for a one-step probe's 26 calls
     (60, 119.9, "60-120 seconds"), (60, 120, "60 seconds-2 minutes"), (600, 3599, "10-60 minutes"),
     (1800, 3600, "30 minutes-1.0 hours"), (36000, 90000, "10.0-25.0 hours"),
-    (20, 150, "20 seconds-2 minutes"), (50, 4000, "50 seconds-1.1 hours")])  # each end in its own unit
+    (20, 150, "20 seconds-2 minutes"), (50, 4000, "50 seconds-1.1 hours"),  # each end in its own unit
+    (100, 3781, "100 seconds-1.1 hours")])  # 1.0503 hours: an hour is 3600 s
 def test_a_projected_time_is_said_in_a_unit_that_shows_it(low, high, said):
     assert rp.duration_span(low, high) == said
 
