@@ -566,6 +566,15 @@ def test_another_protocol_is_refused_the_folder_of_a_reproduction(toy, tmp_path,
     assert summary.set_index("metric").loc["steps_done", ["n", "mean"]].tolist() == [2, 3.0]
 
 
+def test_a_run_directory_or_a_folder_of_other_runs_is_refused_as_a_reproductions(tmp_path):
+    (tmp_path / "run" / "config.json").parent.mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps({"config": {"arch": "generic"}}))
+    with pytest.raises(ValueError, match=r"is a run directory; a reproduction needs a folder of its own"):
+        rp._refuse_another_protocols_runs(tmp_path / "run", "generic", {})
+    with pytest.raises(ValueError, match=r"holds 1 run that (is|are) not a reproduction's"):
+        rp._refuse_another_protocols_runs(tmp_path, "generic", {})
+
+
 def test_a_quick_look_gets_a_folder_of_its_own(toy, tmp_path, monkeypatch):
     """``--steps`` by default used the paper-length runs' folder, writing 1-step runs over them."""
     monkeypatch.chdir(tmp_path)
