@@ -154,6 +154,48 @@ def test_every_scenarios_default_architecture_has_its_controls():
         assert (parameter_controls(arch) != []) == (arch != "generic"), scenario
 
 
+def test_a_new_society_is_idle_with_nothing_to_show_and_plays_to_its_scenarios_length():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules"))
+    assert (session.frames, session.version, session.error, session.stop_reason, session.notes, session.settings) == (
+        None, 0, "", "", [], {})
+    assert not session.busy and not session.playing and session.progress() == "" and session.wait() is True
+    assert session.length == 2 and session.error_title == "The society stopped"  # hobbs-cafe's default length
+
+
+def test_a_live_society_is_built_as_configured_asking_the_model_named_or_else_the_default(monkeypatch):
+    from socialsim.llm.engines import engine_note
+
+    monkeypatch.setenv("SOCIALSIM_MODEL", "rules")
+    unnamed = LiveSession(LiveConfig("makerspace", "generic", None, seed=0, max_calls=9, max_cost=0.5))
+    unnamed.start()
+    assert unnamed.wait(60) and unnamed.error == ""  # a seed of 0 is a seed
+    assert (unnamed.frames.scenario, unnamed.frames.arch, unnamed.model.llm.routes.default) == (
+        "makerspace", "generic", "rules")
+    budget = unnamed.model.llm.ledger.budget
+    assert (budget.max_calls, budget.max_cost) == (9, 0.5) and unnamed.notes == [engine_note("rules")]
+    monkeypatch.setenv("SOCIALSIM_MODEL", "nosuchprovider/x")
+    named = LiveSession(LiveConfig("makerspace", "generic", " rules ", seed=0))  # as typed in the model box
+    named.start()
+    assert named.wait(60) and named.error == "" and named.model.llm.routes.default == "rules"
+
+
+def test_step_never_waits_the_play_interval():
+    """Only Play paces itself; Step's steps (and the last of them) follow each other at once."""
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, play_interval_ms=600_000))
+    session.step(3)
+    assert session.wait(30) and session.frames.steps_done == 3
+
+
+def test_a_model_whose_step_schedule_stopped_is_an_error_not_a_spin():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3))
+    session.start()
+    assert session.wait(60)
+    session.model.step = lambda: None  # Mesa runs nothing: the model's step count stays where it was
+    session.step(1)
+    assert session.wait(60)
+    assert session.error == "RuntimeError: the model did not step (Mesa stopped its step schedule)"
+
+
 def test_a_step_given_while_the_society_is_built_is_not_lost():
     session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3))
     session.start()
@@ -190,9 +232,10 @@ class _HeldBuild(LiveSession):
         import threading
 
         super().__init__(config)
-        self.go = threading.Event()
+        self.go, self.building = threading.Event(), threading.Event()
 
     def _build(self, tape=None):
+        self.building.set()
         assert self.go.wait(60)
         super()._build(tape)
 
@@ -207,6 +250,80 @@ def test_pause_while_busy_says_so_and_play_clears_it():
     session.play()
     assert session.stop_reason == ""
     assert session.wait(60) and session.frames.steps_done == 2
+
+
+def test_steps_given_while_the_society_is_built_add_up_and_wait_says_when_it_is_still_busy():
+    import threading
+
+    session = _HeldBuild(LiveConfig("hobbs-cafe", "generic", "rules", seed=3))
+    before = set(threading.enumerate())
+    session.start()
+    session.step(2)
+    session.step(1)
+    assert session.building.wait(60)
+    assert session.wait(0.05) is False and session.busy  # the build is still held
+    # the worker never keeps the process alive: closing the command ends it even mid-step
+    workers = [t for t in threading.enumerate() if t.name == "socialsim-dashboard-step" and t not in before]
+    assert [t.daemon for t in workers] == [True]
+    session.go.set()
+    assert session.wait(60) is True and session.error == "" and session.frames.steps_done == 3
+
+
+def test_the_progress_line_while_the_society_is_built_counts_the_seconds_since_the_build_began():
+    session = _HeldBuild(LiveConfig("hobbs-cafe", "generic", "rules", seed=3))
+    assert session.progress() == ""  # idle: no line
+    session.start()
+    assert session.building.wait(60)
+    assert re.fullmatch(r"building the society \(\d+s\)", session.progress())
+    session._started = time.monotonic() - 30  # as if the build began 30 s ago
+    seconds = re.fullmatch(r"building the society \((\d+)s\)", session.progress())
+    session.go.set()
+    assert seconds and 30 <= int(seconds[1]) < 90
+    assert session.wait(60) and session.progress() == ""
+
+
+def test_the_progress_line_names_the_step_its_decisions_so_far_and_the_runs_usage():
+    """Read while step 2 runs: before it has decided anything, then after one decision (a recorded
+    LLM call that needed a fallback) — the run's totals include step 1's and step 2's so far."""
+    import threading
+
+    from socialsim.llm.ledger import LedgerRow
+
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3))
+    session.step(1)
+    assert session.wait(60) and session.frames.steps_done == 1
+    ledger, step = session.model.llm.ledger, session.model.step
+    held, go, lines = threading.Event(), threading.Event(), []
+
+    def read_at_hold():
+        held.set()
+        assert go.wait(60)
+        go.clear()
+
+    def step_read_twice():
+        read_at_hold()
+        ledger.record(LedgerRow(step=2, agent=0, op="Marker", module="test", model="openai/x", engine="llm",
+                                status="fallback", calls=2, live_calls=2, prompt_tokens=30, completion_tokens=7,
+                                latency_s=0.1, cost_usd=0.0123))
+        read_at_hold()
+        step()
+
+    session.model.step = step_read_twice
+    session.step(1)
+    for _ in range(2):
+        assert held.wait(60)
+        held.clear()
+        assert session.progress().startswith("step 2 running: ")
+        session._started = time.monotonic() - 30  # as if the step began 30 s ago
+        lines.append(session.progress())
+        go.set()
+    assert session.wait(60) and session.error == "" and session.frames.steps_done == 2
+    shape = r"step 2 running: (\d+) decisions so far \(last: (\w+)\), (\d+)s · run so far: (.*)"
+    parsed = [re.fullmatch(shape, line).groups() for line in lines]
+    assert [(done, last, usage) for done, last, _, usage in parsed] == [
+        ("0", "perceiving", "0 LLM calls, 0 tokens, $0.0000, 0 fallbacks"),
+        ("1", "Marker", "2 LLM calls, 37 tokens, $0.0123, 1 fallbacks")]
+    assert all(30 <= int(seconds) < 90 for _, _, seconds, _ in parsed)
 
 
 def test_play_before_the_build_plays_from_step_0_and_step_takes_one_step():
@@ -315,7 +432,65 @@ def test_a_budget_of_zero_calls_is_accepted_and_only_a_negative_one_is_refused()
         session.set_max_calls(-1)
 
 
-def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch):
+class _Snapshots(LiveSession):
+    """A live session that keeps what each of its snapshots showed, in order."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.shown: list[tuple[str, int, int]] = []
+
+    def _snapshot(self, status):
+        super()._snapshot(status)
+        self.shown.append((self.frames.status, self.frames.steps_done, self.version))
+
+
+def _stops_next_step(session: LiveSession, exc: Exception) -> None:
+    """The society's next step raises ``exc`` (a budget or the provider giving out mid-step)."""
+    session.model.step = lambda: (_ for _ in ()).throw(exc)
+
+
+def test_a_budget_stop_mid_step_is_built_again_from_its_tape_and_steps_on_with_what_it_paid():
+    from socialsim.llm.ledger import BudgetExhausted
+
+    session = _Snapshots(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=5))
+    session.step(1)
+    assert session.wait(60) and session.frames.steps_done == 1
+    first, ledger = session.model, session.model.llm.ledger
+    ledger.live_calls, ledger.live_cost = 7, 0.25  # what it paid so far
+    _stops_next_step(session, BudgetExhausted("max_calls=7 reached"))
+    session.step(3)  # the two steps still queued when the budget stops it are dropped
+    assert session.wait(60) and session.error == "" and not session.busy
+    assert session.stop_reason == "stopped by budget: max_calls=7 reached"
+    assert (session.frames.status, session.frames.steps_done) == (session.stop_reason, 1)  # step 1 kept
+    session.step(1)
+    assert session.wait(60) and session.error == "" and session.stop_reason == ""
+    assert session.model is not first and session.frames.steps_done == 2  # one step on, not three
+    assert (session.model.llm.ledger.live_calls, session.model.llm.ledger.live_cost) == (7, 0.25)
+    assert session.shown == [("built: press Step or Run", 0, 1), ("step 1 done", 1, 2),
+                             ("stopped by budget: max_calls=7 reached", 1, 3),
+                             ("built: press Step or Run", 0, 4),  # the society built again ...
+                             ("built again from its tape at step 1", 1, 5),  # ... and its step 1 run again
+                             ("step 2 done", 2, 6)]
+    session.step(1)  # built again once: from now on it simply steps on
+    assert session.wait(60) and session.shown[6:] == [("step 3 done", 3, 7)]
+
+
+def test_a_provider_outage_stops_play_saying_so_and_play_goes_on_after_it():
+    from socialsim.llm.gateway import ProviderOutage
+
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=3))
+    session.start()
+    assert session.wait(60)
+    _stops_next_step(session, ProviderOutage("3 live calls in a row failed"))
+    session.play()
+    assert session.wait(60) and not session.playing and session.error == ""
+    assert session.stop_reason == session.frames.status == "stopped by provider outage: 3 live calls in a row failed"
+    session.play()  # built again from its tape, then played to its length
+    assert session.wait(60) and session.frames.steps_done == 3
+    assert session.stop_reason == "reached step 3, where Play stops"
+
+
+def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch, caplog):
     from socialsim.model.society import SocietyModel
 
     session = LiveSession(LiveConfig(scenario="makerspace", arch="generic", model="rules", seed=1))
@@ -323,7 +498,11 @@ def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch):
     assert session.wait(60) and session.frames.steps_done == 1
     monkeypatch.setattr(SocietyModel, "_collect", lambda self: (_ for _ in ()).throw(RuntimeError("boom")))
     session.step(1)
-    assert session.wait(60) and "RuntimeError: boom" in session.error
+    assert session.wait(60) and session.error == "RuntimeError: boom" and not session.playing
+    assert (session.frames.status, session.frames.steps_done) == ("stopped: RuntimeError: boom", 1)
+    logged = [r.getMessage() for r in caplog.records if r.name == "socialsim.dashboard"]
+    assert len(logged) == 1 and logged[0].startswith("dashboard step failed:\nTraceback (most recent call last)")
+    assert logged[0].rstrip().endswith("RuntimeError: boom")  # the whole traceback, for run.log
     version = session.version
     session.play()
     session.step(1)  # used to spin for ever on steps Mesa no longer scheduled

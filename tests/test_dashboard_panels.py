@@ -687,6 +687,20 @@ def test_a_replays_reset_runs_as_the_recording_did_and_the_page_says_how_it_ende
         "This run did not complete (stopped by budget: max_calls=30 reached) after 2 steps; `socialsim run --resume")
     assert how_it_ended(done.run_dir, {**meta, "status": "running"}).startswith("Killed while running (its process is gone)")
     assert how_it_ended(done.run_dir, {**meta, "replay_of": "r0"}).startswith("A replay of r0")
+    stopped = {**meta, "status": "stopped by budget: max_calls=30 reached"}
+    (done.run_dir / "config.json").write_text(json.dumps(stopped))
+    replay = ReplaySession(done.run_dir)  # the page's line on how it ended names the run to resume
+    assert replay.ending == how_it_ended(done.run_dir, stopped) and f"--resume {done.run_dir}`" in replay.ending
+    # a replay has no engine notes or effective settings to show, never runs, and is idle at once
+    assert (replay.notes, replay.settings, replay.progress(), replay.wait(), replay.version) == ([], {}, "", True, 1)
+
+
+def test_a_replays_reset_builds_the_recorded_society_its_model_seed_and_parameters(tmp_path):
+    done = run(RunConfig(scenario="hobbs-cafe", arch="crsec", model="rules", steps=1, rng=7,
+                         arch_params={"synthesis_threshold": 120}), tmp_path / "r", progress=False, preflight=False)
+    live = ReplaySession(done.run_dir).config
+    assert (live.scenario, live.arch, live.model, live.seed, live.params) == (
+        "hobbs-cafe", "crsec", "rules", 7, {"synthesis_threshold": 120})
 
 
 def test_the_page_says_how_a_run_without_a_status_ended_and_who_writes_one_being_written(tmp_path, monkeypatch):
