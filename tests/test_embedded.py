@@ -655,20 +655,21 @@ def test_one_line_bans_judge_each_token_s_text_with_special_tokens_spelled_out(m
 
     from socialsim.llm.engines import embedded
 
-    pieces = [b"", b"\x00", b"hi", b"\n", b"a\nb", b'"q', b'a"', b"</s>"]
-    end = len(pieces) - 1
+    pieces = [b"", b"\x00", b"hi", b"\n", b"a\nb", b'"q', b'a"', b"</s>", b"<|im_start|>", b""]
+    special_tokens, ends = {7, 8}, {7, 9}  # 9: an end of generation with no text
 
     def token_to_piece(token, special):
-        return b"" if token == end and not special else pieces[token]
+        return b"" if token in special_tokens and not special else pieces[token]
 
     llama = SimpleNamespace(_model=SimpleNamespace(model="model", token_to_piece=token_to_piece),
                             n_vocab=lambda: len(pieces))
     monkeypatch.setattr(embedded, "_model", lambda: llama)
     monkeypatch.setattr(llama_cpp, "llama_model_get_vocab", lambda model: "vocab")
-    monkeypatch.setattr(llama_cpp, "llama_vocab_is_eog", lambda vocab, token: token == end)
+    monkeypatch.setattr(llama_cpp, "llama_vocab_is_eog", lambda vocab, token: token in ends)
     first, later = embedded._one_line_bans.__wrapped__()
-    # no text and line breaks always; a leading quote and the end only first (the end once a character is written)
-    assert (list(first), list(later)) == ([0, 1, 3, 4, 5, 7], [0, 1, 3, 4])
+    # no text and line breaks always; a leading quote and the end only first (the end once a character is
+    # written, with or without text); a special token by its spelled-out text
+    assert (list(first), list(later)) == ([0, 1, 3, 4, 5, 7, 9], [0, 1, 3, 4])
 
 
 def test_the_one_line_mask_bans_its_first_set_at_the_answer_s_first_token_only():
