@@ -577,3 +577,151 @@ def test_the_society_view_draws_its_architectures_table_and_chart_and_none_when_
         assert data.empty and chart is None and not made
     data, chart = app._society_data(given, 2, "crsec")  # its norms are drawn by the panel itself
     assert data.empty and chart is None and not made
+
+
+# --- the PNG drawings (dashboards/figures.py): what each draws, read from its matplotlib figure ---------
+
+
+def drawn_frames(areas: bool = True) -> panels.Frames:
+    """Two agents in two areas at step 2 (Ann moved from the yard to the hall), a bench in the yard and
+    Ann -> Bob twice and Bob -> Ann once; without areas, the same agents as a network with a third one."""
+    agents = pd.DataFrame({"step": [1, 1, 2, 2], "AgentID": [1, 2, 1, 2], "name": ["Ann Lee", "Bob Ray"] * 2,
+                           "area": ["Yard", "Yard", "Hall", "Yard"]})
+    interactions = pd.DataFrame({"step": [1, 2, 2, 3], "initiator": ["Ann Lee", "Ann Lee", "Bob Ray", "Bob Ray"],
+                                 "receiver": ["Bob Ray", "Bob Ray", "Ann Lee", "Ann Lee"]})
+    shown = panels.Frames(scenario="s", arch="a", engines=[], model=pd.DataFrame({"step": [1, 2, 3]}), agents=agents,
+                          tables={"interactions": interactions}, calls=pd.DataFrame(), failures={},
+                          names=["Ann Lee", "Bob Ray"], descriptions={})
+    if areas:
+        shown.areas = [{"name": "Hall", "x": 0, "y": 0, "width": 6, "height": 4, "kind": "inside"},
+                       {"name": "Yard", "x": 6, "y": 0, "width": 4, "height": 5, "kind": "outside"}]
+        shown.furniture = [{"name": "bench", "area": "Yard", "x": 7, "y": 1}]
+    else:
+        shown.names = ["Bob Ray", "Ann Lee", "Cy Dee"]
+        shown.ties = [("Ann Lee", "Bob Ray")]
+    return shown
+
+
+@pytest.fixture
+def figure_of(monkeypatch):
+    """The figures' functions return their matplotlib Figure instead of its PNG bytes."""
+    from socialsim.dashboards import figures
+
+    monkeypatch.setattr(figures, "_png", lambda fig: fig)
+    figures._network_png.cache_clear()
+    yield figures
+    figures._network_png.cache_clear()
+
+
+def _hex(colour) -> str:
+    from matplotlib.colors import to_hex
+
+    return to_hex(colour)
+
+
+def _legend_of(ax) -> dict[str, str]:
+    legend = ax.get_legend()
+    return {} if legend is None else {t.get_text(): _hex(h.get_facecolor()) for t, h in
+                                      zip(legend.get_texts(), legend.legend_handles, strict=True)}
+
+
+def test_the_map_draws_areas_furniture_and_each_agent_where_the_panels_place_it(figure_of):
+    shown = drawn_frames()
+    fig = figure_of.map_png(shown, 2, "area")
+    ax, = fig.axes
+    assert [(p.get_xy(), p.get_width(), p.get_height(), _hex(p.get_facecolor()), _hex(p.get_edgecolor()))
+            for p in ax.patches] == [((0, 0), 6, 4, "#e8eef6", "#555555"), ((6, 0), 4, 5, "#f4f1ea", "#555555"),
+                                     ((7.1, 1.35), 0.8, 0.5, "#c8b89a", "#8d7b5a")]  # inside, outside, the bench
+    positions = panels.map_positions(shown, 2)
+    colours, legend = panels.agent_colours(shown, 2, "area")
+    assert colours == {"Ann Lee": panels.PALETTE[0], "Bob Ray": panels.PALETTE[1]}
+    dots = [(tuple(c.get_offsets()[0]), _hex(c.get_facecolor()[0])) for c in ax.collections]
+    assert dots == [(positions[n], colours[n]) for n in shown.names]
+    assert [(t.get_position(), t.get_text()) for t in ax.texts] == [
+        ((0.15, 0.15), "Hall"), ((6.15, 0.15), "Yard"), ((7.5, 1.95), "bench"),
+        *(((x, y - 0.45), n.split()[0]) for n, (x, y) in positions.items())]  # first names under the dots
+    assert ax.get_xlim() == (0, 10) and ax.get_ylim() == (5, 0)  # the whole map, row 0 at the top
+    assert ax.get_aspect() == 1.0 and not ax.axison
+    assert ax.get_title() == "map (step 2, coloured by area)"
+    assert _legend_of(ax) == legend == {"Hall": panels.PALETTE[0], "Yard": panels.PALETTE[1]}
+
+
+def test_a_network_scenario_is_drawn_as_its_graph_of_ties_with_every_agent(figure_of):
+    import networkx as nx
+
+    shown = drawn_frames(areas=False)
+    fig = figure_of.map_png(shown, 2, "agent")
+    ax, = fig.axes
+    nodes, = [c for c in ax.collections if len(c.get_offsets()) == 3]
+    layout = nx.circular_layout(["Ann Lee", "Bob Ray", "Cy Dee"])  # by name: the same places at every step
+    colours, legend = panels.agent_colours(shown, 2, "agent")
+    graph_order = ["Bob Ray", "Ann Lee", "Cy Dee"]
+    assert [tuple(xy) for xy in nodes.get_offsets()] == [tuple(layout[n]) for n in graph_order]
+    assert [_hex(c) for c in nodes.get_facecolor()] == [colours[n] for n in graph_order]
+    edges = [c for c in ax.collections if c is not nodes]
+    assert [len(c.get_segments()) for c in edges] == [1]  # the one tie
+    assert sorted(t.get_text() for t in ax.texts) == ["Ann Lee", "Bob Ray", "Cy Dee"]
+    assert ax.get_title() == "social ties (step 2)" and not ax.axison
+    assert _legend_of(ax) == legend == {}  # the agent colouring has no legend
+
+
+def test_the_network_panel_widens_edges_by_interactions_and_counts_them_all(figure_of):
+    shown = drawn_frames()
+    fig = figure_of.network_png(shown, 2, "area")
+    ax, = fig.axes
+    colours, _ = panels.agent_colours(shown, 2, "area")
+    nodes, = [c for c in ax.collections if len(c.get_offsets()) == 2]
+    assert [_hex(c) for c in nodes.get_facecolor()] == [colours[n] for n in shown.names]
+    assert sorted(t.get_text() for t in ax.texts) == ["Ann", "Bob"]
+    arrows = sorted(round(p.get_linewidth(), 6) for p in ax.patches)  # in points
+    assert arrows == [round(0.8 + 3.5 * 1 / 2, 6), round(0.8 + 3.5 * 2 / 2, 6)]  # Bob -> Ann once, Ann -> Bob twice
+    assert ax.get_title() == "interactions so far (3 in all)"
+    grey = figure_of.network_png(shown, 2, "SVO")  # no agent has an SVO: all grey, another picture
+    assert grey is not fig and {_hex(c) for c in grey.axes[0].collections[0].get_facecolor()} == {"#9e9e9e"}
+
+
+def test_the_heat_map_shows_the_counts_initiators_by_row_on_a_scale_from_zero(figure_of):
+    shown = drawn_frames()
+    fig = figure_of.heatmap_png(shown, 2)
+    ax, bar = fig.axes
+    image, = ax.images
+    assert image.get_array().tolist() == [[0, 2], [1, 0]] and image.get_clim() == (0, 2)
+    assert [t.get_text() for t in ax.get_xticklabels()] == [t.get_text() for t in ax.get_yticklabels()] == ["Ann", "Bob"]
+    assert list(ax.get_xticks()) == list(ax.get_yticks()) == [0, 1]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("receiver", "initiator")
+    assert ax.get_title() == "interaction heat map (up to step 2)"
+    assert figure_of.heatmap_png(shown, 0).axes[0].images[0].get_clim() == (0, 1)  # no interaction yet
+
+
+def test_a_series_is_one_line_per_column_over_whole_steps_and_a_legend_up_to_twelve(figure_of):
+    from matplotlib.ticker import MaxNLocator
+
+    frame = pd.DataFrame({"adoption": [0.1, 0.5], "compliance": [0.2, 0.4]}, index=[1, 2])
+    fig = figure_of.series_png("Norms", frame, 3)
+    ax, = fig.axes
+    assert [(line.get_label(), list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines] == [
+        ("adoption", [1, 2], [0.1, 0.5]), ("compliance", [1, 2], [0.2, 0.4])]
+    assert ax.get_title() == "Norms" and ax.get_xlabel() == "step"
+    assert ax.get_xlim() == (0.5, 3.5)  # every step so far, the latest one too
+    locator = ax.xaxis.get_major_locator()
+    assert isinstance(locator, MaxNLocator) and locator._integer
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["adoption", "compliance"]
+    assert figure_of.series_png("none yet", frame, 0).axes[0].get_xlim() == (0.5, 1.5)
+    many = pd.DataFrame({f"c{i}": [i] for i in range(13)}, index=[1])
+    assert figure_of.series_png("many", many, 1).axes[0].get_legend() is None
+    assert figure_of.series_png("twelve", many.iloc[:, :12], 1).axes[0].get_legend() is not None
+
+
+@pytest.mark.parametrize(("draw", "size"), [
+    (lambda f: f.map_png(drawn_frames(), 2, "area"), (648, 378)),
+    (lambda f: f.map_png(drawn_frames(areas=False), 2, "agent"), (648, 378)),
+    (lambda f: f.heatmap_png(drawn_frames(), 2), (468, 396)),
+    (lambda f: f.series_png("t", pd.DataFrame({"a": [1.0]}, index=[1]), 1), (414, 243)),
+])
+def test_each_drawing_is_a_png_of_its_size_at_90_dpi(draw, size):
+    import struct
+
+    from socialsim.dashboards import figures
+
+    png = draw(figures)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and struct.unpack(">II", png[16:24]) == size

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from matplotlib.colors import to_rgba
 
 import socialsim
 from socialsim.batch.exports import export, read_export
@@ -83,6 +85,92 @@ def test_outcome_figure_shows_replicate_spread(sweep_dir, tmp_path):
     assert (tmp_path / "f.png").stat().st_size > 0
     with pytest.raises(KeyError, match="no column 'adoption'"):
         outcome_summary(runs, "adoption", "steps")
+
+
+# hand-made runs: x "n" of 1 and 2, hue "chat" on and off; a failed run's outcome is not counted
+HAND_RUNS = pd.DataFrame({"n": [2, 1, 2, 1, 2, 1, 1], "chat": ["on", "on", "on", "off", "off", "off", "on"],
+                          "calls": [4.0, 1.0, 6.0, 0.0, 3.0, 2.0, 99.0],
+                          "status": ["completed"] * 6 + ["failed"]})
+
+
+def test_the_outcome_summary_is_per_x_and_hue_over_completed_runs_only():
+    stats = outcome_summary(HAND_RUNS, "calls", "n", hue="chat")
+    assert stats.to_dict("records") == [
+        {"n": 1, "chat": "off", "mean": 1.0, "std": pytest.approx(2 ** 0.5), "min": 0.0, "max": 2.0, "count": 2},
+        {"n": 1, "chat": "on", "mean": 1.0, "std": pytest.approx(float("nan"), nan_ok=True), "min": 1.0, "max": 1.0,
+         "count": 1},
+        {"n": 2, "chat": "off", "mean": 3.0, "std": pytest.approx(float("nan"), nan_ok=True), "min": 3.0, "max": 3.0,
+         "count": 1},
+        {"n": 2, "chat": "on", "mean": 5.0, "std": pytest.approx(2 ** 0.5), "min": 4.0, "max": 6.0, "count": 2}]
+    by_x = outcome_summary(HAND_RUNS.drop(columns="status"), "calls", "n")  # no status: every run counts
+    assert by_x[["n", "max", "count"]].to_dict("records") == [{"n": 1, "max": 99.0, "count": 4},
+                                                               {"n": 2, "max": 6.0, "count": 3}]
+    unknown = HAND_RUNS.assign(n=[2, None, 2, 1, 2, 1, 1])  # a run without the parameter is its own point
+    assert outcome_summary(unknown, "calls", "n")["count"].tolist() == [2, 3, 1]
+    for args in (("calls", "m"), ("calls", "n", "voice")):
+        with pytest.raises(KeyError) as raised:
+            outcome_summary(HAND_RUNS, *args)
+        assert raised.value.args[0] == f"no column {args[-1]!r} in the sweep's runs; columns: n, chat, calls, status"
+
+
+def test_the_outcome_figure_draws_each_hues_means_spread_and_runs_side_by_side():
+    fig = plot_outcome(HAND_RUNS, "calls", "n", hue="chat")
+    ax, = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"] and list(ax.get_xticks()) == [0, 1]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("n", "calls (final step)")
+    assert ax.get_title() == "calls by n\nmean ± sd of 2 replicates; dots are runs"
+    (off, on) = ax.containers
+    assert list(off.lines[0].get_xdata()) == [-0.075, 0.925] and list(off.lines[0].get_ydata()) == [1.0, 3.0]
+    assert list(on.lines[0].get_xdata()) == [0.075, 1.075] and list(on.lines[0].get_ydata()) == [1.0, 5.0]
+    spread = [[tuple(map(float, point)) for point in segment] for segment in off.lines[2][0].get_segments()]
+    assert spread == [[(-0.075, 1 - 2 ** 0.5), (-0.075, 1 + 2 ** 0.5)], [(0.925, 3.0), (0.925, 3.0)]]  # one run: none
+    dots = [(c.get_offsets().tolist(), c.get_facecolor()[0].tolist()) for c in ax.collections if len(c.get_offsets())
+            and not hasattr(c, "get_segments")]
+    assert dots == [([[-0.075, 0.0], [0.925, 3.0], [-0.075, 2.0]], list(to_rgba(off.lines[0].get_color(), 0.4))),
+                    ([[1.075, 4.0], [0.075, 1.0], [1.075, 6.0]], list(to_rgba(on.lines[0].get_color(), 0.4)))]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["chat=off", "chat=on"]
+    plt.close(fig)
+
+
+def test_an_outcome_figure_without_hue_is_one_series_and_can_be_drawn_on_given_axes():
+    given = plt.figure()
+    ax = given.add_subplot()
+    assert plot_outcome(HAND_RUNS, "calls", "chat", ax=ax, pooled=("n", "voice")) is given
+    (series,) = ax.containers
+    assert list(series.lines[0].get_xdata()) == [0, 1] and list(series.lines[0].get_ydata()) == [5 / 3, 11 / 3]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean ± sd"]
+    assert ax.get_title() == "calls by chat\nmean ± sd of 3 runs pooled over n, voice; dots are runs"
+    plt.close(given)
+    none = plot_outcome(HAND_RUNS.assign(status="failed"), "calls", "n")
+    assert none.axes[0].get_title() == "calls by n\nmean ± sd of 0 replicates; dots are runs"
+    plt.close(none)
+
+
+def test_sweep_figures_are_named_by_their_axes_and_a_bad_one_is_reported_not_raised(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from socialsim.batch.figures import sweep_figures
+    from socialsim.batch.sweeps import SweepResult
+
+    figure = SimpleNamespace
+    spec = SimpleNamespace(source="s.yaml", swept=lambda: ["n", "chat"], figures=[
+        figure(outcome="calls", x="n", hue="chat"), figure(outcome="calls", x="chat", hue=None),
+        figure(outcome="voice", x="n", hue="chat"), figure(outcome="chat", x="n", hue="chat"),
+        figure(outcome="calls/s", x="n", hue="chat")])
+    runs = HAND_RUNS.assign(**{"calls/s": HAND_RUNS["calls"] / 2})
+    (tmp_path / "figures").mkdir()  # written again: the folder may be there
+    open_before = plt.get_fignums()
+    with caplog.at_level("WARNING", logger="socialsim.batch"):
+        problems = sweep_figures(SweepResult(tmp_path, runs), spec)
+    assert problems == [
+        "figures.1 (calls by chat) pools the runs of every n (neither its x nor its hue): its spread mixes them",
+        "figures.2 (voice by n) not drawn: no column 'voice' in the sweep's runs; columns: n, chat, calls, status, "
+        "calls/s", problems[2]]
+    assert problems[2].startswith("figures.3 (chat by n) not drawn: ") and "mean" in problems[2]  # not a number
+    assert [r.getMessage() for r in caplog.records] == [f"s.yaml: {p}" for p in problems]
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
+        "calls-by-chat.png", "calls-by-n-and-chat.png", "calls_s-by-n-and-chat.png"]
+    assert plt.get_fignums() == open_before  # each closed once written
 
 
 def test_sweep_file_figures_are_written(tmp_path):

@@ -1066,6 +1066,88 @@ def test_dask_is_given_the_runs_grid_point_by_grid_point_seeds_innermost(tmp_pat
     assert client.order == [(1, 2), (1, 3), (2, 1), (2, 2), (2, 3)]  # (steps 1, seed 1) is done
 
 
+def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_opened(tmp_path, monkeypatch):
+    """Stand-ins for the scheduler's client, the local cluster and the progress bar: what each is asked."""
+    import distributed
+    import tqdm.auto
+
+    from socialsim.batch.dask_backend import run_on_dask
+    from socialsim.batch.sweepfile import validate_sweep
+    from socialsim.batch.sweeps import _max_steps, run_one
+
+    calls = []
+
+    class Future:
+        def __init__(self, kwargs):
+            self.failed = kwargs["steps"] == 3
+
+        def result(self):
+            calls.append("result")
+            if self.failed:
+                raise RuntimeError("the run failed on its worker")
+
+    class Client:
+        def __init__(self, address=None):
+            calls.append(("client", address))
+            self.submitted = []
+
+        def submit(self, *args, **kw):
+            self.submitted.append((args, kw))
+            return Future(args[1])
+
+        def close(self):
+            calls.append("client closed")
+
+    class Cluster:
+        def __init__(self, **kw):
+            calls.append(("cluster", kw))
+
+        def close(self):
+            calls.append("cluster closed")
+
+    class Bar:
+        def __init__(self, **kw):
+            calls.append(("bar", kw))
+
+        def update(self):
+            calls.append("bar +1")
+
+        def close(self):
+            calls.append("bar closed")
+
+    monkeypatch.setattr(distributed, "Client", Client)
+    monkeypatch.setattr(distributed, "LocalCluster", Cluster)
+    monkeypatch.setattr(distributed, "as_completed", lambda futures: iter(futures))
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    spec = validate_sweep({"name": "o", "seeds": [1], "parameters": {"arch": "generic", "model": "rules",
+                                                                     "steps": [1, 2]}})
+    planned = plan(spec)
+    monkeypatch.chdir(tmp_path)
+    given = Client("given")
+    calls.clear()
+    run_on_dask(planned, spec, Path("rel"), {planned[0].run_id}, client=given)
+    assert given.submitted == [((run_one, planned[1].kwargs(tmp_path / "rel", spec), 1, _max_steps(planned)),
+                                {"pure": False})]  # the folder as the workers see it, the longest run's steps
+    assert calls == [("bar", {"total": 2, "initial": 1, "desc": "sweep o (dask)"}), "result", "bar +1", "bar closed"]
+
+    calls.clear()
+    run_on_dask(planned, spec, tmp_path, set(), scheduler="tcp://sched:8786", progress=False)
+    assert calls == [("client", "tcp://sched:8786"), "result", "result", "client closed"]
+    calls.clear()
+    run_on_dask(planned, spec, tmp_path, set(), cluster="local", processes=3, progress=False)
+    assert calls[0] == ("cluster", {"n_workers": 3, "threads_per_worker": 1, "processes": True,
+                                    "dashboard_address": None, "host": "127.0.0.1"})
+    assert calls[1][0] == "client" and isinstance(calls[1][1], Cluster)  # the client of the cluster it started
+    assert calls[2:] == ["result", "result", "client closed", "cluster closed"]
+
+    three = validate_sweep({"name": "o", "seeds": [1], "parameters": {"arch": "generic", "model": "rules",
+                                                                      "steps": [3, 1]}})
+    calls.clear()
+    with pytest.raises(RuntimeError, match="failed on its worker"):  # a task's error is raised here
+        run_on_dask(plan(three), three, tmp_path, set(), cluster="local", progress=False)
+    assert calls[-3:] == ["result", "client closed", "cluster closed"]  # and what it started is closed
+
+
 def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypatch, capsys):
     """A finished sweep run again said "live LLM calls: 52" while the provider saw no request."""
     from socialsim.cli import main
