@@ -593,8 +593,8 @@ def drawn_frames(areas: bool = True) -> panels.Frames:
                           tables={"interactions": interactions}, calls=pd.DataFrame(), failures={},
                           names=["Ann Lee", "Bob Ray"], descriptions={})
     if areas:
-        shown.areas = [{"name": "Hall", "x": 0, "y": 0, "width": 6, "height": 4, "kind": "inside"},
-                       {"name": "Yard", "x": 6, "y": 0, "width": 4, "height": 5, "kind": "outside"}]
+        shown.areas = [{"name": "Yard", "x": 6, "y": 0, "width": 4, "height": 5, "kind": "outside"},
+                       {"name": "Hall", "x": 0, "y": 0, "width": 6, "height": 4, "kind": "inside"}]
         shown.furniture = [{"name": "bench", "area": "Yard", "x": 7, "y": 1}]
     else:
         shown.names = ["Bob Ray", "Ann Lee", "Cy Dee"]
@@ -630,31 +630,33 @@ def test_the_map_draws_areas_furniture_and_each_agent_where_the_panels_place_it(
     fig = figure_of.map_png(shown, 2, "area")
     ax, = fig.axes
     assert [(p.get_xy(), p.get_width(), p.get_height(), _hex(p.get_facecolor()), _hex(p.get_edgecolor()))
-            for p in ax.patches] == [((0, 0), 6, 4, "#e8eef6", "#555555"), ((6, 0), 4, 5, "#f4f1ea", "#555555"),
-                                     ((7.1, 1.35), 0.8, 0.5, "#c8b89a", "#8d7b5a")]  # inside, outside, the bench
+            for p in ax.patches] == [((6, 0), 4, 5, "#f4f1ea", "#555555"), ((0, 0), 6, 4, "#e8eef6", "#555555"),
+                                     ((7.1, 1.35), 0.8, 0.5, "#c8b89a", "#8d7b5a")]  # outside, inside, the bench
+    assert [(p.get_fill(), p.get_linewidth()) for p in ax.patches[:2]] == [(True, 1.2)] * 2  # areas filled, outlined
     positions = panels.map_positions(shown, 2)
     colours, legend = panels.agent_colours(shown, 2, "area")
-    assert colours == {"Ann Lee": panels.PALETTE[0], "Bob Ray": panels.PALETTE[1]}
+    assert colours == {"Ann Lee": panels.PALETTE[1], "Bob Ray": panels.PALETTE[0]}  # by the areas' order
     dots = [(tuple(c.get_offsets()[0]), _hex(c.get_facecolor()[0])) for c in ax.collections]
     assert dots == [(positions[n], colours[n]) for n in shown.names]
     assert [(t.get_position(), t.get_text()) for t in ax.texts] == [
-        ((0.15, 0.15), "Hall"), ((6.15, 0.15), "Yard"), ((7.5, 1.95), "bench"),
+        ((6.15, 0.15), "Yard"), ((0.15, 0.15), "Hall"), ((7.5, 1.95), "bench"),
         *(((x, y - 0.45), n.split()[0]) for n, (x, y) in positions.items())]  # first names under the dots
     assert ax.get_xlim() == (0, 10) and ax.get_ylim() == (5, 0)  # the whole map, row 0 at the top
     assert ax.get_aspect() == 1.0 and not ax.axison
     assert ax.get_title() == "map (step 2, coloured by area)"
-    assert _legend_of(ax) == legend == {"Hall": panels.PALETTE[0], "Yard": panels.PALETTE[1]}
+    assert _legend_of(ax) == legend == {"Yard": panels.PALETTE[0], "Hall": panels.PALETTE[1]}
 
 
 def test_a_network_scenario_is_drawn_as_its_graph_of_ties_with_every_agent(figure_of):
     import networkx as nx
 
     shown = drawn_frames(areas=False)
-    fig = figure_of.map_png(shown, 2, "agent")
+    shown.agents["svo"] = ["prosocial", "competitive"] * 2
+    fig = figure_of.map_png(shown, 2, "SVO")
     ax, = fig.axes
     nodes, = [c for c in ax.collections if len(c.get_offsets()) == 3]
     layout = nx.circular_layout(["Ann Lee", "Bob Ray", "Cy Dee"])  # by name: the same places at every step
-    colours, legend = panels.agent_colours(shown, 2, "agent")
+    colours, legend = panels.agent_colours(shown, 2, "SVO")
     graph_order = ["Bob Ray", "Ann Lee", "Cy Dee"]
     assert [tuple(xy) for xy in nodes.get_offsets()] == [tuple(layout[n]) for n in graph_order]
     assert [_hex(c) for c in nodes.get_facecolor()] == [colours[n] for n in graph_order]
@@ -662,7 +664,8 @@ def test_a_network_scenario_is_drawn_as_its_graph_of_ties_with_every_agent(figur
     assert [len(c.get_segments()) for c in edges] == [1]  # the one tie
     assert sorted(t.get_text() for t in ax.texts) == ["Ann Lee", "Bob Ray", "Cy Dee"]
     assert ax.get_title() == "social ties (step 2)" and not ax.axison
-    assert _legend_of(ax) == legend == {}  # the agent colouring has no legend
+    assert _legend_of(ax) == legend == {"prosocial": panels.SVO_COLOURS["prosocial"],
+                                        "competitive": panels.SVO_COLOURS["competitive"]}
 
 
 def test_the_network_panel_widens_edges_by_interactions_and_counts_them_all(figure_of):
@@ -691,6 +694,12 @@ def test_the_heat_map_shows_the_counts_initiators_by_row_on_a_scale_from_zero(fi
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("receiver", "initiator")
     assert ax.get_title() == "interaction heat map (up to step 2)"
     assert figure_of.heatmap_png(shown, 0).axes[0].images[0].get_clim() == (0, 1)  # no interaction yet
+    pairs = [("Ann Lee", "Ann Lee"), ("Ann Lee", "Bob Ray"), ("Ann Lee", "Bob Ray"), ("Bob Ray", "Ann Lee"),
+             ("Bob Ray", "Bob Ray")]
+    shown.tables["interactions"] = pd.DataFrame(pairs, columns=["initiator", "receiver"]).assign(step=1)
+    everyone = figure_of.heatmap_png(shown, 1).axes[0].images[0]  # every count above zero: the scale still from it
+    assert everyone.get_array().tolist() == [[1, 2], [1, 1]] and everyone.get_clim() == (0, 2)
+    assert image.get_cmap().name == "Blues"
 
 
 def test_a_series_is_one_line_per_column_over_whole_steps_and_a_legend_up_to_twelve(figure_of):
@@ -701,6 +710,7 @@ def test_a_series_is_one_line_per_column_over_whole_steps_and_a_legend_up_to_twe
     ax, = fig.axes
     assert [(line.get_label(), list(line.get_xdata()), list(line.get_ydata())) for line in ax.lines] == [
         ("adoption", [1, 2], [0.1, 0.5]), ("compliance", [1, 2], [0.2, 0.4])]
+    assert {line.get_marker() for line in ax.lines} == {"o"}  # a value of one step is a point, not nothing
     assert ax.get_title() == "Norms" and ax.get_xlabel() == "step"
     assert ax.get_xlim() == (0.5, 3.5)  # every step so far, the latest one too
     locator = ax.xaxis.get_major_locator()

@@ -7,6 +7,7 @@ import json
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from matplotlib.colors import to_hex as _hex
 from matplotlib.colors import to_rgba
 
 import socialsim
@@ -124,6 +125,8 @@ def test_the_outcome_figure_draws_each_hues_means_spread_and_runs_side_by_side()
     assert list(on.lines[0].get_xdata()) == [0.075, 1.075] and list(on.lines[0].get_ydata()) == [1.0, 5.0]
     spread = [[tuple(map(float, point)) for point in segment] for segment in off.lines[2][0].get_segments()]
     assert spread == [[(-0.075, 1 - 2 ** 0.5), (-0.075, 1 + 2 ** 0.5)], [(0.925, 3.0), (0.925, 3.0)]]  # one run: none
+    assert off.lines[0].get_marker() == "o" and len(off.lines[1]) == 2  # the means marked, the bars capped
+    assert tuple(fig.get_size_inches()) == (6, 4)
     dots = [(c.get_offsets().tolist(), c.get_facecolor()[0].tolist()) for c in ax.collections if len(c.get_offsets())
             and not hasattr(c, "get_segments")]
     assert dots == [([[-0.075, 0.0], [0.925, 3.0], [-0.075, 2.0]], list(to_rgba(off.lines[0].get_color(), 0.4))),
@@ -135,25 +138,39 @@ def test_the_outcome_figure_draws_each_hues_means_spread_and_runs_side_by_side()
 def test_an_outcome_figure_without_hue_is_one_series_and_can_be_drawn_on_given_axes():
     given = plt.figure()
     ax = given.add_subplot()
+    ax.plot([0, 1], [0, 0])  # something drawn there before: the runs' dots still take their means' colour
     assert plot_outcome(HAND_RUNS, "calls", "chat", ax=ax, pooled=("n", "voice")) is given
     (series,) = ax.containers
+    assert _hex(ax.collections[-1].get_facecolor()[0]) == _hex(series.lines[0].get_color()) != _hex(ax.lines[0].get_color())
     assert list(series.lines[0].get_xdata()) == [0, 1] and list(series.lines[0].get_ydata()) == [5 / 3, 11 / 3]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["mean ± sd"]
     assert ax.get_title() == "calls by chat\nmean ± sd of 3 runs pooled over n, voice; dots are runs"
     plt.close(given)
+    unmarked = plot_outcome(HAND_RUNS.drop(columns="status"), "calls", "n")  # no status: every run is drawn
+    assert len(unmarked.axes[0].collections[-1].get_offsets()) == 7
+    plt.close(unmarked)
     none = plot_outcome(HAND_RUNS.assign(status="failed"), "calls", "n")
     assert none.axes[0].get_title() == "calls by n\nmean ± sd of 0 replicates; dots are runs"
     plt.close(none)
 
 
-def test_sweep_figures_are_named_by_their_axes_and_a_bad_one_is_reported_not_raised(tmp_path, caplog):
+def test_sweep_figures_are_named_by_their_axes_and_a_bad_one_is_reported_not_raised(tmp_path, caplog, monkeypatch):
+    import struct
     from types import SimpleNamespace
 
+    from socialsim.batch import figures as batch_figures
     from socialsim.batch.figures import sweep_figures
     from socialsim.batch.sweeps import SweepResult
 
+    drawn = []
+
+    def plot(runs, outcome, x, hue=None, ax=None, pooled=()):
+        drawn.append((outcome, x, hue, pooled))
+        return plot_outcome(runs, outcome, x, hue, ax, pooled)
+
+    monkeypatch.setattr(batch_figures, "plot_outcome", plot)
     figure = SimpleNamespace
-    spec = SimpleNamespace(source="s.yaml", swept=lambda: ["n", "chat"], figures=[
+    spec = SimpleNamespace(source="s.yaml", swept=lambda: ["n", "chat", "rate"], figures=[
         figure(outcome="calls", x="n", hue="chat"), figure(outcome="calls", x="chat", hue=None),
         figure(outcome="voice", x="n", hue="chat"), figure(outcome="chat", x="n", hue="chat"),
         figure(outcome="calls/s", x="n", hue="chat")])
@@ -162,15 +179,20 @@ def test_sweep_figures_are_named_by_their_axes_and_a_bad_one_is_reported_not_rai
     open_before = plt.get_fignums()
     with caplog.at_level("WARNING", logger="socialsim.batch"):
         problems = sweep_figures(SweepResult(tmp_path, runs), spec)
+    pools = "pools the runs of every rate (neither its x nor its hue): its spread mixes them"
     assert problems == [
-        "figures.1 (calls by chat) pools the runs of every n (neither its x nor its hue): its spread mixes them",
+        f"figures.0 (calls by n) {pools}", f"figures.1 (calls by chat) {pools.replace('rate', 'n, rate')}",
+        f"figures.2 (voice by n) {pools}",
         "figures.2 (voice by n) not drawn: no column 'voice' in the sweep's runs; columns: n, chat, calls, status, "
-        "calls/s", problems[2]]
-    assert problems[2].startswith("figures.3 (chat by n) not drawn: ") and "mean" in problems[2]  # not a number
+        "calls/s", f"figures.3 (chat by n) {pools}", problems[5], f"figures.4 (calls/s by n) {pools}"]
+    assert problems[5].startswith("figures.3 (chat by n) not drawn: ") and "mean" in problems[5]  # not a number
+    assert drawn[:2] == [("calls", "n", "chat", ("rate",)), ("calls", "chat", None, ("n", "rate"))]
     assert [r.getMessage() for r in caplog.records] == [f"s.yaml: {p}" for p in problems]
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
         "calls-by-chat.png", "calls-by-n-and-chat.png", "calls_s-by-n-and-chat.png"]
     assert plt.get_fignums() == open_before  # each closed once written
+    png = (tmp_path / "figures" / "calls-by-chat.png").read_bytes()
+    assert struct.unpack(">II", png[16:24]) == (720, 480)  # 6 x 4 inches at 120 dpi
 
 
 def test_sweep_file_figures_are_written(tmp_path):
