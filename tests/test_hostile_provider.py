@@ -184,6 +184,17 @@ def test_an_endpoint_carrying_a_credential_is_refused_without_echoing_it(tmp_pat
     assert RunConfig(api_base="http://127.0.0.1:9/v1?model=x").api_base.endswith("model=x")  # other queries pass
 
 
+@pytest.mark.parametrize(("endpoint", "named"), [
+    ("http://bob:hunter2pass@127.0.0.1:9/v1", "(a password in it)"),
+    ("http://127.0.0.1:9/v1?model=x&api_key=hunter2pass", "(its query parameter 'api_key')"),
+    ("http://127.0.0.1:9/v1?model=x&token=", "(its query parameter 'token')")])  # a slot for a key, left empty
+def test_an_endpoints_refusal_says_where_the_credential_is(endpoint, named):
+    from socialsim.llm.redact import no_credential_in_url
+
+    with pytest.raises(ValueError, match=re.escape(f"the endpoint carries a credential {named}; give keys")):
+        no_credential_in_url(endpoint)
+
+
 def test_the_console_redacts_what_it_shows():
     code = ("import logging; from socialsim.cli import main; main(['models']); "
             f"logging.getLogger('socialsim').warning('the provider said: bad key {KEY}')")

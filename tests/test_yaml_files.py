@@ -12,6 +12,9 @@ def test_a_key_given_twice_is_named_with_both_lines_at_any_depth():
         load_yaml("agents:\n  - name: Ann\n    traits: {a: 1}\n    traits: {b: 2}\n")
     assert caught.value.problem == "duplicate key traits (first at line 3): a key is given once"
     assert caught.value.problem_mark.line + 1 == 4
+    # what a scenario's or sweep file's refusal shows: where the mapping starts, then the key and its line
+    assert str(caught.value).startswith('while reading a mapping\n  in "<unicode string>", line 2, column 5\n'
+                                        "duplicate key traits")
     assert load_yaml("a: {b: 1}\nc: {b: 2}\n") == {"a": {"b": 1}, "c": {"b": 2}}  # the same key in two mappings
 
 
@@ -29,3 +32,9 @@ def test_a_merge_keys_values_may_be_overridden_and_an_odd_key_is_not_quoted():
         load_yaml("'sk-abc/def:ghi': 1\n'sk-abc/def:ghi': 2\n")
     with pytest.raises(DuplicateKeyError, match="duplicate key 3 "):
         load_yaml("3: a\n3: b\n")
+
+
+def test_a_mapping_holding_itself_is_read_as_pyyaml_reads_it():
+    """An alias to the mapping it is in: its values are built after the mapping itself exists."""
+    loaded = load_yaml("a: &x {b: *x, c: 1}\n")
+    assert loaded["a"]["b"] is loaded["a"] and loaded["a"]["c"] == 1
