@@ -4,12 +4,14 @@ the model when it chooses an action and composes a line, and what its act leaves
 from __future__ import annotations
 
 import asyncio
+import random
 from types import SimpleNamespace
 
 import pytest
 
 from socialsim.agents.generic import MEMORY_SIZE, GenerativeAgent
-from socialsim.llm.operations.generic import CHOOSE_ACTION, COMPOSE_CHAT
+from socialsim.llm.operations.generic import CHOOSE_ACTION, COMPOSE_CHAT, ActionContext, ChatContext
+from socialsim.llm.questions import QUOTED, Choice, Text
 from socialsim.model.society import SocietyModel
 from socialsim.spaces.actions import Action, Outcome
 
@@ -211,3 +213,62 @@ def test_each_world_event_is_one_row_of_the_events_table_with_its_tags_joined(ca
          "verb": "go to", "target": "nowhere", "ok": False, "reason": "there is no place called nowhere",
          "tags": "", "content": ""},
     ]
+
+
+def choosing(actions, people_here=(), recent_partners=(), memory=()):
+    return ActionContext(name="Ann", description="A baker.", setting="A cafe.", observation="It is busy.",
+                         actions=list(actions), memory=list(memory), people_here=list(people_here),
+                         recent_partners=list(recent_partners))
+
+
+def test_the_rule_chats_with_the_first_one_present_not_talked_to_lately_if_it_can():
+    ctx = choosing(["go to the hall", "chat with Bob", "chat with Cy"], people_here=["Dee", "Bob", "Cy"])
+    assert CHOOSE_ACTION.rule(ctx, random.Random(0)) == Choice(index=1, text="chat with Bob")  # no action for Dee
+    ctx.recent_partners = ["Bob"]
+    assert CHOOSE_ACTION.rule(ctx, random.Random(0)) == Choice(index=2, text="chat with Cy")
+
+
+def test_otherwise_the_rule_draws_an_action_that_is_no_chat_from_its_stream():
+    ctx = choosing(["go to the hall", "chat with Bob", "sit down", "chat with Cy"], people_here=["Bob"],
+                   recent_partners=["Bob"])
+    picked = [CHOOSE_ACTION.rule(ctx, random.Random(seed)) for seed in range(40)]
+    assert picked == [Choice(index=i, text=ctx.actions[i]) for i in (random.Random(s).choice([0, 2]) for s in range(40))]
+    assert {c.index for c in picked} == {0, 2}
+
+
+def test_with_only_chats_and_everyone_talked_to_the_rule_draws_any_of_them():
+    ctx = choosing(["chat with Bob", "chat with Cy"], people_here=["Bob", "Cy"], recent_partners=["Cy", "Bob"])
+    picked = [CHOOSE_ACTION.rule(ctx, random.Random(seed)) for seed in range(20)]
+    assert picked == [Choice(index=i, text=ctx.actions[i]) for i in (random.Random(s).choice([0, 1]) for s in range(20))]
+
+
+def test_without_an_answer_the_agent_takes_the_first_action_or_greets_its_partner():
+    assert CHOOSE_ACTION.fallback(choosing(["go to the hall", "sit down"])) == Choice(index=0, text="go to the hall")
+    assert COMPOSE_CHAT.fallback(talking()) == Text(text="Hello Bob.")
+
+
+def test_the_prompt_shows_the_last_five_memories_in_order_or_says_there_are_none():
+    shown = CHOOSE_ACTION.prompt(choosing(["sit down"], memory=[f"m{i}" for i in range(1, 8)]))
+    assert shown == (f"You are Ann. A baker.\n\nSetting: A cafe.\n\nWhat you remember of the last moments ({QUOTED}):\n"
+                     "- m3\n- m4\n- m5\n- m6\n- m7\n\nObservation: It is busy.\n\nWhat do you do next?")
+    assert f"({QUOTED}):\n- (nothing yet)\n\nObservation" in CHOOSE_ACTION.prompt(choosing(["sit down"]))
+
+
+def talking(heard=(), memory=()):
+    return ChatContext(name="Ann", description="A baker.", setting="A cafe.", observation="Bob is here.",
+                       partner="Bob", heard=list(heard), memory=list(memory))
+
+
+def test_a_line_is_asked_with_the_last_three_things_the_partner_said_quoted():
+    shown = COMPOSE_CHAT.prompt(talking(heard=["one", "two", "three", "four"], memory=["m1"]))
+    assert shown == (f"You are Ann. A baker.\n\nSetting: A cafe.\n\nWhat you remember of the last moments ({QUOTED}):\n"
+                     f"- m1\n\nObservation: Bob is here.\n\nRecently between you ({QUOTED}):\n"
+                     '- Bob said: "two"\n- Bob said: "three"\n- Bob said: "four"\n\n'
+                     "You start talking to Bob. What do you say? Reply with your words only.")
+    assert f"between you ({QUOTED}):\n- (nothing yet)\n\nYou start" in COMPOSE_CHAT.prompt(talking())
+    assert COMPOSE_CHAT.question(talking()).max_chars == 240
+
+
+def test_the_rule_greets_a_partner_or_answers_what_they_said():
+    assert COMPOSE_CHAT.rule(talking(), random.Random(0)) == Text(text="Hello Bob, how are you today?")
+    assert COMPOSE_CHAT.rule(talking(heard=["hi"]), random.Random(0)) == Text(text="I hear you, Bob. Tell me more.")
