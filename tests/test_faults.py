@@ -160,3 +160,128 @@ def test_an_outage_of_empty_replies_resumes_to_the_uninterrupted_frames(tmp_path
         pd.testing.assert_frame_equal(got[name], want[name], obj=name)
     replayed, same = replay(tmp_path / "run", progress=False)  # the tape's answers, not its empty replies
     assert same, first_difference(tmp_path / "run", replayed.run_dir)
+
+
+# --- the fake server itself: what the tests above rely on it to send ---------------------------------
+
+def post(server, body=None, connection=None, timeout=10):
+    """One chat request to ``server`` (on ``connection`` when given): its status, headers and body."""
+    import http.client
+
+    conn = connection or http.client.HTTPConnection("127.0.0.1", int(server.api_base.split(":")[2].split("/")[0]),
+                                                    timeout=timeout)
+    data = b"" if body is None else json.dumps(body).encode()
+    conn.request("POST", "/v1/chat/completions", body=data, headers={"X-Test": "yes"} if body is None else
+                 {"Content-Type": "application/json", "X-Test": "yes"})
+    reply = conn.getresponse()
+    return reply.status, dict(reply.getheaders()), reply.read()
+
+
+def asking(content, **kw):
+    return {"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": content}],
+            **kw}
+
+
+def test_the_fake_server_answers_its_policy_counts_words_as_tokens_and_keeps_each_request():
+    import http.client
+
+    from socialsim.llm.fake_server import always
+
+    with FakeOpenAIServer() as server:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", server.api_base)
+        conn = http.client.HTTPConnection("127.0.0.1", int(server.api_base.split(":")[2].split("/")[0]), timeout=10)
+        status, headers, data = post(server, asking("pick one of two"), connection=conn)
+        assert status == 200 and headers["Content-Type"] == "application/json"
+        assert int(headers["Content-Length"]) == len(data)
+        assert json.loads(data) == {
+            "id": "fake-1", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "1"}}],
+            "usage": {"prompt_tokens": 6, "completion_tokens": 1, "total_tokens": 7}}
+        status, _, data = post(server, connection=conn)  # no body: no messages, no model
+        assert status == 200 and json.loads(data)["id"] == "fake-2" and json.loads(data)["model"] == "fake"
+        assert json.loads(data)["usage"] == {"prompt_tokens": 0, "completion_tokens": 1, "total_tokens": 1}
+        assert server.requests == [asking("pick one of two"), {}]
+        assert server.headers[0]["x-test"] == "yes" and server.headers[0]["content-type"] == "application/json"
+        assert server.connections == 1 and server.in_flight == 0 and server.max_in_flight == 1  # kept alive
+    with FakeOpenAIServer(policy=always("two words")) as server:
+        reply = json.loads(post(server, asking("x"))[2])
+        assert reply["choices"][0]["message"]["content"] == "two words" and reply["usage"]["completion_tokens"] == 2
+
+
+def test_the_fake_server_sends_each_fault_its_plan_names_and_counts_it():
+    from socialsim.llm.fake_server import INSTRUCTIONS
+
+    plan = ["429", "500", "empty", "wrong_type", "no_choices", "not_json", "oversized", "instructions", None]
+    with FakeOpenAIServer(faults=lambda n, messages: plan[n - 1]) as server:
+        replies = [post(server, asking("say 1")) for _ in plan]
+        assert [status for status, _, _ in replies] == [429, 500] + [200] * 7
+        for _, _, data in replies[:2]:
+            assert json.loads(data) == {"error": {"message": "fake fault", "type": "server_error"}}
+        contents = [json.loads(data)["choices"][0]["message"]["content"] for _, _, data in replies[2:4]]
+        assert contents == ["", 12345]
+        assert json.loads(replies[4][2]) == {"id": "fake-5", "object": "chat.completion", "created": 0,
+                                             "model": "m", "choices": []}
+        assert replies[5][2] == b"<html>502 bad gateway</html>"
+        oversized = json.loads(replies[6][2])
+        assert oversized["choices"][0]["message"]["content"] == "1 " + "word " * 40000
+        assert oversized["usage"]["completion_tokens"] == 40001
+        assert json.loads(replies[7][2])["choices"][0]["message"]["content"] == INSTRUCTIONS
+        assert json.loads(replies[8][2])["choices"][0]["message"]["content"] == "1"
+        assert server.injected == {**dict.fromkeys(FAULTS, 1), "hang": 0}
+
+
+def test_the_fake_servers_hang_outlasts_a_clients_timeout():
+    with FakeOpenAIServer(faults=lambda n, messages: "hang" if n == 1 else None, hang_s=60) as server:
+        with pytest.raises(TimeoutError):
+            post(server, asking("x"), timeout=2)
+        assert server.in_flight == 1 and server.injected["hang"] == 1  # still asleep on the first request
+        assert post(server, asking("x"))[0] == 200
+
+
+def test_the_fake_server_fails_its_first_requests_and_every_one_while_down():
+    with FakeOpenAIServer(fail_first=2) as server:
+        assert [post(server, asking("x"))[0] for _ in range(3)] == [500, 500, 200]
+        server.down = True
+        assert post(server, asking("x"))[0] == 500
+        server.down = False
+        assert post(server, asking("x"))[0] == 200
+        assert server.injected["500"] == 3
+
+
+def test_the_fake_server_may_refuse_a_response_format_and_cut_a_reply_at_max_tokens():
+    from socialsim.llm.fake_server import always
+
+    with FakeOpenAIServer() as server:
+        server.refuse_response_format = True
+        status, _, data = post(server, asking("x", response_format={"type": "json_object"}))
+        assert status == 400 and json.loads(data)["error"] == {
+            "message": "response_format is not supported by this model", "type": "invalid_request_error"}
+        assert post(server, asking("x"))[0] == 200
+    with FakeOpenAIServer(policy=always("a b c d e"), honour_max_tokens=True,
+                          faults=lambda n, messages: "instructions" if n == 4 else None) as server:
+        cut = json.loads(post(server, asking("x", max_tokens=3))[2])
+        assert cut["choices"][0] == {"index": 0, "finish_reason": "length",
+                                     "message": {"role": "assistant", "content": "a b c"}}
+        assert cut["usage"]["completion_tokens"] == 3
+        for body in (asking("x", max_tokens=5), asking("x")):  # within the limit, or none
+            whole = json.loads(post(server, body)[2])["choices"][0]
+            assert (whole["finish_reason"], whole["message"]["content"]) == ("stop", "a b c d e")
+        injected = json.loads(post(server, asking("x", max_tokens=3))[2])["choices"][0]  # a fault is sent whole
+        assert injected["finish_reason"] == "stop" and len(injected["message"]["content"].split()) > 3
+    with FakeOpenAIServer(policy=always("a b c d e")) as server:
+        assert json.loads(post(server, asking("x", max_tokens=3))[2])["choices"][0]["message"]["content"] == "a b c d e"
+
+
+def test_the_fake_server_holds_replies_until_enough_requests_are_in_flight():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with FakeOpenAIServer(delay_s=60, hold_until=2) as server:  # held past the clients' timeout unless gathered
+        with ThreadPoolExecutor(2) as pool:
+            statuses = list(pool.map(lambda _: post(server, asking("x"), timeout=30)[0], range(2)))
+        assert statuses == [200, 200] and server.max_in_flight == 2 and server.in_flight == 0
+
+
+def test_by_prompt_answers_one_of_the_prompts_numbered_options_or_a_line_from_its_hash():
+    listed = "Choose:\n1. sit\n2. stand\n3. leave\n"
+    assert by_prompt([{"content": "ignored"}, {"content": listed}]) == str(zlib.crc32(listed.encode()) % 3 + 1)
+    assert by_prompt([{"content": "hello 1. there"}]) == f"Nice to see you ({zlib.crc32(b'hello 1. there') % 97})."
