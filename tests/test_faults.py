@@ -230,7 +230,10 @@ def test_the_fake_server_sends_each_fault_its_plan_names_and_counts_it():
         assert server.injected == {**dict.fromkeys(FAULTS, 1), "hang": 0}
 
 
-def test_the_fake_servers_hang_outlasts_a_clients_timeout():
+def test_the_fake_servers_hang_or_delay_outlasts_a_clients_timeout():
+    with FakeOpenAIServer(delay_s=60) as server:  # every reply, without a hold
+        with pytest.raises(TimeoutError):
+            post(server, asking("x"), timeout=2)
     with FakeOpenAIServer(faults=lambda n, messages: "hang" if n == 1 else None, hang_s=60) as server:
         with pytest.raises(TimeoutError):
             post(server, asking("x"), timeout=2)
