@@ -187,8 +187,9 @@ def test_the_fake_server_answers_its_policy_counts_words_as_tokens_and_keeps_eac
 
     from socialsim.llm.fake_server import always
 
-    with FakeOpenAIServer() as server:
-        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", server.api_base)
+    with FakeOpenAIServer() as server, FakeOpenAIServer() as other:  # each on a free port of its own
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", server.api_base) and other.api_base != server.api_base
+        assert server.max_in_flight == 0
         conn = http.client.HTTPConnection("127.0.0.1", int(server.api_base.split(":")[2].split("/")[0]), timeout=10)
         status, headers, data = post(server, asking("pick one of two"), connection=conn)
         assert status == 200 and headers["Content-Type"] == "application/json"
@@ -255,6 +256,7 @@ def test_the_fake_server_may_refuse_a_response_format_and_cut_a_reply_at_max_tok
     from socialsim.llm.fake_server import always
 
     with FakeOpenAIServer() as server:
+        assert post(server, asking("x", response_format={"type": "json_object"}))[0] == 200  # by default
         server.refuse_response_format = True
         status, _, data = post(server, asking("x", response_format={"type": "json_object"}))
         assert status == 400 and json.loads(data)["error"] == {
