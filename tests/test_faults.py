@@ -284,6 +284,8 @@ def test_the_fake_server_holds_replies_until_enough_requests_are_in_flight():
         with ThreadPoolExecutor(2) as pool:
             statuses = list(pool.map(lambda _: post(server, asking("x"), timeout=30)[0], range(2)))
         assert statuses == [200, 200] and server.max_in_flight == 2 and server.in_flight == 0
+    with FakeOpenAIServer(delay_s=0.1, hold_until=2) as server:  # never gathered: held ``delay_s`` at most
+        assert post(server, asking("x"))[0] == 200 and server.max_in_flight == 1
 
 
 def test_by_prompt_answers_one_of_the_prompts_numbered_options_or_a_line_from_its_hash():
