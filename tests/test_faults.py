@@ -207,14 +207,18 @@ def test_the_fake_server_answers_its_policy_counts_words_as_tokens_and_keeps_eac
     with FakeOpenAIServer(policy=always("two words")) as server:
         reply = json.loads(post(server, asking("x"))[2])
         assert reply["choices"][0]["message"]["content"] == "two words" and reply["usage"]["completion_tokens"] == 2
+    with FakeOpenAIServer(policy=lambda messages: messages[-1]["content"]) as server:  # given the messages
+        assert json.loads(post(server, asking("an echo"))[2])["choices"][0]["message"]["content"] == "an echo"
 
 
 def test_the_fake_server_sends_each_fault_its_plan_names_and_counts_it():
     from socialsim.llm.fake_server import INSTRUCTIONS
 
     plan = ["429", "500", "empty", "wrong_type", "no_choices", "not_json", "oversized", "instructions", None]
-    with FakeOpenAIServer(faults=lambda n, messages: plan[n - 1]) as server:
+    seen = []
+    with FakeOpenAIServer(faults=lambda n, messages: seen.append(messages) or plan[n - 1]) as server:
         replies = [post(server, asking("say 1")) for _ in plan]
+        assert seen == [asking("say 1")["messages"]] * len(plan)
         assert [status for status, _, _ in replies] == [429, 500] + [200] * 7
         for _, _, data in replies[:2]:
             assert json.loads(data) == {"error": {"message": "fake fault", "type": "server_error"}}
