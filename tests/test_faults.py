@@ -204,6 +204,8 @@ def test_the_fake_server_answers_its_policy_counts_words_as_tokens_and_keeps_eac
         assert server.requests == [asking("pick one of two"), {}]
         assert server.headers[0]["x-test"] == "yes" and server.headers[0]["content-type"] == "application/json"
         assert server.connections == 1 and server.in_flight == 0 and server.max_in_flight == 1  # kept alive
+        post(server, asking("x"))  # on a connection of its own
+        assert server.connections == 2
     with FakeOpenAIServer(policy=always("two words")) as server:
         reply = json.loads(post(server, asking("x"))[2])
         assert reply["choices"][0]["message"]["content"] == "two words" and reply["usage"]["completion_tokens"] == 2
