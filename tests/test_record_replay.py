@@ -69,15 +69,6 @@ def test_an_environment_without_cpythons_dict_is_watched_through_its_mapping(mon
     assert redact("second-value-of-the-token") == "second-value-of-the-token"  # CPython's environment again
 
 
-def test_on_cpython_the_environment_is_compared_through_its_own_dict():
-    """Each redaction looks at the environment: CPython's dict of it, not a copy decoded each time."""
-    import os
-
-    from socialsim.llm.redact import _environment_now
-
-    assert _environment_now() is os.environ._data
-
-
 def chatty(messages):
     """Options get a wordy, unusable first answer with ordinary 'secret'/'token' words, then a
     number when asked again (a repair round-trip whose key holds the first answer)."""
