@@ -76,12 +76,43 @@ def test_the_projection_scales_each_models_probe_to_the_runs_length_then_the_see
             (1212 + 2 * 112) / 1e6)},
         judge: {"decisions": 6, "prompt_tokens": 240, "completion_tokens": 54, "cost_usd": pytest.approx(348 / 1e6)},
         "rules": {"decisions": 8, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
+    assert proj.per_model["model"].tolist() == [judge, actors, "rules"]  # by name, as printed: whole numbers
+    assert all(pd.api.types.is_integer_dtype(proj.per_model[c]) for c in ("decisions", "prompt_tokens",
+                                                                           "completion_tokens"))
     assert (proj.decisions, proj.calls, proj.prompt_tokens, proj.completion_tokens) == (30, 22, 1452, 166)
     assert proj.cost_usd == pytest.approx((1452 + 2 * 166) / 1e6)
     assert proj.after_run == {"the judge": 6} and proj.not_projected == {}
     assert rp.project(protocol, actors, seeds=2).cost_usd is None  # no price for it in litellm's map
     assert rp.project(protocol, actors, seeds=1, probe_steps=1).per_run["prompt_tokens"].tolist() == \
         [3 * 151, 151 + 3 * 40]  # a 1-step probe times 3
+    protocol.after_run = lambda spec: ("the judge", 3)
+    assert rp.project(protocol, actors, seeds=2).after_run == {"the judge": 12}  # both arms' calls
+
+
+def test_each_arm_is_probed_at_its_presets_length_with_its_parameters_on_the_protocols_routes(monkeypatch):
+    """An arm with a preset and no steps of its own lasts the preset's 75 steps and gets the preset's
+    parameters with its own; the dry run asks each operation on the protocol's routes."""
+    from socialsim.llm.ledger import LedgerRow
+    from socialsim.model import society as society_module
+
+    built = []
+
+    class Probed:
+        def __init__(self, scenario, *, arch, gateway, rng, **params):
+            self.llm = gateway
+            built.append((scenario, arch, params, gateway.routes.default, gateway.routes.routes))
+
+        def step(self):
+            self.llm.ledger.record(LedgerRow(1, 1, "act", "m", "rules", "rules", "rules", 0, 0, 0, 0, 0.0, 0.0))
+
+    monkeypatch.setattr(society_module, "SocietyModel", Probed)
+    protocol = rp.Protocol(arch="itcmas", runs=[rp.ProtocolRun("ltrha", "irollan-valley", preset="ltrha",
+                                                               arch_params={"max_candidates": 3})],
+                           measure=dict, paper=pd.DataFrame(), routes={"judge": "nobody/judge"})
+    proj = rp.project(protocol, "rules", seeds=1)
+    assert built == [("irollan-valley", "itcmas", {"ablation": "ltrha", "max_candidates": 3}, "rules",
+                      {"judge": "nobody/judge"})]
+    assert proj.per_run[["steps", "decisions"]].values.tolist() == [[75, 75]]
 
 
 def test_a_rules_projection_has_decisions_but_no_llm_call(toy):
@@ -361,8 +392,9 @@ def test_calls_after_a_run_with_nothing_to_ask_on_the_probe_are_counted_not_pric
     protocol = _protocol()
     protocol.after_run = lambda spec: ("a judge's questionnaire", 3)
     protocol.after_run_probe = lambda society, steps: None  # the probe's steps gave it nothing to ask
+    protocol.runs.append(rp.ProtocolRun("cafe again", "hobbs-cafe", steps=1))
     proj = rp.project(protocol, "openai/gpt-4o-mini", seeds=2)
-    assert proj.not_projected == {"a judge's questionnaire": 6} and proj.after_run == {}
+    assert proj.not_projected == {"a judge's questionnaire": 12} and proj.after_run == {}  # both arms' calls
 
 
 def test_calls_after_a_run_are_each_models_share_of_the_most_at_its_mean_tokens():
@@ -575,6 +607,48 @@ def test_a_run_directory_or_a_folder_of_other_runs_is_refused_as_a_reproductions
         rp._refuse_another_protocols_runs(tmp_path, "generic", {})
 
 
+def test_a_folder_is_refused_for_the_first_run_another_protocol_wrote_there(tmp_path):
+    """Configs that cannot be read are passed over (the runs after them are still checked); a run
+    planned now differs by what makes a protocol, every difference named in order (a budget is not
+    one), one not planned (the null model's) by its architecture only; as many steps done as planned
+    or no count is a resume, more steps done are refused."""
+    from socialsim.model.runner import RunConfig
+
+    def config(**changes):
+        return RunConfig(**{"scenario": "hobbs-cafe", "arch": "generic", "model": "rules", "steps": 2, "rng": 1,
+                            **changes})
+
+    def wrote(run, meta):
+        (tmp_path / run).mkdir(parents=True, exist_ok=True)
+        (tmp_path / run / "config.json").write_text(meta if isinstance(meta, str) else json.dumps(meta))
+
+    def recorded(done=None, **changes):
+        return {"config": json.loads(config(**changes).resolved().model_dump_json()),
+                **({} if done is None else {"steps_done": done})}
+
+    def refusal():
+        with pytest.raises(ValueError) as refused:
+            rp._refuse_another_protocols_runs(tmp_path, "generic", planned)
+        return str(refused.value)
+
+    planned = {tmp_path / "cafe" / f"seed-{k}": config(rng=k) for k in (1, 2)}
+    for run, meta in (("a-list/seed-1", "[]"), ("a-none/seed-1", {"steps_done": 1}), ("a-torn/seed-1", "{")):
+        wrote(run, meta)
+    wrote("cafe/seed-1", recorded(done=2, rng=1, max_cost=0.5))
+    wrote("cafe/seed-2", recorded(rng=2))
+    wrote(f"{rp.NULL_DIR}/cafe/seed-1", {"config": {"arch": "generic", "model": "rules", "rng": 7}})
+    assert rp._refuse_another_protocols_runs(tmp_path, "generic", planned) is None
+    wrote("z-arm/seed-1", {"config": {"arch": "asvo"}})
+    assert refusal() == (f"--out {tmp_path} holds another protocol's runs ({tmp_path / 'z-arm' / 'seed-1'}: arch "
+                         "'asvo' (now 'generic')); running there would replace them: give another --out")
+    (tmp_path / "z-arm" / "seed-1" / "config.json").unlink()
+    wrote("cafe/seed-2", recorded(rng=5, model="openai/gpt-4o-mini"))
+    assert f"({tmp_path / 'cafe' / 'seed-2'}: model 'openai/gpt-4o-mini' (now 'rules'), rng 5 (now 2)); " in refusal()
+    wrote("cafe/seed-2", recorded(rng=2))
+    wrote("cafe/seed-1", recorded(done=3, rng=1))
+    assert f"({tmp_path / 'cafe' / 'seed-1'}: 3 steps done (now 2)); running there" in refusal()
+
+
 def test_a_quick_look_gets_a_folder_of_its_own(toy, tmp_path, monkeypatch):
     """``--steps`` by default used the paper-length runs' folder, writing 1-step runs over them."""
     monkeypatch.chdir(tmp_path)
@@ -732,3 +806,194 @@ def test_a_run_that_refuses_its_model_leaves_no_reproduction_folder(toy, tmp_pat
     with pytest.raises(ModelUnavailable):
         rp.reproduce("generic", "openai/gpt-4o-mini", seeds=1, yes=True, out=tmp_path / "r", echo=lambda line: None)
     assert not (tmp_path / "r").exists()
+
+
+class _StandIns:
+    """The driver with its projection and its runs stood in: ``projected[model]`` is what the
+    projection says (calls, cost, models), ``runs[(model, seed)]`` what each run returns (status,
+    total and live cost, the statuses of a model's answers); every run's config is kept."""
+
+    def __init__(self, monkeypatch, tmp_path, projected, runs=None):
+        from types import SimpleNamespace
+
+        from socialsim.model import runner
+
+        self.ran, self.loaded = [], []
+
+        def load(arch, judge=None):
+            self.loaded.append((arch, judge))
+            return self.protocol()  # a new one each time, as the architectures' own
+
+        monkeypatch.setattr(rp, "load_protocol", load)
+
+        def project(protocol, model, seeds, unit_price=None):
+            calls, cost, models, not_projected, after_run = projected[model]
+            per_run = pd.DataFrame([{"run": "cafe", "steps": 2, "decisions": 10 * seeds, "calls": calls}])
+            per_model = pd.DataFrame({"model": models, "decisions": [10 * seeds] * len(models)})
+            return rp.Projection(10 * seeds, calls, 100 * calls, 5 * calls, cost, per_run, per_model,
+                                 not_projected, after_run)
+
+        def run(config, run_dir, progress=False):
+            where = run_dir.relative_to(tmp_path) if run_dir.is_absolute() else run_dir
+            self.ran.append((str(where), config.model, config.rng, config.steps,
+                             config.max_cost, config.arch_params, config.price, config.api_base, progress))
+            status, cost, live, answers = (runs or {}).get((config.model, config.rng), ("completed", 0.0, 0.0, ()))
+            rows = [SimpleNamespace(engine="llm", status=s) for s in answers] + [
+                SimpleNamespace(engine="rules", status="fallback")]  # the rules' own fallbacks are not a model's
+            ledger = SimpleNamespace(rows=rows, live_cost=live, totals=lambda: {"cost_usd": cost})
+            return SimpleNamespace(status=status, steps_done=1 if status != "completed" else config.steps or 2,
+                                   model=SimpleNamespace(llm=SimpleNamespace(ledger=ledger)))
+
+        monkeypatch.setattr(rp, "project", project)
+        monkeypatch.setattr(runner, "run", run)
+
+    @staticmethod
+    def protocol():
+        """x is the seed's number in a model's runs and 0 in the null model's."""
+        return rp.Protocol(
+            arch="generic", runs=[rp.ProtocolRun("cafe", "hobbs-cafe", steps=2)],
+            measure=lambda run_dir: {"x": 0.0 if rp.NULL_DIR in run_dir.parts else float(run_dir.name[-1])},
+            paper=pd.DataFrame([{"label": "*", "metric": "x", "paper": 1.5}]), description="a stand-in protocol",
+            findings=[rp.compare("x is above 1.4", ("cafe", "x"), ">", 1.4)],
+            interpret=lambda checked: [f"{len(checked)} finding read"])
+
+
+MINI, JUDGE = "openai/gpt-4o-mini", "openai/gpt-4o"
+
+
+def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_reports_it_all(monkeypatch, tmp_path):
+    """Seed 1 pays $0.30 of $1; seed 2 may pay the $0.70 left and pays $0.10 of its $0.30 (the rest
+    recorded before); 2 of a model's 4 answers fell back (half: not most); the null model runs the
+    same seeds free, without the --set that names a model."""
+    stand = _StandIns(monkeypatch, tmp_path, {
+        MINI: (16, 0.5, [JUDGE, MINI, "rules"], {}, {"the judge": 4}),
+        "rules": (0, 0.0, ["rules"], {}, {})},
+        runs={(MINI, 1): ("completed", 0.3, 0.3, ("ok", "repaired", "fallback")),
+              (MINI, 2): ("completed", 0.3, 0.1, ("fallback",))})
+    said = []
+    summary = rp.reproduce("generic", MINI, seeds=2, max_cost=1.0, out=tmp_path / "r", echo=said.append,
+                           settings={"judge": JUDGE, "temptation": 0.5}, api_base="http://127.0.0.1:9/v1",
+                           unit_price=(1.0, 2.0), progress=True, judge="nobody/judge")
+    assert stand.loaded == [("generic", "nobody/judge"), ("generic", None)]  # the null model's protocol: no judge
+    params = {"judge": JUDGE, "temptation": 0.5}
+    assert stand.ran == [
+        ("r/cafe/seed-1", MINI, 1, 2, 1.0, params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
+        ("r/cafe/seed-2", MINI, 2, 2, pytest.approx(0.7), params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
+        (f"r/{rp.NULL_DIR}/cafe/seed-1", "rules", 1, 2, None, {"temptation": 0.5}, None, None, True),
+        (f"r/{rp.NULL_DIR}/cafe/seed-2", "rules", 2, 2, None, {"temptation": 0.5}, None, None, True)]
+    assert said[:9] == [
+        f"Protocol: a stand-in protocol — 1 run(s) x 2 seed(s) on {MINI}",
+        "Each run's figures are for its 2 seeds together:",
+        " run  steps  decisions  calls\ncafe      2         20     16",
+        f"             model  decisions\n     {JUDGE}         20\n{MINI}         20\n             rules         20",
+        "Projected: 20 decisions, 16 of them LLM calls with 1600 prompt + 80 completion tokens, cost $0.5000 "
+        "(estimated from a dry run of each arm answered by the rules, no model asked; completions at each "
+        "operation's max_tokens)",
+        "Included: the judge, up to 4 calls in all after each run's last step (their prompts measured on the dry "
+        "run, extended to the run's length)",
+        "Afterwards: the same protocol and seeds on the rules null model, free, to show which findings come out "
+        "without any model (--no-null-model skips it)",
+        "[1/2] cafe seed 1: completed (2 steps, $0.3000)",
+        "[2/2] cafe seed 2: completed (2 steps, $0.3000, $0.1000 of it paid now)"]
+    assert said[9:11] == [f"The same protocol on the rules null model (no model asked; in {tmp_path / 'r' / rp.NULL_DIR}) ...",
+                          "(the null model leaves out --set generic.judge: it asks no model)"]
+    notes = ["Every run with generic.judge=openai/gpt-4o, generic.temptation=0.5 (--set): the protocol under "
+             "another setting than the paper's.",
+             "Of the 4 decisions asked of a model, 2 (50%) were answered by the operation's fallback (its documented "
+             "default) after the reply stayed unusable, and 1 repaired by asking once more: the figures rest on "
+             "those defaults as much; each run's report.md and run.log list them."]
+    assert said[11:13] == notes and said[-1] == f"reproduction directory: {tmp_path / 'r'} (report.md: every " \
+                                                "figure beside the paper's)"
+    findings = rp.findings_section(pd.read_csv(tmp_path / "r" / "findings.csv"), MINI) + "\n\n1 finding read"
+    assert said[13] == findings and "| x is above 1.4 | holds | 1 of 2 | 0.75 | does not hold (0 of 2) |" in findings
+    assert summary.attrs["complete"] and summary.values.tolist() == [["cafe", "x", 1.5, 1.5, pytest.approx(0.5 ** 0.5), 2]]
+    assert pd.read_csv(tmp_path / "r" / "summary.csv").columns.tolist() == ["label", "metric", "paper", "mean", "std", "n"]
+    assert (tmp_path / "r" / "report.md").read_text() == (
+        f"# Reproduction of generic\n\nEngine: {MINI}; seeds 1..2; the runs' calls cost $0.6000 ($0.4000 of it paid "
+        "by this command; the rest was recorded before).\n\n" + "".join(f"{n}\n\n" for n in notes)
+        + f"a stand-in protocol\n\n{findings}\n\n## The paper's figures beside the runs'\n\n"
+        + rp.markdown_table(summary) + "\n")
+
+
+def test_a_stopped_run_ends_the_protocol_and_a_run_of_the_rules_needs_no_yes(monkeypatch, tmp_path):
+    """Seed 2 of 3 interrupted: seed 3 never starts, nothing after it is measured, no null model."""
+    stand = _StandIns(monkeypatch, tmp_path, {"rules": (0, 0.0, ["rules"], {}, {})},
+                      runs={("rules", 2): ("interrupted", 0.0, 0.0, ())})
+    said = []
+    summary = rp.reproduce("generic", "rules", steps=1, out=tmp_path / "r", echo=said.append)  # 3 seeds
+    assert [(where, seed, steps, budget, progress) for where, _, seed, steps, budget, *_, progress in stand.ran] == [
+        ("r/cafe/seed-1", 1, 1, None, False), ("r/cafe/seed-2", 2, 1, None, False)]
+    assert said[4:7] == ["No model is asked (the rules answer every decision): running without --yes.",
+                         "[1/3] cafe seed 1: completed (1 steps, $0.0000)",
+                         "[2/3] cafe seed 2: interrupted (1 steps, $0.0000)"]
+    notes = ["Every run was cut to 1 steps (--steps): a quick look, not the paper's protocol; the findings below are "
+             "this shortened run's.",
+             "Not in the figures: cafe seed 2: interrupted after 1 steps (not measured: a partial run is not the "
+             "protocol's).",
+             "Not started (1): cafe seed 3. The same command with the same --out resumes: recorded calls are free."]
+    assert said[7:10] == notes and not summary.attrs["complete"]
+    assert summary.values.tolist() == [["cafe", "x", 1.5, 1.0, pytest.approx(math.nan, nan_ok=True), 1]]
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert report.startswith("# Reproduction of generic\n\nEngine: the rules baseline (a null model, not an LLM); "
+                             "seeds 1..3; the runs' calls cost $0.0000.\n\n" + "".join(f"{n}\n\n" for n in notes))
+    assert not (tmp_path / "r" / rp.NULL_DIR).exists()
+
+
+@pytest.mark.parametrize(("model", "projected", "given", "last"), [
+    (MINI, (16, 0.5, [MINI], {}, {}), {}, "Not run: add --yes to run it, or --max-cost USD to run it under a budget."),
+    (MINI, (16, None, [MINI], {}, {}), {"max_cost": 2.0},
+     "Not run: the cost is unknown (a model has no price in litellm's cost map), so --max-cost 2.0 cannot be kept; "
+     "give --price IN,OUT (USD per 1M prompt and completion tokens) or add --yes."),
+    (MINI, (16, 0.5, [MINI], {}, {}), {"max_cost": 0.49}, "Not run: the projection exceeds --max-cost 0.49; raise it "
+                                                          "or add --yes."),
+    ("rules", (0, 0.0, ["rules"], {"the judge": 3}, {}), {},
+     "Not run: add --yes to run it, or --max-cost USD to run it under a budget.")])
+def test_a_reproduction_that_may_not_pay_runs_nothing_and_says_why(monkeypatch, tmp_path, model, projected, given,
+                                                                    last):
+    stand = _StandIns(monkeypatch, tmp_path, {model: projected})
+    said = []
+    assert rp.reproduce("generic", model, seeds=1, out=tmp_path / "r", echo=said.append, null_model=False,
+                        **given) is None
+    assert said[-1] == last and stand.ran == [] and not (tmp_path / "r").exists()
+    assert ("Not in the projection: the judge, up to 3 more calls in all (asked after each run's last step, on the "
+            "same budget)" in said) == (model == "rules")
+
+
+def test_a_budget_exactly_the_projection_runs_and_the_embedded_model_is_timed(monkeypatch, tmp_path):
+    """Without --out, the runs go to a folder named by the architecture, model, --set and --steps."""
+    stand = _StandIns(monkeypatch, tmp_path, {"local/smollm2": (100, 0.0, ["local/smollm2"], {}, {}),
+                                              MINI: (16, 0.5, [MINI], {}, {})})
+    monkeypatch.chdir(tmp_path)
+    said = []
+    rp.reproduce("generic", MINI, seeds=1, echo=said.append, null_model=False, max_cost=0.5, steps=1,
+                 settings={"temptation": 0.5, "mood": "calm"})
+    assert [where for where, *_ in stand.ran] == ["reproduce/generic-openai_gpt-4o-mini-mood-calm-temptation-0_5-steps-1/"
+                                                  "cafe/seed-1"] and not any(s.startswith("Time:") for s in said)
+    assert said[1] == " run  steps  decisions  calls\ncafe      2         10     16"  # one seed: no seeds line
+    said.clear()
+    rp.reproduce("generic", "local/smollm2", seeds=1, out=tmp_path / "e", echo=said.append, yes=True,
+                 null_model=False)
+    assert "Time: the embedded model answers a call in about 0.4-1.1 s on 2 free cores (measured), so about " \
+           "40-110 seconds" in said
+    rp.reproduce("generic", MINI, seeds=1, echo=said.append, null_model=False, yes=True)
+    assert stand.ran[-1][0] == "reproduce/generic-openai_gpt-4o-mini/cafe/seed-1"
+
+
+def test_set_is_refused_for_what_the_arms_vary_naming_each_before_anything_runs(monkeypatch, tmp_path):
+    protocol = rp.Protocol(arch="asvo", runs=[
+        rp.ProtocolRun("with", "school-micro", arch_params={"use_svo": True, "tom": "x", "decay": 0.1}),
+        rp.ProtocolRun("without", "school-micro", arch_params={"use_svo": False, "tom": "y", "decay": 0.1})],
+        measure=dict, paper=pd.DataFrame())
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: protocol)
+    with pytest.raises(ValueError) as refused:
+        rp.reproduce("asvo", "rules", out=tmp_path / "r", echo=print,
+                     settings={"use_svo": True, "tom": "z", "decay": 0.2, "judge": "rules"})
+    assert str(refused.value) == ("--set asvo.tom, asvo.use_svo: the protocol's arms set it themselves (that is "
+                                  "what they compare), so it cannot be set for all of them")
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_null_model_refuses_a_protocol_that_would_ask_a_model(monkeypatch, tmp_path):
+    _StandIns(monkeypatch, tmp_path, {"rules": (4, 0.1, ["rules", MINI, JUDGE], {}, {})})
+    with pytest.raises(ValueError, match=rf"^the rules null model would ask {JUDGE}, {MINI}: it must ask no model$"):
+        rp.reproduce("generic", "rules", seeds=1, yes=True, out=tmp_path / "n", echo=lambda line: None, free_only=True)
