@@ -818,7 +818,7 @@ class _StandIns:
 
         from socialsim.model import runner
 
-        self.ran, self.loaded = [], []
+        self.ran, self.loaded, self.projected, self.built = [], [], [], []
 
         def load(arch, judge=None):
             self.loaded.append((arch, judge))
@@ -827,6 +827,7 @@ class _StandIns:
         monkeypatch.setattr(rp, "load_protocol", load)
 
         def project(protocol, model, seeds, unit_price=None):
+            self.projected.append((model, seeds, unit_price))
             calls, cost, models, not_projected, after_run = projected[model]
             per_run = pd.DataFrame([{"run": "cafe", "steps": 2, "decisions": 10 * seeds, "calls": calls}])
             per_model = pd.DataFrame({"model": models, "decisions": [10 * seeds] * len(models)})
@@ -837,6 +838,7 @@ class _StandIns:
             where = run_dir.relative_to(tmp_path) if run_dir.is_absolute() else run_dir
             self.ran.append((str(where), config.model, config.rng, config.steps,
                              config.max_cost, config.arch_params, config.price, config.api_base, progress))
+            self.built.append((config.arch, config.scenario, config.preset, config.deployments, config.routes))
             status, cost, live, answers = (runs or {}).get((config.model, config.rng), ("completed", 0.0, 0.0, ()))
             rows = [SimpleNamespace(engine="llm", status=s) for s in answers] + [
                 SimpleNamespace(engine="rules", status="fallback")]  # the rules' own fallbacks are not a model's
@@ -851,7 +853,8 @@ class _StandIns:
     def protocol():
         """x is the seed's number in a model's runs and 0 in the null model's."""
         return rp.Protocol(
-            arch="generic", runs=[rp.ProtocolRun("cafe", "hobbs-cafe", steps=2)],
+            arch="generic", runs=[rp.ProtocolRun("cafe", "hobbs-cafe", steps=2, preset="paper")],
+            routes={"judge": "rules"},
             measure=lambda run_dir: {"x": 0.0 if rp.NULL_DIR in run_dir.parts else float(run_dir.name[-1])},
             paper=pd.DataFrame([{"label": "*", "metric": "x", "paper": 1.5}]), description="a stand-in protocol",
             findings=[rp.compare("x is above 1.4", ("cafe", "x"), ">", 1.4)],
@@ -873,7 +876,10 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
     said = []
     summary = rp.reproduce("generic", MINI, seeds=2, max_cost=1.0, out=tmp_path / "r", echo=said.append,
                            settings={"judge": JUDGE, "temptation": 0.5}, api_base="http://127.0.0.1:9/v1",
-                           unit_price=(1.0, 2.0), progress=True, judge="nobody/judge")
+                           unit_price=(1.0, 2.0), progress=True, judge="nobody/judge", deployments="pool.yaml")
+    assert stand.projected == [(MINI, 2, (1.0, 2.0)), ("rules", 2, None)]
+    assert stand.built == 2 * [("generic", "hobbs-cafe", "paper", "pool.yaml", {"judge": "rules"})] + 2 * [
+        ("generic", "hobbs-cafe", "paper", None, {"judge": "rules"})]
     assert stand.loaded == [("generic", "nobody/judge"), ("generic", None)]  # the null model's protocol: no judge
     params = {"judge": JUDGE, "temptation": 0.5}
     assert stand.ran == [
@@ -955,6 +961,7 @@ def test_a_reproduction_that_may_not_pay_runs_nothing_and_says_why(monkeypatch, 
     assert rp.reproduce("generic", model, seeds=1, out=tmp_path / "r", echo=said.append, null_model=False,
                         **given) is None
     assert said[-1] == last and stand.ran == [] and not (tmp_path / "r").exists()
+    assert any("cost unknown (no price in litellm's cost map) (estimated" in s for s in said) == (projected[1] is None)
     assert ("Not in the projection: the judge, up to 3 more calls in all (asked after each run's last step, on the "
             "same budget)" in said) == (model == "rules")
 
