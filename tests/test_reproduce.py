@@ -853,18 +853,19 @@ class _StandIns:
     def protocol():
         """x is the seed's number in a model's runs and 0 in the null model's."""
         return rp.Protocol(
-            arch="generic", runs=[rp.ProtocolRun("cafe", "hobbs-cafe", steps=2, preset="paper")],
+            arch="generic", runs=[rp.ProtocolRun("cafe", "makerspace", steps=2, preset="paper")],
             routes={"judge": "rules"},
             measure=lambda run_dir: {"x": 0.0 if rp.NULL_DIR in run_dir.parts else float(run_dir.name[-1])},
             paper=pd.DataFrame([{"label": "*", "metric": "x", "paper": 1.5}]), description="a stand-in protocol",
             findings=[rp.compare("x is above 1.4", ("cafe", "x"), ">", 1.4)],
-            interpret=lambda checked: [f"{len(checked)} finding read"])
+            interpret=lambda checked: [f"{len(checked)} finding read", "and understood"])
 
 
 MINI, JUDGE = "openai/gpt-4o-mini", "openai/gpt-4o"
 
 
-def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_reports_it_all(monkeypatch, tmp_path):
+def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_reports_it_all(monkeypatch, tmp_path,
+                                                                                         capsys):
     """Seed 1 pays $0.30 of $1; seed 2 may pay the $0.70 left and pays $0.10 of its $0.30 (the rest
     recorded before); 2 of a model's 4 answers fell back (half: not most); the null model runs the
     same seeds free, without the --set that names a model."""
@@ -875,18 +876,19 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
               (MINI, 2): ("completed", 0.3, 0.1, ("fallback",))})
     said = []
     summary = rp.reproduce("generic", MINI, seeds=2, max_cost=1.0, out=tmp_path / "r", echo=said.append,
-                           settings={"judge": JUDGE, "temptation": 0.5}, api_base="http://127.0.0.1:9/v1",
-                           unit_price=(1.0, 2.0), progress=True, judge="nobody/judge", deployments="pool.yaml")
+                           settings={"judge": JUDGE, "temptation": 0.5, "embedder": MINI}, steps=3,
+                           api_base="http://127.0.0.1:9/v1", unit_price=(1.0, 2.0), progress=True,
+                           judge="nobody/judge", deployments="pool.yaml")
     assert stand.projected == [(MINI, 2, (1.0, 2.0)), ("rules", 2, None)]
-    assert stand.built == 2 * [("generic", "hobbs-cafe", "paper", "pool.yaml", {"judge": "rules"})] + 2 * [
-        ("generic", "hobbs-cafe", "paper", None, {"judge": "rules"})]
+    assert stand.built == 2 * [("generic", "makerspace", "paper", "pool.yaml", {"judge": "rules"})] + 2 * [
+        ("generic", "makerspace", "paper", None, {"judge": "rules"})]
     assert stand.loaded == [("generic", "nobody/judge"), ("generic", None)]  # the null model's protocol: no judge
-    params = {"judge": JUDGE, "temptation": 0.5}
+    params = {"judge": JUDGE, "temptation": 0.5, "embedder": MINI}
     assert stand.ran == [
-        ("r/cafe/seed-1", MINI, 1, 2, 1.0, params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
-        ("r/cafe/seed-2", MINI, 2, 2, pytest.approx(0.7), params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
-        (f"r/{rp.NULL_DIR}/cafe/seed-1", "rules", 1, 2, None, {"temptation": 0.5}, None, None, True),
-        (f"r/{rp.NULL_DIR}/cafe/seed-2", "rules", 2, 2, None, {"temptation": 0.5}, None, None, True)]
+        ("r/cafe/seed-1", MINI, 1, 3, 1.0, params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
+        ("r/cafe/seed-2", MINI, 2, 3, pytest.approx(0.7), params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
+        (f"r/{rp.NULL_DIR}/cafe/seed-1", "rules", 1, 3, None, {"temptation": 0.5}, None, None, True),
+        (f"r/{rp.NULL_DIR}/cafe/seed-2", "rules", 2, 3, None, {"temptation": 0.5}, None, None, True)]
     assert said[:9] == [
         f"Protocol: a stand-in protocol — 1 run(s) x 2 seed(s) on {MINI}",
         "Each run's figures are for its 2 seeds together:",
@@ -899,19 +901,24 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
         "run, extended to the run's length)",
         "Afterwards: the same protocol and seeds on the rules null model, free, to show which findings come out "
         "without any model (--no-null-model skips it)",
-        "[1/2] cafe seed 1: completed (2 steps, $0.3000)",
-        "[2/2] cafe seed 2: completed (2 steps, $0.3000, $0.1000 of it paid now)"]
+        "[1/2] cafe seed 1: completed (3 steps, $0.3000)",
+        "[2/2] cafe seed 2: completed (3 steps, $0.3000, $0.1000 of it paid now)"]
     assert said[9:11] == [f"The same protocol on the rules null model (no model asked; in {tmp_path / 'r' / rp.NULL_DIR}) ...",
-                          "(the null model leaves out --set generic.judge: it asks no model)"]
-    notes = ["Every run with generic.judge=openai/gpt-4o, generic.temptation=0.5 (--set): the protocol under "
-             "another setting than the paper's.",
+                          "(the null model leaves out --set generic.embedder, generic.judge: it asks no model)"]
+    notes = ["Every run was cut to 3 steps (--steps): a quick look, not the paper's protocol; the findings below are "
+             "this shortened run's.",
+             "Every run with generic.embedder=openai/gpt-4o-mini, generic.judge=openai/gpt-4o, generic.temptation=0.5 "
+             "(--set): the protocol under another setting than the paper's.",
              "Of the 4 decisions asked of a model, 2 (50%) were answered by the operation's fallback (its documented "
              "default) after the reply stayed unusable, and 1 repaired by asking once more: the figures rest on "
              "those defaults as much; each run's report.md and run.log list them."]
-    assert said[11:13] == notes and said[-1] == f"reproduction directory: {tmp_path / 'r'} (report.md: every " \
+    assert said[11:14] == notes and said[-1] == f"reproduction directory: {tmp_path / 'r'} (report.md: every " \
                                                 "figure beside the paper's)"
-    findings = rp.findings_section(pd.read_csv(tmp_path / "r" / "findings.csv"), MINI) + "\n\n1 finding read"
-    assert said[13] == findings and "| x is above 1.4 | holds | 1 of 2 | 0.75 | does not hold (0 of 2) |" in findings
+    checked = pd.read_csv(tmp_path / "r" / "findings.csv")
+    assert checked.columns.tolist() == ["finding", "verdict", "seeds_holding", "seeds_measured", "sign_p",
+                                        "null_verdict", "null_seeds_holding", "null_seeds_measured"]
+    findings = rp.findings_section(checked, MINI) + "\n\n1 finding read\n\nand understood"
+    assert said[14] == findings and "| x is above 1.4 | holds | 1 of 2 | 0.75 | does not hold (0 of 2) |" in findings
     assert summary.attrs["complete"] and summary.values.tolist() == [["cafe", "x", 1.5, 1.5, pytest.approx(0.5 ** 0.5), 2]]
     assert pd.read_csv(tmp_path / "r" / "summary.csv").columns.tolist() == ["label", "metric", "paper", "mean", "std", "n"]
     assert (tmp_path / "r" / "report.md").read_text() == (
@@ -919,6 +926,7 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
         "by this command; the rest was recorded before).\n\n" + "".join(f"{n}\n\n" for n in notes)
         + f"a stand-in protocol\n\n{findings}\n\n## The paper's figures beside the runs'\n\n"
         + rp.markdown_table(summary) + "\n")
+    assert capsys.readouterr().out == ""  # the null model's lines are not said
 
 
 def test_a_stopped_run_ends_the_protocol_and_a_run_of_the_rules_needs_no_yes(monkeypatch, tmp_path):
@@ -943,6 +951,19 @@ def test_a_stopped_run_ends_the_protocol_and_a_run_of_the_rules_needs_no_yes(mon
     assert report.startswith("# Reproduction of generic\n\nEngine: the rules baseline (a null model, not an LLM); "
                              "seeds 1..3; the runs' calls cost $0.0000.\n\n" + "".join(f"{n}\n\n" for n in notes))
     assert not (tmp_path / "r" / rp.NULL_DIR).exists()
+    stand = _StandIns(monkeypatch, tmp_path, {MINI: (16, 0.5, [MINI], {}, {}), "rules": (0, 0.0, ["rules"], {}, {})},
+                      runs={(MINI, 1): ("interrupted", 0.0, 0.0, ())})
+    summary = rp.reproduce("generic", MINI, seeds=2, yes=True, out=tmp_path / "m", echo=said.append)
+    assert stand.loaded == [("generic", None)] and not summary.attrs["complete"]  # no null model after a stop
+    assert said[-2] == rp.markdown_table(summary)  # nothing measured: no findings, the empty table
+    assert (tmp_path / "m" / "report.md").read_text().endswith(
+        "a stand-in protocol\n\n" + rp.markdown_table(summary) + "\n")
+
+
+def test_the_null_model_of_a_reproduction_must_ask_no_model(monkeypatch, tmp_path):
+    _StandIns(monkeypatch, tmp_path, {MINI: (16, 0.5, [MINI], {}, {}), "rules": (4, 0.1, ["rules", MINI], {}, {})})
+    with pytest.raises(ValueError, match=rf"^the rules null model would ask {MINI}: it must ask no model$"):
+        rp.reproduce("generic", MINI, seeds=1, yes=True, out=tmp_path / "r", echo=lambda line: None)
 
 
 @pytest.mark.parametrize(("model", "projected", "given", "last"), [
@@ -969,7 +990,8 @@ def test_a_reproduction_that_may_not_pay_runs_nothing_and_says_why(monkeypatch, 
 def test_a_budget_exactly_the_projection_runs_and_the_embedded_model_is_timed(monkeypatch, tmp_path):
     """Without --out, the runs go to a folder named by the architecture, model, --set and --steps."""
     stand = _StandIns(monkeypatch, tmp_path, {"local/smollm2": (100, 0.0, ["local/smollm2"], {}, {}),
-                                              MINI: (16, 0.5, [MINI], {}, {})})
+                                              MINI: (16, 0.5, [MINI], {}, {})},
+                      runs={(MINI, 1): ("completed", 0.0, 0.0, ("fallback", "ok", "fallback"))})
     monkeypatch.chdir(tmp_path)
     said = []
     rp.reproduce("generic", MINI, seeds=1, echo=said.append, null_model=False, max_cost=0.5, steps=1,
@@ -977,6 +999,9 @@ def test_a_budget_exactly_the_projection_runs_and_the_embedded_model_is_timed(mo
     assert [where for where, *_ in stand.ran] == ["reproduce/generic-openai_gpt-4o-mini-mood-calm-temptation-0_5-steps-1/"
                                                   "cafe/seed-1"] and not any(s.startswith("Time:") for s in said)
     assert said[1] == " run  steps  decisions  calls\ncafe      2         10     16"  # one seed: no seeds line
+    assert "**Most of the model's answers were unusable.** Of the 3 decisions asked of a model, 2 (67%) were " \
+           "answered by the operation's fallback" in (tmp_path / "reproduce" / "generic-openai_gpt-4o-mini-mood-calm-" \
+                                                       "temptation-0_5-steps-1" / "report.md").read_text()
     said.clear()
     rp.reproduce("generic", "local/smollm2", seeds=1, out=tmp_path / "e", echo=said.append, yes=True,
                  null_model=False)
