@@ -876,14 +876,15 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
               (MINI, 2): ("completed", 0.3, 0.1, ("fallback",))})
     said = []
     summary = rp.reproduce("generic", MINI, seeds=2, max_cost=1.0, out=tmp_path / "r", echo=said.append,
-                           settings={"judge": JUDGE, "temptation": 0.5, "embedder": MINI}, steps=3,
+                           settings={"judge": JUDGE, "temptation": 0.5, "embedder": MINI, "panel": [JUDGE, "rules"]},
+                           steps=3,
                            api_base="http://127.0.0.1:9/v1", unit_price=(1.0, 2.0), progress=True,
                            judge="nobody/judge", deployments="pool.yaml")
     assert stand.projected == [(MINI, 2, (1.0, 2.0)), ("rules", 2, None)]
     assert stand.built == 2 * [("generic", "makerspace", "paper", "pool.yaml", {"judge": "rules"})] + 2 * [
         ("generic", "makerspace", "paper", None, {"judge": "rules"})]
     assert stand.loaded == [("generic", "nobody/judge"), ("generic", None)]  # the null model's protocol: no judge
-    params = {"judge": JUDGE, "temptation": 0.5, "embedder": MINI}
+    params = {"judge": JUDGE, "temptation": 0.5, "embedder": MINI, "panel": [JUDGE, "rules"]}
     assert stand.ran == [
         ("r/cafe/seed-1", MINI, 1, 3, 1.0, params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
         ("r/cafe/seed-2", MINI, 2, 3, pytest.approx(0.7), params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
@@ -904,11 +905,12 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
         "[1/2] cafe seed 1: completed (3 steps, $0.3000)",
         "[2/2] cafe seed 2: completed (3 steps, $0.3000, $0.1000 of it paid now)"]
     assert said[9:11] == [f"The same protocol on the rules null model (no model asked; in {tmp_path / 'r' / rp.NULL_DIR}) ...",
-                          "(the null model leaves out --set generic.embedder, generic.judge: it asks no model)"]
+                          "(the null model leaves out --set generic.embedder, generic.judge, generic.panel: it asks no model)"]
     notes = ["Every run was cut to 3 steps (--steps): a quick look, not the paper's protocol; the findings below are "
              "this shortened run's.",
-             "Every run with generic.embedder=openai/gpt-4o-mini, generic.judge=openai/gpt-4o, generic.temptation=0.5 "
-             "(--set): the protocol under another setting than the paper's.",
+             "Every run with generic.embedder=openai/gpt-4o-mini, generic.judge=openai/gpt-4o, generic.panel=["
+             "'openai/gpt-4o', 'rules'], generic.temptation=0.5 (--set): the protocol under another setting than the "
+             "paper's.",
              "Of the 4 decisions asked of a model, 2 (50%) were answered by the operation's fallback (its documented "
              "default) after the reply stayed unusable, and 1 repaired by asking once more: the figures rest on "
              "those defaults as much; each run's report.md and run.log list them."]
@@ -951,6 +953,9 @@ def test_a_stopped_run_ends_the_protocol_and_a_run_of_the_rules_needs_no_yes(mon
     assert report.startswith("# Reproduction of generic\n\nEngine: the rules baseline (a null model, not an LLM); "
                              "seeds 1..3; the runs' calls cost $0.0000.\n\n" + "".join(f"{n}\n\n" for n in notes))
     assert not (tmp_path / "r" / rp.NULL_DIR).exists()
+    stand = _StandIns(monkeypatch, tmp_path, {"rules": (0, 0.0, ["rules"], {}, {})})
+    again = rp.reproduce("generic", "rules", steps=1, out=tmp_path / "r", echo=said.append)  # the same command
+    assert again.attrs["complete"] and [seed for _, _, seed, *_ in stand.ran] == [1, 2, 3]
     stand = _StandIns(monkeypatch, tmp_path, {MINI: (16, 0.5, [MINI], {}, {}), "rules": (0, 0.0, ["rules"], {}, {})},
                       runs={(MINI, 1): ("interrupted", 0.0, 0.0, ())})
     summary = rp.reproduce("generic", MINI, seeds=2, yes=True, out=tmp_path / "m", echo=said.append)
@@ -958,6 +963,15 @@ def test_a_stopped_run_ends_the_protocol_and_a_run_of_the_rules_needs_no_yes(mon
     assert said[-2] == rp.markdown_table(summary)  # nothing measured: no findings, the empty table
     assert (tmp_path / "m" / "report.md").read_text().endswith(
         "a stand-in protocol\n\n" + rp.markdown_table(summary) + "\n")
+
+
+def test_a_null_model_stopped_short_gives_no_verdicts_and_says_where_it_stopped(monkeypatch, tmp_path):
+    _StandIns(monkeypatch, tmp_path, {MINI: (16, 0.5, [MINI], {}, {}), "rules": (0, 0.0, ["rules"], {}, {})},
+              runs={("rules", 2): ("interrupted", 0.0, 0.0, ())})
+    summary = rp.reproduce("generic", MINI, seeds=2, yes=True, out=tmp_path / "r", echo=lambda line: None)
+    assert not summary.attrs["complete"] and "null_verdict" not in pd.read_csv(tmp_path / "r" / "findings.csv")
+    assert (f"Not in the figures: the rules null model did not complete the protocol, so its verdicts are left out "
+            f"(see {tmp_path / 'r' / rp.NULL_DIR / 'report.md'}).") in (tmp_path / "r" / "report.md").read_text()
 
 
 def test_the_null_model_of_a_reproduction_must_ask_no_model(monkeypatch, tmp_path):
