@@ -974,6 +974,17 @@ def test_a_null_model_stopped_short_gives_no_verdicts_and_says_where_it_stopped(
             f"(see {tmp_path / 'r' / rp.NULL_DIR / 'report.md'}).") in (tmp_path / "r" / "report.md").read_text()
 
 
+def test_a_measure_naming_the_rows_label_and_seed_is_not_measured(monkeypatch, tmp_path):
+    _StandIns(monkeypatch, tmp_path, {"rules": (0, 0.0, ["rules"], {}, {})})
+    protocol = _StandIns.protocol()
+    protocol.measure = lambda run_dir: {"seed": 9.0, "label": "other", "x": 1.0}
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: protocol)
+    summary = rp.reproduce("generic", "rules", seeds=1, out=tmp_path / "r", echo=lambda line: None)
+    assert not summary.attrs["complete"] and summary.empty
+    assert ("Not in the figures: cafe seed 1: could not be measured (ValueError: the protocol's measure returned "
+            "['label', 'seed'], names that say which arm and seed a row is).") in (tmp_path / "r" / "report.md").read_text()
+
+
 def test_the_null_model_of_a_reproduction_must_ask_no_model(monkeypatch, tmp_path):
     _StandIns(monkeypatch, tmp_path, {MINI: (16, 0.5, [MINI], {}, {}), "rules": (4, 0.1, ["rules", MINI], {}, {})})
     with pytest.raises(ValueError, match=rf"^the rules null model would ask {MINI}: it must ask no model$"):
@@ -1004,7 +1015,7 @@ def test_a_reproduction_that_may_not_pay_runs_nothing_and_says_why(monkeypatch, 
 def test_a_budget_exactly_the_projection_runs_and_the_embedded_model_is_timed(monkeypatch, tmp_path):
     """Without --out, the runs go to a folder named by the architecture, model, --set and --steps."""
     stand = _StandIns(monkeypatch, tmp_path, {"local/smollm2": (100, 0.0, ["local/smollm2"], {}, {}),
-                                              MINI: (16, 0.5, [MINI], {}, {})},
+                                              MINI: (16, 0.5, [MINI, "rules"], {}, {})},
                       runs={(MINI, 1): ("completed", 0.0, 0.0, ("fallback", "ok", "fallback"))})
     monkeypatch.chdir(tmp_path)
     said = []
@@ -1013,6 +1024,7 @@ def test_a_budget_exactly_the_projection_runs_and_the_embedded_model_is_timed(mo
     assert [where for where, *_ in stand.ran] == ["reproduce/generic-openai_gpt-4o-mini-mood-calm-temptation-0_5-steps-1/"
                                                   "cafe/seed-1"] and not any(s.startswith("Time:") for s in said)
     assert said[1] == " run  steps  decisions  calls\ncafe      2         10     16"  # one seed: no seeds line
+    assert said[2].split() == ["model", "decisions", MINI, "10", "rules", "10"]  # two models: each one's share
     assert "**Most of the model's answers were unusable.** Of the 3 decisions asked of a model, 2 (67%) were " \
            "answered by the operation's fallback" in (tmp_path / "reproduce" / "generic-openai_gpt-4o-mini-mood-calm-" \
                                                        "temptation-0_5-steps-1" / "report.md").read_text()
