@@ -332,7 +332,7 @@ def test_a_run_stopped_short_stops_the_protocol_and_is_not_measured(monkeypatch,
     assert "Not started" not in (tmp_path / "r" / "report.md").read_text()
 
 
-def test_a_run_that_cannot_be_measured_keeps_the_others_figures(monkeypatch, tmp_path):
+def test_a_run_that_cannot_be_measured_keeps_the_others_figures(monkeypatch, tmp_path, caplog):
     protocol = _toy_with_findings()
     measure = protocol.measure
 
@@ -347,6 +347,8 @@ def test_a_run_that_cannot_be_measured_keeps_the_others_figures(monkeypatch, tmp
     assert not summary.attrs["complete"]
     assert summary.set_index("metric").loc["seed_echo", "mean"] == 2.0  # seeds 1 and 3
     assert "cafe seed 2: could not be measured (FileNotFoundError" in (tmp_path / "r" / "report.md").read_text()
+    warned = [r.getMessage() for r in caplog.records if "could not be measured" in r.getMessage()]
+    assert warned == ["cafe seed 2 could not be measured: FileNotFoundError: tables/missing.parquet"]
 
 
 def test_a_measure_naming_a_figure_seed_or_label_is_refused_not_silently_merged(monkeypatch, tmp_path):
