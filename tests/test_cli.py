@@ -22,10 +22,17 @@ def test_run_and_replay_from_the_command_line(tmp_path, capsys):
     assert "live LLM calls: 0" in printed and "frames identical to the recording: yes" in printed
 
 
-def test_models_lists_engines_and_operations(capsys):
+def test_models_lists_engines_and_operations(capsys, monkeypatch):
+    from socialsim.llm.engines import NOTES
+
+    monkeypatch.setenv("SOCIALSIM_MODEL", "rules")
     assert main(["models"]) == 0
     printed = capsys.readouterr().out
     assert "local/smollm2" in printed and "rules" in printed and "ChooseAction" in printed
+    assert "  rules              rule-based baseline, no language model\n" in printed
+    assert ("  PROVIDER/MODEL     any litellm model string, e.g. openai/gpt-4o-mini, ollama/llama3.1, hosted_vllm/MODEL "
+            "with --api-base; keys from the environment only\n") in printed
+    assert f"Default model now: rules\n  note: {NOTES['rules']}\n" in printed
 
 
 @pytest.mark.parametrize(

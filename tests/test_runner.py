@@ -344,3 +344,167 @@ def test_a_run_config_refuses_a_limit_or_price_that_is_not_a_finite_number(field
 
     with pytest.raises(ValidationError, match="finite number"):
         RunConfig(**field)
+
+
+# --- the check before step 1, with litellm's call and key check stood in (no server, no wait) ---------
+
+@pytest.fixture
+def stand_in_litellm(monkeypatch):
+    """Records what the check asks litellm; ``failing`` names the api_bases whose ping raises, and
+    ``env`` what litellm's key check reports for a model (default: every key there)."""
+    from types import SimpleNamespace
+
+    from socialsim.llm.litellm_setup import litellm
+
+    seen = SimpleNamespace(asked=[], validated=[], failing={}, env={})
+
+    async def acompletion(**request):
+        seen.asked.append(request)
+        if request.get("api_base") in seen.failing:
+            raise seen.failing[request.get("api_base")]
+
+    def validate_environment(**asked):
+        seen.validated.append(asked)
+        return seen.env.get(asked["model"], {"keys_in_environment": True, "missing_keys": []})
+
+    monkeypatch.setattr(litellm, "acompletion", acompletion)
+    monkeypatch.setattr(litellm, "validate_environment", validate_environment)
+    return seen
+
+
+def test_the_check_asks_each_provider_model_for_one_token_with_the_runs_settings(stand_in_litellm, monkeypatch):
+    from socialsim.llm import engines
+    from socialsim.llm.engines import embedded
+    from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+
+    local = []
+    monkeypatch.setattr(embedded, "check_embedded", local.append)
+    engines.check_models({"openai/b", "rules", "openai/a", "local/smollm2", "together_ai/c"},
+                         api_base="http://here/v1", timeout_s=7, num_retries=3)
+    say_ok = [{"role": "user", "content": "Say OK."}]
+    assert stand_in_litellm.asked == [
+        {"model": model, "messages": say_ok, "timeout": 7, "num_retries": 3, "api_base": "http://here/v1",
+         "max_tokens": 1} for model in ("openai/a", "openai/b", "together_ai/c")]  # in name order
+    assert stand_in_litellm.validated == [{"model": model, "api_base": "http://here/v1", "api_key": None}
+                                          for model in ("openai/a", "openai/b", "together_ai/c")]
+    assert local == ["local/smollm2"]  # the embedded engine is checked as such; the rules need nothing
+    stand_in_litellm.asked.clear()
+    engines.check_models({"openai/a"})  # no settings: the gateway's own, and no api_base at all
+    assert stand_in_litellm.asked == [{"model": "openai/a", "messages": say_ok, "timeout": DEFAULT_TIMEOUT_S,
+                                       "num_retries": DEFAULT_RETRIES, "max_tokens": 1}]
+    engines.check_models({"openai/a", "rules"}, ping=False)
+    assert len(stand_in_litellm.asked) == 1 and len(stand_in_litellm.validated) == 5  # keys still checked
+    with pytest.raises(ModelUnavailable) as raised:
+        engines.check_models({"nosuchprovider/x"}, ping=False)
+    assert str(raised.value) == ("unknown model 'nosuchprovider/x': litellm knows no provider for it (use "
+                                 "PROVIDER/MODEL, e.g. openai/gpt-4o-mini or ollama/llama3.1; or 'local/smollm2' or "
+                                 "'rules')")
+
+
+def test_a_missing_key_is_named_but_an_endpoint_litellm_wants_is_not(stand_in_litellm):
+    from socialsim.llm.engines import check_models
+
+    env = stand_in_litellm.env
+    env["openai/a"] = {"keys_in_environment": False, "missing_keys": ["A_KEY", "OLLAMA_API_BASE", "B_KEY"]}
+    with pytest.raises(ModelUnavailable) as raised:
+        check_models({"openai/a"})
+    assert str(raised.value) == ("model 'openai/a' needs A_KEY, B_KEY in the environment (keys are read from "
+                                 "the environment only)")
+    assert stand_in_litellm.asked == []  # refused before any request
+    for reported in ({"keys_in_environment": False, "missing_keys": ["OLLAMA_API_BASE"]},
+                     {"keys_in_environment": True, "missing_keys": ["A_KEY"]},  # litellm found them after all
+                     {"missing_keys": ["A_KEY"]}, {"keys_in_environment": False}):
+        env["openai/a"] = reported
+        check_models({"openai/a"}, ping=False)
+
+
+def test_an_unreachable_model_is_named_with_its_error_redacted_and_cut(stand_in_litellm, monkeypatch):
+    from socialsim.llm.engines import check_models
+    from socialsim.llm.litellm_setup import litellm
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key-0123456789")
+    stand_in_litellm.failing["http://down/v1"] = RuntimeError(
+        "sent placeholder-key-0123456789 to host ssl:<ssl.SSLContext object at 0x7f00> " + "x" * 300)
+    with pytest.raises(ModelUnavailable) as raised:
+        check_models({"openai/a"}, api_base="http://down/v1")
+    detail = ("sent [REDACTED] to host " + "x" * 300)[:200]
+    assert str(raised.value) == f"model 'openai/a' is unreachable: RuntimeError: {detail}"
+    stand_in_litellm.failing["http://down/v1"] = litellm.APIConnectionError(message="refused", model="openai/a",
+                                                                            llm_provider="openai")
+    with pytest.raises(ModelUnavailable) as raised:
+        check_models({"openai/a"}, api_base="http://down/v1")
+    assert str(raised.value) == ("model 'openai/a' is unreachable: APIConnectionError: litellm.APIConnectionError: "
+                                 "refused; is its server running? --api-base URL gives its address")
+
+
+def test_a_pool_is_checked_deployment_by_deployment_each_with_its_own_parameters(stand_in_litellm, monkeypatch,
+                                                                                   tmp_path, caplog):
+    import logging
+
+    from socialsim.llm import engines
+    from socialsim.llm.deployments import load_deployments
+
+    monkeypatch.setenv("POOL_BASE", "http://one/v1")
+    monkeypatch.setenv("POOL_KEY", "placeholder-pool-key")
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n"
+                    "  - {model_name: a-pool, litellm_params: {model: openai/m1, api_base: os.environ/POOL_BASE, "
+                    "api_key: os.environ/POOL_KEY, timeout: 5}}\n"
+                    "  - {model_name: a-pool, litellm_params: {model: openai/m2}}\n"
+                    "  - {model_name: b-pool, litellm_params: {model: openai/m3}}\n")
+    pool = load_deployments(path)
+    stand_in_litellm.failing["http://one/v1"] = RuntimeError("down")
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        engines.check_models({"a-pool", "rules", "openai/x"}, api_base="http://run/v1", timeout_s=7, num_retries=2,
+                             deployments=pool)
+    say_ok = [{"role": "user", "content": "Say OK."}]
+    assert stand_in_litellm.asked == [  # a deployment's own api_base, key and timeout; never the run's api_base
+        {"model": "openai/m1", "messages": say_ok, "timeout": 5, "num_retries": 2, "api_base": "http://one/v1",
+         "api_key": "placeholder-pool-key", "max_tokens": 1},
+        {"model": "openai/m2", "messages": say_ok, "timeout": 7, "num_retries": 2, "max_tokens": 1},
+        {"model": "openai/x", "messages": say_ok, "timeout": 7, "num_retries": 2, "api_base": "http://run/v1",
+         "max_tokens": 1}]  # a model the file does not serve: as without it
+    assert stand_in_litellm.validated == [
+        {"model": "openai/m1", "api_base": "http://one/v1", "api_key": "placeholder-pool-key"},
+        {"model": "openai/m2", "api_base": None, "api_key": None},
+        {"model": "openai/x", "api_base": "http://run/v1", "api_key": None}]
+    failure = "deployment 1 (os.environ/POOL_BASE): model 'openai/m1' is unreachable: RuntimeError: down"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"model a-pool, {failure}; its calls go to the other 1 deployment(s)"]
+    stand_in_litellm.failing[None] = RuntimeError("down too")
+    with pytest.raises(ModelUnavailable) as raised:
+        engines.check_models({"a-pool"}, deployments=pool, ping=True)
+    assert str(raised.value) == (f"model 'a-pool': no deployment in {path.resolve()} answers: {failure}; "
+                                 "deployment 2 (openai/m2): model 'openai/m2' is unreachable: RuntimeError: down too")
+    monkeypatch.delenv("POOL_KEY")  # a variable the file names, not set: named before anything is asked
+    with pytest.raises(ModelUnavailable) as raised:
+        engines.check_models({"a-pool"}, deployments=pool)
+    unset = (f"{path.resolve()}: a-pool's api_key names the environment variable POOL_KEY, which is not set")
+    assert str(raised.value) == unset
+    with pytest.raises(ModelUnavailable) as raised:
+        engines._check_deployments("a-pool", pool, False, None, None)
+    assert str(raised.value) == unset
+    path.write_text(path.read_text().replace("api_key: os.environ/POOL_KEY, ", "")
+                    + "router_settings: {redis_password: os.environ/POOL_KEY}\n")  # the Router's own, read too
+    with pytest.raises(ModelUnavailable) as raised:
+        engines.check_models({"a-pool"}, deployments=load_deployments(path), ping=False)
+    assert str(raised.value) == (f"{path.resolve()}: router_settings.redis_password names the environment "
+                                 "variable POOL_KEY, which is not set")
+
+
+def test_a_deployments_file_serving_none_of_the_runs_models_is_said_and_left_alone(stand_in_litellm, tmp_path,
+                                                                                    caplog):
+    import logging
+
+    from socialsim.llm.deployments import load_deployments
+    from socialsim.llm.engines import check_models
+
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n  - {model_name: b-pool, litellm_params: {model: openai/m, api_key: os.environ/UNSET}}\n"
+                    "  - {model_name: a-pool, litellm_params: {model: openai/m}}\n")
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        check_models({"rules", "openai/x"}, deployments=load_deployments(path), ping=False)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path.resolve()} serves none of the run's models (openai/x, rules), only a-pool, b-pool: its "
+        "deployments are not used"]
+    assert [v["model"] for v in stand_in_litellm.validated] == ["openai/x"]  # asked as without the file
