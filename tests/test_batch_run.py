@@ -26,3 +26,24 @@ def test_a_swept_switch_acts_in_the_rows():
     steps = rows.drop_duplicates(["RunId", "Step"])  # model reporters: one value per run and step
     chats = steps.groupby("enable_chat")["norm_chats"].sum()  # conversations delivered in each step
     assert chats[False] == 0 and chats[True] > 0
+
+
+def test_by_default_one_seed_in_this_process_and_nothing_printed(capsys):
+    rows = batch_run({"scenario": "makerspace", "arch": "generic", "model": "rules"})
+    assert (rows["rng"].unique().tolist(), rows["Step"].unique().tolist()) == ([1], [1])
+    assert capsys.readouterr().err == ""  # no progress bar unless asked
+    batch_run({"scenario": "makerspace", "arch": "generic", "model": "rules"}, display_progress=True)
+    assert "100%" in capsys.readouterr().err
+
+
+def test_every_setting_reaches_mesas_batch_run(monkeypatch):
+    import mesa.batchrunner
+
+    given = {}
+    monkeypatch.setattr(mesa.batchrunner, "batch_run", lambda model_cls, **settings: given.update(
+        settings, model_cls=model_cls) or [{"RunId": 0}])
+    rows = batch_run(PARAMS, rng=[3, 4], max_steps=2, data_collection_period=1, number_processes=2,
+                     display_progress=True)
+    assert rows.equals(pd.DataFrame([{"RunId": 0}]))
+    assert given == {"model_cls": SocietyModel, "parameters": PARAMS, "rng": [3, 4], "max_steps": 2,
+                     "data_collection_period": 1, "number_processes": 2, "display_progress": True}

@@ -1149,3 +1149,40 @@ def test_the_embedded_engine_is_made_reachable_only_by_a_live_run_that_routes_to
     assert not reachable(routes=RouteTable("openai/fake-model"))
     assert not reachable(routes=RouteTable("local/smollm2"), replay=True)
     assert not reachable(routes=RouteTable("local/smollm2"), dry_run=True)
+
+
+def test_importing_litellm_through_socialsim_leaves_it_offline_quiet_and_the_users_settings_kept(monkeypatch):
+    """What ``socialsim.llm.litellm_setup`` sets before litellm is used (re-run here): the bundled
+    cost map (no download), no debug banners or telemetry, litellm's own warnings off, its HTTP client
+    for OpenAI-compatible calls and its objects frozen; a user's own LITELLM_LOG or client choice stays."""
+    import gc
+    import importlib
+    import os
+    import warnings
+
+    from socialsim.llm import litellm_setup
+
+    litellm = litellm_setup.litellm
+    for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOG", HTTP_HANDLER):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(litellm, "suppress_debug_info", False)
+    monkeypatch.setattr(litellm, "telemetry", True)
+    monkeypatch.setattr(logging.getLogger("LiteLLM"), "level", logging.NOTSET)
+    freezes = []
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
+    unawaited = "coroutine 'BaseLLMHTTPHandler.async_completion' was never awaited"
+    with warnings.catch_warnings():  # the filter list as it was, afterwards
+        importlib.reload(litellm_setup)
+        assert [(action, category) for action, message, category, *_ in warnings.filters
+                if message and message.pattern == unawaited] == [("ignore", RuntimeWarning)]
+    assert [os.environ[name] for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOG", HTTP_HANDLER)] == [
+        "True", "ERROR", "true"]
+    assert (litellm.suppress_debug_info, litellm.telemetry, freezes) == (True, False, [1])
+    assert logging.getLogger("LiteLLM").level == logging.ERROR
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "False")
+    monkeypatch.setenv("LITELLM_LOG", "DEBUG")
+    monkeypatch.setenv(HTTP_HANDLER, "false")
+    with warnings.catch_warnings():
+        importlib.reload(litellm_setup)
+    assert [os.environ[name] for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOG", HTTP_HANDLER)] == [
+        "True", "DEBUG", "false"]  # never a download of the cost map, whatever the environment says

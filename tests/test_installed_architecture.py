@@ -99,6 +99,9 @@ def test_an_installed_architecture_is_known_and_cannot_replace_the_package_own(t
     assert list(architectures()) == ["generic", "crsec", "asvo", "itcmas", "tidy"]  # socialsim's first
     assert "socialsim has its own of that name" in caplog.text
     assert agents.agent_class("tidy").__name__ == "TidyAgent"
+    from socialsim.agents.crsec.agent import CRSECAgent
+
+    assert agents.agent_class("crsec") is CRSECAgent
 
 
 def test_socialsim_models_lists_it_with_its_operation(tidy_package, capsys):
@@ -191,6 +194,7 @@ def broken_packages(tmp_path, monkeypatch):
              {"raising": "raisingops.agent:Raising"})
     _package(first, "notagent", {"agent.py": "class Thing:\n    pass\n"}, {"notagent": "notagent.agent:Thing"})
     _package(first, "typo", {"agent.py": "Agnet = GenerativeAgent\n"}, {"typo": "typo.agent:Agnet"})  # NameError
+    _package(first, "notclass", {"agent.py": "def make():\n    pass\n"}, {"notclass": "notclass.agent:make"})
     _package(first, "dupone", {"agent.py": AGENT}, {"dup": "dupone.agent:TidyAgent"})
     _package(later, "duptwo", {"agent.py": AGENT}, {"dup": "duptwo.agent:TidyAgent"})
     monkeypatch.syspath_prepend(str(later))
@@ -198,7 +202,7 @@ def broken_packages(tmp_path, monkeypatch):
     installed_architectures.cache_clear()
     yield
     installed_architectures.cache_clear()
-    for name in [m for m in sys.modules if m.split(".")[0] in ("raisingops", "notagent", "typo", "dupone", "duptwo")]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("raisingops", "notagent", "typo", "notclass", "dupone", "duptwo")]:
         del sys.modules[name]
 
 
@@ -235,3 +239,34 @@ def test_a_top_level_agent_module_has_no_operations_looked_for_beside_it(tmp_pat
 
     monkeypatch.setattr(agents, "installed_architectures", lambda: {"solo": "solo:Agent", "pkg": "a.b.agent:Agent"})
     assert installed_modules() == ["solo", "a.b.agent", "a.b.operations"]
+
+
+def test_an_unknown_or_classless_architecture_is_refused_naming_every_known_one(broken_packages):
+    assert list(architectures()) == ["generic", "crsec", "asvo", "itcmas",  # then the installed, by name
+                                     "dup", "notagent", "notclass", "raising", "typo"]
+    with pytest.raises(ValueError) as raised:
+        agents.agent_class("wizard")
+    assert str(raised.value) == ("unknown architecture 'wizard'; known: asvo, crsec, dup, generic, itcmas, notagent, "
+                                 "notclass, raising, typo")
+    with pytest.raises(ValueError, match=r"architecture 'notclass' \(notclass.agent:make, .*\) is not an agent class"):
+        agents.agent_class("notclass")  # a function, not a class
+
+
+def test_installed_operations_are_listed_and_only_a_module_that_fails_is_warned_of(broken_packages, tidy_package,
+                                                                                     caplog):
+    """A package with no ``operations`` module beside its agent is no error; one whose module raises
+    is said on socialsim's own logger (the run log's), and socialsim's operations are all still there."""
+    import logging
+
+    from socialsim.llm.operations import all_operations
+
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        listed = all_operations()
+    warned = sorted((r.name, r.getMessage()) for r in caplog.records if "cannot be listed" in r.getMessage())
+    assert warned == [
+        ("socialsim", "operations of an installed architecture's module raisingops.operations cannot be listed: "
+                      "RuntimeError: config file missing"),
+        ("socialsim", "operations of an installed architecture's module typo.agent cannot be listed: NameError: "
+                      "name 'GenerativeAgent' is not defined")]
+    order = [(op.module, op.name) for op in listed]
+    assert order == sorted(order) and ("tidying", "Greet") in order and ("action", "ChooseAction") in order
