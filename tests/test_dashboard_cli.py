@@ -32,6 +32,14 @@ def test_target_is_a_scenario_or_a_run_directory(tmp_path):
         server.check_target("no-such-scenario")
 
 
+def test_a_replay_of_a_run_that_recorded_no_seed_resets_with_the_seed_it_ran_with(tmp_path):
+    """A config.json with no ``rng`` ran with the runner's default seed: a Reset builds that society."""
+    from socialsim.dashboards.session import ReplaySession
+    from socialsim.model.runner import RunConfig
+
+    assert ReplaySession(_fake_run_dir(tmp_path / "run")).config.seed == RunConfig.model_fields["rng"].default == 42
+
+
 def test_server_stays_offline_and_on_loopback():
     env = server.server_env("hobbs-cafe", "crsec", "rules", 7)
     assert env["SOLARA_TELEMETRY_MIXPANEL_ENABLE"] == "False"

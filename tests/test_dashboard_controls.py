@@ -158,7 +158,8 @@ def test_a_new_society_is_idle_with_nothing_to_show_and_plays_to_its_scenarios_l
     session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules"))
     assert (session.frames, session.version, session.error, session.stop_reason, session.notes, session.settings) == (
         None, 0, "", "", [], {})
-    assert not session.busy and not session.playing and session.progress() == "" and session.wait() is True
+    assert session.busy is False and session.playing is False  # booleans, as the page reads them
+    assert session.progress() == "" and session.wait() is True
     assert session.length == 2 and session.error_title == "The society stopped"  # hobbs-cafe's default length
 
 
@@ -473,6 +474,28 @@ def test_a_budget_stop_mid_step_is_built_again_from_its_tape_and_steps_on_with_w
                              ("step 2 done", 2, 6)]
     session.step(1)  # built again once: from now on it simply steps on
     assert session.wait(60) and session.shown[6:] == [("step 3 done", 3, 7)]
+
+
+def test_the_progress_line_while_built_again_from_its_tape_counts_the_seconds_since_that_build_began():
+    from socialsim.llm.ledger import BudgetExhausted
+
+    session = _HeldBuild(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=5))
+    session.go.set()
+    session.step(1)
+    assert session.wait(60) and session.frames.steps_done == 1
+    _stops_next_step(session, BudgetExhausted("max_calls=7 reached"))
+    session.step(1)
+    assert session.wait(60) and session.stop_reason.startswith("stopped by budget")
+    session._started = time.monotonic() - 1000  # the stopped step began long ago
+    session.go.clear()
+    session.building.clear()
+    session.step(1)  # built again from its tape: held at the build
+    assert session.building.wait(60)
+    line = session.progress()
+    session.go.set()
+    seconds = re.fullmatch(r"step 2 running: \d+ decisions so far \(last: \w+\), (\d+)s · run so far: .*", line)
+    assert seconds and int(seconds[1]) < 500
+    assert session.wait(60) and session.error == "" and session.frames.steps_done == 2
 
 
 def test_a_provider_outage_stops_play_saying_so_and_play_goes_on_after_it():

@@ -193,6 +193,13 @@ def test_live_session_says_a_negative_seed_is_refused_by_name():
     assert session.error == "ValueError: seed expects a whole number >= 0, got -1" and session.frames is None
 
 
+def test_live_session_says_a_negative_budget_is_refused_by_name():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", max_calls=-1))
+    session.start()
+    assert session.wait(60) and session.frames is None
+    assert session.error == "ValueError: max LLM calls expects a whole number >= 0 (0: no limit), got -1"
+
+
 def test_replay_session_reads_the_run_without_any_llm_call(crsec, monkeypatch):
     from socialsim.llm.gateway import Gateway
 
