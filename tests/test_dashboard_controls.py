@@ -460,7 +460,7 @@ def test_a_budget_stop_mid_step_is_built_again_from_its_tape_and_steps_on_with_w
     ledger.live_calls, ledger.live_cost = 7, 0.25  # what it paid so far
     _stops_next_step(session, BudgetExhausted("max_calls=7 reached"))
     session.step(3)  # the two steps still queued when the budget stops it are dropped
-    assert session.wait(60) and session.error == "" and not session.busy
+    assert session.wait(60) and session.error == "" and session.busy is False
     assert session.stop_reason == "stopped by budget: max_calls=7 reached"
     assert (session.frames.status, session.frames.steps_done) == (session.stop_reason, 1)  # step 1 kept
     session.step(1)
@@ -506,7 +506,7 @@ def test_a_provider_outage_stops_play_saying_so_and_play_goes_on_after_it():
     assert session.wait(60)
     _stops_next_step(session, ProviderOutage("3 live calls in a row failed"))
     session.play()
-    assert session.wait(60) and not session.playing and session.error == ""
+    assert session.wait(60) and session.playing is False and session.error == ""
     assert session.stop_reason == session.frames.status == "stopped by provider outage: 3 live calls in a row failed"
     session.play()  # built again from its tape, then played to its length
     assert session.wait(60) and session.frames.steps_done == 3
@@ -521,7 +521,8 @@ def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch, caplog)
     assert session.wait(60) and session.frames.steps_done == 1
     monkeypatch.setattr(SocietyModel, "_collect", lambda self: (_ for _ in ()).throw(RuntimeError("boom")))
     session.step(1)
-    assert session.wait(60) and session.error == "RuntimeError: boom" and not session.playing
+    assert session.wait(60) and session.error == "RuntimeError: boom"
+    assert (session.busy, session.playing) == (False, False)
     assert (session.frames.status, session.frames.steps_done) == ("stopped: RuntimeError: boom", 1)
     logged = [r.getMessage() for r in caplog.records if r.name == "socialsim.dashboard"]
     assert len(logged) == 1 and logged[0].startswith("dashboard step failed:\nTraceback (most recent call last)")
