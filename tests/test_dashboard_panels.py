@@ -191,6 +191,9 @@ def test_live_session_says_a_negative_seed_is_refused_by_name():
     session.start()
     assert session.wait(60)
     assert session.error == "ValueError: seed expects a whole number >= 0, got -1" and session.frames is None
+    session.step()  # the same settings would fail the same way: Step says so, never a step it did not start
+    assert session.stop_reason == ("stopped by an error; this society could not be built and cannot go on: "
+                                   "Reset builds it again")
 
 
 def test_live_session_says_a_negative_budget_is_refused_by_name():

@@ -206,8 +206,9 @@ class LiveSession:
         if not self._cut:
             return False
         if self._cut.startswith("stopped by an error"):
-            self.stop_reason = (f"{self._cut}; this society stopped in the middle of step {self._step_no} and cannot "
-                                "go on: Reset builds it again")
+            where = ("could not be built" if self.model is None else
+                     f"stopped in the middle of step {self._step_no}")
+            self.stop_reason = f"{self._cut}; this society {where} and cannot go on: Reset builds it again"
             return True
         self._rebuild = True  # the worker builds it again from its tape, then steps on
         return False
