@@ -29,10 +29,12 @@ def test_a_forked_child_runs_calls_on_a_loop_of_its_own():
     """A fork copies the loop but not the thread that runs it: the child makes its own."""
     done = run_script("""
         import os
+        import signal
 
         run_sync(answer())
         pid = os.fork()
         if pid == 0:
+            signal.alarm(20)  # a child left waiting on the parent's loop dies, not left behind
             os._exit(0 if run_sync(answer()) == 42 else 3)
         _, status = os.waitpid(pid, 0)
         print(os.waitstatus_to_exitcode(status))
