@@ -327,6 +327,46 @@ def test_the_progress_line_names_the_step_its_decisions_so_far_and_the_runs_usag
     assert all(30 <= int(seconds) < 90 for _, _, seconds, _ in parsed)
 
 
+class _HeldAfterBuild(LiveSession):
+    """A live session whose worker waits once the society is built (its first snapshot taken), before
+    it takes its first step."""
+
+    def __init__(self, config):
+        import threading
+
+        super().__init__(config)
+        self.go, self.built = threading.Event(), threading.Event()
+
+    def _next(self):
+        if self.frames.steps_done == 0 and not self.built.is_set():
+            self.built.set()
+            assert self.go.wait(60)
+        return super()._next()
+
+
+def test_the_progress_line_between_the_build_and_step_1_says_the_society_is_built():
+    session = _HeldAfterBuild(LiveConfig("hobbs-cafe", "generic", "rules", seed=3))
+    session.step(1)
+    assert session.built.wait(60)
+    line = session.progress()
+    session.go.set()
+    assert session.wait(60) and session.frames.steps_done == 1
+    assert line == "the society is built"  # it said "step 0 running: 0 decisions so far"
+
+
+def test_the_progress_line_in_plays_pause_between_steps_names_the_step_done():
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=5, play_interval_ms=60_000))
+    session.play()
+    deadline = time.monotonic() + 60
+    while session.frames is None or session.frames.steps_done < 1:  # step 1 done: Play waits a minute
+        assert time.monotonic() < deadline and session.error == ""
+        time.sleep(0.01)
+    line = session.progress()
+    session.pause()
+    assert session.wait(60) and session.frames.steps_done == 1
+    assert line == "step 1 done"  # it said "step 1 running" for the whole pause
+
+
 def test_play_before_the_build_plays_from_step_0_and_step_takes_one_step():
     session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=1))
     session.play()  # nothing built yet: no step done, so Play has a step to go

@@ -248,6 +248,9 @@ class LiveSession:
             return ""
         if self.model is None:
             return f"building the society ({time.monotonic() - self._started:.0f}s)"
+        done = self.frames.steps_done if self.frames else 0
+        if self._step_no <= done:  # between a snapshot and the next step's start, or in Play's pause
+            return "the society is built" if done == 0 else f"step {done} done"
         ledger = self.model.llm.ledger
         rows = ledger.rows
         done = len(rows) - self._rows_before
