@@ -211,8 +211,10 @@ def test_a_refused_set_value_says_what_was_expected_and_why(monkeypatch):
             params.parse_assignments("toy", [item])
         return str(raised.value)
 
-    assert refusal("nope=1") == ("--set 'nope=1': unknown toy parameter 'nope'; known: rate, step, either, mode, "
-                                 "plain, weights, items, needed, share, name, cap, kind")
+    assert refusal("nope=1") == ("--set 'nope=1': unknown toy parameter 'nope' (known: rate, step, either, mode, "
+                                 "plain, weights, items, needed, share, name, cap, kind)")
+    # a misspelt name is refused with the nearest known one, as SocietyModel's keywords are (docs/extending.md)
+    assert refusal("raet=1").startswith("--set 'raet=1': unknown toy parameter 'raet'; did you mean rate? (known: ")
     assert refusal("mode=z") == "--set 'mode=z': toy.mode expects one of x, y (Input should be 'x' or 'y')"
     assert refusal('items=["a", "b"]') == (
         "--set 'items=[\"a\", \"b\"]': toy.items expects a JSON value (Input should be a valid integer, unable to "

@@ -143,7 +143,9 @@ def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
             raise ParamError(f"--set {item!r}: architecture {arch!r} has no parameters")
         if name not in model.model_fields:
             known = ", ".join(model.model_fields)
-            raise ParamError(f"--set {item!r}: unknown {arch} parameter {name!r}; known: {known}")
+            near = difflib.get_close_matches(name, list(model.model_fields), n=1)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            raise ParamError(f"--set {item!r}: unknown {arch} parameter {name!r}{hint} (known: {known})")
         field = model.model_fields[name]
         # a choice's own word is that word (ASVO's tom_scope "none"), before "none" is read as null
         value = raw.strip() if raw.strip() in _choices(field) else _literal(raw.strip())
