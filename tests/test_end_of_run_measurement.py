@@ -263,3 +263,32 @@ def test_a_failed_embedding_replays_with_the_row_it_recorded(server, tmp_path):
     assert calls[calls["engine"] == "llm"]["status"].tolist() == ["fallback"]  # the embedding, failed
     replayed, same = replay(tmp_path / "r", progress=False)
     assert same and replayed.status == recorded.status
+
+
+def test_a_run_of_ones_own_scenario_is_judged_again_from_another_folder(tmp_path, monkeypatch):
+    """As replay reads it: from the run's own copy of the file (it raised "no such scenario file")."""
+    from socialsim.agents.itcmas.metrics import main as rejudge
+    from socialsim.scenarios.loader import scenario_path
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "valley.yaml").write_bytes(scenario_path("irollan-valley").read_bytes())
+    monkeypatch.chdir(tmp_path / "mine")
+    run(RunConfig(scenario="valley.yaml", arch="itcmas", model="rules", steps=1, rng=1), tmp_path / "r",
+        progress=False, preflight=False)
+    monkeypatch.chdir(tmp_path)
+    assert rejudge([str(tmp_path / "r")]) == 0
+    assert len(pd.read_parquet(tmp_path / "r" / "rejudged" / "rules.parquet")) == 6
+
+
+def test_a_rejudge_of_what_is_no_itcmas_run_says_so_in_a_sentence(tmp_path, capsys):
+    from socialsim.agents.itcmas.metrics import main as rejudge
+
+    assert rejudge([str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nowhere'} does not exist (no such run directory)\n"
+    run(RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=1, rng=1), tmp_path / "g",
+        progress=False, preflight=False)
+    assert rejudge([str(tmp_path / "g")]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'g'} has no ITCMA-S trajectories to judge "
+                                       f"({tmp_path / 'g' / 'tables' / 'itcmas_actions.parquet'} is missing; the "
+                                       "run's architecture: generic)\n")
+    assert not (tmp_path / "g" / "rejudged").exists()

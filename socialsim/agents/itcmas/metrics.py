@@ -379,13 +379,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge", default="rules", help="judge model (must differ from the actors'); default: rules")
     parser.add_argument("--api-base", default=None, help="the judge's OpenAI-compatible endpoint, if not its provider's")
     args = parser.parse_args(argv)
-    meta = json.loads((args.run_dir / "config.json").read_text())
-    config = meta["config"]
-    actors = actor_models(RouteTable(config.get("model"), dict(config.get("routes", {}))))
-    actions = pd.read_parquet(args.run_dir / "tables" / "itcmas_actions.parquet")
+    from socialsim.model.run_dir import is_run_dir, not_a_run_dir, recorded_scenario
     from socialsim.scenarios.loader import load_scenario
 
-    scenario = load_scenario(config["scenario"])
+    if not is_run_dir(args.run_dir):
+        print(f"error: {not_a_run_dir(args.run_dir)}", file=sys.stderr)
+        return 2
+    config = json.loads((args.run_dir / "config.json").read_text())["config"]
+    table = args.run_dir / "tables" / "itcmas_actions.parquet"
+    if not table.is_file():  # a traceback said only that the file was missing
+        print(f"error: {args.run_dir} has no ITCMA-S trajectories to judge ({table} is missing; the run's "
+              f"architecture: {config.get('arch')})", file=sys.stderr)
+        return 2
+    actors = actor_models(RouteTable(config.get("model"), dict(config.get("routes", {}))))
+    actions = pd.read_parquet(table)
+    # the run's own copy when its file was edited or moved, as replay reads it: judged from any folder
+    scenario = load_scenario(recorded_scenario(args.run_dir, config["scenario"]))
     ablation = {**(scenario.itcmas or {}), **config.get("arch_params", {})}.get("ablation", "full")
     folder = args.run_dir / REJUDGED
     from socialsim.llm.engines import ModelUnavailable, check_models
