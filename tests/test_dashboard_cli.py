@@ -141,6 +141,12 @@ def test_a_target_with_an_unknown_architecture_a_folder_named_like_a_scenario_an
     hobbs-cafe hid the scenario; --port 99999 gave a traceback and --port 0 announced port 0."""
     with pytest.raises(ValueError, match=r"--arch: unknown architecture 'bogus' \(known: asvo, crsec, generic, itcmas\)"):
         server.check_target("hobbs-cafe", "bogus")
+    # a scenario without the architecture's space, as `run` refuses it (the server started, the page said it at Reset)
+    with pytest.raises(ValueError, match=r"^the crsec architecture needs a scenario with a 'map:' \(areas to move "
+                                         r"in\); 'school-micro' has a network instead$"):
+        server.check_target("school-micro", "crsec")
+    assert cli.main(["dashboard", "school-micro", "--arch", "crsec", "--model", "rules"]) == 2
+    assert "the crsec architecture needs a scenario with a 'map:'" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text((server.Path(__file__).parent.parent / "socialsim/scenarios/data/hobbs-cafe.yaml").read_text()
                    .replace("default_arch: crsec", "default_arch: crsek"))

@@ -24,9 +24,10 @@ DEFAULT_PORT = 8765
 def check_target(target: str, arch: str | None = None) -> str:
     """A scenario name/file or a run directory; raise ValueError naming what is wrong (a scenario
     whose architecture, ``arch`` or its default, is unknown too: the page would show only a traceback)."""
-    from socialsim.agents import architectures
+    from socialsim.agents import agent_class, architectures
     from socialsim.model.run_dir import is_run_dir, not_a_run_dir, runs_below
     from socialsim.scenarios.loader import SUFFIXES, available_scenarios, load_scenario
+    from socialsim.scenarios.schema import space_problem
 
     if is_run_dir(target):
         return check_run(target)
@@ -34,10 +35,15 @@ def check_target(target: str, arch: str | None = None) -> str:
         raise ValueError(not_a_run_dir(target))  # a folder named like a scenario, holding no run, is not one
     if "/" in target.replace(os.sep, "/") and Path(target).suffix not in SUFFIXES and not Path(target).exists():
         raise ValueError(not_a_run_dir(target))  # a path, not a scenario's name: "does not exist"
-    chosen = arch or load_scenario(target).default_arch  # raises ScenarioError with the reason
+    spec = load_scenario(target)  # raises ScenarioError with the reason
+    chosen = arch or spec.default_arch
     if chosen not in architectures():
         where = "--arch" if arch else f"{target}: default_arch"
         raise ValueError(f"{where}: unknown architecture {chosen!r} (known: {', '.join(sorted(architectures()))})")
+    # an --arch without the scenario's space: the page would say so only at Reset (the check imports the
+    # agent class, hence Mesa, so a scenario's own architecture, which fits it, is not checked here)
+    if arch and (problem := space_problem(chosen, agent_class(chosen).space, spec)):
+        raise ValueError(problem)
     return target
 
 

@@ -18,7 +18,7 @@ from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import TOTALS, Budget, Ledger
 from socialsim.llm.routing import RouteTable, check_route_names, default_model
 from socialsim.scenarios.loader import ScenarioError, load_scenario
-from socialsim.scenarios.schema import Scenario
+from socialsim.scenarios.schema import Scenario, space_problem
 from socialsim.spaces.social_network import SocialNetworkWorld
 from socialsim.spaces.world import World
 
@@ -92,12 +92,8 @@ class SocietyModel(Model):
 
     def _check_space(self, space: str) -> None:
         """An architecture on a scenario without its space fails here, not as a crash in step 1."""
-        given = {"map": self.world, "network": self.social}
-        if given[space] is None:
-            what = {"map": "areas to move in", "network": "who observes whom"}[space]
-            has = next(s for s, v in given.items() if v is not None)
-            raise ScenarioError(f"the {self.arch} architecture needs a scenario with a '{space}:' ({what}); "
-                                f"{self.scenario_spec.name!r} has a {has} instead")
+        if problem := space_problem(self.arch, space, self.scenario_spec):
+            raise ScenarioError(problem)
 
     # --- the step ---------------------------------------------------------------------------
     def step(self) -> None:

@@ -191,3 +191,14 @@ def _unique(names: list[str], what: str) -> set[str]:
 
 def _overlap(a: AreaSpec, b: AreaSpec) -> bool:
     return a.x < b.x + b.width and b.x < a.x + a.width and a.y < b.y + b.height and b.y < a.y + a.height
+
+
+def space_problem(arch: str, space: str, spec: Scenario) -> str:
+    """"" when the scenario has the space (``map`` or ``network``) the architecture's agents need, else
+    why not: said before a society is built (the dashboard says it before its server starts)."""
+    given = {"map": spec.map, "network": spec.network}
+    if given[space]:
+        return ""
+    what = {"map": "areas to move in", "network": "who observes whom"}[space]
+    has = next(s for s, v in given.items() if v)
+    return f"the {arch} architecture needs a scenario with a '{space}:' ({what}); {spec.name!r} has a {has} instead"
