@@ -501,6 +501,19 @@ def test_a_figure_of_an_outcome_no_run_records_fails_before_any_run_and_names_th
     assert not list((tmp_path / "out" / RUNS).iterdir())
 
 
+def test_a_refused_edit_of_a_sweep_leaves_its_folder_exporting_its_runs(tmp_path):
+    """The refused grid's run ids were written to sweep.json first, so the export then held none of its runs."""
+    grid = {"name": "one", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}
+    first = sweep(grid, tmp_path / "s", progress=False, figures=False)
+    kept = (tmp_path / "s" / "sweep.json").read_text()
+    edited = {**grid, "parameters": {**grid["parameters"], "arch": ["generic", "crsec"]},
+              "figures": [{"outcome": "adopton", "x": "arch"}]}
+    with pytest.raises(SweepFileError, match="no run records 'adopton'"):
+        sweep(edited, tmp_path / "s", progress=False)
+    assert (tmp_path / "s" / "sweep.json").read_text() == kept
+    assert list(export(tmp_path / "s", out=tmp_path / "x").runs["run_id"]) == first.executed
+
+
 def test_a_figure_of_an_outcome_only_finished_runs_record_is_drawn_when_the_sweep_is_run_again(tmp_path):
     """The outcomes are those of every grid point, not only of the runs still to do."""
     grid = {"name": "two", "seeds": [1], "steps": 1,

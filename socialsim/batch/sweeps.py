@@ -546,13 +546,14 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
     if len(set(ids)) != len(ids):
         raise ValueError("two grid points resolve to the same run (e.g. a parameter equal to its default "
                          "listed twice); remove the duplicate values")
-    # run_ids: the runs of this grid, so an export leaves out those of an earlier grid in the same folder
-    (sweep_dir / SWEEP_FILE).write_text(redact(json.dumps(
-        {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list(), "run_ids": ids},
-        indent=2, default=str)))
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
     if preflight:
         check_grid(planned, spec, done=set(skipped))
+    # run_ids: the runs of this grid, so an export leaves out those of an earlier grid in the same folder;
+    # written once the grid is accepted: a refused edit left the folder exporting none of its runs
+    (sweep_dir / SWEEP_FILE).write_text(redact(json.dumps(
+        {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list(), "run_ids": ids},
+        indent=2, default=str)))
     try:
         if cluster or scheduler or client is not None:
             from socialsim.batch.dask_backend import run_on_dask
