@@ -263,3 +263,20 @@ def test_acts_bearing_on_a_norm_are_read_by_hour_from_strings_tuples_or_no_tags(
     assert metrics.acting_unbroken_share(events, breached, settings, minutes, LATE_SAWING, FOUR_PM) \
         == pytest.approx(2 / 3)
     assert math.isnan(metrics.acting_unbroken_share(events, breached, settings, minutes, PHONES, FOUR_PM))
+
+
+def test_a_follow_up_norm_judges_the_act_that_ended_its_window_not_a_later_one(model, world):
+    """With ``within_steps`` 2, sawing at step 1 and sweeping at step 2 keeps the norm: sawing again at
+    step 3 is not that saw's breach (its own window ends at step 5, and it is judged then, once)."""
+    settings = model.society.settings
+    sweeping = settings.tracked(SWEEPING)
+    two_steps = sweeping.model_copy(update={"violated_by": sweeping.violated_by.model_copy(update={"within_steps": 2})})
+    patient = settings.model_copy(update={"tracked_norms": [two_steps]})
+    world.events += [act(1, "Ann", SAW), act(2, "Ann", SWEEP), act(3, "Ann", SAW), act(4, "Ann", TEXT),
+                     act(5, "Ann", TEXT)]
+
+    def found(step):
+        return metrics.breaches(model.world, patient, step, model.scenario_spec.step_minutes)
+
+    assert found(3) == []
+    assert found(5) == [Breach(5, "Ann", SWEEPING, FLOOR, f"{SAW} without a follow-up")]

@@ -90,7 +90,8 @@ def breaches(world: World, settings: CRSECSettings, step: int, step_minutes: flo
             mine = [e for e in window if e.agent == agent]
             if any(e.step == ended + 1 and set(e.tags) & set(spec.tags) for e in mine):
                 continue  # still eating
-            last_meal = max(i for i, e in enumerate(mine) if set(e.tags) & set(spec.tags))
+            # the meal that ended then, not a later one (its own window is judged when it ends)
+            last_meal = max(i for i, e in enumerate(mine) if e.step == ended and set(e.tags) & set(spec.tags))
             if not any(spec.unless_followed_by in e.tags for e in mine[last_meal + 1:]):
                 meal = mine[last_meal]
                 found.append(Breach(step, agent, t.name, meal.area, f"{meal.action} without a follow-up"))
