@@ -104,6 +104,16 @@ def test_going_straight_back_is_a_reversal_and_going_on_to_a_third_place_is_not(
     assert metrics.judge_contexts(stayed, 3)[0].reversals == 0  # never left: nothing undone
 
 
+def test_a_reversal_is_measured_the_same_whichever_mark_stopped_the_action():
+    """Only LTRHA's variants mark a filtered action; read with its mark, a filtered take then a put was no
+    reversal while a failed one was, so the rules judge's consistency leaned on the treatment's mark."""
+    filtered = "(This action has been filtered by LTRHA) "
+    for mark, status in (("", "failed"), (filtered, "filtered")):
+        took = rows((f"{mark}take toy 1 from table 6", "hall", status), ("put toy 1 on table 6", "hall", "done"))
+        back = rows(("use chair", "room", "done"), ("go to hall", "hall", "done"), (f"{mark}go to room", "hall", status))
+        assert [metrics.judge_contexts(f, 3)[0].reversals for f in (took, back)] == [1, 1], status
+
+
 def test_the_rule_judge_scales_each_measured_share_to_1_to_7():
     ctx = JudgeContext("AY", [], areas_visited=2, areas_total=4, chats_started=1, steps=6, executed=3,
                        reversals=3, verb_entropy=0.5)

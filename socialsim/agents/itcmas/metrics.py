@@ -203,7 +203,8 @@ def judge_contexts(actions: pd.DataFrame, areas_total: int) -> list[JudgeContext
         total = sum(verbs.values())
         entropy = -sum(c / total * math.log(c / total) for c in verbs.values()) / math.log(6) if total else 0.0
         reversals = 0
-        previous = list(rows["action"])
+        # the filter's mark removed: a reversal is counted the same whichever variant's mark stopped the action
+        previous = [a.removeprefix(FILTERED_PREFIX) for a in rows["action"]]
         areas = list(rows["area"])
         for k in range(1, len(previous)):
             # undoing the previous step: going straight back where one came from, putting down
