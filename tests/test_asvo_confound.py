@@ -103,6 +103,24 @@ def test_relative_findings_holding_beside_negative_silhouettes_are_read_plainly(
         checked = checked.assign(null_verdict=checked["verdict"], null_seeds_holding=1, null_seeds_measured=1)
     reading = "\n".join(protocol.interpret(checked))
     assert "24 relative findings hold where the silhouette with ASVO is not positive" in reading
-    assert asvo_reproduce.RELATIVE_READING in reading
+    assert reading.count(asvo_reproduce.RELATIVE_READING) == 1  # said once, not again on the next line
     assert ("The rules null model holds 24 of the 24 relative findings that hold here." in reading) == null
     assert "marked confounded" in reading and "no finding there tests SVO" in reading
+
+
+@pytest.mark.parametrize("null", [False, True])
+def test_relative_findings_holding_beside_positive_silhouettes_are_read_once_as_relative(null):
+    from socialsim.model.reproduce import check_findings
+
+    protocol = asvo_reproduce.protocol(judge=None)
+    wide = protocol.paper.pivot(index="label", columns="metric", values="paper").reset_index()
+    wide["silhouette"] = wide["label"].map(lambda s: 0.2 if s.endswith("/ ASVO") else 0.1)
+    wide["silhouette_shuffled"], wide["separation_ratio"], wide["seed"] = 0.0, 1.0, 1
+    wide.loc[wide["label"].str.endswith("/ ASVO"), "separation_ratio"] = 1.1
+    checked = check_findings(protocol, wide)
+    if null:
+        checked = checked.assign(null_verdict="does not hold", null_seeds_holding=0, null_seeds_measured=1)
+    reading = "\n".join(protocol.interpret(checked))
+    assert "not positive" not in reading and reading.count(asvo_reproduce.RELATIVE_READING) == 1
+    assert ("The rules null model holds 0 of the 24 relative findings that hold here." in reading) == null
+    assert ("The absolute ones (a positive silhouette" in reading) == (not null)

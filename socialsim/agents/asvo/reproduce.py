@@ -132,12 +132,13 @@ def interpret(checked: pd.DataFrame) -> list[str]:
         lines.append(f"**{len(holding)} relative findings hold where the silhouette with ASVO is not positive** "
                      f"({', '.join(negative)}): there the actions do not cluster by SVO type at all; the relative "
                      "findings only say that SVO changed the choices. " + RELATIVE_READING)
+    reading = "" if holding else f"{RELATIVE_READING} "  # said once
     if null:
         both = [f for f in relative["finding"] if verdict[f] == "holds" and null.get(f) == "holds"]
         lines.append(f"The rules null model holds {len(both)} of the {int((relative['finding'].map(verdict) == 'holds').sum())} "
-                     f"relative findings that hold here. {RELATIVE_READING}")
+                     f"relative findings that hold here. {reading}".rstrip())
     elif not relative.empty and (relative["finding"].map(verdict) == "holds").any():
-        lines.append(f"{RELATIVE_READING} The absolute ones (a positive silhouette, the SVO types shuffled between "
+        lines.append(f"{reading}The absolute ones (a positive silhouette, the SVO types shuffled between "
                      "agents) are the test, where several agents hold each SVO type.")
     if any(CONFOUNDED in f for f in checked["finding"]):
         lines.append("Where each SVO type is one agent (marked confounded), a silhouette above the shuffled-label "
