@@ -148,6 +148,9 @@ def test_the_society_findings_hold_at_their_thresholds():
     assert not found[larger].holds(figures(society))  # as large as chance is not larger
     society["full"]["largest_clique_chance"] = 2.9
     assert found[larger].holds(figures(society))
+    control = found[f"full ITCMA-S's largest clique is larger than base ITCMA's {rp.CONTROL}"]
+    assert not control.holds(figures({**society, "base": {"largest_clique": 3.0}}))  # base's as large: no control
+    assert control.holds(figures({**society, "base": {"largest_clique": 2.0}}))
 
 
 def test_the_protocol_runs_the_five_architectures_for_the_papers_75_steps_and_asks_the_judge_of_each_agent():
