@@ -25,7 +25,17 @@ def test_by_default_the_lexical_matcher_measures_and_the_report_says_so():
     matches = model.datacollector.get_table_dataframe("norm_matches")
     assert len(matches) > 0 and (matches["judged"] == matches["lexical"]).all() and set(matches["judge"]) == {"rules"}
     assert adoption(model).max() > 0
-    assert "lexical matcher" in measurement_lines(model)[0]
+    line = measurement_lines(model)[0]
+    assert "lexical matcher" in line and "not an independent measurement" in line  # the actors match by it too
+
+
+def test_a_rules_judge_beside_actors_matching_on_a_model_is_not_said_to_be_their_reading(scripted):
+    scripted(default="1")  # the actors' model answers "none of these" to every match
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, routes={"MatchNorm": "openai/actor"})
+    for _ in range(3):
+        model.step()
+    line = measurement_lines(model)[0]
+    assert "lexical matcher" in line and "independent" not in line
 
 
 def test_an_llm_judge_decides_the_measurement_on_its_own_route(scripted):

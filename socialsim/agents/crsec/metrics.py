@@ -512,8 +512,13 @@ def measurement_lines(model: SocietyModel) -> list[str]:
                  ] if repeats else []
     judge = model.society.settings.judge
     if judge == "rules":
+        from socialsim.llm.routing import RULES
+
+        own = model.llm.routes.model_for(ops.MATCH_NORM.name, ops.MATCH_NORM.module) == RULES
+        same = (" But the actors' own matching (MatchNorm on the rules) is that same matcher: here adoption is "
+                "their own reading of their norms, not an independent measurement.") if own else ""
         return ["Held norms were matched to the tracked norms, and plans judged, by the lexical matcher "
-                "(each tracked norm's keywords and contrary phrases in the scenario file), not by the actors.",
+                f"(each tracked norm's keywords and contrary phrases in the scenario file), not by the actors.{same}",
                 *kept_once]
     matches = model.datacollector.get_table_dataframe("norm_matches")
     n, agree, kappa = judge_agreement(matches)
