@@ -967,6 +967,29 @@ def test_a_stopped_run_ends_the_protocol_and_a_run_of_the_rules_needs_no_yes(mon
         "a stand-in protocol\n\n" + rp.markdown_table(summary) + "\n")
 
 
+def test_each_run_left_out_and_each_not_started_is_named_in_one_list(monkeypatch, tmp_path):
+    """Seed 1 unmeasurable, seed 2 interrupted: both left out, in one note; seeds 3 and 4 never start."""
+    _StandIns(monkeypatch, tmp_path, {"rules": (0, 0.0, ["rules"], {}, {})},
+              runs={("rules", 2): ("interrupted", 0.0, 0.0, ())})
+    protocol = _StandIns.protocol()
+
+    def unmeasurable_seed_1(run_dir):
+        if run_dir.name == "seed-1":
+            raise FileNotFoundError("tables/missing.parquet")
+        return {"x": 1.0}
+
+    protocol.measure = unmeasurable_seed_1
+    monkeypatch.setattr(rp, "load_protocol", lambda arch, judge=None: protocol)
+    said = []
+    summary = rp.reproduce("generic", "rules", seeds=4, out=tmp_path / "r", echo=said.append)
+    notes = ["Not in the figures: cafe seed 1: could not be measured (FileNotFoundError: tables/missing.parquet); "
+             "cafe seed 2: interrupted after 1 steps (not measured: a partial run is not the protocol's).",
+             "Not started (2): cafe seed 3, cafe seed 4. The same command with the same --out resumes: recorded "
+             "calls are free."]
+    assert said[-4:-2] == notes and not summary.attrs["complete"]
+    assert "".join(f"{n}\n\n" for n in notes) in (tmp_path / "r" / "report.md").read_text()
+
+
 def test_a_null_model_stopped_short_gives_no_verdicts_and_says_where_it_stopped(monkeypatch, tmp_path):
     _StandIns(monkeypatch, tmp_path, {MINI: (16, 0.5, [MINI], {}, {}), "rules": (0, 0.0, ["rules"], {}, {})},
               runs={("rules", 2): ("interrupted", 0.0, 0.0, ())})
