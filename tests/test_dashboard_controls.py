@@ -283,6 +283,32 @@ def test_the_progress_line_while_the_society_is_built_counts_the_seconds_since_t
     assert session.wait(60) and session.progress() == ""
 
 
+class _HeldWorker(LiveSession):
+    """A live session whose worker waits before its first line until the test lets it go."""
+
+    def __init__(self, config):
+        import threading
+
+        super().__init__(config)
+        self.go = threading.Event()
+
+    def _work(self):
+        assert self.go.wait(60)
+        super()._work()
+
+
+def test_the_progress_line_before_the_worker_begins_counts_from_start_not_from_the_clocks_zero():
+    session = _HeldWorker(LiveConfig("hobbs-cafe", "generic", "rules", seed=3))
+    began = time.monotonic()
+    session.start()
+    line = session.progress()  # the page's poll right after Start, before the worker's first line
+    since = time.monotonic() - began
+    session.go.set()
+    seconds = re.fullmatch(r"building the society \((\d+)s\)", line)
+    assert seconds and int(seconds[1]) <= since + 1, line  # it said the seconds since the machine booted
+    assert session.wait(60) and session.error == "" and session.frames.steps_done == 0
+
+
 def test_the_progress_line_names_the_step_its_decisions_so_far_and_the_runs_usage():
     """Read while step 2 runs: before it has decided anything, then after one decision (a recorded
     LLM call that needed a fallback) — the run's totals include step 1's and step 2's so far."""

@@ -275,6 +275,7 @@ class LiveSession:
                 self._pending += n
                 return
             self._pending, self._running = n, True
+            self._started = time.monotonic()  # a poll before the worker's first line counts from here
             self._thread = threading.Thread(target=self._work, name="socialsim-dashboard-step", daemon=True)
             self._thread.start()
 
