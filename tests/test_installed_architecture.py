@@ -12,6 +12,8 @@ import pytest
 
 from socialsim import agents
 from socialsim.agents import architectures, installed_architectures
+from socialsim.agents.generic import GenerativeAgent
+from socialsim.agents.phases import Phase
 
 AGENT = '''
 from pydantic import BaseModel, ConfigDict, Field
@@ -270,3 +272,38 @@ def test_installed_operations_are_listed_and_only_a_module_that_fails_is_warned_
                       "name 'GenerativeAgent' is not defined")]
     order = [(op.module, op.name) for op in listed]
     assert order == sorted(order) and ("tidying", "Greet") in order and ("action", "ChooseAction") in order
+
+
+class _Phased(GenerativeAgent):
+    """An agent whose one own phase each case below declares wrongly."""
+
+    async def feel(self):
+        pass
+
+    def record(self):
+        pass
+
+    @classmethod
+    def announce(cls, model):
+        pass
+
+
+@pytest.mark.parametrize(("phase", "problem"), [
+    (Phase("feel"), "_Phased.feel is a coroutine (async def), which only a phase with is_async=True awaits"),
+    (Phase("record", is_async=True), "_Phased.record is no coroutine (async def), which a phase with is_async=True "
+                                     "needs"),
+    (Phase("announce"), "_Phased.announce is a classmethod, which a phase with scope='model' calls once per step "
+                        "with the model"),
+    (Phase("record", scope="model"), "_Phased.record is a method of each agent, which a phase with scope='agents' "
+                                     "(the default) calls"),
+    (Phase("recrod"), "names no method of _Phased (did you mean 'record'?)"),
+], ids=["async-in-sync", "sync-in-async", "classmethod-on-agents", "method-on-model", "misspelt"])
+def test_a_phase_its_method_cannot_run_as_declared_is_refused_before_step_1(phase, problem, monkeypatch):
+    """An async method in a sync phase was called and never awaited: the run "completed" without it."""
+    from socialsim.model import society
+
+    monkeypatch.setattr(_Phased, "phases", (Phase("perceive"), phase, Phase("act")))
+    monkeypatch.setattr(society, "agent_class", lambda name: _Phased)
+    with pytest.raises(ValueError) as refused:
+        society.SocietyModel("hobbs-cafe", arch="generic", model="rules")
+    assert str(refused.value).startswith(f"_Phased's {phase!r}") and str(refused.value).endswith(problem)

@@ -14,6 +14,7 @@ from mesa import DataCollector, Model
 
 from socialsim.agents import agent_class
 from socialsim.agents.params import check_params
+from socialsim.agents.phases import phase_problem
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import TOTALS, Budget, Ledger
 from socialsim.llm.routing import RouteTable, check_route_names, default_model
@@ -67,6 +68,8 @@ class SocietyModel(Model):
         self.interactions.add_nodes_from(names)
 
         cls = agent_class(self.arch)
+        if problem := phase_problem(cls):  # a plug-in's mistake, named before any agent is built
+            raise ValueError(problem)
         # every architecture's parameters are checked against its settings_model here, a plug-in's too:
         # a misspelt or out-of-range one is refused by name, never read by nothing
         self.arch_params = check_params(self.arch, arch_params)
