@@ -110,6 +110,13 @@ def test_bad_settings_and_sections_get_clear_messages(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValueError, match=r"asvo\.actions: List should have at least 1 item"):
         SocietyModel(str(path), model="rules")
+    data["asvo"]["actions"] = [{"text": "help {other}", "self": 0, "others": 1}]
+    data["agents"][1]["traits"]["svo"] = "competetive"  # named with the file and the field, as the section's are
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError) as refused:
+        SocietyModel(str(path), model="rules")
+    assert str(refused.value) == (f"{path}: agents[1] (Amy).traits.svo: unknown SVO type 'competetive' "
+                                  "(types: altruistic, prosocial, individualistic, competitive)")
     del data["asvo"]
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValueError, match="has no 'asvo:' section"):

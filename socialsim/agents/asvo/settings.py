@@ -179,6 +179,10 @@ class ASVOScenario(_Strict):
         except ValidationError as exc:
             raise ValueError(f"{scenario.where}: invalid asvo section: "
                              + "; ".join(field_problems(exc, "asvo"))) from None
+        for i, agent in enumerate(scenario.agents):  # a misspelt traits.svo, named where it is written
+            if "svo" in agent.traits and agent.traits["svo"] not in SVO_TYPES:
+                raise ValueError(f"{scenario.where}: agents[{i}] ({agent.name}).traits.svo: unknown SVO type "
+                                 f"{agent.traits['svo']!r} (types: {', '.join(SVO_TYPES)})")
         for agent in scenario.agents:  # an agent's own degrees and start values, checked as the section's
             own = {key: agent.traits[key] for key in ("degrees", "initial") if key in agent.traits}
             try:
