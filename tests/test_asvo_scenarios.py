@@ -110,6 +110,10 @@ def test_bad_settings_and_sections_get_clear_messages(tmp_path):
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValueError, match=r"asvo\.actions: List should have at least 1 item"):
         SocietyModel(str(path), model="rules")
+    data["asvo"]["actions"] = [{"text": "help {friend}", "self": 0, "others": 1}]  # filled in: {other} only
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match=r"asvo\.actions\.0\.text: unknown placeholder \{friend\} \(only \{other\}"):
+        SocietyModel(str(path), model="rules")
     data["asvo"]["actions"] = [{"text": "help {other}", "self": 0, "others": 1}]
     data["agents"][1]["traits"]["svo"] = "competetive"  # named with the file and the field, as the section's are
     path.write_text(yaml.safe_dump(data))

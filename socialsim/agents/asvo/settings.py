@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -131,6 +132,14 @@ class CatalogueAction(_Strict):
     text: str = Field(min_length=3, description="what the agent does; '{other}' = someone it observes")
     own: float = Field(alias="self", ge=-1, le=1, description="simulated gain for the actor")
     others: float = Field(ge=-1, le=1, description="simulated gain for each person the actor observes")
+
+    @field_validator("text")
+    @classmethod
+    def _placeholder(cls, v):
+        """Only ``{other}`` is filled in: any other (``{friend}``) went into every prompt as it was."""
+        if unknown := sorted(set(re.findall(r"\{[^{}]*\}", v)) - {"{other}"}):
+            raise ValueError(f"unknown placeholder {', '.join(unknown)} (only {{other}}, someone the agent observes)")
+        return v
 
 
 class ASVOScenario(_Strict):
