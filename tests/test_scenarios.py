@@ -343,3 +343,26 @@ def test_a_society_records_the_step_the_usage_its_architectures_and_scenarios_co
     assert sorted(agents["name"]) == sorted(a.name for a in model.agents)
     tables = {name: list(model.datacollector.get_table_dataframe(name).columns) for name in model.datacollector.tables}
     assert tables == {"events": EVENT_COLUMNS, "interactions": INTERACTION_COLUMNS, **CRSECAgent.tables()}
+
+
+def test_a_reference_check_names_its_field_as_the_path_it_wrote_not_the_top_level():
+    """The map's and the scenario's reference checks say where with an index and a name; those lines
+    read "(top level): agents[0] (Ann): ..." and "map: doors[0]: ..." before."""
+    from pydantic import ValidationError
+
+    from socialsim.scenarios.schema import Scenario, field_problems
+
+    base = {"name": "pub", "agents": [{"name": "Ann", "description": "a teacher", "start_area": "bar"}],
+            "map": {"areas": [{"name": "bar", "x": 0, "y": 0, "width": 2, "height": 2}]}}
+    problems = []
+    for edit in ({"agents": [{**base["agents"][0], "start_area": "pub"}]},
+                 {"map": {**base["map"], "doors": [["bar", "gardn"]]}},
+                 {"map": {**base["map"], "furniture": [{"name": "counter", "area": "pib"}]}},
+                 {"network": {"edges": [["Ann", "Dan"]]}}):
+        with pytest.raises(ValidationError) as raised:
+            Scenario.model_validate({**base, **edit})
+        problems += field_problems(raised.value)
+    assert problems == ["agents[0] (Ann): unknown start_area 'pub'",
+                        "map.doors[0]: unknown area 'gardn' (areas: ['bar'])",
+                        "map.furniture[0] (counter): unknown area 'pib'",
+                        "network.edges[0]: unknown agent 'Dan'"]

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from socialsim.llm.redact import redact
 
-_FIELD_PREFIX = re.compile(r"^([\w.]+): (.*)$", re.S)  # a validator's message that names where: "steps: ..."
+# a validator's message that names where: "steps: ...", "doors[0]: ...", "agents[0] (Ann): ..."
+_FIELD_PREFIX = re.compile(r"^([\w.\[\]]+(?: \([^()]*\))?): (.*)$", re.S)
 
 
 def field_problems(exc: ValidationError, prefix: str = "") -> list[str]:
