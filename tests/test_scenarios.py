@@ -366,3 +366,15 @@ def test_a_reference_check_names_its_field_as_the_path_it_wrote_not_the_top_leve
                         "map.doors[0]: unknown area 'gardn' (areas: ['bar'])",
                         "map.furniture[0] (counter): unknown area 'pib'",
                         "network.edges[0]: unknown agent 'Dan'"]
+
+
+def test_a_preset_ones_own_scenario_file_lacks_is_refused_naming_that_file(tmp_path):
+    """A copy keeps its ``name:``: "scenario 'makerspace' has no preset" sent people to the shipped file."""
+    from socialsim.model.runner import RunConfig
+    from socialsim.scenarios.loader import scenario_path
+
+    copy = tmp_path / "mine.yaml"
+    copy.write_text(scenario_path("makerspace").read_text())
+    with pytest.raises(ValueError) as refused:
+        RunConfig(scenario=str(copy), preset="fast", model="rules").resolved()
+    assert str(refused.value) == f"{copy} has no preset 'fast' (presets: paper)"

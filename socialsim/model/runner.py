@@ -85,7 +85,7 @@ class RunConfig(BaseModel):
         scenario = load_scenario(source or self.scenario)
         preset = scenario.presets.get(self.preset, {}) if self.preset else {}
         if self.preset and self.preset not in scenario.presets:
-            raise ValueError(f"scenario {scenario.name!r} has no preset {self.preset!r} "
+            raise ValueError(f"{scenario.where} has no preset {self.preset!r} "
                              f"(presets: {', '.join(scenario.presets) or 'none'})")
         arch = self.arch or scenario.default_arch
         preset_params = {k: v for k, v in preset.items() if k != "steps"}
