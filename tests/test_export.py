@@ -401,3 +401,6 @@ def test_an_asvo_sweep_s_runs_table_and_export_carry_each_run_s_separability(tmp
                 assert (pd.isna(value) and figures[key] is None) or value == figures[key], (key, use_svo)
     assert runs["separability_actions"].gt(0).all()
     assert runs["separability_svo_is_agent"].all()  # school-micro: each SVO type is one agent
+    # both in the order docs/outputs.md gives: the final model values, then what was measured at the end
+    assert list(exported.columns) == list(runs.columns)
+    assert list(runs.columns).index("cooperation_rate") < list(runs.columns).index("separability_actions")
