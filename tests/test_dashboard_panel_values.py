@@ -297,6 +297,21 @@ def test_the_event_log_lists_every_kind_of_event_exactly_newest_first():
                                      "thought", "unheard chat"]
 
 
+def test_an_itcmas_attempt_that_failed_for_want_of_resources_is_in_the_event_log():
+    """A failed attempt never reaches the world, so only ITCMA-S's own table holds it: the log showed
+    the thought announcing it and then nothing."""
+    actions = pd.DataFrame({"step": [1, 1, 2, 2], "agent": ["SG", "WL", "SG", "AY"],
+                            "action": ["use bed 3", "use chair 8", "use bed 3",
+                                       "(This action has been filtered by LTRHA) take food"],
+                            "status": ["failed", "done", "refused", "filtered"],
+                            "reason": ["not enough resources: the attempt failed", "", "WL is not here", ""]})
+    f = frames(itcmas_actions=actions)
+    assert panels.event_log(f, 2).to_dict("records") == [
+        {"step": 1, "kind": "failed action", "agent": "SG",
+         "text": "use bed 3 (failed: not enough resources: the attempt failed)"}]
+    assert panels.event_kinds(f) == ["failed action"]
+
+
 def test_without_world_events_the_log_reads_actions_and_thoughts_from_the_agents_frame():
     agents = pd.DataFrame({"step": [1, 1, 2], "AgentID": [1, 2, 1], "name": ["Ann", "Bob", "Ann"],
                            "action": ["help Bob", "", "share lunch"], "thought": ["", "hm", None]})

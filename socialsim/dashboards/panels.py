@@ -540,6 +540,10 @@ def _event_rows(frames: Frames) -> Iterable[dict]:
                "text": f"to {addressee}: {r.get('text', '')}"}
     for r in t.get("filtered_actions", pd.DataFrame()).to_dict("records"):
         yield {"step": r["step"], "kind": "filtered action", "agent": r.get("agent", ""), "text": r.get("action", "")}
+    for r in t.get("itcmas_actions", pd.DataFrame()).to_dict("records"):
+        if r.get("status") == "failed":  # never reached the world: only ITCMA-S's own table holds it
+            yield {"step": r["step"], "kind": "failed action", "agent": r.get("agent", ""),
+                   "text": f"{r.get('action', '')} (failed: {r.get('reason', '')})"}
     for r in t.get("norm_changes", pd.DataFrame()).to_dict("records"):
         yield {"step": r["step"], "kind": "norm change", "agent": r.get("agent", ""),
                "text": f"norm {r.get('norm_id')} {r.get('event', '')} [{r.get('state', '')}]: {r.get('content', '')}"}
@@ -564,7 +568,7 @@ EVENT_COLUMNS = ["step", "kind", "agent", "text"]
 
 def event_log(frames: Frames, step: int, kinds: Iterable[str] | None = None, text: str = "",
               agent: str | None = None) -> pd.DataFrame:
-    """Thoughts, chats, actions, refused and filtered actions and norm changes up to ``step``,
+    """Thoughts, chats, actions, refused, failed and filtered actions and norm changes up to ``step``,
     newest first, filtered by kind, agent and a case-insensitive text match."""
     df = pd.DataFrame(list(_event_rows(frames)), columns=EVENT_COLUMNS)
     df = df[df["step"] <= step]
