@@ -717,6 +717,22 @@ def test_a_page_that_says_idle_shows_the_last_step_even_if_the_step_ends_during_
     assert ("Step 2", "idle") not in shown
 
 
+def test_the_step_counter_names_the_scenarios_architecture_before_the_society_is_built(monkeypatch):
+    """With "(scenario default)" chosen, the counter read "Step 0 · hobbs-cafe ·  · live" while the
+    society was built, and for good when the build failed (a bad seed or model)."""
+    import solara
+
+    from socialsim.dashboards import app
+
+    session = LiveSession(LiveConfig(scenario="hobbs-cafe", arch=None, model="rules", seed=1))  # never started
+    monkeypatch.setattr(app, "initial_session", lambda: session)
+    texts: list[tuple[str, str]] = []
+    text = solara.Text
+    monkeypatch.setattr(solara, "Text", lambda t, **kw: (texts.append((kw.get("classes", [""])[0], t)), text(t, **kw))[1])
+    solara.render(app.Page(), handle_error=False)
+    assert [t for kind, t in texts if kind == "step-counter"][-1] == "Step 0 · hobbs-cafe · crsec · live"
+
+
 def test_reset_or_closing_the_page_stops_the_society_it_replaces(monkeypatch):
     """Reset left the old society playing (and calling its model) unseen behind the new one."""
     import ipyvuetify as v

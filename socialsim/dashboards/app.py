@@ -583,6 +583,8 @@ def Page() -> None:
     done = latest.steps_done if latest is not None else 0
     step = min(max(cursor, 1), done) if session.replay else (frames.steps_done if frames is not None else 0)
     totals = solara.use_memo(lambda: panels.usage_totals(frames, step) if frames is not None else {}, [frames, step])
+    # named before the society is built too ("(scenario default)" left it blank); loaded once per society
+    built_arch = solara.use_memo(lambda: session.config.arch or scenario_default_arch(session.config.scenario), [session])
 
     solara.Title("socialsim dashboard")
     solara.Style(CSS)
@@ -598,7 +600,7 @@ def Page() -> None:
     with solara.Column(style="padding:4px 8px"):
         mode = f"replay of {session.run_dir}" if session.replay else "live"
         label = f"Step {step} of {done}" if session.replay else f"Step {done}"
-        arch = frames.arch if frames is not None else (session.config.arch or "")
+        arch = frames.arch if frames is not None else built_arch
         solara.Text(f"{label} · {session.config.scenario} · {arch} · {mode}", classes=["step-counter"],
                     style="font-size:18px;font-weight:bold")
         if session.replay and done > 0:
