@@ -260,6 +260,17 @@ def test_a_link_in_an_agent_s_or_a_model_s_words_is_shown_as_text_never_followed
     assert "<a " not in html and html.count("<img ") == 1 and 'src="data:image/png;base64,' in html
 
 
+def test_each_engine_note_names_its_model_a_provider_s_too():
+    """The usage panel shows one note per model the run used: a provider's read only "a provider
+    model reached through litellm", so a run routed to two providers showed two notes naming neither."""
+    f = frames()
+    f.engines = ["openai/gpt-4o-mini", "rules", "vllm/qwen"]
+    notes = panels.engine_notes(f)
+    assert [engine for engine, _ in notes] == f.engines
+    assert all(note.startswith(engine + " ") for engine, note in notes)
+    assert notes[0][1] == "openai/gpt-4o-mini is a provider model reached through litellm"
+
+
 def test_the_event_log_lists_every_kind_of_event_exactly_newest_first():
     events = pd.DataFrame({"step": [1, 1, 2], "agent": ["Ann", "Bob", "Ann"], "verb": ["chat with", "use", "use"],
                            "action": ["chat with Bob", "use stove", "use bed"], "ok": [True, False, True],

@@ -630,8 +630,9 @@ def usage_totals(frames: Frames, step: int) -> dict[str, float]:
 
 
 def engine_notes(frames: Frames) -> list[tuple[str, str]]:
-    """(engine, honesty note) for every model the run used; a provider model has no note."""
-    return [(m, engine_note(m) or "a provider model reached through litellm") for m in frames.engines]
+    """(engine, honesty note) for every model the run used, each note beginning with its model's name
+    (a provider model has no honesty note: its note only names it)."""
+    return [(m, engine_note(m) or f"{m} is a provider model reached through litellm") for m in frames.engines]
 
 
 # --- inspector -----------------------------------------------------------------------------------------
