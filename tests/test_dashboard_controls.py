@@ -163,6 +163,16 @@ def test_a_new_society_is_idle_with_nothing_to_show_and_plays_to_its_scenarios_l
     assert session.length == 2 and session.error_title == "The society stopped"  # hobbs-cafe's default length
 
 
+def test_a_society_that_could_not_be_built_is_not_said_to_have_stopped():
+    """A Reset with a bad seed (or a model nobody serves) showed "The society stopped: ..." for a
+    society that never existed; the stop line under it already said it "could not be built"."""
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=-7))
+    session.start()
+    assert session.wait(60)
+    assert session.error_title == "The society could not be built"
+    assert session.error == "ValueError: seed expects a whole number >= 0, got -7"
+
+
 def test_a_live_society_is_built_as_configured_asking_the_model_named_or_else_the_default(monkeypatch):
     from socialsim.llm.engines import engine_note
 

@@ -320,6 +320,8 @@ class LiveSession:
             self._cut = "stopped by an error"
             if self.model is not None:
                 self._snapshot(f"stopped: {self.error}")
+            else:  # never built: nothing stopped
+                self.error_title = "The society could not be built"
             with self._lock:
                 self._running = False
 
