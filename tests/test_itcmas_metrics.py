@@ -91,6 +91,12 @@ def test_cli_run_writes_itcmas_report(tmp_path):
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## ITCMA-S + LTRHA" in report and "Leader (most central)" in report
     assert "| chance: random graphs with the same agents and as many ties (" in report
+    # counts, names and cliques written for a reader, not as Python's or JSON's repr
+    society = next(line for line in report.splitlines() if line.startswith("Cliques"))
+    actions = next(line for line in report.splitlines() if line.startswith("Ablation"))
+    assert not set("[]{}'\"") & set(society + actions), (society, actions)
+    counts = pd.read_parquet(tmp_path / "run" / "tables" / "itcmas_actions.parquet")["status"].value_counts()
+    assert "Actions: " + ", ".join(f"{k} {n}" for k, n in counts.items()) + "." in actions
     for name in ("itcmas_driver.png", "itcmas_pad.png", "itcmas_resources.png", "itcmas_topic.png", "interactions.png"):
         assert (tmp_path / "run" / "figures" / name).is_file()
     tables = tmp_path / "run" / "tables"

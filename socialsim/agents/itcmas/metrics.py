@@ -305,7 +305,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         "## ITCMA-S + LTRHA",
         "",
         f"Ablation: **{cfg.ablation}** (modules: {', '.join(k for k, v in cfg.modules.items() if v) or 'none'}). "
-        f"Actions: {json.dumps(status_counts)}. Filtered by LTRHA: {model.society.filtered_total}. "
+        f"Actions: {_counted(status_counts) or 'none'}. Filtered by LTRHA: {model.society.filtered_total}. "
         f"Matrix runs: {model.society.matrix_runs}.",
         "",
         *_all_filtered(model, status_counts, len(actions)),
@@ -314,8 +314,10 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         "",
         "### Society",
         "",
-        f"Cliques (≥3 agents): {structure['cliques'] or 'none'}. Leader (most central): {structure['leader'] or 'none'}. "
-        f"Isolated agents: {structure['isolated'] or 'none'}. Interaction strength: {json.dumps(structure['strength'])}.",
+        f"Cliques (≥3 agents): {'; '.join(', '.join(c) for c in structure['cliques']) or 'none'}. "
+        f"Leader (most central): {structure['leader'] or 'none'}. "
+        f"Isolated agents: {', '.join(structure['isolated']) or 'none'}. "
+        f"Interaction strength: {_counted(structure['strength']) or 'none'}.",
         "",
         "| | cliques | largest clique | agents outside every clique |",
         "|---|---|---|---|",
@@ -328,6 +330,11 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
     if not actions.empty:
         parts += ["", "### Five dimensions (7-point)", "", *judge_section(model, actions, run_dir)]
     return parts
+
+
+def _counted(counts: dict) -> str:
+    """``{"done": 32, "failed": 8}`` as the report's reader reads it: "done 32, failed 8"."""
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
 
 
 def _all_filtered(model: SocietyModel, status_counts: dict[str, int], actions: int) -> list[str]:
