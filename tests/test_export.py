@@ -404,3 +404,21 @@ def test_an_asvo_sweep_s_runs_table_and_export_carry_each_run_s_separability(tmp
     # both in the order docs/outputs.md gives: the final model values, then what was measured at the end
     assert list(exported.columns) == list(runs.columns)
     assert list(runs.columns).index("cooperation_rate") < list(runs.columns).index("separability_actions")
+
+
+def test_a_run_whose_table_has_no_rows_leaves_the_identifying_columns_whole_numbers(sweep_dir, tmp_path):
+    """A CRSEC run without chat has an empty interactions table: tagging its no rows made the seed,
+    replicate and steps floats in every run's rows of that table (and "3.0" in its CSV)."""
+    import shutil
+
+    copy = tmp_path / "s"
+    shutil.copytree(sweep_dir, copy)
+    table = sorted((copy / "runs").glob("run-*/tables/interactions.parquet"))[0]
+    pd.read_parquet(table).iloc[:0].astype(float).to_parquet(table)  # as a run with none writes it: float columns
+    exp = export(copy, tmp_path / "out")
+    interactions = exp.tables["interactions"]
+    assert interactions["run_id"].nunique() == 3 and len(interactions) > 0
+    for column in ("replicate", "rng", "steps"):
+        assert interactions[column].dtype == exp.model[column].dtype == "int64", column
+    csv = pd.read_csv(tmp_path / "out" / "tables" / "interactions.csv")
+    assert csv["rng"].dtype == "int64" and csv["step"].dtype == "int64"

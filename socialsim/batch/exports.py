@@ -232,7 +232,13 @@ def _frame(parts: list[pd.DataFrame]) -> pd.DataFrame:
     parts = [p for p in parts or [] if len(p.columns)]
     if not parts:
         return pd.DataFrame()
-    frame = _tidy(pd.concat(parts, ignore_index=True))
+    # a run's part without rows (a table it never wrote to) has float columns: concatenated, it made every
+    # run's seed, replicate and whole-number parameters floats; it adds only the columns the others lack
+    filled = [p for p in parts if len(p)]
+    frame = pd.concat(filled or parts, ignore_index=True)
+    for column in (c for p in parts for c in p.columns if c not in frame.columns):
+        frame[column] = None
+    frame = _tidy(frame)
     # Mesa records an agent frame's Step as a float (model time); steps are whole numbers
     if "step" in frame.columns and pd.api.types.is_float_dtype(frame["step"]):
         steps = frame["step"]
