@@ -525,6 +525,19 @@ def test_a_figure_of_an_outcome_only_finished_runs_record_is_drawn_when_the_swee
     assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["adoption_no_smoking_indoors_-by-arch.png"]
 
 
+def test_an_edited_sweep_file_s_figures_replace_the_ones_an_earlier_version_of_it_drew(tmp_path):
+    """A figure taken out of the sweep file stayed in figures/, drawn from the earlier grid's runs,
+    beside the figures of the grid the runs table now holds."""
+    grid = {"name": "drawn", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"},
+            "figures": [{"outcome": "rule_decisions", "x": "arch"}]}
+    sweep(grid, tmp_path / "s", progress=False)
+    assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["rule_decisions-by-arch.png"]
+    sweep({**grid, "steps": 2, "figures": [{"outcome": "llm_calls", "x": "arch"}]}, tmp_path / "s", progress=False)
+    assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["llm_calls-by-arch.png"]
+    sweep({**grid, "figures": []}, tmp_path / "s", progress=False)  # none asked for any more
+    assert not list((tmp_path / "s" / "figures").iterdir())
+
+
 def test_a_figure_that_cannot_be_drawn_is_reported_and_the_others_are_still_drawn(tmp_path, capsys):
     """After the runs, a figure of an outcome that is not a number cannot be drawn: a warning, not
     a traceback that hides the results."""

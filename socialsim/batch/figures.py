@@ -72,8 +72,12 @@ def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
     """Write the figures a sweep file asks for to SWEEP_DIR/figures/; return why any was not drawn
     (the runs are saved by then: one bad figure must not hide the others or the results)."""
     out = result.sweep_dir / "figures"
-    out.mkdir(exist_ok=True)
+    for drawn in out.glob("*.png"):  # an earlier version of the sweep file's figures, of its grid's runs
+        drawn.unlink()
     problems = []
+    if not spec.figures:
+        return problems
+    out.mkdir(exist_ok=True)
     with missing_glyphs_noted(str(out)):
         for i, fig_spec in enumerate(spec.figures):
             pooled = tuple(p for p in spec.swept() if p not in (fig_spec.x, fig_spec.hue))

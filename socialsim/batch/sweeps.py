@@ -571,7 +571,7 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
     runs = summarize(sweep_dir, planned)
     write_table(runs, sweep_dir / "runs")
     result = SweepResult(sweep_dir, runs, [i for i in ids if i not in set(skipped)], skipped)
-    if figures and spec.figures:
+    if figures:  # drawn again, and an earlier version's figures taken away
         from socialsim.batch.figures import sweep_figures
 
         result.figure_problems = sweep_figures(result, spec)
