@@ -422,3 +422,16 @@ def test_a_run_whose_table_has_no_rows_leaves_the_identifying_columns_whole_numb
         assert interactions[column].dtype == exp.model[column].dtype == "int64", column
     csv = pd.read_csv(tmp_path / "out" / "tables" / "interactions.csv")
     assert csv["rng"].dtype == "int64" and csv["step"].dtype == "int64"
+
+
+def test_the_runs_table_keeps_the_model_frame_s_whole_numbers(tmp_path):
+    """The last model row of a run whose frame mixes counts and shares was read as one float row: the
+    runs table (and its CSV) gave step 1.0 and every count as a float."""
+    result = sweep({"name": "ints", "seeds": [1], "steps": 1,
+                    "parameters": {"arch": "crsec", "model": "rules"}}, tmp_path / "s", progress=False)
+    exp = export(tmp_path / "s", tmp_path / "out")
+    assert exp.model["adoption[no smoking indoors]"].dtype == "float64"  # the frame is not all whole numbers
+    for runs in (result.runs, pd.read_parquet(tmp_path / "s" / "runs.parquet"), exp.runs):
+        for column in ("step", "rule_decisions", "conflicts_total", "adoption[no smoking indoors]"):
+            assert runs[column].dtype == exp.model[column].dtype, column
+    assert pd.read_csv(tmp_path / "out" / "runs.csv")["rule_decisions"].dtype == "int64"

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from socialsim.batch.sweepfile import CONFIG_PARAMS, encode
-from socialsim.batch.sweeps import RUNS, run_measures, write_table
+from socialsim.batch.sweeps import RUNS, last_row, run_measures, write_table
 from socialsim.model.run_dir import SWEEP_FILE
 from socialsim.model.runner import _tidy
 from socialsim.model.steplog import frame_reader
@@ -101,7 +101,7 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         read = frame_reader(d)  # a killed run's complete steps too (and a running run's so far)
         frame = read(d / "model.parquet")
         model.append(_tag(frame, tags))
-        final = frame.iloc[-1].to_dict() if len(frame) else {}
+        final = last_row(frame)
         measured = run_measures(d, meta.get("config", {}).get("arch"))  # at the run's end (ASVO's separability)
         runs.append({**tags, "status": _status(d, meta), "steps_done": meta.get("steps_done", 0),
                      "live_calls": meta.get("live_calls", 0), "live_cost_usd": meta.get("live_cost_usd", 0.0),

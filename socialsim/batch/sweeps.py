@@ -686,14 +686,19 @@ def summarize(sweep_dir: Path, planned: list[PlannedRun]) -> pd.DataFrame:
         model_file = run_dir / "model.parquet"
         if model_file.exists():
             frame = pd.read_parquet(model_file)
-            if len(frame):
-                for col, value in frame.iloc[-1].items():
-                    if col not in row:
-                        row[col] = value
+            for col, value in last_row(frame).items():
+                if col not in row:
+                    row[col] = value
         for col, value in run_measures(run_dir, p.config.arch).items():  # measured at the run's end
             row.setdefault(col, value)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def last_row(frame: pd.DataFrame) -> dict[str, Any]:
+    """A run's final model values, each of its column's type (``iloc[-1]`` is one Series: counts
+    beside shares came out as floats); none for a frame without rows."""
+    return frame.iloc[-1:].to_dict("records")[0] if len(frame) else {}
 
 
 def run_measures(run_dir: Path, arch: str | None) -> dict[str, Any]:
