@@ -135,6 +135,23 @@ def test_the_outcome_figure_draws_each_hues_means_spread_and_runs_side_by_side()
     plt.close(fig)
 
 
+def test_the_runs_of_a_null_parameter_value_are_drawn_as_none():
+    """A sweep over ``memory_embedding_model: [null, M]`` by hue drew no point for the null runs (NaN
+    equals nothing: a legend entry "nan" over nothing); as x beside numbers it was not drawn at all."""
+    runs = pd.DataFrame({"n": [1, 1, 2, 2], "embedding": [None, "m", None, "m"], "calls": [1.0, 2.0, 3.0, 4.0]})
+    fig = plot_outcome(runs, "calls", "n", hue="embedding")
+    ax, = fig.axes
+    assert [list(c.lines[0].get_ydata()) for c in ax.containers] == [[2.0, 4.0], [1.0, 3.0]]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["embedding=m", "embedding=None"]
+    assert sum(len(c.get_offsets()) for c in ax.collections if not hasattr(c, "get_segments")) == 4
+    plt.close(fig)
+    fig = plot_outcome(runs.assign(rate=[0.5, None, 0.5, None]), "calls", "rate")
+    ax, = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "None"]
+    assert list(ax.containers[0].lines[0].get_ydata()) == [2.0, 3.0]
+    plt.close(fig)
+
+
 def test_an_outcome_figure_without_hue_is_one_series_and_can_be_drawn_on_given_axes():
     given = plt.figure()
     ax = given.add_subplot()

@@ -43,6 +43,9 @@ def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = Non
     are neither ``x`` nor ``hue``, whose runs each point mixes (the title says so)."""
     stats = outcome_summary(runs, outcome, x, hue)
     done = runs[runs["status"] == "completed"] if "status" in runs.columns else runs
+    axes = [x, hue] if hue else [x]
+    stats = stats.assign(**{c: _null_as_none(stats[c]) for c in axes})
+    done = done.assign(**{c: _null_as_none(done[c]) for c in axes})
     if ax is None:
         fig, ax = plt.subplots(figsize=(6, 4))
     else:
@@ -66,6 +69,11 @@ def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = Non
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def _null_as_none(values: pd.Series) -> pd.Series:
+    """A parameter's null (a sweep's ``null``) as "None": NaN equals nothing, so its runs were drawn nowhere."""
+    return values.astype(object).where(values.notna(), "None")
 
 
 def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
