@@ -399,6 +399,19 @@ def test_a_final_model_value_named_like_a_parameter_is_kept_beside_it(tmp_path):
     assert runs["model"].tolist() == ["rules"] and runs["final_model"].tolist() == ["a reporter's value"]
 
 
+def test_a_sweep_s_runs_table_keeps_a_final_model_value_named_like_a_parameter_as_the_export_does(tmp_path):
+    """The sweep's runs.parquet dropped such a value, where the export (said to hold the same columns)
+    kept it as final_NAME."""
+    spec = {"name": "named", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}
+    run_id = sweep(spec, tmp_path / "s", progress=False).runs["run_id"].iloc[0]
+    model_file = tmp_path / "s" / "runs" / run_id / "model.parquet"
+    pd.read_parquet(model_file).assign(model="a reporter's value").to_parquet(model_file)
+    again = sweep(spec, tmp_path / "s", progress=False)  # done: its table read again
+    for runs in (again.runs, export(tmp_path / "s", write=False).runs):
+        assert runs["model"].tolist() == ["rules"] and runs["final_model"].tolist() == ["a reporter's value"]
+    assert list(again.runs.columns) == list(export(tmp_path / "s", write=False).runs.columns)
+
+
 def test_an_asvo_sweep_s_runs_table_and_export_carry_each_run_s_separability(tmp_path):
     """Separability is measured once, at a run's end: the ASVO vs w/o-ASVO sweep compares it only if
     the runs table and the export carry it, and its file is JSON any tool reads (null, never NaN)."""
@@ -417,6 +430,7 @@ def test_an_asvo_sweep_s_runs_table_and_export_carry_each_run_s_separability(tmp
                 value = table.loc[use_svo, f"separability_{key}"]
                 assert (pd.isna(value) and figures[key] is None) or value == figures[key], (key, use_svo)
     assert runs["separability_actions"].gt(0).all()
+    assert list(runs.columns) == list(exported.columns)  # the model's last row, then what was measured at the end
     assert runs["separability_svo_is_agent"].all()  # school-micro: each SVO type is one agent
     # both in the order docs/outputs.md gives: the final model values, then what was measured at the end
     assert list(exported.columns) == list(runs.columns)

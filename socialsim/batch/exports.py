@@ -103,11 +103,10 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         model.append(_tag(frame, tags))
         final = last_row(frame)
         measured = run_measures(d, meta.get("config", {}).get("arch"))  # at the run's end (ASVO's separability)
+        values = {**final, **{k: v for k, v in measured.items() if k not in final}}  # as the sweep's runs table
         runs.append({**tags, "status": _status(d, meta), "steps_done": meta.get("steps_done", 0),
                      "live_calls": meta.get("live_calls", 0), "live_cost_usd": meta.get("live_cost_usd", 0.0),
-                     # the final model values, then what was measured at the end (a final value of its name wins,
-                     # as in the sweep's runs table); one named like a parameter is kept as final_NAME
-                     **{(f"final_{k}" if k in tags else k): v for k, v in {**final, **measured, **final}.items()}})
+                     **{(f"final_{k}" if k in tags else k): v for k, v in values.items()}})  # never dropped
         ag = read(d / "agents.parquet").rename(columns={"Step": "step", "AgentID": "agent_id"})
         agents.append(_tag(ag.assign(agent_type=meta.get("config", {}).get("arch")), tags))
         # the ledger's `model` is the model that answered each call; `model` the run's default

@@ -678,6 +678,7 @@ def summarize(sweep_dir: Path, planned: list[PlannedRun]) -> pd.DataFrame:
         run_dir = sweep_dir / RUNS / p.run_id
         row: dict[str, Any] = {"run_id": p.run_id, "replicate": p.replicate, "rng": p.rng}
         row.update({k: encode(v) for k, v in p.params.items()})
+        tags = set(row)  # a final value named like one is kept beside it, as in the export
         meta = _meta(run_dir)
         row["status"] = meta.get("status", "not run")
         row["steps_done"] = meta.get("steps_done", 0)
@@ -687,8 +688,7 @@ def summarize(sweep_dir: Path, planned: list[PlannedRun]) -> pd.DataFrame:
         if model_file.exists():
             frame = pd.read_parquet(model_file)
             for col, value in last_row(frame).items():
-                if col not in row:
-                    row[col] = value
+                row.setdefault(f"final_{col}" if col in tags else col, value)
         for col, value in run_measures(run_dir, p.config.arch).items():  # measured at the run's end
             row.setdefault(col, value)
         rows.append(row)
