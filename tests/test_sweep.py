@@ -746,10 +746,22 @@ def test_a_sweep_without_a_folder_goes_to_sweeps_slash_its_name_and_can_skip_its
 
 def test_two_grid_points_that_are_the_same_run_are_refused_before_any_run(tmp_path):
     spec = {"name": "twice", "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, True]}}
-    with pytest.raises(ValueError, match=r"^two grid points resolve to the same run \(e\.g\. a parameter equal to "
-                                         r"its default listed twice\); remove the duplicate values$"):
+    with pytest.raises(ValueError) as raised:
         sweep(spec, tmp_path / "s", progress=False)
+    assert str(raised.value) == (
+        "two grid points resolve to the same run (arch=crsec, model=rules, enable_chat=True and arch=crsec, "
+        "model=rules, enable_chat=True: a value listed twice, a parameter equal to its default listed beside it, or "
+        "two scenario files of the same content); remove the duplicate values")
     assert not list((tmp_path / "s" / RUNS).iterdir())
+    # a copy of a scenario file under another name is the same scenario: the message names both
+    from socialsim.scenarios.loader import DATA_DIR
+
+    (tmp_path / "mine.yaml").write_text((DATA_DIR / "hobbs-cafe.yaml").read_text())
+    copied = {"name": "copy", "steps": 1,
+              "parameters": {"scenario": ["hobbs-cafe", str(tmp_path / "mine.yaml")], "arch": "generic"}}
+    with pytest.raises(ValueError, match=f"same run \\(scenario=hobbs-cafe, arch=generic, steps=1 and scenario="
+                                         f"{tmp_path / 'mine.yaml'}, arch=generic, steps=1: "):
+        sweep(copied, tmp_path / "c", progress=False)
 
 
 def test_a_run_that_fails_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_path, monkeypatch, caplog):

@@ -544,8 +544,13 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
     planned = plan(spec)
     ids = [p.run_id for p in planned]
     if len(set(ids)) != len(ids):
-        raise ValueError("two grid points resolve to the same run (e.g. a parameter equal to its default "
-                         "listed twice); remove the duplicate values")
+        first = {}  # run id -> the grid point that gave it first
+        for p in planned:
+            if (seen := first.setdefault(p.run_id, p)) is not p:
+                points = [", ".join(f"{k}={encode(v)}" for k, v in q.params.items()) for q in (seen, p)]
+                raise ValueError(f"two grid points resolve to the same run ({points[0]} and {points[1]}: a value "
+                                 "listed twice, a parameter equal to its default listed beside it, or two scenario "
+                                 "files of the same content); remove the duplicate values")
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
     if preflight:
         check_grid(planned, spec, done=set(skipped))
