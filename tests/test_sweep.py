@@ -244,6 +244,8 @@ def write(tmp_path, text, name="bad.yaml"):
     ("parameters:\n  routes: {generic: 3}\n", "parameters.routes", "expected a mapping OPERATION: MODEL"),
     ("parameters: {arch: generic}\nfigures:\n  - {outcome: llm_calls, x: enable_chat}\n", "figures.0.x",
      "expected one of the parameters"),
+    ("parameters: {arch: [generic, crsec]}\nfigures:\n  - {outcome: llm_calls, x: arch, hue: arch}\n", "figures.0.hue",
+     "expected another parameter than x ('arch'), or no hue"),  # drawn, it failed after every run
 ])
 def test_bad_sweep_file_names_file_field_and_expectation(tmp_path, text, field, expected):
     path = write(tmp_path, text)

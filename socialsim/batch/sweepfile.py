@@ -129,6 +129,8 @@ class SweepSpec(BaseModel):
                 if value is not None and value not in names:
                     raise ValueError(f"figures.{i}.{field}: expected one of the parameters "
                                      f"({', '.join(sorted(names))}), got {value!r}")
+            if fig.hue is not None and fig.hue == fig.x:
+                raise ValueError(f"figures.{i}.hue: expected another parameter than x ({fig.x!r}), or no hue")
         return self
 
     # --- the grid ---------------------------------------------------------------------------
