@@ -1208,6 +1208,20 @@ def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypat
     assert made > 0 and "live LLM calls made now: 0, live cost now: $0.0000" in capsys.readouterr().out
 
 
+def test_the_runs_table_holds_each_parameter_as_the_run_took_it(tmp_path):
+    """``enable_chat: ["false", true]`` (written either way, one run's value) ran every run and then could
+    not write runs.parquet (a column of text and booleans); written "false" alone, the runs table said
+    "false" where the run and its export had False."""
+    spec = {"name": "typed", "seeds": [1], "steps": 1,
+            "parameters": {"arch": "crsec", "model": "rules", "enable_chat": ["false", True], "temptation": "0.5"}}
+    result = sweep(spec, tmp_path / "s", progress=False)
+    runs = pd.read_parquet(tmp_path / "s" / "runs.parquet")
+    assert runs["enable_chat"].tolist() == [False, True] and runs["temptation"].tolist() == [0.5, 0.5]
+    exported = export(tmp_path / "s", write=False).runs.set_index("run_id").loc[runs["run_id"]]
+    assert exported["enable_chat"].tolist() == [False, True] and exported["temptation"].tolist() == [0.5, 0.5]
+    assert result.runs["enable_chat"].tolist() == [False, True]
+
+
 def test_one_run_named_from_another_folder_or_written_another_way_keeps_its_id(tmp_path, monkeypatch):
     """The same scenario file named from another folder, or `enable_chat: "false"` for false, was a new
     run done again."""

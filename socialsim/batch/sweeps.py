@@ -682,7 +682,8 @@ def summarize(sweep_dir: Path, planned: list[PlannedRun]) -> pd.DataFrame:
     for p in planned:
         run_dir = sweep_dir / RUNS / p.run_id
         row: dict[str, Any] = {"run_id": p.run_id, "replicate": p.replicate, "rng": p.rng}
-        row.update({k: encode(v) for k, v in p.params.items()})
+        typed = p.config.arch_params  # as the run took them ("false" is false), as its export tags them
+        row.update({k: encode(v if k in CONFIG_PARAMS else typed.get(k, v)) for k, v in p.params.items()})
         tags = set(row)  # a final value named like one is kept beside it, as in the export
         meta = _meta(run_dir)
         row["status"] = meta.get("status", "not run")
