@@ -502,12 +502,14 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sweep_interrupted(sweep_dir: Path | None) -> int:
-    """What a Ctrl-C'd (or terminated) sweep has done, and how to go on, instead of a traceback."""
+def _sweep_interrupted(sweep_dir: Path | None, earlier: int | None = None) -> int:
+    """What a Ctrl-C'd (or terminated) sweep has done, and how to go on, instead of a traceback.
+    ``earlier``: when the runs table there was written before this command (an earlier grid's, which
+    is not what this one did)."""
     import pandas as pd
 
     table = sweep_dir / "runs.parquet" if sweep_dir else None
-    if table is None or not table.is_file():
+    if table is None or not table.is_file() or _written_at(table) == earlier:
         print("socialsim: sweep interrupted before its first run", file=sys.stderr)
         return 130
     runs = pd.read_parquet(table)
@@ -516,6 +518,13 @@ def _sweep_interrupted(sweep_dir: Path | None) -> int:
           "the same command goes on from there (completed runs are skipped, recorded calls are not paid "
           "again)", file=sys.stderr)
     return 130
+
+
+def _written_at(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -527,15 +536,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return _fail(f"--processes expects a whole number >= 1, got {args.processes}")
     logging.getLogger("distributed").setLevel(logging.WARNING)  # Dask's INFO chatter would bury the progress bar
     _sigterm_stops_like_ctrl_c()
-    spec = None
+    spec = earlier = None
     try:
         spec = load_sweep(args.sweep_file)
+        earlier = _written_at((args.out or Path("sweeps") / spec.name) / "runs.parquet")
         from socialsim.batch.sweeps import sweep
 
         result = sweep(spec, args.out, processes=args.processes, cluster=args.cluster, scheduler=args.scheduler,
                        progress=not args.no_progress)
     except KeyboardInterrupt:
-        return _sweep_interrupted(args.out or (Path("sweeps") / spec.name if spec else None))
+        return _sweep_interrupted(args.out or (Path("sweeps") / spec.name if spec else None), earlier)
     except (SweepFileError, ScenarioError, ModelUnavailable, ValueError) as exc:
         return _fail(_problem(exc))
     except OSError as exc:  # a file, or a Dask scheduler that cannot be reached

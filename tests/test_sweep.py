@@ -1016,6 +1016,13 @@ def test_a_sweep_interrupted_before_its_runs_says_so(tmp_path, monkeypatch, caps
     (tmp_path / "s.yaml").write_text("name: early\nseeds: [1]\nsteps: 1\nparameters: {arch: generic, model: rules}\n")
     assert main(["sweep", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "s"), "--no-progress"]) == 130
     assert capsys.readouterr().err.strip() == "socialsim: sweep interrupted before its first run"
+    # an earlier grid's runs table there is not what this command did ("1 of 1 runs completed" it said)
+    monkeypatch.undo()
+    sweep(load_sweep(tmp_path / "s.yaml"), tmp_path / "s", progress=False)
+    (tmp_path / "s.yaml").write_text("name: early\nseeds: [1, 2]\nsteps: 1\nparameters: {arch: generic, model: rules}\n")
+    monkeypatch.setattr(sweeps, "check_grid", interrupted)
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "s"), "--no-progress"]) == 130
+    assert capsys.readouterr().err.strip() == "socialsim: sweep interrupted before its first run"
 
 
 def test_a_run_stopped_by_a_provider_outage_says_so_and_is_redone(tmp_path, monkeypatch):
