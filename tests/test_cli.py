@@ -274,6 +274,14 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path, monkeypatch, capsys)
     assert "status: interrupted (1 steps)" in out and f"resume with: socialsim run --resume {tmp_path / 'r'}" in out
 
 
+def test_report_of_a_sweep_with_no_run_yet_says_so(tmp_path, capsys):
+    """A sweep stopped before its first run: the count line ended in a bare colon."""
+    (tmp_path / "s" / "runs").mkdir(parents=True)
+    (tmp_path / "s" / "sweep.json").write_text('{"name": "s", "run_ids": []}')
+    assert main(["report", str(tmp_path / "s")]) == 0
+    assert capsys.readouterr().out.startswith("0 run(s): nothing recorded yet\n")
+
+
 def test_report_writes_a_run_s_tidy_frames_and_names_its_report(tmp_path, capsys):
     """`socialsim report`, the command SPEC lists: the export of a run (per-type frame included)."""
     run_dir = tmp_path / "run"
