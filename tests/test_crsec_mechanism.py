@@ -433,3 +433,19 @@ def test_a_conversation_over_the_receivers_cap_is_recorded_unheard_and_has_no_ef
     wide = society(30, rng=1, conversations_heard=10)
     assert not wide.datacollector.get_table_dataframe("conversations")["heard"].eq(False).any()
     assert _total(wide, "unheard_chats") == 0
+
+
+@pytest.mark.parametrize("attended", [1, 4])
+def test_a_sender_asks_detect_conflict_about_at_most_max_observed_facts_behaviours_a_step(attended):
+    """The doc's "DetectConflict on up to 2 notable facts" is ``max_observed_facts``; no test held the
+    code to the setting (a constant 2 passed)."""
+    decisions = society(4, max_observed_facts=attended).datacollector.get_table_dataframe("sender_decisions")
+    assert decisions.groupby(["step", "agent"]).size().max() == attended
+
+
+@pytest.mark.parametrize("per_call, expected", [(1, 1), (3, 3), (6, 6), (48, 12)])
+def test_one_generate_normative_actions_call_plans_actions_per_call_actions_at_most_the_items(per_call, expected):
+    """At 08:00 every agent decomposes its first hourly plan item into ``actions_per_call`` five-minute
+    actions, never more than the item holds (12)."""
+    model = society(1, actions_per_call=per_call)
+    assert {len(agent.actions) for agent in model.agents} == {expected}
