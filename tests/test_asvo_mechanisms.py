@@ -225,6 +225,15 @@ def test_every_svo_is_offered_the_same_candidates_and_the_svo_acts_only_by_weigh
     assert len(by_svo) == 4
 
 
+@pytest.mark.parametrize("n", [1, 5])
+def test_each_agent_is_offered_n_candidates_and_chooses_among_them(n):
+    """``n_candidates``, the doc's "N candidates" (3 by default): exactly N are offered, one is chosen."""
+    actions = run_actions(steps=1, n_candidates=n)
+    offered = actions["candidates"].str.split(" || ", regex=False)
+    assert offered.map(len).eq(n).all()
+    assert all(action in options for action, options in zip(actions["action"], offered, strict=True))
+
+
 def test_altruists_choose_what_helps_others_more_than_competitors_from_the_same_candidates():
     actions = run_actions(use_svo=True, steps=4)
     effects = {t: (o, g) for t, o, g in SocietyModel("school-macro", model="rules", rng=7).society.catalogue([], 0)}
