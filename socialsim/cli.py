@@ -596,8 +596,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _fail(f"{type(exc).__name__}: {exc}")
     runs = result.runs
     statuses = runs["status"].fillna("unknown").value_counts() if "status" in runs else {}
-    print(f"{len(runs)} run(s)" + (": " + ", ".join(f"{n} {status}" for status, n in statuses.items()) if len(runs)
-                                   else ": nothing recorded yet"))
+    counted = ", ".join(f"{n} {status}" for status, n in statuses.items()) or "nothing recorded yet"
+    print(f"{len(runs)} run(s): {counted}")
     for name, frame in result.frames().items():
         print(f"  {name:28} {len(frame):>8} rows")
     # a run's, a sweep's runs' or a reproduction's seeds' (not a replay's, RUN/replay/report.md)
