@@ -583,7 +583,7 @@ def test_a_judges_live_calls_are_counted_on_the_runs_gateway_at_the_runs_step(sc
     assert (resumed.off_tape, resumed.reasked, resumed_judge.reasked) == ({}, {3: 2}, {})
 
 
-def test_concurrency_is_bounded_by_the_semaphore():
+def test_concurrency_is_bounded_by_the_semaphore(monkeypatch):
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     with FakeOpenAIServer(delay_s=0.05) as server:
@@ -594,9 +594,8 @@ def test_concurrency_is_bounded_by_the_semaphore():
             return await g.ask(CHOOSE_ACTION, ctx(name=f"agent {agent.unique_id}"), agent_id=agent.unique_id,
                                rng=agent.phase_rng)
 
-        import os
-
-        os.environ.setdefault("OPENAI_API_KEY", "placeholder")
+        # for this test only: a key left in the environment is redacted from every later test's messages
+        monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
         answers = g.run_phase(agents, decide, random.Random(1))
     assert all(a.status == "ok" for a in answers)
     assert len(server.requests) == 9
