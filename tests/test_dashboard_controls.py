@@ -779,3 +779,27 @@ def _stepping_soon(expected: bool = True, seconds: float = 10.0) -> bool:
         if alive == expected or time.monotonic() > deadline:
             return alive
         time.sleep(0.05)
+
+
+def test_the_usage_panel_keeps_the_calls_an_outage_failed_after_the_society_is_built_again(slow_provider):
+    """Built again from its tape after an outage, the society asks the cut step's failed calls
+    again: the usage panel still says they failed once, instead of dropping them from its counts."""
+    from socialsim.dashboards import panels
+
+    slow_provider.delay_s = 0.0
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=5,
+                                     api_base=slow_provider.api_base, call_options={"num_retries": 0}))
+    session.step(1)
+    assert session.wait(120) and session.error == "" and session.frames.steps_done == 1
+    slow_provider.down = True
+    session.step(1)
+    assert session.wait(120) and session.stop_reason.startswith("stopped by provider outage")
+    failed = panels.usage_totals(session.frames, 1)["failures"]
+    assert failed >= 5  # the breaker's calls in a row, shown while the society is stopped
+    slow_provider.down = False
+    session.step(1)
+    assert session.wait(120) and session.error == "" and session.frames.steps_done == 2
+    assert panels.usage_totals(session.frames, 2)["failures"] == 0  # the rebuilt run's own calls all answered
+    assert session.frames.earlier == [
+        f"Step 2, cut by the provider outage, had {failed} failed calls before the society was built again "
+        "from its tape at step 1; they were asked again."]

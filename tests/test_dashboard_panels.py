@@ -568,6 +568,20 @@ def test_the_usage_panel_shows_each_engine_s_note_once_as_written(generic, monke
     assert shown == [NOTES["rules"]]
 
 
+def test_the_usage_panel_says_what_a_rebuilt_society_no_longer_counts(generic, monkeypatch):
+    import solara
+
+    from socialsim.dashboards import app
+
+    frames = panels.frames_from_model(generic.model)
+    frames.earlier = ["Step 2, cut by the provider outage, had 5 failed calls before ..."]
+    shown: list[str] = []
+    info = solara.Info
+    monkeypatch.setattr(solara, "Info", lambda label, **kw: (shown.append(label), info(label, **kw))[1])
+    solara.render(app.UsagePanel(frames, 4, panels.usage_totals(frames, 4)), handle_error=False)
+    assert shown == frames.earlier
+
+
 def test_a_reproductions_findings_are_read_for_its_folder_and_nothing_for_others(tmp_path):
     pd.DataFrame({"finding": ["A beats B", "C is high"], "verdict": ["holds", "does not hold"],
                   "seeds_holding": [5, 1], "seeds_measured": [5, 3], "sign_p": [0.03125, 0.875]}

@@ -331,6 +331,8 @@ def UsagePanel(frames: panels.Frames, step: int, totals: dict[str, float]) -> No
         for _, note in panels.engine_notes(frames):
             solara.Warning(note, dense=True, classes=["engine-note"])  # each note begins with its engine's name
         solara.Text(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in totals.items()), classes=["usage-totals"])
+        for note in frames.earlier:
+            solara.Info(note, dense=True, classes=["usage-earlier"])
         Table(table.to_dict("records"), panels.USAGE_COLUMNS, ["usage-table"])
 
 

@@ -50,6 +50,7 @@ class Frames:
     status: str = ""
     settings: dict[str, Any] = field(default_factory=dict)  # the architecture's, where known (ITCMA-S's matrix)
     missing: list[str] = field(default_factory=list)  # a replayed run's files that config.json says it recorded
+    earlier: list[str] = field(default_factory=list)  # calls a live society's rebuilt ledger no longer holds
 
     @property
     def steps_done(self) -> int:

@@ -175,6 +175,7 @@ class LiveSession:
         self.error_title = "The society stopped"  # what the page says before ``error``
         self._cut = ""  # why a step was cut short: the society cannot step again as it is
         self._rebuild = False  # set by Step or Play after a budget or outage stop: build it again from its tape
+        self._earlier: list[str] = []  # what the usage panel says of calls the rebuilt ledger does not hold
 
     # --- commands (return at once) -------------------------------------------------------------
     def start(self) -> None:
@@ -349,6 +350,12 @@ class LiveSession:
         its live calls and cost so far still count against the budget."""
         old = self.model.llm
         done = self.frames.steps_done if self.frames else 0
+        failed = sum(1 for row in old.ledger.rows if row.step > done and row.error)
+        if failed:  # the rebuilt step asks them again: its ledger holds only the new answers
+            cause = self._cut.removeprefix("stopped by ").split(":")[0]
+            self._earlier.append(f"Step {done + 1}, cut by the {cause}, had {failed} failed call"
+                                 f"{'' if failed == 1 else 's'} before the society was built again from its "
+                                 f"tape at step {done}; they were asked again.")
         self._build(tape=old.tape)
         self.model.llm.ledger.live_calls, self.model.llm.ledger.live_cost = old.ledger.live_calls, old.ledger.live_cost
         for _ in range(done):
@@ -386,6 +393,7 @@ class LiveSession:
 
     def _snapshot(self, status: str) -> None:
         self.frames = frames_from_model(self.model, status)
+        self.frames.earlier = list(self._earlier)
         self.version += 1
 
 
