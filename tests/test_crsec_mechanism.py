@@ -443,9 +443,20 @@ def test_a_sender_asks_detect_conflict_about_at_most_max_observed_facts_behaviou
     assert decisions.groupby(["step", "agent"]).size().max() == attended
 
 
-@pytest.mark.parametrize("per_call, expected", [(1, 1), (3, 3), (6, 6), (48, 12)])
+@pytest.mark.parametrize("per_call, expected", [(2, 2), (3, 3), (6, 6), (48, 12)])
 def test_one_generate_normative_actions_call_plans_actions_per_call_actions_at_most_the_items(per_call, expected):
     """At 08:00 every agent decomposes its first hourly plan item into ``actions_per_call`` five-minute
     actions, never more than the item holds (12)."""
     model = society(1, actions_per_call=per_call)
     assert {len(agent.actions) for agent in model.agents} == {expected}
+
+
+@pytest.mark.parametrize("params, need", [({"actions_per_call": 1}, 2), ({"action_minutes": 1}, 10),
+                                          ({"actions_per_call": 3, "action_minutes": 3}, 4)])
+def test_actions_one_call_plans_that_cannot_fill_a_step_are_refused(params, need):
+    """An agent plans its actions once a step: 1 five-minute action in a 10-minute step left half of
+    every step without an action, silently."""
+    with pytest.raises(ValueError, match=rf"shorter than a step of hobbs-cafe \(10 minutes\).*at least {need}$"):
+        SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=1, **params)
+    model = society(1, actions_per_call=need, action_minutes=params.get("action_minutes", 5))
+    assert model.steps == 1  # the least that fills the step is taken

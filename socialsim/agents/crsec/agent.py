@@ -85,6 +85,14 @@ class CRSECState:
     def __init__(self, model: SocietyModel) -> None:
         spec = model.scenario_spec
         self.settings = settings = with_params(load_settings(spec), model.arch_params, spec)
+        if (planned := settings.actions_per_call * settings.action_minutes) < spec.step_minutes:
+            # an agent plans its actions once a step: what one call plans must fill the step
+            need = -(-int(spec.step_minutes) // settings.action_minutes)
+            raise ValueError(
+                f"crsec.actions_per_call x crsec.action_minutes ({settings.actions_per_call} x "
+                f"{settings.action_minutes} = {planned} minutes) is shorter than a step of {spec.name} "
+                f"({spec.step_minutes:g} minutes): one call plans a step's actions, so the rest of every step "
+                f"would pass with no action; set crsec.actions_per_call to at least {need}")
         world = model.world
         self.doors = nx.Graph()
         self.doors.add_nodes_from(world.areas)
