@@ -388,7 +388,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{type(exc).__name__}: {exc}")
     print(f"run directory: {result.run_dir}")
-    print(f"status: {result.status} ({result.steps_done} steps)")
+    print(f"status: {result.status} ({result.steps_done} step{'' if result.steps_done == 1 else 's'})")
     repaired, fallback = (result.model.llm.ledger.with_status(s) for s in ("repaired", "fallback"))
     if repaired or fallback:
         print(f"unusable answers: {sum(repaired.values())} repaired by asking once more, {sum(fallback.values())} "

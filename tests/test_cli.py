@@ -271,7 +271,7 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path, monkeypatch, capsys)
     assert main(["run", "hobbs-cafe", "--arch", "generic", "--model", "rules", "--steps", "3",
                  "--out", str(tmp_path / "r"), "--no-progress"]) == 3
     out = capsys.readouterr().out
-    assert "status: interrupted (1 steps)" in out and f"resume with: socialsim run --resume {tmp_path / 'r'}" in out
+    assert "status: interrupted (1 step)" in out and f"resume with: socialsim run --resume {tmp_path / 'r'}" in out
 
 
 def test_report_of_a_sweep_with_no_run_yet_says_so(tmp_path, capsys):

@@ -146,7 +146,7 @@ def already_a_run(path: str | Path, flag: str = "--out") -> str | None:
         status, steps = meta["status"], meta["steps_done"]
     except (OSError, ValueError, KeyError, TypeError):
         status, steps = None, None
-    what = f" ({status}, {steps} steps)" if status is not None else ""
+    what = f" ({status}, {steps} step{'' if steps == 1 else 's'})" if status is not None else ""
     go_on = (f"extend it with `socialsim run --resume {path} --steps N`" if status == "completed"
              else f"continue it with `socialsim run --resume {path}`")
     return f"{flag} {path} already holds a run{what}; nothing was written. To keep it, {go_on}, or give another {flag}"
