@@ -558,8 +558,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"live LLM calls made now: {int(now['live_calls'].sum())}, live cost now: ${now['live_cost_usd'].sum():.4f}")
     if not result.failed.empty:
         print(_not_completed(result.failed, result.sweep_dir), file=sys.stderr)
-    for problem in result.figure_problems:
-        print(f"warning: {problem}", file=sys.stderr)
+    # result.figure_problems: each was logged as a warning when its figure was drawn (the console shows it)
     if args.export:
         from socialsim.batch.exports import export
 
