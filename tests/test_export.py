@@ -59,6 +59,9 @@ def test_export_frames_are_tidy_and_tagged(sweep_dir):
     # the replicate is the seed's place in the sweep's seeds (1, 2), in every frame
     assert sorted(zip(exp.runs["rng"], exp.runs["replicate"], strict=True)) == [(1, 0), (1, 0), (2, 1), (2, 1)]
     assert (exp.agents["replicate"] == exp.agents["rng"] - 1).all()
+    # the runs in the sweep's own runs table's order (the grid's, seeds innermost), not by run id
+    assert exp.runs["run_id"].tolist() == pd.read_parquet(sweep_dir / "runs.parquet")["run_id"].tolist()
+    assert exp.model["run_id"].drop_duplicates().tolist() == exp.runs["run_id"].tolist()
 
 
 def test_run_directory_exports_like_a_one_run_sweep(tmp_path):

@@ -49,18 +49,18 @@ class Export:
 
 def run_dirs(path: Path, run_ids: list[str] | None = None) -> list[Path]:
     """The finished run directories of a sweep (``.partial-*`` folders are not results); with
-    ``run_ids`` (the sweep's latest grid) only those, leaving out runs of an earlier grid that
-    was run into the same folder."""
+    ``run_ids`` (the sweep's latest grid) only those, in the grid's order, leaving out runs of an
+    earlier grid that was run into the same folder."""
     root = path / RUNS
     dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")
                   and (d / "config.json").is_file())
     if run_ids is None:  # a sweep folder written before sweep.json listed its runs
         return dirs
-    wanted = set(run_ids)
-    if left_out := [d.name for d in dirs if d.name not in wanted]:
+    order = {run_id: i for i, run_id in enumerate(run_ids)}  # the grid's order, as the sweep's runs table
+    if left_out := [d.name for d in dirs if d.name not in order]:
         log.info("%s: %d run(s) of an earlier grid left out of the export: %s", path, len(left_out),
                  ", ".join(left_out))
-    return [d for d in dirs if d.name in wanted]
+    return sorted((d for d in dirs if d.name in order), key=lambda d: order[d.name])
 
 
 def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, ...] = ("parquet", "csv"),
