@@ -146,6 +146,47 @@ def test_signal_scale_moves_pleasure(full):
     assert small < 0.1 < actions(full[0])["P"].abs().max()
 
 
+def rows_imagined_and_remembered(steps=4, **params):
+    """Rows of imagination summed over a short run, and rows in long-term memory at its end."""
+    model = run(0, segment_length=2, **params)
+    imagined = 0
+    for _ in range(steps):
+        model.step()
+        imagined += sum(len(a.imagine) for a in model.agents)
+    return imagined, sum(len(m) for a in model.agents for m in a.consciousness.long_term)
+
+
+@pytest.mark.parametrize(("use", "index"), [({"compression": False, "blending": True}, 0), ({"blending": False}, 1)],
+                         ids=["imagination eq. 5", "compression eq. 8-9"])
+def test_algorithm_1s_threshold_and_rate_reach_each_blend(use, index):
+    """T (blend_threshold) and r (blend_rate) of Algorithm 1 reach the blend each use runs alone: a
+    lower T matches more rows (both kept) and a higher r keeps more unmatched ones."""
+    def rows(**params):
+        return rows_imagined_and_remembered(**use, **params)[index]
+
+    assert rows(blend_rate=0.0) < rows(blend_rate=1.0)
+    assert rows(blend_threshold=1.0) < rows(blend_threshold=0.5)
+
+
+def test_compression_makes_the_oldest_segment_length_memories_one_once_twice_as_many_pile_up():
+    """L = segment_length (docs: "once 2·L raw memories pile up, the oldest L become one"): 8 frames
+    with L = 3 leave one memory standing for frames 1-3 and 5 raw ones (with L = 5, none compressed)."""
+    model = run(8, segment_length=3)
+    for agent in model.agents:
+        assert [m.frames for m in agent.consciousness.long_term] == [3, 1, 1, 1, 1, 1]
+    assert all(len(a.consciousness.long_term) == 8 for a in run(8).agents)
+
+
+def test_the_driver_resources_and_retention_start_from_their_parameters():
+    """d^0 (initial_driver), S_i^0 (initial_resources) and the frames retention keeps are the
+    parameters', not their defaults."""
+    model = run(0, initial_driver=-3.0, initial_resources=4.0, retention=1)
+    assert {(a.emotion.driver, a.resources) for a in model.agents} == {(-3.0, 4.0)}
+    model.step()
+    model.step()
+    assert {len(a.consciousness.retention) for a in model.agents} == {1}
+
+
 def test_the_chooser_avoids_what_ltrha_filtered(full):
     model = full[0]
     for agent in model.agents:
