@@ -228,6 +228,19 @@ def test_a_letter_scale_lists_its_anchors_and_reads_the_usual_ways_of_writing_a_
         q.parse("(d)")
 
 
+@pytest.mark.parametrize("raw", ["I'm sorry, I can't help with that.", "I cannot answer that.", "I think (b)",
+                                 "A good level is (c)", "i.e. (c)"])
+def test_an_answer_starting_with_the_word_i_or_a_is_no_letter(raw):
+    """On an eleven-letter scale a refusal ("I'm sorry") was read as the letter (i), level 8."""
+    with pytest.raises(AnswerError, match="expected a letter like"):
+        LetterScaleQuestion(tuple(f"level {i}" for i in range(11))).parse(raw)
+
+
+def test_a_bare_letter_that_stands_alone_is_read():
+    q = LetterScaleQuestion(tuple(f"level {i}" for i in range(11)))
+    assert [q.parse(raw).letter for raw in ("I", "i.", "A: yes", "e, I think", "(i) level 8")] == ["i", "i", "a", "e", "i"]
+
+
 def test_an_integer_question_at_its_bounds_and_its_grammar():
     q = IntegerQuestion(-2, 3)
     assert q.instruction() == "Answer with one whole number from -2 to 3 only."

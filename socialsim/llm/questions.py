@@ -186,10 +186,12 @@ class LetterScaleQuestion(QuestionKind):
 
     def parse(self, raw: str) -> Letter:
         text = _clean(raw).lower()
-        match = re.match(r"^\(?([a-z])\)?(?:\W|$)", text)
+        # "(b)" may run on ("(b) sometimes"); a bare letter must stand alone ("b", "b.", "a: yes"), since
+        # an answer that starts with the word "I" or "A" ("I'm sorry, I can't", "I think (b)") is no letter
+        match = re.match(r"^(?:\(([a-z])\)(?:\W|$)|([a-z])(?:\)|[.:,](?!\w)|$))", text)
         if not match:
             raise AnswerError(f"expected a letter like (a), got {raw[:60]!r}")
-        letter = match.group(1)
+        letter = match.group(1) or match.group(2)
         if letter not in self.letters:
             raise AnswerError(f"letter ({letter}) is outside ({self.letters[0]})-({self.letters[-1]})")
         return Letter(letter=letter, level=self.letters.index(letter))
