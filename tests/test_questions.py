@@ -40,6 +40,13 @@ def test_pick_one_by_number_or_exact_text():
         q.parse("the second one")
 
 
+def test_an_option_written_out_is_that_option_even_when_its_text_starts_with_a_number():
+    """ASVO's candidates are a model's text: "1 coffee for Ann" chosen by its text was read as option 1."""
+    q = PickOneQuestion(("2 teas for Bob", "1 coffee for Ann", "sit down"))
+    assert q.parse("1 coffee for Ann").index == 1 and q.parse("2 Teas for Bob.").index == 0
+    assert q.parse("1").index == 0 and q.parse("2").index == 1
+
+
 def test_pick_one_grammar_lists_exactly_the_valid_numbers():
     assert PickOneQuestion(("a", "b", "c")).gbnf() == 'root ::= ("1" | "2" | "3")'
 

@@ -149,16 +149,16 @@ class PickOneQuestion(QuestionKind):
 
     def parse(self, raw: str) -> Choice:
         text = _clean(raw)
+        lowered = text.lower().rstrip(".")
+        for i, option in enumerate(self.options):  # first: an option's own text may start with a number
+            if lowered == option.lower():
+                return Choice(index=i, text=option)
         match = re.match(r"^(?:option\s*)?(\d+)\b(?![.,]\d)", text, re.IGNORECASE)  # "2.7" is no option
         if match:
             number = int(match.group(1))
             if not 1 <= number <= len(self.options):
                 raise AnswerError(f"option {number} is not between 1 and {len(self.options)}")
             return Choice(index=number - 1, text=self.options[number - 1])
-        lowered = text.lower().rstrip(".")
-        for i, option in enumerate(self.options):
-            if lowered == option.lower():
-                return Choice(index=i, text=option)
         raise AnswerError(f"expected an option number 1-{len(self.options)}, got {raw[:60]!r}")
 
 
