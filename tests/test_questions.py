@@ -248,6 +248,32 @@ def test_a_bare_letter_that_stands_alone_is_read():
     assert [q.parse(raw).letter for raw in ("I", "i.", "A: yes", "e, I think", "(i) level 8")] == ["i", "i", "a", "e", "i"]
 
 
+@pytest.mark.parametrize("question,raw", [
+    (YesNoQuestion(), "Yes or No"), (YesNoQuestion(), "yes/no"), (YesNoQuestion(), "No and yes"),
+    (PickOneQuestion(("a", "b", "c")), "2 or 3"), (PickOneQuestion(("a", "b", "c")), "2, 3"),
+    (PickOneQuestion(("a", "b", "c")), "Option 1/Option 3"), (PickOneQuestion(("a", "b", "c")), "1-2"),
+    (IntegerQuestion(1, 5), "3-4"), (IntegerQuestion(1, 5), "3 or 4"), (IntegerQuestion(1, 5), "2 to 4"),
+    (LetterScaleQuestion(("x", "y", "z")), "(b) or (c)"), (LetterScaleQuestion(("x", "y", "z")), "(a)/(b)"),
+    (LetterScaleQuestion(("x", "y", "z")), "(b)(c)"), (LetterScaleQuestion(("x", "y", "z")), "a, c"),
+])
+def test_two_different_answers_in_a_row_are_no_answer(question, raw):
+    """'Yes or No' (a small model echoing the instruction) was read as Yes, '2 or 3' as option 2."""
+    with pytest.raises(AnswerError, match="^two answers, "):
+        question.parse(raw)
+
+
+@pytest.mark.parametrize("question,raw,read", [
+    (YesNoQuestion(), "Yes, no problem", True), (YesNoQuestion(), "No or no", False),
+    (PickOneQuestion(("a", "b", "c")), "2 - b", 1), (PickOneQuestion(("a", "b", "c")), "3, I think", 2),
+    (IntegerQuestion(1, 5), "3/5", 3), (IntegerQuestion(1, 5), "3 out of 5", 3), (IntegerQuestion(-2, 3), "-2", -2),
+    (LetterScaleQuestion(("x", "y", "z")), "(b) y", 1), (LetterScaleQuestion(("x", "y", "z")), "(c) or (c)", 2),
+    (LetterScaleQuestion(("x", "y", "z")), "(a) a little", 0), (LetterScaleQuestion(("x", "y", "z")), "b, I think", 1),
+])
+def test_one_answer_with_words_after_it_is_still_read(question, raw, read):
+    parsed = question.parse(raw)
+    assert next(v for v in (getattr(parsed, f, None) for f in ("yes", "index", "value", "level")) if v is not None) == read
+
+
 def test_an_integer_question_at_its_bounds_and_its_grammar():
     q = IntegerQuestion(-2, 3)
     assert q.instruction() == "Answer with one whole number from -2 to 3 only."

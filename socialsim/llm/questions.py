@@ -65,6 +65,15 @@ def _clean(raw: str) -> str:
     return text.strip("\"'` \n\t")
 
 
+def _second_answer(rest: str, pattern: str, first: str) -> None:
+    """Refuse a reply that gives a second, different answer right after its first ("Yes or No", an
+    echo of the instruction; "2 or 3"; "3-4"; "(b)/(c)"): reading its first would pick one silently."""
+    second = re.match(pattern, rest, re.IGNORECASE)
+    other = second and next(g for g in second.groups() if g is not None)
+    if other and other.lower() != first.lower():
+        raise AnswerError(f"two answers, {first} and {other}")
+
+
 def _gbnf_literal(text: str) -> str:
     return json.dumps(text)
 
@@ -123,6 +132,7 @@ class YesNoQuestion(QuestionKind):
         match = re.match(r"^(yes|no)\b", text)
         if not match:
             raise AnswerError(f"expected Yes or No, got {raw[:60]!r}")
+        _second_answer(text[match.end():], r"\s*(?:or|and|/)\s*(yes|no)\b", match.group(1))
         return YesNo(yes=match.group(1) == "yes")
 
 
@@ -156,6 +166,8 @@ class PickOneQuestion(QuestionKind):
         match = re.match(r"^(?:option\s*)?(\d+)\b(?![.,]\d)", text, re.IGNORECASE)  # "2.7" is no option
         if match:
             number = int(match.group(1))
+            _second_answer(text[match.end():], r"\s*(?:or|and|/|,|-|–|&)\s*(?:option\s*)?(\d+)\b(?![.,]\d)",
+                           match.group(1))
             if not 1 <= number <= len(self.options):
                 raise AnswerError(f"option {number} is not between 1 and {len(self.options)}")
             return Choice(index=number - 1, text=self.options[number - 1])
@@ -192,6 +204,8 @@ class LetterScaleQuestion(QuestionKind):
         if not match:
             raise AnswerError(f"expected a letter like (a), got {raw[:60]!r}")
         letter = match.group(1) or match.group(2)
+        _second_answer(text[match.end(1) if match.group(1) else match.end(2):],
+                       r"\)?\s*(?:\(([a-z])\)|(?:or|and|/|,|&)\s*\(?([a-z])(?:\)|[.:,](?!\w)|$))", letter)
         if letter not in self.letters:
             raise AnswerError(f"letter ({letter}) is outside ({self.letters[0]})-({self.letters[-1]})")
         return Letter(letter=letter, level=self.letters.index(letter))
@@ -216,6 +230,8 @@ class IntegerQuestion(QuestionKind):
         match = re.match(r"^(-?\d+)\b(?![.,]\d)", _clean(raw))  # "3.9" is no whole number: asked again
         if not match:
             raise AnswerError(f"expected a whole number, got {raw[:60]!r}")
+        # "3/5" and "3 out of 5" are one answer on its scale; "3-4" and "3 or 4" are two
+        _second_answer(_clean(raw)[match.end():], r"\s*(?:or|and|to|,|-|–|&)\s*(-?\d+)\b(?![.,]\d)", match.group(1))
         value = int(match.group(1))
         if not self.low <= value <= self.high:
             raise AnswerError(f"{value} is outside {self.low}-{self.high}")
