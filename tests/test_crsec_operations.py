@@ -11,7 +11,7 @@ from socialsim.agents.crsec.settings import load_settings
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operations import all_operations
-from socialsim.llm.questions import QUOTED
+from socialsim.llm.questions import QUOTED, AnswerError, RecordQuestion
 from socialsim.llm.routing import RouteTable
 from socialsim.scenarios.loader import load_scenario
 
@@ -713,3 +713,19 @@ def test_the_cues_leave_every_catalogue_norm_matched_as_without_them():
             assert with_cues == without, norm.content
             declared = (None, norm.about) if norm.opposes else (norm.about, None)
             assert with_cues in {declared, (None, None)}, norm.content
+
+
+@pytest.mark.parametrize("record,reply", [
+    (ops.Categories, '{"Categories": [{"theme": "smoking", "members": [1, 2]}]}'),
+    (ops.Categories, '[{"theme": "smoking", "members": [1, 2]}]'),
+    (ops.Categories, "{}"),
+    (ops.AbstractNorm, '{"Content": "Respect others", "Type": "injunctive"}'),
+    (ops.AbstractNorm, '{"norm": "Respect others", "type": "injunctive"}'),
+])
+def test_a_synthesis_reply_without_its_field_is_no_answer_not_a_silent_nothing(record, reply):
+    """Both records may say "nothing" (no categories, an empty norm), but only in their own field: a reply
+    with the field misnamed or missing was read as that nothing, status ok, and never counted."""
+    with pytest.raises(AnswerError, match="Field required"):
+        RecordQuestion(record).parse(reply)
+    assert RecordQuestion(ops.Categories).parse('{"categories": []}').categories == []
+    assert RecordQuestion(ops.AbstractNorm).parse('{"content": ""}').content == ""

@@ -742,7 +742,9 @@ class Category(BaseModel):
 
 
 class Categories(BaseModel):
-    categories: list[Category] = Field(default_factory=list, max_length=20)
+    # required, though it may be empty: a reply without it ({"Categories": [...]}, a bare list) is no answer,
+    # not a silent "no categories"
+    categories: list[Category] = Field(max_length=20)
 
 
 @dataclass
@@ -787,7 +789,7 @@ class ClassifySpecificNorms(Operation):
 
 
 class AbstractNorm(BaseModel):
-    content: str = Field(default="", max_length=200)  # empty: no abstract norm
+    content: str = Field(max_length=200)  # empty: no abstract norm; required, so {"Content": ...} is no answer
     type: Literal["descriptive", "injunctive"] = "injunctive"
     weights: list[float] = Field(default_factory=list)  # one per member norm, >= 0
 
@@ -834,7 +836,7 @@ class GenerateAbstractNorm(Operation):
         return AbstractNorm(content=content, type=kind, weights=[m.utility / total for m in ctx.members])
 
     def fallback(self, ctx: AbstractContext) -> AbstractNorm:
-        return AbstractNorm()
+        return AbstractNorm(content="")
 
 
 def weighted_utility(members: list[NormView], weights: list[float]) -> int:
