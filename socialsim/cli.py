@@ -391,9 +391,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"status: {result.status} ({result.steps_done} step{'' if result.steps_done == 1 else 's'})")
     repaired, fallback = (result.model.llm.ledger.with_status(s) for s in ("repaired", "fallback"))
     if repaired or fallback:
-        print(f"unusable answers: {sum(repaired.values())} repaired by asking once more, {sum(fallback.values())} "
-              f"answered by the operation's fallback (" + ", ".join(f"{op} {n}" for op, n in (repaired + fallback).most_common())
-              + "); each failure is in run.log")
+        # the count by operation is of both kinds: unnamed, it read as the fallbacks ("82 ... fallback (Elim 114")
+        print(f"unusable answers: {repaired.total()} repaired by asking once more, {fallback.total()} answered by the "
+              "operation's fallback (both, by operation: "
+              + ", ".join(f"{op} {n}" for op, n in (repaired + fallback).most_common()) + "); each failure is in run.log")
     if cut := result.model.llm.ledger.truncated_by_operation():
         print(f"replies cut at max_tokens: {sum(cut.values())} ("
               + ", ".join(f"{op} {n}" for op, n in cut.most_common())
