@@ -149,3 +149,37 @@ def test_a_run_stopped_by_its_budget_in_its_first_step_writes_its_report(tmp_pat
     report = (tmp_path / "r" / "report.md").read_text()
     assert "\nStatus: stopped by budget: max_calls=3 reached" in report and report.rstrip().count("\n") > 10
     assert json.loads((tmp_path / "r" / "config.json").read_text())["status"] == result.status
+
+
+def test_a_model_its_budget_stopped_refuses_to_step_again_and_says_why(scripted):
+    """Mesa schedules no step after one that raised: step() then did nothing, silently."""
+    from socialsim.model.society import SocietyModel
+
+    scripted(default="1")
+    model = SocietyModel("hobbs-cafe", arch="generic", model="openai/gpt-4o-mini", rng=1, max_calls=15)
+    model.step()  # ten agents, ten calls
+    with pytest.raises(BudgetExhausted):
+        model.step()
+    assert not model.running
+    with pytest.raises(RuntimeError, match=r"stopped in step 2 \(BudgetExhausted: max_calls=15 reached"):
+        model.step()
+    assert len(model.datacollector.get_model_vars_dataframe()) == 1
+
+
+def test_a_model_interrupted_mid_step_refuses_to_step_again(monkeypatch):
+    """Ctrl-C in a notebook: the model is cut mid-step, and says so when stepped again."""
+    from socialsim.agents.generic import GenerativeAgent
+    from socialsim.model.society import SocietyModel
+
+    model = SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1)
+    model.step()
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(GenerativeAgent, "perceive", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        model.step()
+    monkeypatch.undo()
+    with pytest.raises(RuntimeError, match=r"stopped in step 2 \(KeyboardInterrupt\): it is cut mid-step"):
+        model.step()

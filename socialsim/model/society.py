@@ -43,6 +43,12 @@ class SocietyModel(Model):
         **arch_params: Any,
     ) -> None:
         super().__init__(rng=rng)
+        # Mesa runs step() as a scheduled event: a step that raised (a budget, an outage, Ctrl-C in a
+        # notebook) schedules no next one, and every later step() did nothing, silently. Such a model
+        # refuses to step instead, saying why (``stopped_by``).
+        self.stopped_by: str | None = None
+        self._mesa_step = self.step
+        self.step = self._step_unless_stopped
         # Mesa's Model owns `self.scenario` (its experiment record); ours is the scenario file.
         self.scenario_spec = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.arch = arch or self.scenario_spec.default_arch
@@ -99,6 +105,18 @@ class SocietyModel(Model):
             raise ScenarioError(problem)
 
     # --- the step ---------------------------------------------------------------------------
+    def _step_unless_stopped(self) -> None:
+        if self.stopped_by is not None:
+            raise RuntimeError(f"this model stopped in {self.stopped_by}: it is cut mid-step and steps no "
+                               "more; build a new SocietyModel (a run directory goes on with "
+                               "`socialsim run --resume`)")
+        try:
+            self._mesa_step()
+        except BaseException as exc:
+            self.stopped_by = f"step {self.steps} ({type(exc).__name__}{f': {exc}' if str(exc) else ''})"
+            self.running = False
+            raise
+
     def step(self) -> None:
         self.llm.step = self.steps
         order = self.agents.shuffle()  # one order for the whole step, from the model's RNG
