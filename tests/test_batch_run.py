@@ -47,3 +47,21 @@ def test_every_setting_reaches_mesas_batch_run(monkeypatch):
     assert rows.equals(pd.DataFrame([{"RunId": 0}]))
     assert given == {"model_cls": SocietyModel, "parameters": PARAMS, "rng": [3, 4], "max_steps": 2,
                      "data_collection_period": 1, "number_processes": 2, "display_progress": True}
+
+
+def test_the_figure_helpers_take_a_batch_run_frame_one_final_row_per_run():
+    """Mesa's rows are per run, step and agent: counted as they are, 2 seeds read as 36 replicates
+    (6 agents, 3 steps) of a mean over every step."""
+    from matplotlib.collections import PathCollection
+
+    from socialsim.batch.figures import outcome_summary, plot_outcome
+
+    rows = batch_run(PARAMS, rng=[1, 2], max_steps=3, data_collection_period=1)
+    final = rows[rows["Step"] == 3].drop_duplicates("RunId")
+    stats = outcome_summary(rows, "rule_decisions", "enable_chat")
+    assert stats["count"].tolist() == [2, 2]
+    assert stats["mean"].tolist() == final.groupby("enable_chat")["rule_decisions"].mean().tolist()
+    fig = plot_outcome(rows, "rule_decisions", "enable_chat")
+    assert "mean ± sd of 2 replicates" in fig.axes[0].get_title()
+    dots = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
+    assert sum(len(c.get_offsets()) for c in dots) == 4  # a dot per run

@@ -31,7 +31,7 @@ def outcome_summary(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = 
     missing = [c for c in (outcome, x, hue) if c and c not in runs.columns]
     if missing:
         raise KeyError(f"no column {missing[0]!r} in the sweep's runs; columns: {', '.join(map(str, runs.columns))}")
-    done = runs[runs["status"] == "completed"] if "status" in runs.columns else runs
+    done = _completed(runs)
     keys = [x, hue] if hue else [x]
     stats = done.groupby(keys, sort=True, dropna=False)[outcome].agg(["mean", "std", "min", "max", "count"])
     return stats.reset_index()
@@ -42,7 +42,7 @@ def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = Non
     """Draw ``outcome`` against ``x``; returns the matplotlib Figure. ``pooled``: swept parameters that
     are neither ``x`` nor ``hue``, whose runs each point mixes (the title says so)."""
     stats = outcome_summary(runs, outcome, x, hue)
-    done = runs[runs["status"] == "completed"] if "status" in runs.columns else runs
+    done = _completed(runs)
     axes = [x, hue] if hue else [x]
     stats = stats.assign(**{c: _null_as_none(stats[c]) for c in axes})
     done = done.assign(**{c: _null_as_none(done[c]) for c in axes})
@@ -69,6 +69,15 @@ def plot_outcome(runs: pd.DataFrame, outcome: str, x: str, hue: str | None = Non
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def _completed(runs: pd.DataFrame) -> pd.DataFrame:
+    """The completed runs, one row each. A ``batch_run`` frame has a row per run, step and agent
+    (Mesa's ``RunId``, ``Step``): each run's last row is its final step, else every agent and step
+    counted as a replicate of its run."""
+    if "RunId" in runs.columns and "Step" in runs.columns:
+        runs = runs.sort_values(["RunId", "Step"], kind="stable").drop_duplicates("RunId", keep="last")
+    return runs[runs["status"] == "completed"] if "status" in runs.columns else runs
 
 
 def _null_as_none(values: pd.Series) -> pd.Series:
