@@ -2,7 +2,9 @@
 a DataFrame with the usage columns; an ablation switch swept this way changes what it should."""
 
 import mesa
+import numpy as np
 import pandas as pd
+import pytest
 
 from socialsim.batch import batch_run
 from socialsim.model.society import SocietyModel
@@ -47,6 +49,20 @@ def test_every_setting_reaches_mesas_batch_run(monkeypatch):
     assert rows.equals(pd.DataFrame([{"RunId": 0}]))
     assert given == {"model_cls": SocietyModel, "parameters": PARAMS, "rng": [3, 4], "max_steps": 2,
                      "data_collection_period": 1, "number_processes": 2, "display_progress": True}
+
+
+def test_numpys_seeds_reach_mesa_as_ints_and_no_seed_is_refused_by_name(monkeypatch):
+    """Mesa seeds a random.Random, which refuses numpy's integers: np.arange(3) failed inside Mesa."""
+    import mesa.batchrunner
+
+    given = {}
+    monkeypatch.setattr(mesa.batchrunner, "batch_run", lambda model_cls, **settings: given.update(settings) or [])
+    for seeds, expected in ((np.arange(3), [0, 1, 2]), (np.int64(7), [7]), ((4, 5), [4, 5])):
+        batch_run(PARAMS, rng=seeds)
+        assert given["rng"] == expected and all(type(seed) is int for seed in given["rng"])
+    for wrong in (None, [], 1.5, [1, None]):
+        with pytest.raises(TypeError, match="rng expects a seed or a list of seeds, whole numbers, got"):
+            batch_run(PARAMS, rng=wrong)
 
 
 def test_the_figure_helpers_take_a_batch_run_frame_one_final_row_per_run():

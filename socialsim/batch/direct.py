@@ -11,6 +11,8 @@ run directories and a shared tape, use ``socialsim.batch.sweep``.
 
 from __future__ import annotations
 
+import operator
+from numbers import Integral
 from typing import Any
 
 import pandas as pd
@@ -25,7 +27,12 @@ def batch_run(parameters: dict[str, Any], *, rng: list[int] | int = 1, max_steps
 
     from socialsim.model.society import SocietyModel
 
-    seeds = [rng] if isinstance(rng, int) else list(rng)
+    try:  # numpy's integers (np.arange(5)) as Python's: Mesa seeds a random.Random, which takes no other
+        seeds = [operator.index(rng)] if isinstance(rng, Integral) else [operator.index(seed) for seed in rng]
+    except TypeError:
+        seeds = []
+    if not seeds:
+        raise TypeError(f"rng expects a seed or a list of seeds, whole numbers, got {rng!r}")
     rows = mesa_batch_run(SocietyModel, parameters=parameters, rng=seeds, max_steps=max_steps,
                           data_collection_period=data_collection_period, number_processes=number_processes,
                           display_progress=display_progress)
