@@ -78,6 +78,19 @@ def test_a_cost_budget_counts_what_was_spent_and_what_calls_in_flight_may_cost()
     assert ledger.live_cost == pytest.approx(0.1)
 
 
+@pytest.mark.parametrize("limit", [{"max_cost": float("nan")}, {"max_cost": float("inf")}, {"max_cost": -1.0},
+                                   {"max_cost": "a dollar"}, {"max_calls": -1}, {"max_calls": 2.5}])
+def test_a_budget_that_compares_with_nothing_is_refused_however_it_is_given(limit):
+    """A NaN max_cost spent without a limit, and a text failed mid-step; SocietyModel's keywords
+    reach the budget without RunConfig's check."""
+    from pydantic import ValidationError
+
+    from socialsim.model.society import SocietyModel
+
+    with pytest.raises(ValidationError, match=next(iter(limit))):
+        SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1, **limit)
+
+
 def test_a_failure_is_counted_and_logged_with_its_step_agent_and_operation(caplog, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-abcdefghijklmnop1234")
     ledger = Ledger()

@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pandas as pd
+from pydantic import Field
+from pydantic.dataclasses import dataclass as checked_dataclass
 
 from socialsim.llm.redact import redact
 
@@ -50,10 +52,13 @@ class LedgerRow:
     path: tuple[int, ...] = field(default=(), repr=False)  # this row's index among the rows of its (step, agent): the fixed record order
 
 
-@dataclass
+@checked_dataclass
 class Budget:
-    max_cost: float | None = None
-    max_calls: int | None = None
+    """Checked however it is given (``SocietyModel(max_cost=...)`` too): a NaN compares false with
+    every cost, so it was no budget at all, and a text failed mid-step with a TypeError."""
+
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    max_calls: int | None = Field(default=None, ge=0)
 
 
 class Ledger:
