@@ -179,7 +179,9 @@ def test_a_model_interrupted_mid_step_refuses_to_step_again(monkeypatch):
 
     monkeypatch.setattr(GenerativeAgent, "perceive", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        model.step()
+        model.run_for(1)  # Mesa's other way to step
     monkeypatch.undo()
-    with pytest.raises(RuntimeError, match=r"stopped in step 2 \(KeyboardInterrupt\): it is cut mid-step"):
-        model.step()
+    for go_on in (model.step, lambda: model.run_for(2), lambda: model.run_until(5)):
+        with pytest.raises(RuntimeError, match=r"stopped in step 2 \(KeyboardInterrupt\): it is cut mid-step"):
+            go_on()
+    assert model.steps == 2 and len(model.datacollector.get_model_vars_dataframe()) == 1

@@ -44,8 +44,8 @@ class SocietyModel(Model):
     ) -> None:
         super().__init__(rng=rng)
         # Mesa runs step() as a scheduled event: a step that raised (a budget, an outage, Ctrl-C in a
-        # notebook) schedules no next one, and every later step() did nothing, silently. Such a model
-        # refuses to step instead, saying why (``stopped_by``).
+        # notebook) schedules no next one, and every later step(), run_for() or run_until() did nothing,
+        # silently. Such a model refuses to go on instead, saying why (``stopped_by``).
         self.stopped_by: str | None = None
         self._mesa_step = self.step
         self.step = self._step_unless_stopped
@@ -105,19 +105,33 @@ class SocietyModel(Model):
             raise ScenarioError(problem)
 
     # --- the step ---------------------------------------------------------------------------
-    def _step_unless_stopped(self) -> None:
+    def _refuse_if_stopped(self) -> None:
         if self.stopped_by is not None:
             raise RuntimeError(f"this model stopped in {self.stopped_by}: it is cut mid-step and steps no "
                                "more; build a new SocietyModel (a run directory goes on with "
                                "`socialsim run --resume`)")
+
+    def _step_unless_stopped(self) -> None:
+        self._refuse_if_stopped()
+        self._mesa_step()
+
+    def run_for(self, duration: float | int) -> None:
+        self._refuse_if_stopped()
+        super().run_for(duration)
+
+    def run_until(self, end_time: float | int) -> None:
+        self._refuse_if_stopped()
+        super().run_until(end_time)
+
+    def step(self) -> None:
         try:
-            self._mesa_step()
+            self._run_phases()
         except BaseException as exc:
             self.stopped_by = f"step {self.steps} ({type(exc).__name__}{f': {exc}' if str(exc) else ''})"
             self.running = False
             raise
 
-    def step(self) -> None:
+    def _run_phases(self) -> None:
         self.llm.step = self.steps
         order = self.agents.shuffle()  # one order for the whole step, from the model's RNG
         cls = agent_class(self.arch)
