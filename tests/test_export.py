@@ -251,6 +251,10 @@ def test_a_reproduction_exports_its_runs_by_arm_with_its_summary_and_findings(mo
     # every arm's scenario, architecture, model and preset are parameter columns, with its own parameters
     assert exp.parameters == ["scenario", "arch", "model", "preset", "enable_chat"]
     assert runs.loc["plain___A/seed-1", ["scenario", "arch", "model"]].tolist() == ["hobbs-cafe", "crsec", "rules"]
+    # exported again into a folder of its own: its summary.csv is the export's, not a reproduction's
+    for again in (tmp_path / "r" / "export", tmp_path / "mine", tmp_path / "mine"):
+        export(tmp_path / "r", again)
+    assert set(read_export(tmp_path / "mine")) == set(back)
 
 
 def test_a_sweeps_export_holds_the_runs_of_its_latest_grid_not_an_earlier_one_in_the_same_folder(tmp_path, caplog):

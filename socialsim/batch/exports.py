@@ -176,7 +176,10 @@ def _status(run_dir: Path, meta: dict[str, Any]) -> str | None:
 def _not_an_export_folder(out: Path) -> str | None:
     from socialsim.model.run_dir import runs_below
 
-    marks = [name for name in ("config.json", SWEEP_FILE, REPRODUCTION_SUMMARY) if (out / name).is_file()]
+    # an export of a reproduction holds its summary.csv too, beside the runs.parquet no reproduction writes
+    exported = (out / "runs.parquet").is_file()
+    marks = [name for name in ("config.json", SWEEP_FILE, REPRODUCTION_SUMMARY) if (out / name).is_file()
+             and not (exported and name == REPRODUCTION_SUMMARY)]
     if marks or runs_below(out):
         return (f"export out={out} holds a run, a sweep or a reproduction ({', '.join(marks) or 'runs below it'}), "
                 "whose tables an export would replace: give a folder of its own")
