@@ -398,6 +398,18 @@ def test_an_export_never_writes_into_a_run_a_sweep_or_a_reproduction(sweep_dir, 
     export(tmp_path / "r", tmp_path / "tool" / "out")
 
 
+def test_reading_back_a_folder_that_is_no_export_is_refused_and_names_the_export(sweep_dir, tmp_path):
+    """A misspelt folder read as no frames at all, and a sweep as its own runs.parquet and every
+    run's frames mixed with its export's."""
+    for folder in (tmp_path / "nowhere", tmp_path):
+        with pytest.raises(FileNotFoundError, match=f"{folder} holds no export: give the folder socialsim.export"):
+            read_export(folder)
+    with pytest.raises(FileNotFoundError, match=f"it is a run, a sweep or a reproduction, whose export is {sweep_dir}"):
+        read_export(sweep_dir)
+    export(sweep_dir, tmp_path / "out")
+    assert "runs" in read_export(tmp_path / "out")
+
+
 def test_a_final_model_value_named_like_a_parameter_is_kept_beside_it(tmp_path):
     run(RunConfig(scenario="hobbs-cafe", arch="generic", model="rules", steps=1), tmp_path / "r", progress=False)
     frame = pd.read_parquet(tmp_path / "r" / "model.parquet").assign(model="a reporter's value")

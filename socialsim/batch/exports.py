@@ -139,8 +139,15 @@ def write_export(result: Export, out: Path, formats: tuple[str, ...] = ("parquet
 
 
 def read_export(out: str | Path) -> dict[str, pd.DataFrame]:
-    """The frames an export wrote, read back from its Parquet files."""
+    """The frames an export wrote, read back from its Parquet files. A folder that is no export is
+    refused: a misspelt one read as no frames, and a run or a sweep as its own files mixed with its
+    export's (``model`` beside ``export/model``)."""
     out = Path(out)
+    if not (out / "runs.parquet").is_file() or (out / SWEEP_FILE).is_file():
+        exported = _is_run(out) or any((out / name).is_file() for name in (SWEEP_FILE, REPRODUCTION_SUMMARY))
+        raise FileNotFoundError(f"{out} holds no export: " + (
+            f"it is a run, a sweep or a reproduction, whose export is {out / 'export'}" if exported else
+            "give the folder socialsim.export or `socialsim report` wrote (by default PATH/export)"))
     return {str(p.relative_to(out).with_suffix("")): pd.read_parquet(p) for p in sorted(out.rglob("*.parquet"))}
 
 
