@@ -122,6 +122,20 @@ def test_unknown_model_fails_before_step_one(tmp_path):
     assert not (tmp_path / "run" / "model.parquet").exists()
 
 
+def test_a_misspelt_model_in_python_is_named_when_the_model_is_built():
+    """``SocietyModel(model="rulez")`` was built, then failed call after call in step 1 (13 s) before
+    an outage named it; the command line checks models before step 1, Python now too."""
+    from socialsim.model.society import SocietyModel
+
+    for kwargs, named in [({"model": "rulez"}, "unknown model 'rulez'"),
+                          ({"model": "rules", "routes": {"ChooseAction": "nosuchprovider/x"}},
+                           "unknown model 'nosuchprovider/x'"),
+                          ({"model": "local/smollm3"}, "unknown embedded model 'local/smollm3'")]:
+        with pytest.raises(ModelUnavailable, match=named):
+            SocietyModel("hobbs-cafe", arch="generic", rng=1, **kwargs)
+    assert SocietyModel("hobbs-cafe", arch="generic", model="openai/gpt-4o-mini", rng=1).steps == 0  # no key read
+
+
 def test_a_judge_named_in_the_settings_is_checked_before_step_one(tmp_path, monkeypatch):
     """A judge is a model the run asks too: unknown or without its key, it stops the run before
     anything is written (not six failed calls into step 1)."""

@@ -15,6 +15,7 @@ from mesa import DataCollector, Model
 from socialsim.agents import agent_class
 from socialsim.agents.params import check_params
 from socialsim.agents.phases import phase_problem
+from socialsim.llm.engines import check_model_names
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import TOTALS, Budget, Ledger
 from socialsim.llm.routing import RouteTable, check_route_names, default_model
@@ -52,10 +53,11 @@ class SocietyModel(Model):
         # Mesa's Model owns `self.scenario` (its experiment record); ours is the scenario file.
         self.scenario_spec = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.arch = arch or self.scenario_spec.default_arch
-        self.llm = gateway or Gateway(
-            RouteTable(default_model(model), dict(routes or {})),
-            ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
-        )
+        if gateway is None:
+            routes_table = RouteTable(default_model(model), dict(routes or {}))
+            check_model_names(routes_table.models())  # a misspelt model is named now, not after step 1's calls
+            gateway = Gateway(routes_table, ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)))
+        self.llm = gateway
         if self.llm.routes.routes:
             check_route_names(self.llm.routes.routes)  # a misspelt route sends nothing to its model
         # set when an end-of-run measurement that asks a model (a judge, an embedding) was stopped

@@ -110,10 +110,22 @@ def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout
                     len(pool) - len(failed))
 
 
-def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: float | None,
-                    num_retries: int | None, extra: dict | None = None) -> None:
+def check_model_names(models: set[str]) -> None:
+    """Raise ModelUnavailable naming the first model no engine knows, asking nothing and reading no key
+    (a ``SocietyModel`` built in Python: a misspelt model would otherwise fail call after call in step 1)."""
+    for model in sorted(models):
+        if model == RULES:
+            continue
+        if model.startswith("local/"):
+            from socialsim.llm.engines.embedded import check_embedded
+
+            check_embedded(model)
+        else:
+            _known_provider(model)
+
+
+def _known_provider(model: str) -> None:
     from socialsim.llm.litellm_setup import litellm
-    from socialsim.llm.redact import redact
 
     try:
         litellm.get_llm_provider(model)
@@ -122,6 +134,14 @@ def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: flo
             f"unknown model {model!r}: litellm knows no provider for it (use PROVIDER/MODEL, e.g. "
             f"openai/gpt-4o-mini or ollama/llama3.1; or 'local/smollm2' or 'rules')"
         ) from None
+
+
+def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: float | None,
+                    num_retries: int | None, extra: dict | None = None) -> None:
+    from socialsim.llm.litellm_setup import litellm
+    from socialsim.llm.redact import redact
+
+    _known_provider(model)
     extra = extra or {}  # a deployment's own parameters (its key, its API version ...)
     env = litellm.validate_environment(model=model, api_base=api_base, api_key=extra.get("api_key"))
     # an endpoint litellm wants in the environment (OLLAMA_API_BASE) has a default it calls without one
