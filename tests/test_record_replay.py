@@ -316,9 +316,16 @@ def test_what_a_tape_stores_of_the_messages_is_redacted_and_keeps_their_roles(tm
 
 
 def test_torn_line_in_mid_file_is_an_error_naming_the_line(tmp_path):
-    path = tape_of_a_then(tmp_path, '{"key": "b", "mod\n')
-    Tape(path).add(record("c"))
+    path = tape_of_a_then(tmp_path, '{"key": "b", "mod\n' + json.dumps(vars(record("c"))) + "\n")
     with pytest.raises(ValueError, match=r"tape.jsonl: line 2 is not a tape record .*only the last line may be torn"):
+        Tape(path)
+
+
+def test_a_whole_last_line_that_is_no_record_is_an_error_not_a_torn_line(tmp_path):
+    """A killed writer's last line lacks its newline. A whole one that is no record (a hand edit) was
+    skipped as torn: the resumed run appended after it, and its tape never loaded again."""
+    path = tape_of_a_then(tmp_path, json.dumps({"key": "b", "model": "m"}) + "\n")
+    with pytest.raises(ValueError, match=r"tape.jsonl: line 2 is not a tape record .*missing"):
         Tape(path)
 
 

@@ -133,7 +133,11 @@ class Tape:
     def _load(self, path: Path) -> None:
         # records end at "\n" only: a reply may hold U+2028, U+0085 ..., which splitlines() also splits at;
         # split as bytes, so a last line torn inside a character (é is two bytes) is one torn line
-        lines = path.read_bytes().rstrip(b"\n").split(b"\n")
+        data = path.read_bytes()
+        lines = data.rstrip(b"\n").split(b"\n")
+        # a killed writer's line lacks its newline (written last); a whole bad last line is no torn one:
+        # skipped, the resumed run's records went after it and the tape never loaded again
+        torn_tail = not data.endswith(b"\n")
         for line_no, raw in enumerate(lines, 1):
             if not raw.strip():
                 continue
@@ -141,7 +145,7 @@ class Tape:
                 record = TapeRecord(**json.loads(raw.decode("utf-8")))
             except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
                 # A torn last line (a run killed mid-write) is skipped with a warning, not fatal.
-                if line_no == len(lines):
+                if line_no == len(lines) and torn_tail:
                     log.warning("%s: line %d is torn (a run killed while writing it); skipped", path, line_no)
                     continue
                 raise ValueError(f"{path}: line {line_no} is not a tape record ({exc}); "
