@@ -321,6 +321,17 @@ def test_torn_line_in_mid_file_is_an_error_naming_the_line(tmp_path):
         Tape(path)
 
 
+@pytest.mark.parametrize(("field", "value"), [("raw", None), ("step", "one"), ("messages", "q")])
+def test_a_tape_line_with_a_field_of_another_type_is_an_error_naming_it(tmp_path, field, value):
+    """A hand edit (a null ``raw``, a text ``step``) loaded, then stopped a replay or a resume with a
+    traceback; now the line is named, like any line that is no record."""
+    path = tmp_path / "tape.jsonl"
+    path.write_text("".join(json.dumps({**vars(record(k)), **({field: value} if k == "b" else {})}) + "\n"
+                            for k in "abc"))
+    with pytest.raises(ValueError, match=rf"tape.jsonl: line 2 is not a tape record \({field} is "):
+        Tape(path)
+
+
 def test_a_whole_last_line_that_is_no_record_is_an_error_not_a_torn_line(tmp_path):
     """A killed writer's last line lacks its newline. A whole one that is no record (a hand edit) was
     skipped as torn: the resumed run appended after it, and its tape never loaded again."""

@@ -684,6 +684,22 @@ def test_a_shared_tape_skips_a_torn_line_left_mid_file_by_an_older_version_and_r
     assert not caplog.records and list(reader.used) == ["a", "b", "c", "d", "e"]
 
 
+def test_a_shared_tape_skips_a_line_with_a_field_of_another_type(tmp_path):
+    """A null ``raw`` (a hand edit) was kept and stopped the sweep with an AttributeError."""
+    from dataclasses import asdict
+
+    from socialsim.batch.sweeps import SharedTape
+    from socialsim.llm.tape import TapeRecord
+
+    def line(key, raw):
+        return json.dumps({**asdict(TapeRecord(key, "m", "Op", 1, 1, [], {}, "ok", 1, 1, 0.0, 0.0)), "raw": raw})
+
+    path = tmp_path / "tape.jsonl"
+    path.write_text(line("a", None) + "\n" + line("b", "2") + "\n")
+    reader = SharedTape(path)
+    assert reader.get("a") is None and reader.get("b").raw == "2"
+
+
 def test_a_sweep_whose_runs_are_all_done_asks_nothing_of_their_models(tmp_path, monkeypatch):
     """Checking the models is for the runs still to do: a finished sweep opened again (to redraw
     its figures, to export) does not need its provider's key or endpoint any more."""

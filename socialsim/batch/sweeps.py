@@ -63,7 +63,7 @@ from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
-from socialsim.llm.tape import Tape, TapeRecord, answered
+from socialsim.llm.tape import Tape, TapeRecord, answered, record_of
 from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch, writing
 from socialsim.model.runner import RunConfig, call_settings, keep_scenario, off_tape_told, report_run, save
 from socialsim.model.society import SocietyModel
@@ -171,7 +171,7 @@ class SharedTape(Tape):
                 if not line.strip():
                     continue
                 try:
-                    record = TapeRecord(**json.loads(line))
+                    record = record_of(line)
                 except (ValueError, TypeError):
                     log.warning("%s: skipping a torn tape line (a run killed while writing)", self.path)
                     continue

@@ -98,6 +98,21 @@ class TapeRecord:
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(TapeRecord))
+_NUMBER, _NONE = (int, float), type(None)
+_FIELD_TYPES = {"key": str, "model": str, "op": str, "agent": (int, _NONE), "step": int, "messages": list,
+                "params": dict, "raw": str, "prompt_tokens": int, "completion_tokens": int, "latency_s": _NUMBER,
+                "cost_usd": _NUMBER, "error": (str, _NONE), "finish_reason": (str, _NONE)}
+
+
+def record_of(line: str) -> TapeRecord:
+    """One tape line's record: ValueError if it is no JSON, TypeError if a field is missing, unknown
+    or of another type (a hand edit: a null ``raw`` or a text ``step`` loaded, then stopped a replay
+    or a resume with a traceback)."""
+    record = TapeRecord(**json.loads(line))
+    wrong = [name for name, kind in _FIELD_TYPES.items() if not isinstance(getattr(record, name), kind)]
+    if wrong:
+        raise TypeError(", ".join(f"{name} is {type(getattr(record, name)).__name__}" for name in wrong))
+    return record
 
 
 def _as_line(record: TapeRecord) -> str:
@@ -142,7 +157,7 @@ class Tape:
             if not raw.strip():
                 continue
             try:
-                record = TapeRecord(**json.loads(raw.decode("utf-8")))
+                record = record_of(raw.decode("utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
                 # A torn last line (a run killed mid-write) is skipped with a warning, not fatal.
                 if line_no == len(lines) and torn_tail:
