@@ -156,6 +156,23 @@ def test_a_run_directory_being_written_is_refused_to_a_second_process(tmp_path, 
     assert main(["run", "--resume", str(tmp_path / "r"), "--steps", "2", "--no-progress"]) == 0
 
 
+def test_a_resume_reads_its_tape_under_the_runs_lock(tmp_path, monkeypatch):
+    """A second --resume started while a first ran read the tape then, got the lock once the first
+    had ended, and paid again for every call the first made after that read (measured: a 3-step run's
+    35 calls made twice, each twice on its tape, and its replay then reported a difference)."""
+    from socialsim.model import runner
+    from socialsim.model.run_dir import being_written
+
+    run_dir = tmp_path / "r"
+    assert main(["run", "hobbs-cafe", "--model", "rules", "--steps", "1", "--no-progress", "--out", str(run_dir)]) == 0
+    writer_when_read = []
+    gateway = runner._gateway
+    monkeypatch.setattr(runner, "_gateway", lambda config, tape_dir, *rest: (
+        writer_when_read.append(being_written(tape_dir)), gateway(config, tape_dir, *rest))[1])
+    assert main(["run", "--resume", str(run_dir), "--steps", "2", "--no-progress"]) == 0
+    assert writer_when_read == [str(os.getpid())]
+
+
 def test_folder_names_and_the_messages_edges(tmp_path):
     from socialsim.model.run_dir import already_a_run, folder_name
 

@@ -153,13 +153,21 @@ def run(
     source = _scenario_source(config, replay_from if replay else out)
     config = config.resolved(source)
     run_dir = Path(out) if out else new_run_dir(config)
-    gateway = _gateway(config, Path(replay_from) if replay else run_dir, replay, order_probe)
-    model = _checked_model(config, gateway, source, replay=replay, preflight=preflight,
-                           claimed=None if out else run_dir)
-    model.run_cut_short = cut_short
-    model.measurement_cut = measurement_cut
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with writing(run_dir), _logging_to(run_dir / "run.log"):  # one writer: two would interleave tapes
+    with contextlib.ExitStack() as held:
+        # one writer: two would interleave tapes. A resume reads its tape under the lock: read while
+        # another resume of it ran, it lacked that one's later calls, which it then paid for again
+        going_on = not replay and (run_dir / "config.json").is_file()  # a resume
+        if going_on:
+            held.enter_context(writing(run_dir))
+        gateway = _gateway(config, Path(replay_from) if replay else run_dir, replay, order_probe)
+        model = _checked_model(config, gateway, source, replay=replay, preflight=preflight,
+                               claimed=None if out else run_dir)
+        model.run_cut_short = cut_short
+        model.measurement_cut = measurement_cut
+        if not going_on:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            held.enter_context(writing(run_dir))
+        held.enter_context(_logging_to(run_dir / "run.log"))
         keep_scenario(run_dir, source)
         notes = [n for m in sorted(gateway.routes.models()) if (n := engine_note(m))]  # the actors' engines
         for note in notes:
