@@ -16,7 +16,7 @@ from socialsim.llm.ledger import Ledger
 from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable
-from socialsim.llm.tape import Tape, TapeRecord
+from socialsim.llm.tape import Tape, TapeRecord, record_of
 from socialsim.model.runner import RunConfig, first_difference, recorded_files, replay, run
 
 ORDINARY = ["She kept the secret conversation to herself.", "Each made a token contribution to the pot.",
@@ -321,14 +321,15 @@ def test_torn_line_in_mid_file_is_an_error_naming_the_line(tmp_path):
         Tape(path)
 
 
-@pytest.mark.parametrize(("field", "value"), [("raw", None), ("step", "one"), ("messages", "q")])
-def test_a_tape_line_with_a_field_of_another_type_is_an_error_naming_it(tmp_path, field, value):
+@pytest.mark.parametrize(("edit", "named"), [({"raw": None}, "raw is NoneType"), ({"step": "one"}, "step is str"),
+                                             ({"messages": "q"}, "messages is str"),
+                                             ({"raw": None, "step": "one"}, "step is str, raw is NoneType")])
+def test_a_tape_line_with_a_field_of_another_type_is_an_error_naming_it(tmp_path, edit, named):
     """A hand edit (a null ``raw``, a text ``step``) loaded, then stopped a replay or a resume with a
-    traceback; now the line is named, like any line that is no record."""
+    traceback; now the line is named, like any line that is no record, with each wrong field's type."""
     path = tmp_path / "tape.jsonl"
-    path.write_text("".join(json.dumps({**vars(record(k)), **({field: value} if k == "b" else {})}) + "\n"
-                            for k in "abc"))
-    with pytest.raises(ValueError, match=rf"tape.jsonl: line 2 is not a tape record \({field} is "):
+    path.write_text("".join(json.dumps({**vars(record(k)), **(edit if k == "b" else {})}) + "\n" for k in "abc"))
+    with pytest.raises(ValueError, match=rf"tape.jsonl: line 2 is not a tape record \({named}\);"):
         Tape(path)
 
 
@@ -337,6 +338,38 @@ def test_a_whole_last_line_that_is_no_record_is_an_error_not_a_torn_line(tmp_pat
     skipped as torn: the resumed run appended after it, and its tape never loaded again."""
     path = tape_of_a_then(tmp_path, json.dumps({"key": "b", "model": "m"}) + "\n")
     with pytest.raises(ValueError, match=r"tape.jsonl: line 2 is not a tape record .*missing"):
+        Tape(path)
+
+
+WRONG_TYPES = {"key": 1, "model": None, "op": 2, "agent": "1", "step": 1.5, "messages": {}, "params": [], "raw": 0,
+               "prompt_tokens": "1", "completion_tokens": None, "latency_s": "0", "cost_usd": None, "error": 0,
+               "finish_reason": 1}
+
+
+@pytest.mark.parametrize("field", WRONG_TYPES)
+def test_every_field_of_a_tape_line_is_type_checked(field):
+    value = WRONG_TYPES[field]
+    with pytest.raises(TypeError, match=rf"^{field} is {type(value).__name__}$"):
+        record_of(json.dumps({**vars(record("a")), field: value}))
+
+
+def test_a_tape_line_may_have_no_agent_error_or_finish_reason_and_whole_number_latency_and_cost():
+    """The model's own calls have no agent, old tapes no finish reason; a hand-written 0 is an int."""
+    line = {**vars(record("a")), "agent": None, "latency_s": 1, "cost_usd": 0}
+    assert record_of(json.dumps(line)).agent is None
+    assert record_of(json.dumps({**line, "error": "e", "finish_reason": "length"})).finish_reason == "length"
+
+
+def test_a_bad_line_is_named_by_its_line_in_the_file_blank_lines_counted(tmp_path):
+    """Leading blank lines count (the message is for someone opening the file), and blank space
+    after a whole bad line makes it no torn last line."""
+    path = tmp_path / "tape.jsonl"
+    good = json.dumps(vars(record("a")))
+    path.write_text(f"\n{good}\n{{}}\n{good}\n")
+    with pytest.raises(ValueError, match=r"tape.jsonl: line 3 is not a tape record"):
+        Tape(path)
+    path.write_text(f"{good}\n{{}}\n   ")
+    with pytest.raises(ValueError, match=r"tape.jsonl: line 2 is not a tape record"):
         Tape(path)
 
 
