@@ -91,6 +91,19 @@ def test_a_budget_that_compares_with_nothing_is_refused_however_it_is_given(limi
         SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1, **limit)
 
 
+def test_a_budget_of_nothing_is_a_budget_and_no_budget_no_limit():
+    """0 (free calls only: the rules model, a replay) is a budget users give; none limits nothing."""
+    free = Ledger(Budget(max_cost=0))
+    free.check_budget(0.0)
+    with pytest.raises(BudgetExhausted, match=r"max_cost=\$0 reached"):
+        free.check_budget(0.01)
+    with pytest.raises(BudgetExhausted, match="max_calls=0 reached"):
+        Ledger(Budget(max_calls=0)).check_budget()
+    unlimited = Ledger()
+    for _ in range(3):
+        unlimited.check_budget(1e6)
+
+
 def test_a_failure_is_counted_and_logged_with_its_step_agent_and_operation(caplog, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-abcdefghijklmnop1234")
     ledger = Ledger()
