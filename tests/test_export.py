@@ -117,6 +117,16 @@ def test_the_outcome_summary_is_per_x_and_hue_over_completed_runs_only():
         assert raised.value.args[0] == f"no column {args[-1]!r} in the sweep's runs; columns: n, chat, calls, status"
 
 
+def test_a_batch_run_frame_is_taken_at_each_runs_last_step_whatever_its_row_order():
+    """Mesa's batch_run rows are per run (``RunId``) and step (``Step``), whatever model made them; a
+    frame without both is a row per run already."""
+    rows = pd.DataFrame({"RunId": [1, 0, 1, 0, 0, 1], "Step": [2, 2, 1, 1, 0, 0], "n": [1] * 6,
+                         "calls": [5.0, 3.0, 4.0, 2.0, 0.0, 0.0]})
+    assert outcome_summary(rows, "calls", "n")[["mean", "count"]].to_dict("records") == [{"mean": 4.0, "count": 2}]
+    for column in ("RunId", "Step"):
+        assert outcome_summary(rows.drop(columns=column), "calls", "n")["count"].tolist() == [6]
+
+
 def test_the_outcome_figure_draws_each_hues_means_spread_and_runs_side_by_side():
     fig = plot_outcome(HAND_RUNS, "calls", "n", hue="chat")
     ax, = fig.axes
