@@ -172,7 +172,8 @@ def test_a_model_interrupted_mid_step_refuses_to_step_again(monkeypatch):
     from socialsim.model.society import SocietyModel
 
     model = SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1)
-    model.step()
+    model.run_until(1)  # a model that did not stop steps on by every way
+    assert model.steps == 1
 
     def interrupted(self):
         raise KeyboardInterrupt
@@ -182,6 +183,9 @@ def test_a_model_interrupted_mid_step_refuses_to_step_again(monkeypatch):
         model.run_for(1)  # Mesa's other way to step
     monkeypatch.undo()
     for go_on in (model.step, lambda: model.run_for(2), lambda: model.run_until(5)):
-        with pytest.raises(RuntimeError, match=r"stopped in step 2 \(KeyboardInterrupt\): it is cut mid-step"):
+        with pytest.raises(RuntimeError) as refused:
             go_on()
+        assert str(refused.value) == ("this model stopped in step 2 (KeyboardInterrupt): it is cut mid-step and steps no "
+                                      "more; build a new SocietyModel (a run directory goes on with "
+                                      "`socialsim run --resume`)")
     assert model.steps == 2 and len(model.datacollector.get_model_vars_dataframe()) == 1
