@@ -164,6 +164,10 @@ def test_a_resume_reads_its_tape_under_the_runs_lock(tmp_path, monkeypatch):
     from socialsim.model.run_dir import being_written
 
     run_dir = tmp_path / "r"
+    writer_when_written = []  # a new run holds the lock from its first file (the scenario's copy) on
+    keep_scenario = runner.keep_scenario
+    monkeypatch.setattr(runner, "keep_scenario", lambda folder, *rest: (
+        writer_when_written.append(being_written(folder)), keep_scenario(folder, *rest))[1])
     assert main(["run", "hobbs-cafe", "--model", "rules", "--steps", "1", "--no-progress", "--out", str(run_dir)]) == 0
     writer_when_read = []
     gateway = runner._gateway
@@ -171,6 +175,7 @@ def test_a_resume_reads_its_tape_under_the_runs_lock(tmp_path, monkeypatch):
         writer_when_read.append(being_written(tape_dir)), gateway(config, tape_dir, *rest))[1])
     assert main(["run", "--resume", str(run_dir), "--steps", "2", "--no-progress"]) == 0
     assert writer_when_read == [str(os.getpid())]
+    assert writer_when_written == [str(os.getpid())] * 2
 
 
 def test_folder_names_and_the_messages_edges(tmp_path):
