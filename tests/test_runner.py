@@ -11,7 +11,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from socialsim.llm.engines import ModelUnavailable
+from socialsim.llm.engines import ModelUnavailable, check_model_names
 from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
 from socialsim.model.runner import RunConfig, first_difference, replay, run
 
@@ -130,9 +130,13 @@ def test_a_misspelt_model_in_python_is_named_when_the_model_is_built():
     for kwargs, named in [({"model": "rulez"}, "unknown model 'rulez'"),
                           ({"model": "rules", "routes": {"ChooseAction": "nosuchprovider/x"}},
                            "unknown model 'nosuchprovider/x'"),
+                          ({"model": "rules", "routes": {"ChooseAction": "typoprovider/x"}},  # after "rules"
+                           "unknown model 'typoprovider/x'"),
                           ({"model": "local/smollm3"}, "unknown embedded model 'local/smollm3'")]:
         with pytest.raises(ModelUnavailable, match=named):
             SocietyModel("hobbs-cafe", arch="generic", rng=1, **kwargs)
+    with pytest.raises(ModelUnavailable, match="unknown model 'typo-00/x'"):  # the same one named every time
+        check_model_names({f"typo-{i:02}/x" for i in range(20)})
     assert SocietyModel("hobbs-cafe", arch="generic", model="openai/gpt-4o-mini", rng=1).steps == 0  # no key read
 
 
