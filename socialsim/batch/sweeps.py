@@ -143,8 +143,8 @@ def _holder(claim: Path) -> str:
 class SharedTape(Tape):
     """The sweep's tape file, shared by concurrent runs (processes, Dask workers on one disk).
 
-    A lookup that misses re-reads what other runs appended since, so a call another replicate
-    already made is not made again; appends are locked (``tape.append_line``). The keys a run
+    A lookup that misses, or finds only a failure, re-reads what other runs appended since, so a
+    call another replicate already made is not made again; appends are locked (``tape.append_line``). The keys a run
     used are kept, to give its run directory a tape of its own.
     """
 
@@ -182,7 +182,7 @@ class SharedTape(Tape):
         if answered(taken := self.used.get(key)):
             return taken
         record = super().get(key)
-        if record is None:
+        if not answered(record):  # none yet, or a failure (an outage's) that another run may have answered since
             self._refresh()
             record = super().get(key)
         if record is not None:
