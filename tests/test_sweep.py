@@ -190,6 +190,31 @@ def test_sweep_model_keeps_mesa_datacollector_frames(tmp_path):
     assert not again.running and len(again.agents) == 0
 
 
+def test_a_run_stops_at_its_next_step_once_its_sweep_command_has_stopped(tmp_path):
+    """Ctrl-C or SIGTERM interrupts no Dask task: a run on a --scheduler's workers went on paying calls
+    and finished behind the stopped command's back (measured: 24 calls and 2 runs after it exited); a
+    run of a command another has since replaced goes no further either. It writes nothing that counts."""
+    from socialsim.batch.sweeps import COMMAND, stop_runs
+
+    (tmp_path / COMMAND).write_text("this command")
+    run = {"scenario": "hobbs-cafe", "arch": "generic", "model": "rules", "steps": 3, "sweep_dir": str(tmp_path)}
+    stopped, replaced = SweepModel(**run, rng=5, command="this command"), SweepModel(**run, rng=6, command="this command")
+    for model in (stopped, replaced):
+        model.step()
+        assert model.running and len(model.datacollector.get_model_vars_dataframe()) == 1
+    stop_runs(tmp_path)
+    stopped.step()
+    (tmp_path / COMMAND).write_text("the next command")
+    replaced.step()
+    for model in (stopped, replaced):
+        assert not model.running and len(model.datacollector.get_model_vars_dataframe()) == 1
+    assert not list((tmp_path / RUNS).glob("*"))
+    alone = SweepModel(**run, rng=7)  # a batch_run of the user's own: no command to follow
+    while alone.running:
+        alone.step()
+    assert is_done(tmp_path, alone.run_id)
+
+
 def test_repeating_a_sweep_costs_no_calls(tmp_path, monkeypatch):
     from socialsim.llm.fake_server import FakeOpenAIServer
 
@@ -739,6 +764,8 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
             "max_concurrency": 9, "api_base": "http://127.0.0.1:9/v1",
             "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, False]}}
     result = sweep(spec, tmp_path / "s", progress=False, preflight=False)
+    (command,) = seen["parameters"].pop("command")  # the command its runs follow, gone once it ends
+    assert str(os.getpid()) in command and not (tmp_path / "s" / ".command").exists()
     assert seen["cls"] is SweepModel and seen["rng"] == [None] and seen["max_steps"] == 4
     assert (seen["number_processes"], seen["data_collection_period"], seen["display_progress"]) == (2, -1, False)
     assert seen["parameters"] == {"arch": ["crsec"], "model": ["rules"], "enable_chat": [True, False], "steps": [3],
@@ -748,6 +775,7 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
     assert list(seen["parameters"])[-1] == "replicate_seed"  # innermost: side by side, a grid point's other seeds
     sweep(spec, tmp_path / "s", processes=1, progress=True, preflight=False)  # the argument wins over the file
     assert (seen["number_processes"], seen["display_progress"]) == (1, True)
+    assert seen["parameters"]["command"] != [command]  # each command its own
     assert "pool_parent" not in seen["parameters"]  # one process: no pool, no worker to stop
     # nothing ran: every planned run is listed, as not run
     assert result.runs[["status", "steps_done", "live_calls", "live_cost_usd"]].drop_duplicates().values.tolist() == [
@@ -1145,6 +1173,7 @@ def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_o
     class Future:
         def __init__(self, kwargs):
             self.failed = kwargs["steps"] == 3
+            self.command = kwargs["command"]
 
         def result(self):
             calls.append("result")
@@ -1211,6 +1240,19 @@ def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_o
     with pytest.raises(RuntimeError, match="failed on its worker"):  # a task's error is raised here
         run_on_dask(plan(three), three, tmp_path, set(), cluster="local", progress=False)
     assert calls[-3:] == ["result", "client closed", "cluster closed"]  # and what it started is closed
+
+    calls.clear()
+    (tmp_path / ".command").write_text("c")
+
+    def interrupted(futures):
+        calls.append(("tasks told", [f.command for f in futures]))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "as_completed", interrupted)
+    monkeypatch.setattr(Cluster, "close", lambda self: calls.append(("closed", (tmp_path / ".command").exists())))
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C: the runs going on are told to stop before the cluster is closed
+        run_on_dask(planned, spec, tmp_path, set(), cluster="local", progress=False, command="c")
+    assert calls[-3:] == [("tasks told", ["c", "c"]), "client closed", ("closed", False)]
 
 
 def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypatch, capsys):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from socialsim.batch.sweepfile import SweepSpec
-from socialsim.batch.sweeps import PlannedRun, _max_steps, run_one
+from socialsim.batch.sweeps import PlannedRun, _max_steps, run_one, stop_runs
 
 
 def run_on_dask(
@@ -27,6 +27,7 @@ def run_on_dask(
     client: Any = None,
     processes: int = 1,
     progress: bool = True,
+    command: str | None = None,
 ) -> None:
     """Submit every run not yet done and wait for them all (a task's error is raised here)."""
     from distributed import Client, LocalCluster, as_completed
@@ -48,7 +49,7 @@ def run_on_dask(
         points = len(spec.combinations())
         todo = [planned[i] for i in sorted(range(len(planned)), key=lambda i: (i % points, i // points))
                 if planned[i].run_id not in done]
-        futures = [client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec), p.rng, max_steps, pure=False)
+        futures = [client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec, command), p.rng, max_steps, pure=False)
                    for p in todo]
         bar = None
         if progress:
@@ -61,6 +62,9 @@ def run_on_dask(
                 bar.update()
         if bar is not None:
             bar.close()
+    except BaseException:  # Ctrl-C, SIGTERM: a task running goes on until its run sees this, at its next step
+        stop_runs(sweep_dir)
+        raise
     finally:
         if own_client is not None:
             own_client.close()

@@ -79,6 +79,7 @@ log = logging.getLogger("socialsim.batch")
 RUNS = "runs"
 PARTIAL = ".partial-"
 FINISHING = ".finishing"  # SWEEP_DIR/.finishing: locked while a run directory is moved into place
+COMMAND = ".command"  # SWEEP_DIR/.command: the sweep command whose runs may go on (``SweepModel.step``)
 NOT_IDENTITY = {"max_concurrency", "max_cost", "max_calls", "api_base", "rpm", "tpm", "price", "timeout_s",
                 "num_retries", "deployments"}
 
@@ -335,10 +336,11 @@ class SweepModel(SocietyModel):
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
                  max_concurrency: int = DEFAULT_CONCURRENCY, price: tuple[float, float] | None = None,
                  deployments: str | None = None, replicate_seed: int | None = None, pool_parent: int | None = None,
-                 **params: Any) -> None:
+                 command: str | None = None, **params: Any) -> None:
         if pool_parent is not None:  # a worker of run_local's process pool
             _stop_with(pool_parent)
         self.pool_parent = pool_parent
+        self.command = command  # the sweep command that started this run (None: a batch_run of the user's own)
         rng = replicate_seed if replicate_seed is not None else rng  # the seed, when the grid hands it (run_local)
         params = {"scenario": scenario, **params}
         extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency,
@@ -361,6 +363,12 @@ class SweepModel(SocietyModel):
 
     def step(self) -> None:
         _exit_if_orphaned(self.pool_parent)
+        if self.command is not None and not _still_running(self.sweep_dir, self.command):
+            # its command was stopped (Ctrl-C, SIGTERM) or another took the folder over: a Dask worker's run,
+            # which nothing interrupts, went on paying calls and finishing runs behind the command's back
+            log.warning("run %s stops: the sweep command that started it has stopped", self.run_id)
+            self.running = False
+            return
         try:
             super().step()
         except BudgetExhausted as exc:
@@ -456,6 +464,18 @@ def _stop_with(parent: int) -> None:
     _exit_if_orphaned(parent)
 
 
+def _still_running(sweep_dir: Path, command: str) -> bool:
+    try:
+        return (sweep_dir / COMMAND).read_text() == command
+    except OSError:
+        return False
+
+
+def stop_runs(sweep_dir: Path) -> None:
+    """The runs of the sweep command in ``sweep_dir`` stop at their next step (``SweepModel.step``)."""
+    (sweep_dir / COMMAND).unlink(missing_ok=True)
+
+
 def _exit_if_orphaned(parent: int | None) -> None:
     """End this worker if ``parent``, the sweep process that started it, is gone (it is then the
     child of another process)."""
@@ -472,11 +492,12 @@ class PlannedRun:
     params: dict[str, Any]  # the grid point, as written in the sweep
     config: RunConfig
 
-    def kwargs(self, sweep_dir: Path, spec: SweepSpec) -> dict[str, Any]:
+    def kwargs(self, sweep_dir: Path, spec: SweepSpec, command: str | None = None) -> dict[str, Any]:
         """The SweepModel keyword arguments of this run (without rng)."""
         return {**self.params, "model": self.config.model, "sweep_dir": str(sweep_dir),
                 "max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
-                "max_concurrency": spec.max_concurrency, "price": spec.price, "deployments": spec.deployments}
+                "max_concurrency": spec.max_concurrency, "price": spec.price, "deployments": spec.deployments,
+                "command": command}
 
 
 @dataclass
@@ -559,18 +580,23 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
     (sweep_dir / SWEEP_FILE).write_text(redact(json.dumps(
         {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list(), "run_ids": ids},
         indent=2, default=str)))
+    command = f"{socket.gethostname()} {os.getpid()} {time.time_ns()}"
+    (sweep_dir / COMMAND).write_text(command)
     try:
         if cluster or scheduler or client is not None:
             from socialsim.batch.dask_backend import run_on_dask
 
             run_on_dask(planned, spec, sweep_dir, set(skipped), cluster=cluster, scheduler=scheduler, client=client,
-                        processes=processes or spec.processes, progress=progress)
+                        processes=processes or spec.processes, progress=progress, command=command)
         else:
-            run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned))
+            run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned), command)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the runs table says what is done; the same command goes on
+        stop_runs(sweep_dir)
         release_claims(sweep_dir)
         write_table(summarize(sweep_dir, planned), sweep_dir / "runs")
         raise
+    finally:
+        stop_runs(sweep_dir)
     with contextlib.suppress(OSError):  # empty unless another sweep of this folder is still asking
         (sweep_dir / CLAIMS).rmdir()
     runs = summarize(sweep_dir, planned)
@@ -641,7 +667,8 @@ def _check_figure_outcomes(spec: SweepSpec, outcomes: set[str]) -> None:
                                  + f"; the runs record {', '.join(sorted(outcomes))}")
 
 
-def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, max_steps: int) -> None:
+def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, max_steps: int,
+              command: str | None = None) -> None:
     """The whole grid through ``mesa.batch_run``: Mesa forms the cartesian product and the
     replicates, runs them in ``processes`` processes and shows the progress bar."""
     from mesa.batchrunner import batch_run
@@ -655,6 +682,7 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
                   "max_calls": [spec.max_calls], "api_base": [spec.api_base],
                   "max_concurrency": [spec.max_concurrency], "price": [spec.price], "deployments": [spec.deployments],
                   **({"pool_parent": [os.getpid()]} if processes > 1 else {}),  # its workers stop if it dies
+                  **({"command": [command]} if command else {}),
                   "replicate_seed": spec.seed_list()}
     batch_run(SweepModel, parameters=parameters, rng=[None], max_steps=max_steps,
               number_processes=processes, data_collection_period=-1, display_progress=progress)
