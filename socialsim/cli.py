@@ -557,6 +557,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{len(result.failed)} not completed)")
     now = runs[runs["run_id"].isin(result.executed)]  # the runs this command ran; the others were paid before
     print(f"live LLM calls made now: {int(now['live_calls'].sum())}, live cost now: ${now['live_cost_usd'].sum():.4f}")
+    if fallbacks := int(now["fallbacks"].fillna(0).sum()) if "fallbacks" in now.columns else 0:
+        # as a single run's closing line: an outage shorter than the breaker's count leaves runs "completed" on them
+        print(f"unusable answers in the runs made now: {fallbacks} answered by the operation's fallback (a provider "
+              "error or an answer that could not be read); per run: the runs table's fallbacks and llm_failures")
     if not result.failed.empty:
         print(_not_completed(result.failed, result.sweep_dir), file=sys.stderr)
     # result.figure_problems: each was logged as a warning when its figure was drawn (the console shows it)

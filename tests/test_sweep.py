@@ -1275,6 +1275,33 @@ def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypat
     assert made > 0 and "live LLM calls made now: 0, live cost now: $0.0000" in capsys.readouterr().out
 
 
+def test_the_command_line_counts_the_fallbacks_of_the_runs_it_made(tmp_path, monkeypatch, capsys):
+    """A run answered by fallbacks (an outage shorter than the breaker's count, unreadable answers)
+    completes; a single run's closing line counts them, a sweep said nothing of them."""
+    from socialsim.cli import main
+    from socialsim.llm.fake_server import FakeOpenAIServer, always
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=always("banana")) as server:
+        spec = {"name": "garbled", "seeds": [1], "steps": 1, "api_base": server.api_base,
+                "parameters": {"arch": "generic", "model": "openai/fake-model"}}
+        path = write(tmp_path, json.dumps(spec), "garbled.yaml")
+        argv = ["sweep", str(path), "--out", str(tmp_path / "s"), "--no-progress"]
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        runs = pd.read_parquet(tmp_path / "s" / "runs.parquet")
+        assert runs["status"].tolist() == ["completed"] and int(runs["fallbacks"].iloc[0]) == 10  # every agent
+        assert ("unusable answers in the runs made now: 10 answered by the operation's fallback (a provider error "
+                "or an answer that could not be read); per run: the runs table's fallbacks and llm_failures") in out
+        assert main(argv) == 0  # nothing made now: nothing to count
+        assert "unusable answers" not in capsys.readouterr().out
+    with FakeOpenAIServer(policy=by_prompt) as server:
+        spec = {**spec, "api_base": server.api_base}
+        assert main(["sweep", str(write(tmp_path, json.dumps(spec), "fine.yaml")), "--out", str(tmp_path / "t"),
+                     "--no-progress"]) == 0
+        assert "unusable answers" not in capsys.readouterr().out
+
+
 def test_the_runs_table_holds_each_parameter_as_the_run_took_it(tmp_path):
     """``enable_chat: ["false", true]`` (written either way, one run's value) ran every run and then could
     not write runs.parquet (a column of text and booleans); written "false" alone, the runs table said
