@@ -1255,6 +1255,14 @@ def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_o
     assert calls[-3:] == [("tasks told", ["c", "c"]), "client closed", ("closed", False)]
 
 
+def _one_paid_run(tmp_path, server, name: str) -> list[str]:
+    """The command line of a one-run sweep of generic agents on the test server, into ``tmp_path/name``."""
+    spec = {"name": name, "seeds": [1], "steps": 1, "api_base": server.api_base,
+            "parameters": {"arch": "generic", "model": "openai/fake-model"}}
+    return ["sweep", str(write(tmp_path, json.dumps(spec), f"{name}.yaml")), "--out", str(tmp_path / name),
+            "--no-progress"]
+
+
 def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypatch, capsys):
     """A finished sweep run again said "live LLM calls: 52" while the provider saw no request."""
     from socialsim.cli import main
@@ -1262,10 +1270,7 @@ def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypat
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     with FakeOpenAIServer(policy=by_prompt) as server:
-        spec = {"name": "paid", "seeds": [1], "steps": 1, "api_base": server.api_base,
-                "parameters": {"arch": "generic", "model": "openai/fake-model"}}
-        path = write(tmp_path, json.dumps(spec), "paid.yaml")
-        argv = ["sweep", str(path), "--out", str(tmp_path / "s"), "--no-progress"]
+        argv = _one_paid_run(tmp_path, server, "paid")
         assert main(argv) == 0
         first = capsys.readouterr().out
         asked = len(server.requests)
@@ -1283,22 +1288,17 @@ def test_the_command_line_counts_the_fallbacks_of_the_runs_it_made(tmp_path, mon
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     with FakeOpenAIServer(policy=always("banana")) as server:
-        spec = {"name": "garbled", "seeds": [1], "steps": 1, "api_base": server.api_base,
-                "parameters": {"arch": "generic", "model": "openai/fake-model"}}
-        path = write(tmp_path, json.dumps(spec), "garbled.yaml")
-        argv = ["sweep", str(path), "--out", str(tmp_path / "s"), "--no-progress"]
+        argv = _one_paid_run(tmp_path, server, "garbled")
         assert main(argv) == 0
         out = capsys.readouterr().out
-        runs = pd.read_parquet(tmp_path / "s" / "runs.parquet")
+        runs = pd.read_parquet(tmp_path / "garbled" / "runs.parquet")
         assert runs["status"].tolist() == ["completed"] and int(runs["fallbacks"].iloc[0]) == 10  # every agent
         assert ("unusable answers in the runs made now: 10 answered by the operation's fallback (a provider error "
                 "or an answer that could not be read); per run: the runs table's fallbacks and llm_failures") in out
         assert main(argv) == 0  # nothing made now: nothing to count
         assert "unusable answers" not in capsys.readouterr().out
     with FakeOpenAIServer(policy=by_prompt) as server:
-        spec = {**spec, "api_base": server.api_base}
-        assert main(["sweep", str(write(tmp_path, json.dumps(spec), "fine.yaml")), "--out", str(tmp_path / "t"),
-                     "--no-progress"]) == 0
+        assert main(_one_paid_run(tmp_path, server, "fine")) == 0
         assert "unusable answers" not in capsys.readouterr().out
 
 
