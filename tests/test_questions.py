@@ -391,3 +391,37 @@ def test_a_record_that_refers_to_itself_through_a_choice_is_shown_once_then_by_r
     shown = json.loads(RecordQuestion(_Chain).instruction().split("\n", 1)[1])
     assert shown["properties"]["next"]["anyOf"][0] == {"$ref": "#/$defs/_Chain"}
     assert shown["$defs"]["_Chain"]["properties"]["next"]["anyOf"][0] == {"$ref": "#/$defs/_Chain"}
+
+
+class _Stance(BaseModel):
+    stance: Literal["Cooperation", "Neutral", "Competition"]
+    ranking: list[Literal["Ann", "Bob"]] = []
+    kind: Literal["descriptive", "injunctive"] = "injunctive"
+    note: str = ""
+
+
+def test_a_choice_written_in_another_case_is_that_choice_without_a_repair():
+    question = RecordQuestion(_Stance)
+    parsed = question.parse('{"stance": "cooperation", "ranking": ["bob", " ANN "], "kind": "Descriptive"}')
+    assert (parsed.stance, parsed.ranking, parsed.kind) == ("Cooperation", ["Bob", "Ann"], "descriptive")
+    assert question.parse('{"stance": "Neutral", "note": "cooperation"}').note == "cooperation"  # free text untouched
+
+
+@pytest.mark.parametrize("raw", [
+    '{"stance": "cooperative"}',  # another word, not another case
+    '{"stance": "cooperation", "ranking": ["Carl"]}',  # one miss is no choice at all
+    '{"stance": "cooperation", "note": 5}',  # another kind of problem beside the case
+])
+def test_a_choice_that_is_not_one_in_any_case_is_still_no_answer(raw):
+    with pytest.raises(AnswerError, match="invalid record"):
+        RecordQuestion(_Stance).parse(raw)
+
+
+class _TwoCases(BaseModel):
+    word: Literal["Yes", "YES"]
+
+
+def test_a_choice_two_choices_read_the_same_in_another_case_is_no_answer():
+    with pytest.raises(AnswerError, match="invalid record"):
+        RecordQuestion(_TwoCases).parse('{"word": "yes"}')
+    assert RecordQuestion(_TwoCases).parse('{"word": "YES"}').word == "YES"

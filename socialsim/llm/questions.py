@@ -324,6 +324,17 @@ def _choices(schema: Any) -> list[Any]:
                   for c in _choices(value)]
 
 
+def _fixed_choices(schema: Any) -> list[Any]:
+    """Every ``enum`` and ``const`` value in a JSON schema: the fixed choices a field allows."""
+    if isinstance(schema, list):
+        return [c for item in schema for c in _fixed_choices(item)]
+    if not isinstance(schema, dict):
+        return []
+    own = [*schema.get("enum", []), *([schema["const"]] if "const" in schema else [])]
+    return own + [c for key, value in schema.items() if key not in ("enum", "const")
+                  for c in _fixed_choices(value)]
+
+
 def _texts(value: Any) -> list[str]:
     """Every string in a dumped record, however deep."""
     if isinstance(value, str):
@@ -390,10 +401,42 @@ class RecordQuestion(QuestionKind):
         try:
             return self.model.model_validate_json(text[start : end + 1])
         except ValidationError as exc:
+            mended = self._choices_in_their_own_case(text[start : end + 1], exc)
+            if mended is not None:
+                return mended
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in exc.errors()
             )
             raise AnswerError(f"invalid record: {problems}") from None
+
+    def _choices_in_their_own_case(self, text: str, exc: ValidationError) -> BaseModel | None:
+        """The record again with each value that missed a fixed choice only by its case or the
+        spaces around it ("cooperation", " Injunctive") written as the choice it names, when exactly
+        one choice of the schema reads so; None when that does not make it valid. Small models
+        lower-case a choice often, and a repair call to change a letter's case is waste."""
+        misses = [e["loc"] for e in exc.errors() if e["type"] == "literal_error" and isinstance(e["input"], str)]
+        if not misses or len(misses) != len(exc.errors()):
+            return None
+        by_reading: dict[str, set[str]] = {}
+        for choice in _fixed_choices(self.json_schema()):
+            if isinstance(choice, str):
+                by_reading.setdefault(choice.strip().lower(), set()).add(choice)
+        data = json.loads(text)
+        for loc in misses:
+            try:
+                holder = data
+                for key in loc[:-1]:
+                    holder = holder[key]
+                named = by_reading.get(holder[loc[-1]].strip().lower(), set())
+            except (KeyError, IndexError, TypeError, AttributeError):  # a place inside a union's choices
+                return None
+            if len(named) != 1:
+                return None
+            holder[loc[-1]] = next(iter(named))
+        try:
+            return self.model.model_validate_json(json.dumps(data))
+        except ValidationError:
+            return None
 
     def _not_a_copy_of_the_format(self, record: BaseModel) -> BaseModel:
         """A record whose free text (12 characters or more) is a piece of the answer format shown in
