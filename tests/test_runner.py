@@ -140,6 +140,15 @@ def test_a_misspelt_model_in_python_is_named_when_the_model_is_built():
     assert SocietyModel("hobbs-cafe", arch="generic", model="openai/gpt-4o-mini", rng=1).steps == 0  # no key read
 
 
+@pytest.mark.parametrize("scenario", [None, 5, ["hobbs-cafe"]])
+def test_a_scenario_that_is_no_name_path_or_scenario_is_refused_by_what_it_is(scenario):
+    """``SocietyModel(None)`` failed inside pathlib: "argument should be a str or an os.PathLike object"."""
+    from socialsim.model.society import SocietyModel
+
+    with pytest.raises(TypeError, match=f"^scenario is a built-in scenario's name, .* not {type(scenario).__name__} "):
+        SocietyModel(scenario, model="rules", rng=1)
+
+
 def test_a_judge_named_in_the_settings_is_checked_before_step_one(tmp_path, monkeypatch):
     """A judge is a model the run asks too: unknown or without its key, it stops the run before
     anything is written (not six failed calls into step 1)."""

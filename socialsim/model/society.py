@@ -7,6 +7,7 @@ overriding ``phases`` in their agent class; the model stays the same.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import networkx as nx
@@ -50,6 +51,9 @@ class SocietyModel(Model):
         self.stopped_by: str | None = None
         self._mesa_step = self.step
         self.step = self._step_unless_stopped
+        if not isinstance(scenario, str | os.PathLike | Scenario):
+            raise TypeError(f"scenario is a built-in scenario's name, a scenario file's path or a Scenario, "
+                            f"not {type(scenario).__name__} {scenario!r:.60}")
         # Mesa's Model owns `self.scenario` (its experiment record); ours is the scenario file.
         self.scenario_spec = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.arch = arch or self.scenario_spec.default_arch
