@@ -130,6 +130,15 @@ def test_rows_are_counted_by_engine_and_status():
     assert ledger.with_status("fallback") == {"Talk": 2} and ledger.with_status("repaired") == {"Choose": 1}
 
 
+def test_seconds_and_dollars_are_floats_and_counts_integers_even_with_no_model_asked():
+    """A rules run's frames held ``cost_usd`` and ``llm_latency_s`` as int64, a model's run as float64."""
+    ledger = Ledger()
+    ledger.record(row(status="rules", engine="rules", calls=0, live_calls=0, prompt_tokens=0, completion_tokens=0))
+    totals = ledger.totals()
+    assert {name: type(value) for name, value in totals.items()} == {
+        **dict.fromkeys(totals, int), "llm_latency_s": float, "cost_usd": float}
+
+
 def test_totals_are_rounded_where_sums_of_floats_drift():
     ledger = Ledger()
     for _ in range(3):

@@ -70,7 +70,9 @@ class Ledger:
         self.failures: Counter[str] = Counter()  # op name -> parse/validation/provider failures
         self.live_calls = 0
         self.live_cost = 0.0
-        self._totals = dict.fromkeys(TOTALS, 0)
+        # seconds and dollars are floats from the start: a rules run's frames hold 0.0, not the int 0,
+        # so its columns have the dtype of a model's run (float64, not int64) and concatenate with them
+        self._totals: dict[str, float] = {name: 0.0 if name in ("llm_latency_s", "cost_usd") else 0 for name in TOTALS}
         self._lock = threading.Lock()
         self._in_flight = 0  # reserved by check_budget, not yet completed
         self._reserved_usd = 0.0  # worst-case cost of the calls in flight
