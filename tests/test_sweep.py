@@ -271,6 +271,10 @@ def write(tmp_path, text, name="bad.yaml"):
      "expected one of the parameters"),
     ("parameters: {arch: [generic, crsec]}\nfigures:\n  - {outcome: llm_calls, x: arch, hue: arch}\n", "figures.0.hue",
      "expected another parameter than x ('arch'), or no hue"),  # drawn, it failed after every run
+    ("parameters:\n  arch: [generic, crsec]\n  crsec.temptation: 0.5\n", "parameters.crsec.temptation",
+     "'crsec' is not the architecture of every run (arch: crsec, generic)"),
+    ("parameters:\n  arch: crsec\n  temptation: 0.1\n  crsec.temptation: 0.5\n", "parameters.crsec.temptation",
+     "given twice, also as 'temptation'"),
 ])
 def test_bad_sweep_file_names_file_field_and_expectation(tmp_path, text, field, expected):
     path = write(tmp_path, text)
@@ -319,6 +323,16 @@ def test_example_sweep_file_is_valid():
 
     spec = load_sweep(Path(__file__).parent.parent / "examples" / "sweep-hobbs.yaml")
     assert spec.n_runs() == 2 * 2 * 3 and spec.swept() == ["enable_chat", "enable_synthesis"]
+
+
+def test_a_parameter_written_as_set_writes_it_is_the_architectures_parameter(tmp_path):
+    """``crsec.temptation`` (as ``--set`` takes it) was refused in a sweep file: "did you mean temptation?"."""
+    path = write(tmp_path, "parameters:\n  arch: crsec\n  crsec.temptation: [0.1, 0.5]\n"
+                           "figures:\n  - {outcome: conflicts_total, x: crsec.temptation}\n", "prefixed.yaml")
+    spec = load_sweep(path)
+    assert spec.swept() == ["temptation"] and spec.figures[0].x == "temptation"
+    bare = load_sweep(write(tmp_path, "parameters:\n  arch: crsec\n  temptation: [0.1, 0.5]\n", "bare.yaml"))
+    assert spec.combinations() == bare.combinations()  # the same runs, so the same run ids
 
 
 def test_a_parameter_the_architecture_rejects_fails_before_any_run(tmp_path):

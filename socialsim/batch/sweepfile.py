@@ -4,7 +4,8 @@ A sweep is a parameter grid, as in ``mesa.batch_run``: under ``parameters`` ever
 (the runs are the cartesian product of all lists) and every single value is held fixed; the
 replicates are the seeds, passed to ``batch_run`` as ``rng=[...]``. A parameter is any keyword
 argument of ``SocietyModel``: ``scenario``, ``arch``, ``model``, ``routes``, ``preset``, ``steps``
-or any architecture parameter / ablation (``enable_chat``, ``svo_mix``, ...). To hold a
+or any architecture parameter / ablation (``enable_chat``, ``svo_mix``, ..., or as ``--set`` writes it,
+``crsec.enable_chat``). To hold a
 list-valued parameter fixed, wrap it in one more list (``tracked: [[a, b]]``).
 
 ```yaml
@@ -88,6 +89,33 @@ class SweepSpec(BaseModel):
     @property
     def source(self) -> str:
         return self._source
+
+    @model_validator(mode="before")
+    @classmethod
+    def _architecture_prefixes(cls, data: Any) -> Any:
+        """A parameter written as ``--set`` writes it, ``crsec.temptation``, is CRSEC's ``temptation``
+        (the README sets a parameter "the same way everywhere"); a figure may name it either way.
+        The prefix must be the architecture of every run the grid names."""
+        if not isinstance(data, dict) or not isinstance(data.get("parameters"), dict):
+            return data
+        params, renamed = data["parameters"], {}
+        archs = {a for a in _values(params.get("arch")) if isinstance(a, str)}
+        for key in params:
+            prefix, dot, name = str(key).rpartition(".")
+            if not (dot and prefix in architectures()):
+                continue
+            if archs and archs != {prefix}:
+                raise ValueError(f"parameters.{key}: {prefix!r} is not the architecture of every run "
+                                 f"(arch: {', '.join(sorted(archs))})")
+            if name in params or name in renamed.values():
+                raise ValueError(f"parameters.{key}: given twice, also as {name!r}")
+            renamed[key] = name
+        if not renamed:
+            return data
+        figures = [{**fig, **{f: renamed[fig[f]] for f in ("x", "hue") if fig.get(f) in renamed}}
+                   if isinstance(fig, dict) else fig for fig in _values(data.get("figures"))]
+        return {**data, "parameters": {renamed.get(k, k): v for k, v in params.items()},
+                **({"figures": figures} if "figures" in data else {})}
 
     @field_validator("parameters")
     @classmethod
