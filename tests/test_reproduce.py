@@ -990,6 +990,33 @@ def test_each_run_left_out_and_each_not_started_is_named_in_one_list(monkeypatch
     assert "".join(f"{n}\n\n" for n in notes) in (tmp_path / "r" / "report.md").read_text()
 
 
+def test_a_model_unreachable_when_a_later_run_starts_stops_the_protocol_with_what_finished_reported(monkeypatch,
+                                                                                                       tmp_path):
+    """An outage from seed 1's end to seed 2's check of its model (one token, before the run): the
+    command failed (exit 2) with no report.md, seed 1 paid for and reported nowhere."""
+    from socialsim.llm.engines import ModelUnavailable
+    from socialsim.model import runner
+
+    stand = _StandIns(monkeypatch, tmp_path, {MINI: (16, 0.5, [MINI], {}, {})})
+    stood_in = runner.run
+    down = "model 'openai/gpt-4o-mini' is unreachable: InternalServerError: fake fault"
+
+    def run(config, run_dir, progress=False):
+        if config.rng == 2:
+            raise ModelUnavailable(down)
+        return stood_in(config, run_dir, progress)
+
+    monkeypatch.setattr(runner, "run", run)
+    said = []
+    summary = rp.reproduce("generic", MINI, seeds=3, yes=True, out=tmp_path / "r", echo=said.append)
+    assert [seed for _, _, seed, *_ in stand.ran] == [1] and not summary.attrs["complete"]
+    assert f"[2/3] cafe seed 2: not started ({down})" in said
+    note = (f"Not started (2): cafe seed 2, cafe seed 3 (the first could not start: {down}). The same command "
+            "with the same --out resumes: recorded calls are free.")
+    assert note in said and note in (tmp_path / "r" / "report.md").read_text()
+    assert summary["n"].tolist() == [1] and not (tmp_path / "r" / rp.NULL_DIR).exists()  # seed 1 measured; no null
+
+
 def test_a_null_model_stopped_short_gives_no_verdicts_and_says_where_it_stopped(monkeypatch, tmp_path):
     _StandIns(monkeypatch, tmp_path, {MINI: (16, 0.5, [MINI], {}, {}), "rules": (0, 0.0, ["rules"], {}, {})},
               runs={("rules", 2): ("interrupted", 0.0, 0.0, ())})

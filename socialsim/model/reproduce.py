@@ -379,6 +379,7 @@ def reproduce(
     ``null_model`` also runs the protocol on the rules (free, in ``OUT/rules-null-model``) and
     sets each finding's verdict there beside this engine's (:func:`with_null_model`); ``free_only``
     refuses a protocol that would ask any model (the null model's)."""
+    from socialsim.llm.engines import ModelUnavailable
     from socialsim.llm.gateway import is_embedded
     from socialsim.llm.routing import RULES, default_model
     from socialsim.model.runner import RunConfig, run
@@ -448,14 +449,25 @@ def reproduce(
             echo(f"Not run: the projection exceeds --max-cost {max_cost}; raise it or add --yes.")
             return None
     # no folder made before a run is: a run refusing its model (a price, a key) leaves none behind
-    spent, paid, rows, problems, not_started, stopped = 0.0, 0.0, [], [], [], False
+    spent, paid, rows, problems, not_started, stopped, unreachable = 0.0, 0.0, [], [], [], False, ""
     answers: Counter[str] = Counter()
     for i, (spec, seed) in enumerate(planned, 1):
         # the runs share --max-cost: each may pay what the earlier ones of this command left (a run's own
         # budget counts only its live calls; its recorded ones are free)
         left = None if max_cost is None else max(max_cost - paid, 0.0)
         run_dir = out / folder_name(spec.label) / f"seed-{seed}"
-        result = run(configs[run_dir].model_copy(update={"max_cost": left}), run_dir, progress=progress)
+        try:
+            result = run(configs[run_dir].model_copy(update={"max_cost": left}), run_dir, progress=progress)
+        except ModelUnavailable as exc:
+            if i == 1:  # nothing run: a refusal, before any folder is made
+                raise
+            # an outage from one run's end to the next's check of its model: a stop, not a refusal that
+            # leaves the runs this command paid for reported nowhere
+            echo(f"[{i}/{len(planned)}] {spec.label} seed {seed}: not started ({exc})")
+            unreachable = f" (the first could not start: {exc})"
+            not_started = [f"{s.label} seed {k}" for s, k in planned[i - 1:]]
+            stopped = True
+            break
         ledger = result.model.llm.ledger
         # both to the totals' 8 decimals: an unrounded live sum differs from a whole live run's total in
         # its last bits, and the report then said part of it "was recorded before"
@@ -518,7 +530,7 @@ def reproduce(
     if problems:
         notes.append("Not in the figures: " + "; ".join(problems) + ".")
     if not_started:
-        notes.append(f"Not started ({len(not_started)}): " + ", ".join(not_started)
+        notes.append(f"Not started ({len(not_started)}): " + ", ".join(not_started) + unreachable
                      + ". The same command with the same --out resumes: recorded calls are free.")
     findings = findings_section(checked, engine)
     if findings and (reading := protocol.interpret(checked)):
