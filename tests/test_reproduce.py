@@ -870,7 +870,7 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
                                                                                          capsys):
     """Seed 1 pays $0.30 of $1; seed 2 may pay the $0.70 left and pays $0.10 of its $0.30 (the rest
     recorded before); 2 of a model's 4 answers fell back (half: not most); the null model runs the
-    same seeds free, without the --set that names a model."""
+    same seeds free, without the --set that names a model; the projection says it counts no repair."""
     stand = _StandIns(monkeypatch, tmp_path, {
         MINI: (16, 0.5, [JUDGE, MINI, "rules"], {}, {"the judge": 4}),
         "rules": (0, 0.0, ["rules"], {}, {})},
@@ -892,7 +892,7 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
         ("r/cafe/seed-2", MINI, 2, 3, pytest.approx(0.7), params, (1.0, 2.0), "http://127.0.0.1:9/v1", True),
         (f"r/{rp.NULL_DIR}/cafe/seed-1", "rules", 1, 3, None, {"temptation": 0.5}, None, None, True),
         (f"r/{rp.NULL_DIR}/cafe/seed-2", "rules", 2, 3, None, {"temptation": 0.5}, None, None, True)]
-    assert said[:9] == [
+    assert said[:10] == [
         f"Protocol: a stand-in protocol — 1 run(s) x 2 seed(s) on {MINI}",
         "Each run's figures are for its 2 seeds together:",
         " run  steps  decisions  calls\ncafe      2         20     16",
@@ -900,13 +900,15 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
         "Projected: 20 decisions, 16 of them LLM calls with 1600 prompt + 80 completion tokens, cost $0.5000 "
         "(estimated from a dry run of each arm answered by the rules, no model asked; completions at each "
         "operation's max_tokens)",
+        "Not in the projection: a model's unusable answer is asked once more (a repair), so a model that often "
+        "answers unusably makes up to twice these calls and prompt tokens; --max-cost stops the runs there",
         "Included: the judge, up to 4 calls in all after each run's last step (their prompts measured on the dry "
         "run, extended to the run's length)",
         "Afterwards: the same protocol and seeds on the rules null model, free, to show which findings come out "
         "without any model (--no-null-model skips it)",
         "[1/2] cafe seed 1: completed (3 steps, $0.3000)",
         "[2/2] cafe seed 2: completed (3 steps, $0.3000, $0.1000 of it paid now)"]
-    assert said[9:11] == [f"The same protocol on the rules null model (no model asked; in {tmp_path / 'r' / rp.NULL_DIR}) ...",
+    assert said[10:12] == [f"The same protocol on the rules null model (no model asked; in {tmp_path / 'r' / rp.NULL_DIR}) ...",
                           "(the null model leaves out --set generic.embedder, generic.judge, generic.panel: it asks no model)"]
     notes = ["Every run was cut to 3 steps (--steps): a quick look, not the paper's protocol; the findings below are "
              "this shortened run's.",
@@ -916,13 +918,13 @@ def test_a_reproduction_under_a_budget_shares_it_by_what_each_run_pays_and_repor
              "Of the 4 decisions asked of a model, 2 (50%) were answered by the operation's fallback (its documented "
              "default) after the reply stayed unusable, and 1 repaired by asking once more: the figures rest on "
              "those defaults as much; each run's report.md and run.log list them."]
-    assert said[11:14] == notes and said[-1] == f"reproduction directory: {tmp_path / 'r'} (report.md: every " \
+    assert said[12:15] == notes and said[-1] == f"reproduction directory: {tmp_path / 'r'} (report.md: every " \
                                                 "figure beside the paper's)"
     checked = pd.read_csv(tmp_path / "r" / "findings.csv")
     assert checked.columns.tolist() == ["finding", "verdict", "seeds_holding", "seeds_measured", "sign_p",
                                         "null_verdict", "null_seeds_holding", "null_seeds_measured"]
     findings = rp.findings_section(checked, MINI) + "\n\n1 finding read\n\nand understood"
-    assert said[14] == findings and "| x is above 1.4 | holds | 1 of 2 | 0.75 | does not hold (0 of 2) |" in findings
+    assert said[15] == findings and "| x is above 1.4 | holds | 1 of 2 | 0.75 | does not hold (0 of 2) |" in findings
     assert summary.attrs["complete"] and summary.values.tolist() == [["cafe", "x", 1.5, 1.5, pytest.approx(0.5 ** 0.5), 2]]
     assert pd.read_csv(tmp_path / "r" / "summary.csv").columns.tolist() == ["label", "metric", "paper", "mean", "std", "n"]
     assert (tmp_path / "r" / "report.md").read_text() == (

@@ -418,6 +418,9 @@ def reproduce(
     echo(f"Projected: {proj.decisions} decisions, {proj.calls} of them LLM calls with {proj.prompt_tokens} prompt + "
          f"{proj.completion_tokens} completion tokens, cost {cost} (estimated from a dry run of each arm answered by "
          f"the rules, no model asked; completions at each operation's max_tokens)")
+    if proj.calls:  # the rules never answer unusably, so the dry run has no repair to count
+        echo("Not in the projection: a model's unusable answer is asked once more (a repair), so a model that often "
+             "answers unusably makes up to twice these calls and prompt tokens; --max-cost stops the runs there")
     if is_embedded(model) and proj.calls:  # free, but not quick: say how long before it is started
         span = duration_span(*(proj.calls * s for s in EMBEDDED_SECONDS_PER_CALL))
         echo(f"Time: the embedded model answers a call in about {EMBEDDED_SECONDS_PER_CALL[0]}-"
