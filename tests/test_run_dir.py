@@ -37,6 +37,16 @@ def test_the_runs_of_a_reproduction_and_of_a_sweep_are_found_and_named(tmp_path)
     assert runs_below(tmp_path / "nowhere") == []
 
 
+def test_a_sweeps_run_being_written_is_not_one_of_its_runs(tmp_path):
+    """A sweep writes each run in ``runs/.partial-*`` and renames it when done; the dashboard listed
+    that folder first, a run that is never a result and is gone (renamed or removed) once opened."""
+    done = _runs(tmp_path / "sweep", "runs/run-0bf245a66356")
+    _runs(tmp_path / "sweep", "runs/.partial-run-1b335a669fd5-4242-1")
+    assert runs_below(tmp_path / "sweep") == done
+    assert not_a_run_dir(tmp_path / "sweep").endswith(f"it holds 1 run ({done[0]}): give one of them")
+    assert runs_below(tmp_path / "sweep" / "runs") == done
+
+
 def test_a_runs_own_replays_are_not_runs_of_its_folder(tmp_path):
     """A replay of a reproduction's run (``seed-1/replay``, ``seed-1/check-order-1``) made the
     reproduction refuse its own folder as holding "runs that are not a reproduction's"."""

@@ -106,11 +106,13 @@ def is_run_dir(path: str | Path) -> bool:
 
 def runs_below(path: str | Path) -> list[Path]:
     """The run directories up to three levels below ``path``, in order; not those inside another run
-    (its replays, ``RUN/replay`` and ``RUN/check-order-K``, are checks of it, not runs of their own)."""
+    (its replays, ``RUN/replay`` and ``RUN/check-order-K``, are checks of it, not runs of their own),
+    nor hidden ones (a sweep's ``runs/.partial-*``: a run being written, or killed while written)."""
     path = Path(path)
     if not path.is_dir():
         return []
-    found = {config.parent for pattern in _RUNS_BELOW for config in path.glob(pattern)}
+    found = {config.parent for pattern in _RUNS_BELOW for config in path.glob(pattern)
+             if not any(part.startswith(".") for part in config.parent.relative_to(path).parts)}
     return sorted(run for run in found if not any(parent in found for parent in run.parents))
 
 
