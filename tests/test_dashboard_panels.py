@@ -738,6 +738,22 @@ def test_the_page_says_how_a_run_without_a_status_ended_and_who_writes_one_being
         "Being written by another process (pid 4242): its 3 complete steps so far; open it again for more.")
 
 
+def test_a_killed_run_lacking_its_frames_is_not_said_to_show_steps_it_cannot(tmp_path):
+    """A killed run whose per-step records were lost read "its 2 complete steps are shown" above a
+    page showing none (the missing-files warning below it said so)."""
+    import json
+
+    done = run(RunConfig(scenario="makerspace", arch="generic", model="rules", steps=2), tmp_path / "r",
+               progress=False, preflight=False)
+    meta = json.loads((done.run_dir / "config.json").read_text())
+    (done.run_dir / "config.json").write_text(json.dumps({**meta, "status": "running"}))
+    assert "its 2 complete steps are shown" in ReplaySession(done.run_dir).ending
+    (done.run_dir / "model.parquet").unlink()
+    replay = ReplaySession(done.run_dir)
+    assert replay.frames.steps_done == 0
+    assert replay.ending.startswith("Killed while running (its process is gone): 0 of its 2 complete steps are shown;")
+
+
 def test_the_report_tab_shows_the_runs_own_findings(crsec, tmp_path, monkeypatch):
     """None of a run's report findings (CRSEC's findings table, 'emergent by construction', ASVO's
     separability, ITCMA-S's judge scores) were anywhere on the dashboard."""

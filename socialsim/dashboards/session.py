@@ -403,21 +403,24 @@ def _checked_max_calls(max_calls: int | None) -> int | None:
     return max_calls
 
 
-def how_it_ended(run_dir: Path, meta: dict) -> str:
+def how_it_ended(run_dir: Path, meta: dict, shown: int | None = None) -> str:
     """One line on a recorded run that did not simply complete (the page shows it above the steps);
-    "" for a completed run."""
+    "" for a completed run. ``shown``: the steps the page can show, fewer than config.json's when
+    the run directory lacks some of its frames (the page's missing-files warning says which)."""
     from socialsim.model.run_dir import being_written
 
     status, done = meta.get("status", ""), meta.get("steps_done", 0)
+    steps = f"its {done} complete steps" if shown is None or shown >= done else \
+        f"{shown} of its {done} complete steps"
     if meta.get("replay_of"):
         return f"A replay of {meta['replay_of']} (it keeps no tape: open or continue that run)."
     if status == "completed":
         return ""
     if status == "running":
         if pid := being_written(run_dir):
-            return (f"Being written by another process (pid {pid}): its {done} complete steps so far; open it "
+            return (f"Being written by another process (pid {pid}): {steps} so far; open it "
                     "again for more.")
-        return (f"Killed while running (its process is gone): its {done} complete steps are shown; "
+        return (f"Killed while running (its process is gone): {steps} are shown; "
                 f"`socialsim run --resume {run_dir}` continues it.")
     return (f"This run did not complete ({status or 'no status recorded'}) after {done} steps; "
             f"`socialsim run --resume {run_dir}` continues it.")
@@ -447,7 +450,7 @@ class ReplaySession:
         self.notes: list[str] = []
         self.settings = {}
         meta = run_meta(self.run_dir)
-        self.ending = how_it_ended(self.run_dir, meta)
+        self.ending = how_it_ended(self.run_dir, meta, self.frames.steps_done)
         self.report = run_report(self.run_dir)  # markdown; "" when the run has written none yet
         recorded = meta["config"]
         # Reset from a replay re-runs the same society live: its model, routes, budget, endpoint, length
