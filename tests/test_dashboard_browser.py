@@ -420,7 +420,7 @@ def test_a_folder_of_runs_lists_them_and_one_opens_from_the_list(browser_page, r
     page.locator(".run-dir input").fill(str(folder))
     page.locator(".btn-open").click()
     expect(page.locator(".panel-replay")).to_contain_text("is not a run directory (no config.json); it holds 2 runs")
-    _choose(page, page.locator(".run-picker"), str(chosen))
+    _choose(page, page.locator(".run-picker"), "runs/second")  # listed by its place in the folder
     expect(page.locator(".step-counter")).to_contain_text(f"replay of {chosen}")
     expect(page.locator(".run-dir input")).to_have_value(str(chosen))  # the card shows the run it opened ...
     expect(page.locator(".run-picker")).to_have_count(0)  # ... and no longer the list

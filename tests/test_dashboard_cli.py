@@ -608,3 +608,46 @@ def test_the_page_replays_the_run_named_and_says_why_when_it_cannot_open_it(monk
     assert isinstance(session, LiveSession) and session.config == LiveConfig() and not started  # nothing built
     assert session.error_title == "Cannot open the run directory"
     assert re.fullmatch(rf"{re.escape(str(run_dir))}: .*config\.json is damaged.*", session.error)
+
+
+def _copy_run(run_dir, to, status="completed", **settings):
+    """A copy of ``run_dir`` recorded with other settings (``rng`` or architecture parameters)."""
+    shutil.copytree(run_dir, to)
+    meta = json.loads((to / "config.json").read_text())
+    meta["status"] = status
+    meta["config"]["rng"] = settings.pop("rng", meta["config"]["rng"])
+    meta["config"]["arch_params"] = {**(meta["config"].get("arch_params") or {}), **settings}
+    (to / "config.json").write_text(json.dumps(meta))
+    return to
+
+
+def test_the_replay_card_lists_a_sweeps_runs_by_their_seed_and_swept_settings_and_opens_the_one_chosen(
+        finished_run, tmp_path, monkeypatch):
+    """A sweep's runs are runs/run-<hash>: the card listed four such paths, none a user could tell
+    apart, under a reproduction's findings table (40 lines for ASVO's)."""
+    import ipyvuetify as v
+    import solara
+
+    from socialsim.dashboards import app
+    from socialsim.dashboards.session import ReplaySession
+
+    sweep = tmp_path / "sweep"
+    _copy_run(finished_run, sweep / "runs" / "run-0bf245a66356", rng=0, enable_chat=True)
+    chosen = _copy_run(finished_run, sweep / "runs" / "run-1b335a669fd5", rng=1, enable_chat=False)
+    _copy_run(finished_run, sweep / "runs" / "run-9ddfbc4b72f8", status="interrupted", rng=1, enable_chat=True)
+    (sweep / "findings.csv").write_text("finding,verdict,seeds_holding,seeds_measured\nall adopt,holds,1,1\n")
+    monkeypatch.setattr(app, "initial_session", lambda: ReplaySession(finished_run))
+    box, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
+    try:
+        rc.find(v.TextField, label="run directory").widget.v_model = str(sweep)
+        rc.find(v.Btn, class_="btn-open").widget.click()
+        picker = rc.find(v.Select, class_="run-picker").widget
+        assert picker.items == ["runs/run-0bf245a66356 · enable_chat=True, seed 0",
+                                "runs/run-1b335a669fd5 · enable_chat=False, seed 1",
+                                "runs/run-9ddfbc4b72f8 · enable_chat=True, seed 1 · interrupted, 2 steps"]
+        structure = rc.find(class_="panel-replay")._current_structure()
+        assert structure.index("run-picker") < structure.index("reproduction-findings")  # the list first
+        picker.v_model = picker.items[1]
+        assert rc.find(v.TextField, label="run directory").widget.v_model == str(chosen)
+    finally:
+        rc.close()

@@ -438,7 +438,8 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         try:
             replay = ReplaySession(path)
         except Exception as exc:  # a wrong path or a damaged directory: say which
-            inside = tuple(str(r) for r in getattr(exc, "runs", ()))  # a folder of runs (NotARunDir)
+            # a folder of runs (NotARunDir): each listed by what tells it from the others
+            inside = tuple(panels.run_choices(path, getattr(exc, "runs", ())).items())
             findings = panels.reproduction_findings(path) if inside else None
             set_open_error((redact(f"cannot open {path!r}: {exc}"), inside,
                             None if findings is None or findings.empty else findings))
@@ -517,18 +518,20 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         message, inside, findings = open_error
         if message:
             solara.Error(message)
+        if inside:  # above a reproduction's findings, which run to dozens of lines
+            paths = dict(inside)
+
+            def pick(label: str | None) -> None:  # the card is rebuilt for the replay, showing its path
+                if label:
+                    open_run(paths[label])
+
+            solara.Select(f"open one of its {len(inside)} runs" if len(inside) > 1 else "open its run",
+                          values=list(paths), value=None, on_value=pick,
+                          dense=True, classes=["run-picker"])
         if findings is not None:  # the findings file is written by our code, but its texts are escaped all the same
             solara.Markdown("**The paper's findings, as this reproduction checked them** (`findings.csv`; `seeds`: "
                             "in how many seeds each holds on its own, `p`: the sign test)")
             Table(findings.to_dict("records"), list(findings.columns), classes=["reproduction-findings"])
-        if inside:
-            def pick(path: str | None) -> None:  # the card is rebuilt for the replay, showing its path
-                if path:
-                    open_run(path)
-
-            solara.Select(f"open one of its {len(inside)} runs" if len(inside) > 1 else "open its run",
-                          values=list(inside), value=None, on_value=pick,
-                          dense=True, classes=["run-picker"])
 
 
 # --- the page --------------------------------------------------------------------------------------------

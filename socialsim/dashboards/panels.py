@@ -890,6 +890,47 @@ def reproduction_findings(folder: str | Path) -> pd.DataFrame:
                          "p": p.map(lambda v: "" if pd.isna(v) else f"{v:.3g}")})[FINDINGS_COLUMNS]
 
 
+_SHOWN_SETTINGS = 5  # a picker's line stays readable in the sidebar
+
+
+def run_choices(folder: str | Path, runs: Iterable[str | Path]) -> dict[str, str]:
+    """The runs of a folder (a sweep's, a reproduction's) as the Replay card lists them: label -> path.
+    A label is the run's folder below ``folder`` and the settings in which it differs from the others
+    (seed, swept parameters, model...), and how it ended when it did not complete: a sweep's runs are
+    ``runs/run-<hash>``, which alone told a user none of them apart."""
+    folder, runs = Path(folder), [Path(r) for r in runs]
+    settings: dict[Path, dict[str, Any]] = {}
+    ended: dict[Path, str] = {}
+    for run in runs:
+        try:
+            meta = json.loads((run / "config.json").read_text(encoding="utf-8"))
+            config = dict(meta["config"])
+        except (OSError, ValueError, KeyError, TypeError):  # a damaged one is listed, and says so when opened
+            settings[run], ended[run] = {}, "config.json unreadable"
+            continue
+        params = config.pop("arch_params", None) or {}
+        config["seed"] = config.pop("rng", None)
+        settings[run] = {**{k: v for k, v in config.items() if not isinstance(v, dict | list)},
+                         **{k: v for k, v in params.items() if not isinstance(v, dict | list)}}
+        if (status := meta.get("status")) != "completed":
+            ended[run] = f"{status or 'no status'}, {meta.get('steps_done', 0)} steps"
+    read = [s for s in settings.values() if s]
+    keys = sorted(set.intersection(*(set(s) for s in read))) if read else []  # another architecture's are not a difference
+    differing = [k for k in keys if len({repr(s[k]) for s in read}) > 1]
+    choices: dict[str, str] = {}
+    for run in runs:
+        try:
+            where = run.relative_to(folder).as_posix()
+        except ValueError:
+            where = str(run)
+        said = [f"{k} {settings[run][k]}" if k == "seed" else f"{k}={settings[run][k]}"
+                for k in differing if settings[run]]
+        said = said[:_SHOWN_SETTINGS] + (["..."] if len(said) > _SHOWN_SETTINGS else [])
+        label = " · ".join([where, *([", ".join(said)] if said else []), *([ended[run]] if run in ended else [])])
+        choices[redact(label)] = str(run)
+    return choices
+
+
 FIGURE_LINK = re.compile(r"!\[([^\]]*)\]\((figures/[^)\s]+\.png)\)")  # how report.md links its figures
 FOREIGN_LINK = re.compile(r"\]\((?!figures/)")  # any other inline link's target
 LINK_DEFINITION = re.compile(r"(?m)^( {0,3}\[[^\]]+\]):")  # a reference link's definition
