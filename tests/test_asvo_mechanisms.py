@@ -371,6 +371,19 @@ def test_switching_off_decay_changes_recorded_desires():
     assert (decayed < 5.0).any().any()
 
 
+def test_the_satisfaction_cap_and_floor_bound_every_agents_desires():
+    """The parameters reach the agents' decay (LinearDecay's own bounds are tested apart): the
+    scenario's start of 5 is held at the cap, and decay stops at the floor."""
+    model = SocietyModel("school-micro", model="rules", rng=3, update_desires=False, decay_per_hour=1.5,
+                         satisfaction_floor=4.0, satisfaction_cap=4.5)  # 0.5 a 20-minute step
+    values = lambda: {v for a in model.agents for v in a.state.values.values()}  # noqa: E731
+    assert values() == {4.5}  # not 5: above the cap
+    model.step()
+    assert values() == {4.0}
+    model.step()
+    assert values() == {4.0}  # not 3.5: below the floor
+
+
 def test_the_papers_context_text_reaches_the_planning_prompt():
     model = SocietyModel("school-micro", model="rules", rng=1)
     context = model.scenario_spec.context
