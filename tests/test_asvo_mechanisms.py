@@ -384,6 +384,18 @@ def test_the_satisfaction_cap_and_floor_bound_every_agents_desires():
     assert values() == {4.0}  # not 3.5: below the floor
 
 
+def test_step_minutes_overrides_the_scenarios_step_length_in_the_decay():
+    """Decay is a rate per simulated hour: a 60-minute step loses a whole point, not the scenario's
+    20-minute third of one."""
+    def after_one_step(**params):
+        model = SocietyModel("school-micro", model="rules", rng=3, update_desires=False, **params)
+        model.step()
+        return {v for a in model.agents for v in a.state.values.values()}
+
+    assert after_one_step(step_minutes=60) == {4.0}
+    assert after_one_step() == {round(5 - 1 / 3, 6)}
+
+
 def test_the_papers_context_text_reaches_the_planning_prompt():
     model = SocietyModel("school-micro", model="rules", rng=1)
     context = model.scenario_spec.context
