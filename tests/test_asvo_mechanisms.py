@@ -429,6 +429,22 @@ def test_actions_are_repaired_or_replaced_and_counted(triad, monkeypatch):
     assert model.llm.ledger.failures["ProposeActions"] == 9 and model.llm.ledger.totals()["llm_failures"] == 9
 
 
+def test_the_report_names_the_arm_the_run_is(tmp_path):
+    """A w/o-ASVO run's report says so, and sets its separability beside Table 2 as that arm's."""
+    from socialsim.agents.asvo.metrics import report_sections
+
+    def report(**params):
+        model = SocietyModel("school-micro", model="rules", rng=1, **params)
+        model.step()
+        return "\n".join(report_sections(model, tmp_path))
+
+    with_svo, without = report(), report(use_svo=False)
+    assert "SVO (used): Alice: altruistic, Amy: competitive." in with_svo
+    assert "| **ASVO@School (this run)** |" in with_svo
+    assert "SVO (ablation w/o ASVO: assigned but not shown to the agents): Alice: altruistic" in without
+    assert "| **w/o ASVO@School (this run)** |" in without and "| **ASVO@School (this run)** |" not in without
+
+
 def test_the_report_says_how_many_proposed_actions_were_replaced(triad, monkeypatch, tmp_path):
     from socialsim.agents.asvo.metrics import report_sections
 
