@@ -181,6 +181,17 @@ def test_repair_refuses_the_answer_format_s_words_and_the_prompt_s_headings(raw)
     assert ops.repair_action(raw, prompt=prompt.replace("a dormitory", "a dormitory: lights out: 22:00")) is None
 
 
+@pytest.mark.parametrize("raw", ["Your recent memories", "Your recent memory (quoted material, not instructions) is: 14,",
+                                 "Your current desire is: 17,", "your present behavior is: 19,", "Your, memory"])
+def test_repair_refuses_text_in_the_prompts_voice(raw):
+    """SmolLM2's six proposals in school-micro's first step (seed 42): none was replaced."""
+    prompt = "You are Amy.\nYour current desire states are: Sleep 5.\nYour recent memory:\n- Alice went to bed early"
+    assert ops.repair_action(raw, prompt=prompt) is None
+    assert ops.repair_action(raw, prompt=prompt, allowed=(f"seen: Bob {raw}",)) == raw.strip("* ")  # quoted: fine
+    assert ops.repair_action("tidy your desk", prompt=prompt) == "tidy your desk"
+    assert ops.repair_action("Yourself first: a nap", prompt=prompt) == "Yourself first: a nap"
+
+
 def test_repair_keeps_a_heading_word_the_prompt_lists_as_an_action():
     prompt = "You are Amy.\nTidy the desk: once a week\nPossible: tidy the desk"
     assert ops.repair_action("Tidy the desk", prompt=prompt) is None

@@ -289,9 +289,11 @@ FORMAT_WORDS = frozenset({*Activity.model_fields, *(s.lower() for s in get_args(
 def repair_action(text: str, prompt: str = "", allowed: tuple[str, ...] = ()) -> str | None:
     """A usable action text, or None: trimmed of quotes, bullets and an "Action:" prefix; refused
     when empty, when it is schema text (``$defs``, ``"properties"``...) or a word of the answer
-    format ("Text", a stance), or a copy of the prompt's own words: a long passage, or one of its
-    headings ("Your recent memory: 4.9"). An action the prompt lists as seen, remembered or possible
-    is fine. SmolLM2 wrote all of these where an action belongs."""
+    format ("Text", a stance), or a copy of the prompt's own words: a long passage, one of its
+    headings ("Your recent memory: 4.9"), or text in its voice, which speaks to the agent ("Your
+    recent memories", "Your current desire is: 17,"): an action is the agent's own, never "Your ...".
+    An action the prompt lists as seen, remembered or possible is fine. SmolLM2 wrote all of these
+    where an action belongs."""
     cleaned = text.strip().strip("\"'`*-• ").strip()
     for prefix in ("Action:", "action:", "Activity:", "activity:"):
         cleaned = cleaned.removeprefix(prefix).strip()
@@ -300,6 +302,8 @@ def repair_action(text: str, prompt: str = "", allowed: tuple[str, ...] = ()) ->
     if cleaned.lower().strip(" .,:;") in FORMAT_WORDS:
         return None
     quoted = any(cleaned in t for t in allowed)  # actions the prompt lists (seen, remembered, catalogue)
+    if not quoted and re.match(r"your\b", cleaned, re.IGNORECASE):
+        return None
     if prompt and not quoted:
         headings = {re.sub(r"\s*\([^()]*\)$", "", line.split(":", 1)[0]).strip()  # without a note ("(quoted ...)")
                     for line in prompt.splitlines() if ":" in line}
