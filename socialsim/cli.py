@@ -381,6 +381,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     return _fail(message)
                 _writable_dir(out)
         result = run(config, out, progress=not args.no_progress)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the society is built or its models checked
+        print("socialsim: interrupted before the run's first step; nothing was recorded", file=sys.stderr)
+        return 130
     except RunFailed as exc:
         return _run_failed(exc, f"resume with: socialsim run --resume {exc.run_dir}")
     except (ScenarioError, ModelUnavailable, ValueError, FileNotFoundError) as exc:

@@ -274,6 +274,27 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path, monkeypatch, capsys)
     assert "status: interrupted (1 step)" in out and f"resume with: socialsim run --resume {tmp_path / 'r'}" in out
 
 
+def test_a_run_interrupted_while_its_model_is_checked_says_so_without_a_traceback(tmp_path, monkeypatch, capsys):
+    """Ctrl-C or SIGTERM before step 1 (a paid model's one-token check takes seconds) gave a
+    KeyboardInterrupt traceback."""
+    from socialsim.model import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "check_models", interrupted)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-abcdefghijklmnop123456")
+    try:
+        code = main(["run", "hobbs-cafe", "--arch", "generic", "--model", "openai/gpt-4o-mini", "--steps", "1",
+                     "--no-progress"])
+    except KeyboardInterrupt:  # caught here, or it would stop the whole test session
+        pytest.fail("the interrupt reached the command's caller (a traceback)")
+    assert code == 130
+    assert capsys.readouterr().err.endswith("interrupted before the run's first step; nothing was recorded\n")
+    assert not (tmp_path / "runs").exists()  # the directory claimed for it is removed
+
+
 def test_report_of_a_sweep_with_no_run_yet_says_so(tmp_path, capsys):
     """A sweep stopped before its first run: the count line ended in a bare colon."""
     (tmp_path / "s" / "runs").mkdir(parents=True)
