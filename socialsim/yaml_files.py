@@ -5,6 +5,7 @@ second ``steps:`` or a deployment's second ``api_base:`` is a mistake its author
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import IO, Any
 
 import yaml
@@ -61,3 +62,19 @@ class _StrictLoader(_BASE):  # type: ignore[misc, valid-type]
 def load_yaml(text: str | bytes | IO[str]) -> Any:
     """``yaml.safe_load`` refusing a key given twice in one mapping (DuplicateKeyError, a YAMLError)."""
     return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+class NotUtf8Error(ValueError):
+    """A file the project reads as text that is not UTF-8 (saved as Latin-1 or UTF-16, say)."""
+
+
+def read_utf8(path: Path) -> str:
+    """A file's text; one that is not UTF-8 is a NotUtf8Error naming the file and the line of its first
+    byte that is not (Python's own error is a traceback giving a byte's offset)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        data = path.read_bytes()
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise NotUtf8Error(f"{path}: not UTF-8 text (line {line} has the byte {data[exc.start]:#04x}); "
+                           "save it as UTF-8") from None

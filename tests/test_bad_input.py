@@ -117,6 +117,10 @@ RAW_CASES = [  # (case id, file name, text, fragments)
     ("yaml-list", "s.yaml", "- a\n- b\n", ["expected a mapping of scenario fields"]),
     ("yaml-empty", "s.yaml", "", ["expected a mapping of scenario fields"]),
     ("yml-suffix", "s.yml", "name: x\n", ["agents", "Field required"]),
+    # a file saved in another encoding: it was a UnicodeDecodeError's traceback
+    ("latin-1", "s.yaml", "name: caf\u00e9\nagents: []\n".encode("latin-1"), ["not UTF-8 text (line 1 has the byte 0xe9)",
+                                                                      "save it as UTF-8"]),
+    ("utf-16", "s.toml", 'name = "x"\n'.encode("utf-16"), ["not UTF-8 text (line 1 has the byte 0xff)"]),
     ("toml-missing-agents", "s.toml", 'name = "x"\n[map]\nareas = [{name = "a", x = 0, y = 0, width = 1, height = 1}]\n',
      ["agents", "Field required"]),
 ]
@@ -153,7 +157,7 @@ def test_broken_scenario_file(data, fragments, tmp_path, out, capsys):
 @pytest.mark.parametrize("name,text,fragments", [c[1:] for c in RAW_CASES], ids=[c[0] for c in RAW_CASES])
 def test_broken_scenario_text(name, text, fragments, tmp_path, out, capsys):
     path = tmp_path / name
-    path.write_text(text)
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
     code, err = run_cli(capsys, str(path), "--arch", "generic", "--model", "rules", "--out", str(out))
     check(code, err, out, [str(path), *fragments])
 

@@ -235,6 +235,7 @@ def test_the_router_is_given_router_settings_with_their_references_read(tmp_path
     ("model_list:\n  - {model_name: x, litellm_params: {api_key: hunter2hunter2}}\n",  # every problem, in order
      "model_list[0].litellm_params: no 'model' (the litellm model string this deployment calls); "
      "model_list[0].litellm_params.api_key holds a secret written out"),
+    ("model_list: \xe9\n".encode("latin-1"), "not UTF-8 text (line 1 has the byte 0xe9)"),  # not a traceback
     ("model_list: \x07\n", "is not valid YAML: ReaderError\n"),  # a character YAML refuses: no line or column
     # a list under a secret's name holds secrets
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x}, model_info: {api_keys: [EMPTY, hunter2hunter2]}}\n",
@@ -242,7 +243,7 @@ def test_the_router_is_given_router_settings_with_their_references_read(tmp_path
 ])
 def test_a_bad_deployments_file_is_refused_naming_the_file_and_the_field(tmp_path, capsys, text, expected):
     path = tmp_path / "pool.yaml"
-    path.write_text(text)
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
     assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(path)]) == 2
     error = capsys.readouterr().err
     # the first problem right after the file's name: the field named from the file's top

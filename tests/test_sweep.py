@@ -295,6 +295,10 @@ def test_bad_sweep_file_syntax_scenario_and_cli(tmp_path, capsys):
     with pytest.raises(SweepFileError, match="(?s)" + re.escape(f"{path}: not valid YAML") + ".*"
                        + re.escape("duplicate key steps (first at line 2)")):
         load_sweep(path)  # PyYAML would have swept steps 3 only
+    path = tmp_path / "latin.yaml"
+    path.write_bytes("name: caf\u00e9\nparameters: {arch: generic}\n".encode("latin-1"))  # was a traceback
+    with pytest.raises(SweepFileError, match=re.escape(f"{path}: not UTF-8 text (line 1 has the byte 0xe9)")):
+        load_sweep(path)
     path = write(tmp_path, "parameters:\n  scenario: [hobbs-cafe, nowhere-cafe]\n", "scen.yaml")
     with pytest.raises(SweepFileError, match=re.escape(f"{path}: parameters.scenario: unknown scenario 'nowhere-cafe'")):
         load_sweep(path)

@@ -39,7 +39,7 @@ from socialsim.llm.gateway import ApiBase, UnitPrice
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 from socialsim.scenarios.schema import field_problems
-from socialsim.yaml_files import load_yaml
+from socialsim.yaml_files import NotUtf8Error, load_yaml, read_utf8
 
 # Per-run settings the sweep owns; they are not grid parameters.
 RESERVED = {"rng", "seed", "seeds", "gateway", "sweep_dir"}
@@ -199,7 +199,10 @@ def load_sweep(path: str | Path) -> SweepSpec:
         raise SweepFileError(f"{path}: no such sweep file")
     if path.suffix not in SUFFIXES:
         raise SweepFileError(f"{path}: expected a .yaml, .yml or .toml sweep file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_utf8(path)
+    except NotUtf8Error as exc:
+        raise SweepFileError(str(exc)) from None
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else load_yaml(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:

@@ -153,10 +153,12 @@ def _load(path: Path, changed: int) -> Deployments:
     """Loaded once per file and version (an edited file is read again)."""
     import yaml
 
-    from socialsim.yaml_files import load_yaml
+    from socialsim.yaml_files import NotUtf8Error, load_yaml, read_utf8
 
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_utf8(path))
+    except NotUtf8Error as exc:
+        raise DeploymentsError(f"deployments file {exc}") from None
     except OSError as exc:
         raise DeploymentsError(f"deployments file {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:  # its problem and place, not its quote of the line (a key may be on it)

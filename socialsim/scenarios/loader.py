@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from socialsim.scenarios.schema import Scenario, field_problems
-from socialsim.yaml_files import load_yaml
+from socialsim.yaml_files import NotUtf8Error, load_yaml, read_utf8
 
 log = logging.getLogger("socialsim")
 
@@ -53,7 +53,10 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     from socialsim.llm.redact import redact
 
     path = scenario_path(name_or_path)
-    raw = path.read_text(encoding="utf-8")
+    try:
+        raw = read_utf8(path)
+    except NotUtf8Error as exc:
+        raise ScenarioError(str(exc)) from None
     text = redact(raw)
     if text != raw:
         log.warning("%s holds a secret value (a key or an environment secret); it is read as [REDACTED]", path)
