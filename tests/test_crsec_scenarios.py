@@ -44,6 +44,15 @@ def test_the_makerspace_schedule_drives_the_follow_up_norm():
     assert "sweep after sawing" not in set(breaches["norm"])
 
 
+def test_an_agent_without_a_goal_spends_the_day_at_its_own_scenario():
+    """The default goal was Hobbs Cafe's, in the prompts of every other CRSEC setting."""
+    spec = load_scenario("makerspace")
+    spec.agents[0].traits = {k: v for k, v in spec.agents[0].traits.items() if k != "goal"}
+    model = SocietyModel(spec, arch="crsec", model="rules", rng=1)
+    goals = [a.crsec_traits.goal for a in model.agents]
+    assert "spend the day at Riverside Makerspace" in goals and not any("Hobbs" in g for g in goals)
+
+
 def _hour_of(model, step):
     return model.society.settings.clock_of_step(step, model.scenario_spec.step_minutes)[1] // 60
 

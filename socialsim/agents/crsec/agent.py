@@ -201,6 +201,9 @@ class CRSECAgent(GenerativeAgent):
         self.shared = model.society
         self.settings = self.shared.settings
         self.crsec_traits = CRSECTraits.model_validate(spec.traits)
+        if self.crsec_traits.goal is None:  # a goal of the scenario's own place, not Hobbs Cafe's in every setting
+            place = model.scenario_spec.title or model.scenario_spec.name
+            self.crsec_traits.goal = f"spend the day at {place}"
         self.entrepreneur = self.crsec_traits.entrepreneur
         self.start_area = spec.start_area
         self.norms = NormDatabase(self.name)

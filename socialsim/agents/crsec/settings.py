@@ -230,7 +230,7 @@ class CRSECTraits(BaseModel):
     habits: list[str] = Field(default_factory=list)  # behaviours it likes to do, in its own way
     talk_propensity: float = Field(default=0.5, ge=0, le=1)  # how readily an ordinary agent speaks up
     home_area: str | None = None
-    goal: str = "spend the day at Hobbs Cafe"
+    goal: str | None = None  # None: spend the day at the scenario's place (the agent says which)
 
 
 def minutes(clock: str) -> int:
