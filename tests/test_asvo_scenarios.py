@@ -115,6 +115,12 @@ def test_bad_settings_and_sections_get_clear_messages(tmp_path):
     with pytest.raises(ValueError, match=r"asvo\.actions\.0\.text: unknown placeholder \{friend\} \(only \{other\}"):
         SocietyModel(str(path), model="rules")
     data["asvo"]["actions"] = [{"text": "help {other}", "self": 0, "others": 1}]
+    data["agents"][1]["traits"]["sov"] = data["agents"][1]["traits"].pop("svo")  # it read as no SVO given
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError) as refused:
+        SocietyModel(str(path), model="rules")
+    assert str(refused.value) == f"{path}: agents[1] (Amy).traits.sov: not a trait asvo reads (did you mean 'svo'?)"
+    del data["agents"][1]["traits"]["sov"]
     data["agents"][1]["traits"]["svo"] = "competetive"  # named with the file and the field, as the section's are
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValueError) as refused:

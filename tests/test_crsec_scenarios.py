@@ -117,6 +117,22 @@ def test_a_bad_schedule_entry_is_named(entry, expected):
         load_settings(spec)
 
 
+def test_a_misspelt_trait_is_named_not_run_on_its_default():
+    """traits.stnace ran with every stance neutral, without a word; a key crsec does not read and is
+    near none of its own (another architecture's, or yours) is left alone."""
+    spec = copy.deepcopy(load_scenario("makerspace"))
+    traits = spec.agents[2].traits
+    traits["stnace"] = traits.pop("stance")
+    traits["talk_propensty"] = traits.pop("talk_propensity")
+    traits["svo"] = "prosocial"
+    with pytest.raises(ScenarioError) as refused:
+        load_settings(spec)
+    assert str(refused.value).endswith(
+        "\n  agents[2] (Priya Raman).traits.stnace: not a trait crsec reads (did you mean 'stance'?)"
+        "\n  agents[2] (Priya Raman).traits.talk_propensty: not a trait crsec reads (did you mean 'talk_propensity'?)")
+    assert "svo" not in str(refused.value)
+
+
 def test_a_bad_norm_hour_is_named():
     spec = copy.deepcopy(load_scenario("makerspace"))
     spec.crsec["tracked_norms"][2]["violated_by"]["from_time"] = "5pm"

@@ -142,6 +142,18 @@ def test_the_similarity_and_pad_weights_reach_the_equations_and_must_sum_to_one(
     assert load_config(None, {"s_min": 1.0, "s_max": 1.0}).s_max == 1.0  # equal bounds are allowed
 
 
+def test_a_misspelt_goal_trait_is_named_not_replaced_by_the_section_s_goal():
+    """traits.gaol ran with the section's goal for that agent, without a word."""
+    from socialsim.model.society import SocietyModel
+    from socialsim.scenarios.loader import load_scenario
+    spec = load_scenario("irollan-valley")
+    spec.agents[1].traits = {"gaol": "read every book"}
+    with pytest.raises(ValueError) as caught:
+        SocietyModel(spec, model="rules")
+    assert str(caught.value).endswith("irollan-valley.yaml: invalid itcmas traits: agents[1] (SG).traits.gaol: "
+                                      "not a trait itcmas reads (did you mean 'goal'?)")
+
+
 def test_invalid_itcmas_parameters_are_named_together_with_where_they_come_from():
     from socialsim.agents.itcmas.settings import load_config
     with pytest.raises(ValueError) as caught:

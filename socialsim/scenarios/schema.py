@@ -8,7 +8,9 @@ errors, so a typo is reported rather than silently ignored. Architecture section
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -179,6 +181,20 @@ class Scenario(Strict):
                     if end not in names:
                         raise ValueError(f"network.edges[{i}]: unknown agent {end!r}")
         return self
+
+
+def misspelt_traits(scenario: Scenario, known: Iterable[str], arch: str) -> list[str]:
+    """Agents' trait keys that look like a misspelling of one the architecture reads ("stnace"): it
+    ran on the default without a word. Other keys are left alone, for another architecture (``svo``)
+    or your own."""
+    known = sorted(known)
+    problems = []
+    for i, agent in enumerate(scenario.agents):
+        for key in agent.traits:
+            if key not in known and (near := difflib.get_close_matches(str(key), known, n=1)):
+                problems.append(f"agents[{i}] ({agent.name}).traits.{key}: not a trait {arch} reads "
+                                f"(did you mean {near[0]!r}?)")
+    return problems
 
 
 def _unique(names: list[str], what: str) -> set[str]:

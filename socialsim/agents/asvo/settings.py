@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from socialsim.agents.asvo.svo import SVO_TYPES
 from socialsim.agents.desires import DEGREE_STEP, DESIRES
-from socialsim.scenarios.schema import field_problems
+from socialsim.scenarios.schema import field_problems, misspelt_traits
 
 log = logging.getLogger("socialsim")
 
@@ -192,6 +192,8 @@ class ASVOScenario(_Strict):
             if "svo" in agent.traits and agent.traits["svo"] not in SVO_TYPES:
                 raise ValueError(f"{scenario.where}: agents[{i}] ({agent.name}).traits.svo: unknown SVO type "
                                  f"{agent.traits['svo']!r} (types: {', '.join(SVO_TYPES)})")
+        if misspelt := misspelt_traits(scenario, ["svo", "degrees", "initial"], "asvo"):
+            raise ValueError(f"{scenario.where}: " + "; ".join(misspelt))
         for agent in scenario.agents:  # an agent's own degrees and start values, checked as the section's
             own = {key: agent.traits[key] for key in ("degrees", "initial") if key in agent.traits}
             try:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from socialsim.scenarios.loader import ScenarioError
-from socialsim.scenarios.schema import Scenario, field_problems
+from socialsim.scenarios.schema import Scenario, field_problems, misspelt_traits
 
 Stance = Literal["for", "against", "neutral"]
 _TIME = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
@@ -306,6 +306,7 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
                 problems.append(f"  {prefix}.habits: {_unknown_behaviour(habit, scenario)}")
         if traits.home_area is not None and areas and traits.home_area not in areas:
             problems.append(f"  {prefix}.home_area: unknown area {traits.home_area!r}")
+    problems += [f"  {problem}" for problem in misspelt_traits(scenario, CRSECTraits.model_fields, "crsec")]
     if scenario.map is None:
         problems.append("  map: the crsec architecture needs a map (areas inside and outside)")
     if problems:

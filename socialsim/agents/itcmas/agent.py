@@ -71,6 +71,7 @@ from socialsim.agents.itcmas.phenomenal import (
 )
 from socialsim.agents.itcmas.settings import ITCMASConfig, load_config
 from socialsim.agents.phases import Phase
+from socialsim.scenarios.schema import misspelt_traits
 from socialsim.spaces.actions import Action, Outcome
 
 if TYPE_CHECKING:
@@ -125,6 +126,8 @@ class ITCMASociety:
             if home not in areas:
                 raise ValueError(f"{where}: invalid itcmas parameters: homes.{agent}: unknown area {home!r}")
         check_kinds(self.config, spec.map, where)
+        if misspelt := misspelt_traits(spec, ["goal"], "itcmas"):
+            raise ValueError(f"{where}: invalid itcmas traits: " + "; ".join(misspelt))
         self.setting = spec.context  # every operation's system message: the scenario's own world
         self.vocabulary = self.config.vocabulary
         homes = set(self.config.homes.values())  # the public rooms a rule-made chat may name
