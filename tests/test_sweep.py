@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from socialsim.batch.exports import export
 from socialsim.batch.sweepfile import SweepFileError, load_sweep
@@ -23,6 +24,7 @@ from socialsim.batch.sweeps import RUNS, SweepModel, earlier_attempt_through, is
 from socialsim.llm.engines import ModelUnavailable
 from socialsim.llm.fake_server import by_prompt
 from socialsim.model.society import SocietyModel
+from socialsim.scenarios.loader import DATA_DIR
 
 # 2 routes x 2 lengths x 2 replicates = 8 runs; with `model: rules` the routes cannot change a
 # result, but they are distinct grid points (the way an ablation that an architecture ignores is).
@@ -309,6 +311,24 @@ def test_bad_sweep_file_syntax_scenario_and_cli(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_sweep_refused_before_its_first_run_leaves_no_folder_behind(tmp_path, monkeypatch, capsys):
+    """A scenario file its architecture refuses left sweeps/NAME (a lock and an empty runs/); a folder
+    that was there before stays, with what it holds."""
+    from socialsim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    data = yaml.safe_load((DATA_DIR / "makerspace.yaml").read_text())
+    data["agents"][0]["traits"]["stnace"] = data["agents"][0]["traits"].pop("stance")
+    write(tmp_path, yaml.safe_dump(data), "mine.yaml")
+    path = write(tmp_path, "name: mine\nsteps: 1\nparameters: {scenario: mine.yaml, model: rules}\n", "sweep.yaml")
+    assert main(["sweep", str(path), "--no-progress"]) == 2
+    assert "traits.stnace: not a trait crsec reads" in capsys.readouterr().err
+    assert not (tmp_path / "sweeps").exists()
+    (tmp_path / "kept" / "notes").mkdir(parents=True)
+    assert main(["sweep", str(path), "--out", "kept", "--no-progress"]) == 2
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [".lock", "notes", "runs"]
+
+
 def test_cli_sweep_runs_resumes_and_exports(tmp_path, capsys):
     from socialsim.cli import main
 
@@ -346,7 +366,7 @@ def test_a_parameter_the_architecture_rejects_fails_before_any_run(tmp_path):
     message = str(info.value)
     assert message.startswith(f"{path}: parameters: the run with arch=crsec, model=rules, enable_chatt=True")
     assert "unknown crsec parameter(s) ['enable_chatt']; did you mean enable_chat?" in message
-    assert not list((tmp_path / "out" / RUNS).iterdir())
+    assert not (tmp_path / "out").exists()  # nor an empty sweep folder
 
 
 def test_an_unknown_judge_in_the_grid_fails_before_any_run(tmp_path):
@@ -354,7 +374,7 @@ def test_an_unknown_judge_in_the_grid_fails_before_any_run(tmp_path):
                  "judge.yaml")
     with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/judge'"):
         sweep(path, tmp_path / "out", progress=False)
-    assert not list((tmp_path / "out" / RUNS).iterdir())
+    assert not (tmp_path / "out").exists()  # nor an empty sweep folder
 
 
 KILL_SCRIPT = """
@@ -511,7 +531,6 @@ def test_shared_tape_survives_a_torn_line_and_sees_other_writers(tmp_path):
 def test_a_run_is_keyed_by_the_scenario_content_not_its_name(tmp_path):
     """Editing a scenario file gives its runs a new id, so stale results are never reused."""
     from socialsim.batch.sweeps import run_config, run_id_of
-    from socialsim.scenarios.loader import DATA_DIR
 
     path = tmp_path / "cafe.yaml"
     text = (DATA_DIR / "hobbs-cafe.yaml").read_text()
@@ -529,7 +548,7 @@ def test_a_judge_that_is_also_a_grid_points_actors_model_fails_before_any_run(tm
     with pytest.raises(SweepFileError, match="model=openai/gpt-4o-mini.*cannot be built: crsec judge "
                                              "'openai/gpt-4o-mini' is also an actors' model"):
         sweep(path, tmp_path / "out", progress=False)
-    assert not (tmp_path / "out" / RUNS).exists() or not list((tmp_path / "out" / RUNS).iterdir())
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_figure_of_an_outcome_no_run_records_fails_before_any_run_and_names_the_near_ones(tmp_path):
@@ -543,7 +562,7 @@ def test_a_figure_of_an_outcome_no_run_records_fails_before_any_run_and_names_th
                               "'adoption[be quiet in public]' or 'adoption[no smoking indoors]' or "
                               "'adoption[tip after meals]'?); the runs record ")
     assert "rule_decisions" in message.split("the runs record ")[1]
-    assert not list((tmp_path / "out" / RUNS).iterdir())
+    assert not (tmp_path / "out").exists()  # nor an empty sweep folder
 
 
 def test_a_refused_edit_of_a_sweep_leaves_its_folder_exporting_its_runs(tmp_path):
@@ -818,10 +837,8 @@ def test_two_grid_points_that_are_the_same_run_are_refused_before_any_run(tmp_pa
         "two grid points resolve to the same run (arch=crsec, model=rules, enable_chat=True and arch=crsec, "
         "model=rules, enable_chat=True: a value listed twice, a parameter equal to its default listed beside it, or "
         "two scenario files of the same content); remove the duplicate values")
-    assert not list((tmp_path / "s" / RUNS).iterdir())
+    assert not (tmp_path / "s").exists()  # nor an empty sweep folder
     # a copy of a scenario file under another name is the same scenario: the message names both
-    from socialsim.scenarios.loader import DATA_DIR
-
     (tmp_path / "mine.yaml").write_text((DATA_DIR / "hobbs-cafe.yaml").read_text())
     copied = {"name": "copy", "steps": 1,
               "parameters": {"scenario": ["hobbs-cafe", str(tmp_path / "mine.yaml")], "arch": "generic"}}
@@ -1018,12 +1035,12 @@ def test_a_sweep_without_a_model_uses_the_default_and_checks_a_routed_model_befo
     routed = {**spec, "parameters": {"arch": "generic", "routes": {"ComposeChat": "nosuchprovider/chat"}}}
     with pytest.raises(ModelUnavailable, match="unknown model 'nosuchprovider/chat'"):
         sweep(routed, tmp_path / "b", progress=False)
-    assert not list((tmp_path / "b" / RUNS).iterdir())
+    assert not (tmp_path / "b").exists()
     misspelt = {**spec, "parameters": {"arch": "generic", "routes": {"ComposChat": "rules"}}}
     with pytest.raises(SweepFileError, match="route to no operation or module: 'ComposChat' \\(did you mean "
                                              "'ComposeChat'"):  # before any run, not a silent no-op route
         sweep(misspelt, tmp_path / "c", progress=False)
-    assert not list((tmp_path / "c" / RUNS).iterdir())
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_judge_of_a_run_still_to_do_is_checked_when_a_finished_run_of_its_grid_point_came_first(

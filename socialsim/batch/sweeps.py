@@ -64,7 +64,7 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord, answered, record_of
-from socialsim.model.run_dir import SWEEP_FILE, not_for_a_batch, writing
+from socialsim.model.run_dir import LOCK, SWEEP_FILE, not_for_a_batch, writing
 from socialsim.model.runner import RunConfig, call_settings, keep_scenario, off_tape_told, report_run, save
 from socialsim.model.society import SocietyModel
 from socialsim.scenarios.loader import scenario_path
@@ -549,12 +549,30 @@ def sweep(
     sweep_dir = Path(out) if out else Path("sweeps") / spec.name
     if why := not_for_a_batch(sweep_dir, "sweep"):
         raise ValueError(why)
+    made = [p for p in (sweep_dir, *sweep_dir.parents) if not p.exists()]  # the folders this call makes
     (sweep_dir / RUNS).mkdir(parents=True, exist_ok=True)
     # one command at a time in a folder: a second one would remove the first's partial runs, rename over
     # its finished ones and count its calls as its own
-    with writing(sweep_dir):
-        return _sweep_in(spec, sweep_dir, processes=processes, cluster=cluster, scheduler=scheduler, client=client,
-                         progress=progress, preflight=preflight, figures=figures)
+    try:
+        with writing(sweep_dir):
+            return _sweep_in(spec, sweep_dir, processes=processes, cluster=cluster, scheduler=scheduler,
+                             client=client, progress=progress, preflight=preflight, figures=figures)
+    except Exception:
+        _unmake(made)
+        raise
+
+
+def _unmake(made: list[Path]) -> None:
+    """Take away the folders a refused sweep made (a grid point that cannot be built, a model that
+    cannot be reached), as long as nothing was written in them: a refused scenario left an empty
+    sweep folder behind, which the next ``socialsim sweep`` would take for its own."""
+    if not made:
+        return
+    with contextlib.suppress(OSError):  # a folder something was written in stays
+        (made[0] / RUNS).rmdir()
+        (made[0] / LOCK).unlink(missing_ok=True)
+        for folder in made:  # innermost first; rmdir refuses a folder that is not empty
+            folder.rmdir()
 
 
 def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluster: str | None,
