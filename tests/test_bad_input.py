@@ -205,6 +205,13 @@ def test_broken_argument(argv, fragments, out, capsys, monkeypatch, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_folder_named_like_a_scenario_file_is_said_to_be_a_folder(tmp_path, out, capsys):
+    """It was "no such scenario file", of a path that exists."""
+    (tmp_path / "mine.yaml").mkdir()
+    code, err = run_cli(capsys, str(tmp_path / "mine.yaml"), "--model", "rules", "--out", str(out))
+    check(code, err, out, [f"{tmp_path / 'mine.yaml'}: a folder, not a scenario file"])
+
+
 PARSE_CASES = [  # rejected by argparse itself (exit 2, usage message)
     ("steps-text", ["--steps", "many"], "--steps: invalid int value: 'many'"),
     ("rng-text", ["--rng", "x"], "--rng: invalid int value: 'x'"),

@@ -34,6 +34,8 @@ def available_scenarios() -> list[str]:
 def scenario_path(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.suffix in SUFFIXES:
+        if path.is_dir():
+            raise ScenarioError(f"{path}: a folder, not a scenario file")
         if not path.is_file():
             raise ScenarioError(f"{path}: no such scenario file")
         return path
