@@ -121,6 +121,11 @@ def test_bad_settings_and_sections_get_clear_messages(tmp_path):
         SocietyModel(str(path), model="rules")
     assert str(refused.value) == f"{path}: agents[1] (Amy).traits.sov: not a trait asvo reads (did you mean 'svo'?)"
     del data["agents"][1]["traits"]["sov"]
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError) as refused:  # it named neither the file nor where to set it
+        SocietyModel(str(path), model="rules")
+    assert str(refused.value) == (f"{path}: explicit SVO assignment: no SVO type for Amy "
+                                  "(set traits.svo in the scenario or svo_agents=...)")
     data["agents"][1]["traits"]["svo"] = "competetive"  # named with the file and the field, as the section's are
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValueError) as refused:

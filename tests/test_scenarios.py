@@ -109,7 +109,7 @@ def test_every_shipped_scenario_runs_under_each_architecture_or_says_what_it_lac
             if getattr(scenario, needed) is None:
                 what = "who observes whom" if needed == "network" else "areas to move in"
                 assert f"the {arch} architecture needs a scenario with a '{needed}:' ({what})" in message
-                assert f"{name!r} has a {'map' if needed == 'network' else 'network'} instead" in message
+                assert f"{name}.yaml has a {'map' if needed == 'network' else 'network'} instead" in message
             else:  # the space is there: what is missing is the architecture's own section
                 assert f"needs a '{arch}:' section" in message, message
             continue

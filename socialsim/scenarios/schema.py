@@ -218,4 +218,6 @@ def space_problem(arch: str, space: str, spec: Scenario) -> str:
         return ""
     what = {"map": "areas to move in", "network": "who observes whom"}[space]
     has = next(s for s, v in given.items() if v)
-    return f"the {arch} architecture needs a scenario with a '{space}:' ({what}); {spec.name!r} has a {has} instead"
+    # its file when it has one: a copy of a shipped scenario keeps the shipped one's name
+    named = spec._file or repr(spec.name)
+    return f"the {arch} architecture needs a scenario with a '{space}:' ({what}); {named} has a {has} instead"

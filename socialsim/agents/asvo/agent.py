@@ -64,7 +64,10 @@ class ASVORuntime:
         self.decay = LinearDecay(self.settings.decay_per_hour, self.step_minutes,
                                  self.settings.satisfaction_floor, self.settings.satisfaction_cap)
         traits = {a.name: a.traits for a in spec.agents}
-        self.svo = assign_svo([a.name for a in spec.agents], traits, self.settings, self.section, model.random)
+        try:
+            self.svo = assign_svo([a.name for a in spec.agents], traits, self.settings, self.section, model.random)
+        except ValueError as exc:  # named with the file: an SVO missing from it, or a parameter naming no agent of it
+            raise ValueError(f"{spec.where}: {exc}") from None
         self.judges = self._judge_gateways(model)
         self.labels_so_far: Counter[str] = Counter()  # every action's label so far (the *_run columns)
 
