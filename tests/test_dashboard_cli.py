@@ -152,6 +152,14 @@ def test_a_target_with_an_unknown_architecture_a_folder_named_like_a_scenario_an
                    .replace("default_arch: crsec", "default_arch: crsek"))
     with pytest.raises(ValueError, match=f"{bad}: default_arch: unknown architecture 'crsek'"):
         server.check_target(str(bad))
+    # a file of one's own whose architecture refuses it, as `run` does (the server started, the page said it at Reset)
+    bad.write_text((server.Path(__file__).parent.parent / "socialsim/scenarios/data/makerspace.yaml").read_text()
+                   .replace("filler_behaviour: drink tea", "filler_behaviour: drink coffee"))
+    with pytest.raises(ValueError, match=f"(?s)^{bad}: invalid crsec settings\n  crsec.filler_behaviour: unknown "
+                                         "behaviour 'drink coffee'"):
+        server.check_target(str(bad))
+    assert cli.main(["dashboard", str(bad), "--model", "rules"]) == 2
+    assert "crsec.filler_behaviour: unknown behaviour 'drink coffee'" in capsys.readouterr().err
     monkeypatch.chdir(tmp_path)
     (tmp_path / "hobbs-cafe").mkdir()
     assert server.check_target("hobbs-cafe") == "hobbs-cafe"

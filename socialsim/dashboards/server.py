@@ -44,7 +44,20 @@ def check_target(target: str, arch: str | None = None) -> str:
     # agent class, hence Mesa, so a scenario's own architecture, which fits it, is not checked here)
     if arch and (problem := space_problem(chosen, agent_class(chosen).space, spec)):
         raise ValueError(problem)
+    if Path(target).suffix in SUFFIXES:  # a file of one's own: its architecture's section and traits too,
+        check_society(target, arch)  # as `run` checks them (the page said it only as "could not be built")
     return target
+
+
+def check_society(scenario: str, arch: str | None) -> None:
+    """Build the society on a dry-run gateway (nothing is asked of any model), as a sweep checks its
+    grid before the first run: a ValueError names the file and the field."""
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.ledger import Ledger
+    from socialsim.llm.routing import RouteTable
+    from socialsim.model.society import SocietyModel
+
+    SocietyModel(scenario, arch=arch, gateway=Gateway(RouteTable("rules"), ledger=Ledger(), dry_run=True), rng=0)
 
 
 def check_run(run_dir: str) -> str:
