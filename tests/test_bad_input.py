@@ -121,6 +121,15 @@ RAW_CASES = [  # (case id, file name, text, fragments)
     ("latin-1", "s.yaml", "name: caf\u00e9\nagents: []\n".encode("latin-1"), ["not UTF-8 text (line 1 has the byte 0xe9)",
                                                                       "save it as UTF-8"]),
     ("utf-16", "s.toml", 'name = "x"\n'.encode("utf-16"), ["not UTF-8 text (line 1 has the byte 0xff)"]),
+    # a YAML file's problem says the line of its field (of the entry that lacks a missing one)
+    ("yaml-line-of-a-field", "s.yaml", "name: x\nagents:\n  - name: A\n    description: d\n    start_aera: r\n"
+     "map: {areas: [{name: r, x: 0, y: 0, width: 1, height: 1}]}\n", ["agents.0.start_aera: Extra inputs are not "
+                                                                     "permitted (got 'r'), at line 5"]),
+    ("yaml-line-of-a-missing-field", "s.yaml", "name: x\nagents:\n  - {name: A}\n"
+     "map: {areas: [{name: r, x: 0, y: 0, width: 1, height: 1}]}\n", ["agents.0.description: Field required, at line 3"]),
+    ("yaml-line-of-a-reference", "s.yaml", "name: x\nagents:\n  - {name: A, description: d}\nmap:\n  areas:\n"
+     "    - {name: r, x: 0, y: 0, width: 1, height: 1}\n  doors:\n    - [r, attic]\n",
+     ["map.doors[0]: unknown area 'attic' (areas: ['r']), at line 8"]),
     ("toml-missing-agents", "s.toml", 'name = "x"\n[map]\nareas = [{name = "a", x = 0, y = 0, width = 1, height = 1}]\n',
      ["agents", "Field required"]),
 ]

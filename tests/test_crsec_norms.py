@@ -1,6 +1,7 @@
 """The personal norm database and the validation of the scenario's crsec section."""
 
 import copy
+from pathlib import Path
 
 import pytest
 
@@ -249,6 +250,8 @@ def test_every_bad_reference_of_a_section_is_named_in_one_message():
     agents[2].traits["talk_propensity"] = 2
     with pytest.raises(ScenarioError) as info:
         load_settings(scenario.model_copy(update={"crsec": section, "agents": agents}))
+    text = Path(scenario.where).read_text().splitlines()  # a field pydantic checks is given its line in the file
+    tom = next(i for i, t in enumerate(text, 1) if i > text.index("  - name: Tom Gomez") and t.startswith("    traits:"))
     assert str(info.value).splitlines() == [
         f"{scenario.where}: invalid crsec settings",
         "  crsec.tracked_norms (no smoking indoors).alternatives: unknown behaviour 'smoke' (a behaviour is referred "
@@ -261,7 +264,7 @@ def test_every_bad_reference_of_a_section_is_named_in_one_message():
         "  agents[0] (Isabella Rodriguez).traits.stance: unknown tracked norm 'no spitting' (known: "
         "['be quiet in public', 'no smoking indoors', 'tip after meals'])",
         "  agents[1] (Wolfgang Schulz).traits.home_area: unknown area 'the attic'",
-        "  agents[2] (Tom Gomez).traits.talk_propensity: Input should be less than or equal to 1 (got 2)",
+        f"  agents[2] (Tom Gomez).traits.talk_propensity: Input should be less than or equal to 1 (got 2), at line {tom}",
     ]
 
 

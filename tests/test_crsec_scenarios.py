@@ -9,7 +9,7 @@ import pytest
 from socialsim.agents.crsec.metrics import series
 from socialsim.agents.crsec.settings import load_settings
 from socialsim.model.society import SocietyModel
-from socialsim.scenarios.loader import ScenarioError, load_scenario
+from socialsim.scenarios.loader import DATA_DIR, ScenarioError, load_scenario
 
 
 def run(scenario, steps, **params):
@@ -133,10 +133,20 @@ def test_a_misspelt_trait_is_named_not_run_on_its_default():
     assert "svo" not in str(refused.value)
 
 
+def test_a_bad_crsec_field_of_a_yaml_file_is_named_with_its_line(tmp_path):
+    text = (DATA_DIR / "makerspace.yaml").read_text()
+    path = tmp_path / "mine.yaml"
+    path.write_text(text.replace("  filler_behaviour: drink tea", "  filler_behavior: drink tea"))
+    line = text.splitlines().index("  filler_behaviour: drink tea") + 1
+    with pytest.raises(ScenarioError, match=f"crsec.filler_behavior: Extra inputs are not permitted "
+                                            f"\\(got 'drink tea'\\), at line {line}$"):
+        load_settings(load_scenario(path))
+
+
 def test_a_bad_norm_hour_is_named():
     spec = copy.deepcopy(load_scenario("makerspace"))
     spec.crsec["tracked_norms"][2]["violated_by"]["from_time"] = "5pm"
-    with pytest.raises(ScenarioError, match=r"(?s)makerspace.yaml.*crsec.tracked_norms.2.violated_by.from_time: expected a time of day like '22:00', got '5pm'$"):
+    with pytest.raises(ScenarioError, match=r"(?s)makerspace.yaml.*crsec.tracked_norms.2.violated_by.from_time: expected a time of day like '22:00', got '5pm', at line \d+$"):
         load_settings(spec)
 
 

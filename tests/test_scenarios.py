@@ -276,8 +276,8 @@ def test_every_problem_of_a_scenario_file_is_on_its_own_line_and_an_unknown_name
         load_scenario(path)
     assert str(raised.value).splitlines() == [
         f"{path}: invalid scenario",
-        "  map.areas.0.width: Input should be greater than or equal to 1 (got -2)",
-        "  steps: Extra inputs are not permitted (got 0)"]
+        "  map.areas.0.width: Input should be greater than or equal to 1 (got -2), at line 7",
+        "  steps: Extra inputs are not permitted (got 0), at line 3"]
     with pytest.raises(ScenarioError) as raised:
         load_scenario("atlantis")
     assert str(raised.value).endswith("not one of " + ", ".join(available_scenarios()))

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from socialsim.scenarios.schema import Scenario, field_problems
+from socialsim.scenarios.schema import Scenario, field_problems, yaml_lines
 from socialsim.yaml_files import NotUtf8Error, load_yaml, read_utf8
 
 log = logging.getLogger("socialsim")
@@ -69,10 +69,12 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level")
+    lines = {} if path.suffix == ".toml" else yaml_lines(text)  # tomllib keeps no positions
     try:
         scenario = Scenario.model_validate(data)
         scenario._file = str(path)
+        scenario._lines = lines
         return scenario
     except ValidationError as exc:
-        problems = "".join(f"\n  {line}" for line in field_problems(exc))
+        problems = "".join(f"\n  {line}" for line in field_problems(exc, lines=lines))
         raise ScenarioError(f"{path}: invalid scenario{problems}") from None

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from socialsim.llm.redact import redact
@@ -21,11 +22,12 @@ from socialsim.llm.redact import redact
 _FIELD_PREFIX = re.compile(r"^([\w.\[\]]+(?: \([^()]*\))?): (.*)$", re.S)
 
 
-def field_problems(exc: ValidationError, prefix: str = "") -> list[str]:
+def field_problems(exc: ValidationError, prefix: str = "", lines: dict[tuple, int] | None = None) -> list[str]:
     """pydantic's errors as lines a user can act on, one per problem: ``prefix.field: what was
-    expected (got value)``. Shared by the scenario loader, the architectures' sections and their
-    run parameters, so every bad file or ``--set`` value reads the same way."""
-    lines = []
+    expected (got value)``, and ``, at line N`` given the ``lines`` of the file's fields. Shared by
+    the scenario loader, the architectures' sections and their run parameters, so every bad file or
+    ``--set`` value reads the same way."""
+    problems = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"])
         message = err["msg"].removeprefix("Value error, ")
@@ -37,8 +39,41 @@ def field_problems(exc: ValidationError, prefix: str = "") -> list[str]:
         # a whole section or list is not worth repeating, nor a text the message already quotes
         # (a number is always shown: "greater than 0" does not say that 0 was given)
         quoted = isinstance(got, (dict, list)) or got is None or (isinstance(got, str) and repr(got) in message)
-        lines.append(redact(f"{field}: {message}" + ("" if quoted else f" (got {got!r})")))  # no key echoed
+        at = f", at line {line}" if lines and (line := line_of(field, lines)) else ""
+        problems.append(redact(f"{field}: {message}" + ("" if quoted else f" (got {got!r})") + at))  # no key echoed
+    return problems
+
+
+def yaml_lines(text: str) -> dict[tuple, int]:
+    """The line (from 1) where each field of a YAML document is written, by its path of keys and list
+    indices: ``("agents", 1, "start_aera")``. Empty for a document PyYAML cannot compose."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[tuple, int] = {}
+
+    def walk(node: yaml.Node, path: tuple) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                lines.setdefault((*path, key.value), key.start_mark.line + 1)
+                walk(value, (*path, key.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                lines.setdefault((*path, i), item.start_mark.line + 1)
+                walk(item, (*path, i))
+
+    if root is not None:
+        walk(root, ())
     return lines
+
+
+def line_of(field: str, lines: dict[tuple, int]) -> int | None:
+    """The line of a field as a problem names it (``map.doors[2]``, ``agents[4] (Ann).traits.x``),
+    else of the nearest field holding it (a missing field: the entry that lacks it)."""
+    parts = [p for p in re.split(r"[.\[\]]", re.sub(r" \([^()]*\)", "", field)) if p]
+    path = tuple(int(p) if p.isdigit() else p for p in parts)
+    return next((lines[path[:n]] for n in range(len(path), 0, -1) if path[:n] in lines), None)
 
 
 class Strict(BaseModel):
@@ -146,6 +181,7 @@ class Scenario(Strict):
     asvo: dict[str, Any] | None = None
     itcmas: dict[str, Any] | None = None
     _file: str = PrivateAttr(default="")  # the file it was loaded from (``load_scenario``)
+    _lines: dict[tuple, int] = PrivateAttr(default_factory=dict)  # where its fields are written (YAML)
 
     @property
     def where(self) -> str:

@@ -242,8 +242,9 @@ def clock_text(total_minutes: int) -> str:
     return f"{total_minutes // 60:02d}:{total_minutes % 60:02d}"
 
 
-def _problems(exc: ValidationError, prefix: str) -> str:
-    return "\n".join(f"  {line}" for line in field_problems(exc, prefix))
+def _problems(exc: ValidationError, prefix: str, scenario: Scenario | None = None) -> str:
+    """The problems with the lines of the scenario file's fields, when they come from it."""
+    return "\n".join(f"  {line}" for line in field_problems(exc, prefix, scenario._lines if scenario else None))
 
 
 def _unknown_behaviour(text: str, scenario: Scenario) -> str:
@@ -286,7 +287,7 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
     try:
         settings = CRSECSettings.model_validate(scenario.crsec)
     except ValidationError as exc:
-        raise ScenarioError(f"{scenario.where}: invalid crsec section\n" + _problems(exc, "crsec")) from None
+        raise ScenarioError(f"{scenario.where}: invalid crsec section\n" + _problems(exc, "crsec", scenario)) from None
     names = {t.name for t in settings.tracked_norms}
     behaviours = {b.text for b in scenario.map.behaviours} if scenario.map else set()
     areas = {a.name for a in scenario.map.areas} if scenario.map else set()
@@ -296,7 +297,7 @@ def load_settings(scenario: Scenario) -> CRSECSettings:
         try:
             traits = CRSECTraits.model_validate(agent.traits)
         except ValidationError as exc:
-            problems.append(_problems(exc, prefix))
+            problems.append(_problems(exc, prefix, scenario))
             continue
         for norm in traits.stance:
             if norm not in names:
