@@ -113,6 +113,10 @@ RAW_CASES = [  # (case id, file name, text, fragments)
     ("yaml-duplicate-key", "s.yaml", "name: x\nagents: []\nname: y\n",
      ["not valid YAML", "duplicate key name (first at line 1)", "line 3, column 1"]),
     ("toml-syntax", "s.toml", "name = \n", ["not valid TOML"]),
+    # a file of the other format under this suffix: said so
+    ("toml-named-yaml", "s.yaml", 'name = "x"\n[map]\nareas = []\n', ["expected a mapping of scenario fields at the top level (it reads as TOML: name it s.toml)"]),
+    ("quoted-toml-named-yaml", "s.yaml", '"name" = "x"\n', ["not valid YAML (it reads as TOML: name it s.toml)"]),
+    ("yaml-named-toml", "s.toml", "name: x\nagents: []\n", ["not valid TOML (it reads as YAML: name it s.yaml)"]),
     ("yaml-scalar", "s.yaml", "just a string\n", ["expected a mapping of scenario fields"]),
     ("yaml-list", "s.yaml", "- a\n- b\n", ["expected a mapping of scenario fields"]),
     ("yaml-empty", "s.yaml", "", ["expected a mapping of scenario fields"]),
@@ -212,6 +216,13 @@ def test_broken_argument(argv, fragments, out, capsys, monkeypatch, tmp_path):
     code, err = run_cli(capsys, *scenario, *arch, *model, *argv, *extra)
     check(code, err, out, fragments)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_file_with_another_suffix_is_said_to_need_a_scenario_suffix(tmp_path, out, capsys):
+    """It was "not a file and not one of" the shipped scenarios, of a file."""
+    (tmp_path / "mine.yaml.txt").write_text("name: x\n")
+    code, err = run_cli(capsys, str(tmp_path / "mine.yaml.txt"), "--model", "rules", "--out", str(out))
+    check(code, err, out, [f"{tmp_path / 'mine.yaml.txt'}: a scenario file's name ends in .yaml, .yml, .toml"])
 
 
 def test_a_folder_named_like_a_scenario_file_is_said_to_be_a_folder(tmp_path, out, capsys):

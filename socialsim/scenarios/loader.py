@@ -43,9 +43,21 @@ def scenario_path(name_or_path: str | Path) -> Path:
         candidate = DATA_DIR / f"{name_or_path}{suffix}"
         if candidate.is_file():
             return candidate
+    if path.is_file():  # it was "not a file"
+        raise ScenarioError(f"{path}: a scenario file's name ends in {', '.join(SUFFIXES)}, which says how it is read")
     raise ScenarioError(
         f"unknown scenario {str(name_or_path)!r}: not a file and not one of {', '.join(available_scenarios())}"
     )
+
+
+def _other_format(text: str, path: Path) -> str:
+    """A hint when the file reads as the other format: a TOML file named .yaml, a YAML one named .toml."""
+    try:
+        data = load_yaml(text) if path.suffix == ".toml" else tomllib.loads(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError):
+        return ""
+    other = ".yaml" if path.suffix == ".toml" else ".toml"
+    return f" (it reads as {other.lstrip('.').upper()}: name it {path.stem}{other})" if isinstance(data, dict) and data else ""
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
@@ -66,9 +78,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         # libyaml's safe loader when present (sweeps load many runs); a key given twice is refused
         data = tomllib.loads(text) if path.suffix == ".toml" else load_yaml(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-        raise ScenarioError(f"{path}: not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
+        raise ScenarioError(f"{path}: not valid {path.suffix.lstrip('.').upper()}{_other_format(text, path)}: {exc}") from None
     if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level")
+        raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level{_other_format(text, path)}")
     lines = {} if path.suffix == ".toml" else yaml_lines(text)  # tomllib keeps no positions
     try:
         scenario = Scenario.model_validate(data)
