@@ -768,6 +768,43 @@ def test_reset_or_closing_the_page_stops_the_society_it_replaces(monkeypatch):
     assert not _stepping_soon(expected=False)
 
 
+ENGINE_BOX = "model / engine (litellm string, rules, local/smollm2)"
+
+
+@pytest.mark.parametrize("box, typed, said", [(ENGINE_BOX, "rulez", "unknown model 'rulez'"),
+                                              ("seed", -7, "seed expects a whole number >= 0, got -7")])
+def test_a_reset_that_could_not_build_its_society_leaves_the_one_shown(monkeypatch, box, typed, said):
+    """A typo in the model box replaced the society shown, and everything it had done, with one
+    that "could not be built"."""
+    import ipyvuetify as v
+    import solara
+
+    from socialsim.dashboards import app
+
+    shown = LiveSession(LiveConfig(scenario="makerspace", arch="generic", model="rules", seed=1))
+    shown.step(2)
+    assert shown.wait(60)
+    built = []
+    monkeypatch.setattr(app, "LiveSession", lambda config: built.append(config) or LiveSession(config))
+    monkeypatch.setattr(app, "initial_session", lambda: shown)
+    box_, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
+    try:
+        typing = rc.find(v.TextField, label=box).widget
+        typing.v_model = typed
+        typing.fire_event("keyup.enter", None)  # the box hands on what was typed at Enter or on leaving it
+        rc.find(v.Btn, class_="btn-reset").widget.click()
+        assert built == [] and said in rc.find(v.Alert, class_="reset-error").widget.children[0]
+        assert shown.frames.steps_done == 2 and not shown.error
+        typing = rc.find(v.TextField, label=box).widget
+        typing.v_model = "rules" if box == ENGINE_BOX else 3
+        typing.fire_event("keyup.enter", None)
+        rc.find(v.Btn, class_="btn-reset").widget.click()  # put right, Reset builds a new society
+        assert len(built) == 1
+        rc.find(v.Alert, class_="reset-error").assert_empty()
+    finally:
+        rc.close()
+
+
 def _stepping_soon(expected: bool = True, seconds: float = 10.0) -> bool:
     """Whether a dashboard society's worker thread is alive, waiting up to ``seconds`` for the
     ``expected`` answer."""

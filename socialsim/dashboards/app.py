@@ -31,6 +31,7 @@ from socialsim.dashboards.session import (
     check_parameters,
     missing_note,
     parameter_controls,
+    reset_problem,
     scenario_default_arch,
 )
 from socialsim.llm.redact import redact
@@ -423,13 +424,17 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         if why:  # never reached through the controls, which only keep valid values
             set_reset_error(why)
             return
-        set_reset_error("")
-        new = LiveSession(LiveConfig(scenario=scenario, arch=None if arch == DEFAULT_ARCH else arch,
-                                     model=engine.strip() or None, seed=int(seed or 0), params=dict(mine),
-                                     max_calls=int(max_calls) if max_calls else None, max_cost=config.max_cost,
-                                     api_base=config.api_base, steps=int(steps) if steps and steps > 0 else None,
-                                     play_interval_ms=int(interval), routes=dict(config.routes),
-                                     call_options=dict(config.call_options)))
+        chosen_config = LiveConfig(scenario=scenario, arch=None if arch == DEFAULT_ARCH else arch,
+                                   model=engine.strip() or None, seed=int(seed or 0), params=dict(mine),
+                                   max_calls=int(max_calls) if max_calls else None, max_cost=config.max_cost,
+                                   api_base=config.api_base, steps=int(steps) if steps and steps > 0 else None,
+                                   play_interval_ms=int(interval), routes=dict(config.routes),
+                                   call_options=dict(config.call_options))
+        why = reset_problem(chosen_config)
+        set_reset_error(why)
+        if why:  # a typo in the model box: the society shown stays
+            return
+        new = LiveSession(chosen_config)
         new.start()
         set_session(new)
 

@@ -372,7 +372,7 @@ class LiveSession:
 
         c = self.config
         if c.seed < 0:  # the page's seed box takes any whole number; numpy's seeds are >= 0
-            raise ValueError(f"seed expects a whole number >= 0, got {c.seed}")
+            raise ValueError(_seed_problem(c.seed))
         _checked_max_calls(c.max_calls)
         model_name = default_model(c.model.strip() if c.model else None)
         gateway = Gateway(RouteTable(model_name, dict(c.routes)), tape,
@@ -395,6 +395,28 @@ class LiveSession:
         self.frames = frames_from_model(self.model, status)
         self.frames.earlier = list(self._earlier)
         self.version += 1
+
+
+def _seed_problem(seed: int) -> str:
+    return f"seed expects a whole number >= 0, got {seed}"
+
+
+def reset_problem(config: LiveConfig) -> str:
+    """Why a society of ``config`` cannot be built, as far as is known without building it ("" if
+    nothing is): a negative seed, a model name no provider serves (no key read, no call). Reset asks
+    first, so a typo in the model box leaves the society shown as it is instead of replacing it
+    with one that could not be built."""
+    from socialsim.llm.engines import ModelUnavailable, check_model_names
+    from socialsim.llm.routing import RouteTable, default_model
+
+    if config.seed < 0:
+        return _seed_problem(config.seed)
+    try:
+        check_model_names(RouteTable(default_model(config.model.strip() if config.model else None),
+                                     dict(config.routes)).models())
+    except ModelUnavailable as exc:
+        return str(exc)
+    return ""
 
 
 def _checked_max_calls(max_calls: int | None) -> int | None:
