@@ -495,3 +495,12 @@ def test_the_runs_table_keeps_the_model_frame_s_whole_numbers(tmp_path):
         for column in ("step", "rule_decisions", "conflicts_total", "adoption[no smoking indoors]"):
             assert runs[column].dtype == exp.model[column].dtype, column
     assert pd.read_csv(tmp_path / "out" / "runs.csv")["rule_decisions"].dtype == "int64"
+
+
+def test_a_rules_runs_ledger_holds_seconds_and_dollars_as_floats_like_a_models_run(sweep_dir):
+    """A rules decision makes no round-trip: its latency and cost were the int 0, so a rules run's
+    llm_calls.parquet had int64 columns where a model's run has float64 (one schema per file, not two)."""
+    for ledger in sorted((sweep_dir / "runs").glob("run-*/llm_calls.parquet")):
+        frame = pd.read_parquet(ledger)
+        assert set(frame["engine"]) == {"rules"}
+        assert frame["latency_s"].dtype == frame["cost_usd"].dtype == "float64", ledger

@@ -450,8 +450,9 @@ class Gateway:
                 live_calls=sum(c.live for c in completions),
                 prompt_tokens=sum(c.prompt_tokens for c in completions),
                 completion_tokens=sum(c.completion_tokens for c in completions),
-                latency_s=round(sum(c.latency_s for c in completions), 6),
-                cost_usd=sum(c.cost_usd for c in completions),
+                # 0.0 with no round-trip (a rules decision): the column is float64 in every run's ledger
+                latency_s=round(sum((c.latency_s for c in completions), 0.0), 6),
+                cost_usd=sum((c.cost_usd for c in completions), 0.0),
                 error=error,
                 truncated=sum(c.truncated for c in completions),
                 path=path,
