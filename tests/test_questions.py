@@ -417,6 +417,23 @@ def test_a_choice_that_is_not_one_in_any_case_is_still_no_answer(raw):
         RecordQuestion(_Stance).parse(raw)
 
 
+class _FixedAndFree(BaseModel):
+    agree: Literal["Yes"]  # one choice: a schema's const
+    mood: Literal["Calm", "Angry"] | None = None  # a choice or none: an enum inside anyOf's list
+    code: str = Field(default="A", pattern="^[A-Z]")
+
+
+def test_a_single_choice_and_an_optional_one_are_read_in_another_case_too():
+    parsed = RecordQuestion(_FixedAndFree).parse('{"agree": "yes", "mood": " calm"}')
+    assert (parsed.agree, parsed.mood) == ("Yes", "Calm")
+
+
+def test_free_text_that_reads_like_a_choice_is_never_rewritten_into_it():
+    """Only a field with fixed choices is mended: a free field refusing its text stays refused."""
+    with pytest.raises(AnswerError, match="^invalid record: code: String should match pattern"):
+        RecordQuestion(_FixedAndFree).parse('{"agree": "Yes", "code": "calm"}')
+
+
 class _TwoCases(BaseModel):
     word: Literal["Yes", "YES"]
 
