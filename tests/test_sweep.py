@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from socialsim.batch.exports import export
-from socialsim.batch.sweepfile import SweepFileError, load_sweep
+from socialsim.batch.sweepfile import SweepFileError, load_sweep, validate_sweep
 from socialsim.batch.sweeps import RUNS, SweepModel, earlier_attempt_through, is_done, plan, sweep
 from socialsim.llm.engines import ModelUnavailable
 from socialsim.llm.fake_server import by_prompt
@@ -357,6 +357,40 @@ def test_a_parameter_written_as_set_writes_it_is_the_architectures_parameter(tmp
     assert spec.swept() == ["temptation"] and spec.figures[0].x == "temptation"
     bare = load_sweep(write(tmp_path, "parameters:\n  arch: crsec\n  temptation: [0.1, 0.5]\n", "bare.yaml"))
     assert spec.combinations() == bare.combinations()  # the same runs, so the same run ids
+
+
+def test_a_prefixed_parameter_may_be_a_figures_hue_too(tmp_path):
+    path = write(tmp_path, "parameters:\n  arch: crsec\n  crsec.temptation: [0.1, 0.5]\n  enable_chat: [true, false]\n"
+                           "figures:\n  - {outcome: conflicts_total, x: enable_chat, hue: crsec.temptation}\n")
+    assert load_sweep(path).figures[0].hue == "temptation"
+
+
+@pytest.mark.parametrize("parameters, read", [
+    ({"crsec.temptation": 0.5}, {"temptation": 0.5}),  # no arch named: the scenario's, checked before any run
+    ({"arch": [None, "crsec"], "crsec.temptation": 0.5}, {"arch": [None, "crsec"], "temptation": 0.5}),
+    ({"arch": "crsec", "foo.temptation": 0.5}, {"arch": "crsec", "foo.temptation": 0.5}),  # no architecture's
+    ({"arch": "crsec", "crsec.temptation.x": 0.5}, {"arch": "crsec", "crsec.temptation.x": 0.5}),  # as --set reads it
+])
+def test_only_an_architectures_prefix_before_the_last_dot_is_taken_off(parameters, read):
+    assert validate_sweep({"parameters": parameters}).parameters == read
+
+
+@pytest.mark.parametrize("data, field, expected", [
+    ({"parameters": {"crsec.temptation": 0.5, "itcmas.temptation": 0.4}}, "parameters.itcmas.temptation",
+     "given twice, also as 'temptation'"),
+    ({"parameters": {"arch": "crsec", "crsec.temptation": [0.1, 0.5]},
+      "figures": {"outcome": "conflicts_total", "x": "crsec.temptation"}}, "figures", "Input should be a valid list"),
+    ({"parameters": {"arch": "crsec", "temptation": [0.1, 0.5]},
+      "figures": {"outcome": "conflicts_total", "x": "temptation"}}, "figures", "Input should be a valid list"),
+    ({"parameters": {"arch": "crsec", "crsec.temptation": [0.1, 0.5]}, "figures": ["conflicts_total"]}, "figures.0",
+     "Input should be a valid dictionary"),
+    (["not", "a", "mapping"], "(top level)", "Input should be a valid dictionary"),
+])
+def test_a_sweep_given_in_code_is_refused_alike_with_prefixed_parameters_or_not(data, field, expected):
+    """A figures mapping (not a list) was accepted once a parameter was prefixed, refused otherwise."""
+    with pytest.raises(SweepFileError) as info:
+        validate_sweep(data)
+    assert f"  {field}: {expected}" in str(info.value)
 
 
 def test_a_parameter_the_architecture_rejects_fails_before_any_run(tmp_path):

@@ -112,10 +112,11 @@ class SweepSpec(BaseModel):
             renamed[key] = name
         if not renamed:
             return data
-        figures = [{**fig, **{f: renamed[fig[f]] for f in ("x", "hue") if fig.get(f) in renamed}}
-                   if isinstance(fig, dict) else fig for fig in _values(data.get("figures"))]
-        return {**data, "parameters": {renamed.get(k, k): v for k, v in params.items()},
-                **({"figures": figures} if "figures" in data else {})}
+        data = {**data, "parameters": {renamed.get(k, k): v for k, v in params.items()}}
+        if isinstance(data.get("figures"), list):  # anything else is refused as written, prefixed or not
+            data["figures"] = [{**fig, **{f: renamed[fig[f]] for f in ("x", "hue") if fig.get(f) in renamed}}
+                               if isinstance(fig, dict) else fig for fig in data["figures"]]
+        return data
 
     @field_validator("parameters")
     @classmethod
