@@ -121,6 +121,23 @@ def test_a_waiter_holding_a_recorded_failure_is_handed_the_answer_made_since(tmp
     asyncio.run(both())
     assert events == ["3"]
     assert second.get("k").raw == "3"
+def test_a_run_keeps_its_own_answer_and_hands_its_run_directory_what_it_took(tmp_path):
+    """Two runs answered one call at once: the tape keeps the first, each run its own; a run that
+    took another's answer writes that one to its run directory's tape."""
+    from socialsim.llm.tape import Tape
+
+    path = tmp_path / "tape.jsonl"
+    first, second = SharedTape(path), SharedTape(path)
+    first.add(record("k", raw="1"))
+    assert second.get("another") is None  # its miss reads the first's answer while its own call is in flight
+    second.add(record("k", raw="2"))
+    assert second.get("k").raw == "2" and SharedTape(path).get("k").raw == "1"
+    later = SharedTape(path)
+    later.get("k")
+    later.write_used(tmp_path / "run" / "tape.jsonl")
+    assert Tape(tmp_path / "run" / "tape.jsonl").get("k").raw == "1"
+
+
 def test_a_claim_whose_process_is_gone_or_too_old_is_taken_over(tmp_path):
     tape = SharedTape(tmp_path / "tape.jsonl")
     (tmp_path / CLAIMS).mkdir()

@@ -192,7 +192,7 @@ def test_sweep_model_keeps_mesa_datacollector_frames(tmp_path):
     assert not again.running and len(again.agents) == 0
 
 
-def test_a_run_stops_at_its_next_step_once_its_sweep_command_has_stopped(tmp_path):
+def test_a_run_stops_at_its_next_step_once_its_sweep_command_has_stopped(tmp_path, caplog):
     """Ctrl-C or SIGTERM interrupts no Dask task: a run on a --scheduler's workers went on paying calls
     and finished behind the stopped command's back (measured: 24 calls and 2 runs after it exited); a
     run of a command another has since replaced goes no further either. It writes nothing that counts."""
@@ -210,6 +210,7 @@ def test_a_run_stops_at_its_next_step_once_its_sweep_command_has_stopped(tmp_pat
     replaced.step()
     for model in (stopped, replaced):
         assert not model.running and len(model.datacollector.get_model_vars_dataframe()) == 1
+        assert f"run {model.run_id} stops: the sweep command that started it has stopped" in caplog.messages
     assert not list((tmp_path / RUNS).glob("*"))
     alone = SweepModel(**run, rng=7)  # a batch_run of the user's own: no command to follow
     while alone.running:
@@ -852,6 +853,33 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
     assert result.runs[["status", "steps_done", "live_calls", "live_cost_usd"]].drop_duplicates().values.tolist() == [
         ["not run", 0, 0, 0.0]]
     assert len(result.runs) == 4 and len(result.failed) == 4
+
+
+def test_a_planned_run_hands_its_sweep_model_the_grid_point_its_model_and_the_sweeps_limits(tmp_path):
+    """What a Dask task builds its run from: every other test compared it with itself."""
+    from socialsim.batch.sweepfile import SweepSpec
+
+    spec = SweepSpec.model_validate({"seeds": [5], "steps": 2, "max_cost": 0.5, "max_calls": 7, "max_concurrency": 9,
+                           "api_base": "http://127.0.0.1:9/v1", "price": [1.0, 2.0], "deployments": "d.yaml",
+                           "parameters": {"arch": "crsec", "model": "rules", "enable_chat": False}})
+    (planned,) = plan(spec)
+    assert planned.kwargs(tmp_path, spec, "host 1 2") == {
+        **planned.params, "model": "rules", "sweep_dir": str(tmp_path), "max_cost": 0.5, "max_calls": 7,
+        "api_base": "http://127.0.0.1:9/v1", "max_concurrency": 9, "price": spec.price, "deployments": "d.yaml",
+        "command": "host 1 2"}
+    assert planned.params["enable_chat"] is False and planned.kwargs(tmp_path, spec)["command"] is None
+
+
+def test_a_sweep_naming_no_model_hands_mesa_the_default_one(tmp_path, monkeypatch):
+    import mesa.batchrunner
+
+    from socialsim.llm.routing import default_model
+
+    seen = {}
+    monkeypatch.setattr(mesa.batchrunner, "batch_run", lambda model_cls, **kw: seen.update(kw))
+    sweep({"seeds": [1], "steps": 1, "parameters": {"arch": "generic"}}, tmp_path / "s", progress=False,
+          preflight=False)
+    assert seen["parameters"]["model"] == [default_model(None)]
 
 
 def test_a_sweep_without_a_folder_goes_to_sweeps_slash_its_name_and_can_skip_its_figures(tmp_path, monkeypatch):
