@@ -482,6 +482,7 @@ def test_the_budget_changes_live_and_a_negative_one_is_refused(slow_provider):
     session.set_max_calls(None)  # no limit now: it goes on, the society built again from its own tape
     session.step(1)  # from where it stopped, not from the start
     assert stopped_at >= 1 and session.wait(120) and session.frames.steps_done == stopped_at + 1, session.stop_reason
+    assert session.frames.earlier == []  # the budget cut a step of answered calls: none failed, nothing to say
     session.play()
     assert session.wait(120) and session.frames.steps_done == 5 and session.error == "", session.stop_reason
     assert session.model.llm.ledger.live_calls >= paid  # what was paid before the stop still counts
@@ -824,14 +825,16 @@ def test_the_usage_panel_keeps_the_calls_an_outage_failed_after_the_society_is_b
     from socialsim.dashboards import panels
 
     slow_provider.delay_s = 0.0
+    slow_provider.faults = lambda n, messages: "500" if n == 3 else None  # one failed call of step 1 (a fallback)
     session = LiveSession(LiveConfig("hobbs-cafe", "generic", "openai/fake-model", seed=3, steps=5,
                                      api_base=slow_provider.api_base, call_options={"num_retries": 0}))
     session.step(1)
     assert session.wait(120) and session.error == "" and session.frames.steps_done == 1
+    assert panels.usage_totals(session.frames, 1)["failures"] == 1
     slow_provider.down = True
     session.step(1)
     assert session.wait(120) and session.stop_reason.startswith("stopped by provider outage")
-    failed = panels.usage_totals(session.frames, 1)["failures"]
+    failed = panels.usage_totals(session.frames, 1)["failures"] - 1  # the cut step's: step 1's is on the tape
     assert failed >= 5  # the breaker's calls in a row, shown while the society is stopped
     slow_provider.down = False
     session.step(1)
