@@ -460,3 +460,14 @@ def test_actions_one_call_plans_that_cannot_fill_a_step_are_refused(params, need
         SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=1, **params)
     model = society(1, actions_per_call=need, action_minutes=params.get("action_minutes", 5))
     assert model.steps == 1  # the least that fills the step is taken
+
+
+@pytest.mark.parametrize("turns", [2, 5])
+def test_a_conversation_has_conversation_turns_lines_the_sender_and_the_receiver_in_turn(turns):
+    """``conversation_turns`` is the length of every conversation; the paper-run test read the setting
+    back at its default, so a constant 4 passed."""
+    chats = society(2, conversation_turns=turns).datacollector.get_table_dataframe("conversations")
+    conversations = chats.groupby(["step", "sender", "receiver"])
+    assert not chats.empty and set(conversations.size()) == {turns}
+    for (_, sender, receiver), lines in conversations:
+        assert list(lines.sort_values("turn")["speaker"]) == [sender, receiver, sender, receiver, sender][:turns]
