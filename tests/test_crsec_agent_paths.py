@@ -336,6 +336,33 @@ def test_the_memory_settings_weigh_each_agents_retrieval():
     assert all(a.stream.weights == RetrievalWeights(0.3, 0.7, 0.2, 0.95) for a in model.agents)
 
 
+@pytest.mark.parametrize("k", [1, 7])
+def test_an_agent_recalls_memory_k_memories(k):
+    """``memory_k`` is how many memories a prompt gets (the stream holds more by step 4); only its
+    bounds were tested, so a constant 4 passed."""
+    agent = society(4, memory_k=k).agents[0]
+    assert len(agent.stream) > 7
+    assert len(asyncio.run(agent.recall("smoking a cigarette"))) == k
+
+
+def test_with_memory_off_no_agent_keeps_or_recalls_a_memory():
+    """``enable_memory=false`` leaves every stream empty and every prompt without memories (with it
+    on, the same run keeps some)."""
+    off, on = society(3, enable_memory=False), society(3)
+    assert [len(a.stream) for a in off.agents] == [0] * len(off.agents)
+    assert sum(len(a.stream) for a in on.agents) > 0
+    assert asyncio.run(off.agents[0].recall("smoking a cigarette")) == []
+
+
+@pytest.mark.parametrize("minutes, times", [(60, [f"{h:02d}:00" for h in range(8, 22)]),
+                                            (120, [f"{h:02d}:00" for h in range(8, 22, 2)])])
+def test_rule_made_plan_items_start_every_plan_item_minutes(minutes, times):
+    """Plan items start at day_start and every ``plan_item_minutes`` before day_end; only its bounds
+    were tested, so a constant 60 passed."""
+    model = society(1, plan_item_minutes=minutes)
+    assert all([item["time"] for item in agent.plan] == times for agent in model.agents)
+
+
 def test_the_outside_is_the_area_of_kind_outside_wherever_the_scenario_lists_it(tmp_path):
     import yaml
 
