@@ -363,6 +363,14 @@ def test_rule_made_plan_items_start_every_plan_item_minutes(minutes, times):
     assert all([item["time"] for item in agent.plan] == times for agent in model.agents)
 
 
+@pytest.mark.parametrize("filler", ["drink a coffee", "read quietly"])
+def test_the_rules_fill_every_other_hour_of_the_plan_with_the_filler_behaviour(filler):
+    """The rule-made plan alternates habits with ``filler_behaviour`` (no scheduled meal falls on an
+    odd hour); Hobbs Cafe's filler is the default, so a constant 'drink a coffee' passed."""
+    model = society(1, filler_behaviour=filler)
+    assert all([item["activity"] for item in agent.plan[1::2]] == [filler] * 7 for agent in model.agents)
+
+
 def test_the_outside_is_the_area_of_kind_outside_wherever_the_scenario_lists_it(tmp_path):
     import yaml
 
