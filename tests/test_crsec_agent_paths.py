@@ -371,6 +371,15 @@ def test_the_rules_fill_every_other_hour_of_the_plan_with_the_filler_behaviour(f
     assert all([item["activity"] for item in agent.plan[1::2]] == [filler] * 7 for agent in model.agents)
 
 
+def test_the_rule_made_plan_spans_the_scenarios_own_day():
+    """The makerspace's day is 09:00-18:00 (``day_start``, ``day_end``): plans made over Hobbs Cafe's
+    08:00-22:00 passed every CRSEC test (only the clock's arithmetic was tested)."""
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1)
+    model.step()
+    assert all([item["time"] for item in agent.plan] == [f"{h:02d}:00" for h in range(9, 18)]
+               for agent in model.agents)
+
+
 def test_the_outside_is_the_area_of_kind_outside_wherever_the_scenario_lists_it(tmp_path):
     import yaml
 
