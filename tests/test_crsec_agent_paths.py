@@ -314,10 +314,11 @@ def test_without_a_catalogue_entry_the_suggestion_is_the_tracked_norm_itself_unl
     assert agent._catalogue_for("be quiet in public", exclude_held=False).content == "Be quiet in public."
 
 
-def test_actions_keep_a_norm_from_the_start_and_again_a_full_window_after_a_breach():
-    model = society(1)
+@pytest.mark.parametrize("window", [6, 3])
+def test_actions_keep_a_norm_from_the_start_and_again_a_full_window_after_a_breach(window):
+    """A full ``compliance_window_steps`` after a breach (read back at its default, a constant 6 passed)."""
+    model = society(1, compliance_window_steps=window)
     agent = model.agent_named("Sam Moore")
-    window = model.society.settings.compliance_window_steps
     agent.last_breach.clear()
     assert model.steps == 1 and agent.complies("no smoking indoors")  # no breach yet, even at step 1
     agent.last_breach["no smoking indoors"] = 1

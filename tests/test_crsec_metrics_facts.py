@@ -212,6 +212,17 @@ def test_compliance_among_those_who_acted_leaves_out_an_agent_who_never_acted(at
     assert everyone == pytest.approx(5 / 6)  # the paper's definition, kept: the idle count as complying
 
 
+def test_those_who_acted_are_read_within_compliance_window_steps():
+    """The window is the setting's: the test above reads it back at its default, so a constant 6 passed."""
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, compliance_window_steps=3)
+    step = MORNING + 5
+    model.steps = step
+    ann, bob = (a.name for a in model.agents[:2])
+    model.world.events[:] = [act(step - 3, ann, CALL, YARD),  # a call outside, just before the window
+                             act(step - 2, bob, CALL, YARD)]  # and at its first step
+    assert metrics.acting_counts(model, PHONES) == (1, 1)
+
+
 def test_an_agent_whose_breach_is_read_late_counts_though_its_act_left_the_window(at_step, world):
     """A missed follow-up is read after the meal: the breach itself shows the agent had the chance."""
     model = at_step
