@@ -486,7 +486,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         for p in params:
             limits = f" {p.limits()}" if p.limits() else ""
             choices = f" one of {', '.join(map(str, p.choices))}" if p.choices else ""
-            print(f"  {p.name:24} {p.kind}{limits}{choices} = {p.default!r}  {p.help}")
+            default = "required" if p.required else f"= {p.default!r}"  # no default: "= None" read as one
+            print(f"  {p.name:24} {p.kind}{limits}{choices} {default}  {p.help}")
         return 0
     print("Engines:")
     for name, what in describe_engines():

@@ -115,6 +115,16 @@ def test_every_parameter_says_what_it_means(arch):
     assert [p.name for p in parameters(arch) if len(p.help.strip()) < 12] == []
 
 
+def test_a_required_parameter_is_listed_as_required_not_as_a_default_of_none(capsys):
+    """`models --params crsec` showed `tracked_norms json = None`, a default it does not have."""
+    from socialsim.cli import main
+
+    assert main(["models", "--params", "crsec"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert " json required  measurement:" in lines["tracked_norms"]
+    assert " = 0.25  " in lines["temptation"] and "required" not in lines["temptation"]
+
+
 def test_each_kind_of_bound_reads_as_written():
     from pydantic import BaseModel, Field
 
