@@ -2,6 +2,7 @@
 a run works end to end and replays identically, and `make run` works."""
 
 import random
+import signal
 import subprocess
 from pathlib import Path
 
@@ -373,11 +374,15 @@ def test_closing_the_engine_cancels_the_calls_still_queued(monkeypatch):
         time.sleep(0.3)
         return {"choices": [{"message": {"content": "ok"}}]}
 
-    monkeypatch.setattr(embedded, "_complete", slow_complete)
+    monkeypatch.setattr(embedded, "_complete_here", slow_complete)  # counted as busy, as a real call is
     embedded._close()
     futures = [embedded._on_engine([], {}) for _ in range(20)]
     assert computing.wait(5)  # the first calls are being computed
+    ctrl_c = signal.getsignal(signal.SIGINT)
     embedded._close()
+    # Ctrl-C is ignored only while the call in progress ends: left ignored, a later Ctrl-C (a later
+    # test's, in the same worker) did nothing
+    assert signal.getsignal(signal.SIGINT) is ctrl_c is not signal.SIG_IGN
     done = [f for f in futures if not f.cancelled()]
     assert len(started) == len(done) <= embedded.workers()  # without the cancel, all 20 would run
     assert all(f.result()["choices"][0]["message"]["content"] == "ok" for f in done)
