@@ -81,12 +81,12 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: not valid {path.suffix.lstrip('.').upper()}{_other_format(text, path)}: {exc}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level{_other_format(text, path)}")
-    lines = {} if path.suffix == ".toml" else yaml_lines(text)  # tomllib keeps no positions
+    yaml_text = "" if path.suffix == ".toml" else text  # tomllib keeps no positions
     try:
         scenario = Scenario.model_validate(data)
         scenario._file = str(path)
-        scenario._lines = lines
+        scenario._yaml = yaml_text
         return scenario
     except ValidationError as exc:
-        problems = "".join(f"\n  {line}" for line in field_problems(exc, lines=lines))
+        problems = "".join(f"\n  {line}" for line in field_problems(exc, lines=yaml_lines(yaml_text)))
         raise ScenarioError(f"{path}: invalid scenario{problems}") from None

@@ -181,7 +181,17 @@ class Scenario(Strict):
     asvo: dict[str, Any] | None = None
     itcmas: dict[str, Any] | None = None
     _file: str = PrivateAttr(default="")  # the file it was loaded from (``load_scenario``)
-    _lines: dict[tuple, int] = PrivateAttr(default_factory=dict)  # where its fields are written (YAML)
+    _yaml: str = PrivateAttr(default="")  # its file's YAML text, read again only to name a problem's line
+    _lines: dict[tuple, int] | None = PrivateAttr(default=None)
+
+    @property
+    def lines(self) -> dict[tuple, int]:
+        """Where its fields are written in its YAML file (empty for TOML or no file), found when a
+        problem first needs a line: composing the file again costs more than loading it (65 ms for
+        Hobbs Cafe), which every run, sweep run and test would otherwise pay."""
+        if self._lines is None:
+            self._lines = yaml_lines(self._yaml) if self._yaml else {}
+        return self._lines
 
     @property
     def where(self) -> str:

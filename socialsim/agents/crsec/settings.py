@@ -244,7 +244,7 @@ def clock_text(total_minutes: int) -> str:
 
 def _problems(exc: ValidationError, prefix: str, scenario: Scenario | None = None) -> str:
     """The problems with the lines of the scenario file's fields, when they come from it."""
-    return "\n".join(f"  {line}" for line in field_problems(exc, prefix, scenario._lines if scenario else None))
+    return "\n".join(f"  {line}" for line in field_problems(exc, prefix, scenario.lines if scenario else None))
 
 
 def _unknown_behaviour(text: str, scenario: Scenario) -> str:
