@@ -903,11 +903,11 @@ def run_choices(folder: str | Path, runs: Iterable[str | Path]) -> dict[str, str
     ended: dict[Path, str] = {}
     for run in runs:
         try:
-            meta = json.loads((run / "config.json").read_text(encoding="utf-8"))
-            config = dict(meta["config"])
-        except (OSError, ValueError, KeyError, TypeError):  # a damaged one is listed, and says so when opened
+            meta = run_meta(run)  # NotARunDir is an OSError, DamagedRun a ValueError
+        except (OSError, ValueError):  # a damaged one is listed, and says so when opened
             settings[run], ended[run] = {}, "config.json unreadable"
             continue
+        config = dict(meta["config"])
         params = config.pop("arch_params", None) or {}
         config["seed"] = config.pop("rng", None)
         settings[run] = {**{k: v for k, v in config.items() if not isinstance(v, dict | list)},
