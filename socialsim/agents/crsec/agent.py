@@ -481,7 +481,7 @@ class CRSECAgent(GenerativeAgent):
             ctx = ops.TurnContext(speaker.name, speaker.description, partner.name,
                                   "sender" if speaker is self else "receiver", target.act,
                                   said if speaker is self else None, speaker.stance(topic),
-                                  list(conversation.lines), turn // 2, self.settings.conversation_turns,
+                                  list(conversation.lines), turn // 2,
                                   await self.recall(target.act, whose=speaker), target.doing,
                                   self.settings.recall_overlap)
             # the receiver's lines are asked on its behalf, from the sender's coroutine: recorded under the

@@ -313,8 +313,7 @@ class TurnContext:
     norm: str | None  # the sender's norm (None for the receiver)
     stance: str  # the speaker's stance on the tracked norm at stake
     history: list[tuple[str, str]] = field(default_factory=list)
-    turn: int = 0
-    turns: int = 4
+    turn: int = 0  # the speaker's own line count so far: the sender opens with the breach at 0
     memories: list[str] = field(default_factory=list)  # the speaker's, retrieved for the conflict
     conflict_matter: str = ""  # the breach without its place ("smoking a cigarette"): what a memory recalls
     recall_overlap: float = 1.0  # rules: share of the matter's words a memory must hold to recall it
