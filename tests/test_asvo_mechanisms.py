@@ -427,6 +427,8 @@ def test_actions_are_repaired_or_replaced_and_counted(triad, monkeypatch):
     assert model.datacollector.get_model_vars_dataframe()["invalid_actions"].iloc[-1] == 3 * 3
     # and counted where a user looks first: the failures of ProposeActions (usage line, closing summary)
     assert model.llm.ledger.failures["ProposeActions"] == 9 and model.llm.ledger.totals()["llm_failures"] == 9
+    model.step()  # the model column is a running total since step 1, as docs/asvo.md says, not the step's own count
+    assert model.datacollector.get_model_vars_dataframe()["invalid_actions"].iloc[-2:].tolist() == [9, 18]
 
 
 def test_the_report_names_the_arm_the_run_is(tmp_path):
