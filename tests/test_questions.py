@@ -274,6 +274,36 @@ def test_one_answer_with_words_after_it_is_still_read(question, raw, read):
     assert next(v for v in (getattr(parsed, f, None) for f in ("yes", "index", "value", "level")) if v is not None) == read
 
 
+@pytest.mark.parametrize("question,raw,read", [
+    (YesNoQuestion(), "**Yes**", True), (YesNoQuestion(), "Answer: No", False), (YesNoQuestion(), "*No*, thanks", False),
+    (PickOneQuestion(("a", "b", "c")), "**2**", 1), (PickOneQuestion(("a", "b", "c")), "Final answer: Option 3", 2),
+    (PickOneQuestion(("a", "b", "c")), "__b__", 1), (IntegerQuestion(1, 5), "Rating: **4**/5", 4),
+    (IntegerQuestion(1, 5), "answer - 2", 2), (LetterScaleQuestion(("x", "y", "z")), "**(c)**", 2),
+    (LetterScaleQuestion(("x", "y", "z")), "My answer: (a) x", 0),
+])
+def test_a_closed_answer_in_a_label_or_markdown_emphasis_is_read_without_a_repair(question, raw, read):
+    """Chat models bold one-word answers and label them; each cost a repair call for a plain answer."""
+    parsed = question.parse(raw)
+    assert next(v for v in (getattr(parsed, f, None) for f in ("yes", "index", "value", "level")) if v is not None) == read
+
+
+@pytest.mark.parametrize("question,raw", [
+    (YesNoQuestion(), "**Maybe**"), (YesNoQuestion(), "The answer: yes"), (IntegerQuestion(1, 5), "Answer: **3-4**"),
+    (PickOneQuestion(("a", "b", "c")), "Answer: 2\n3"), (IntegerQuestion(1, 5), "2\n3"),
+    (IntegerQuestion(1, 5), "4\n\n 1"), (LetterScaleQuestion(("x", "y", "z")), "**"),
+])
+def test_wrappings_taken_off_leave_no_answer_or_two_answers_refused(question, raw):
+    """Only the wrapping goes: what is inside is read as strictly as before, and two numbers on two
+    lines ("2\n3") are two answers, not the first one."""
+    with pytest.raises(AnswerError):
+        question.parse(raw)
+
+
+def test_free_text_keeps_its_emphasis_and_labels():
+    assert ShortTextQuestion().parse("**Answer: I will wait.**").text == "**Answer: I will wait.**"
+    assert IntegerQuestion(1, 5).parse("3\nbecause it is fair").value == 3
+
+
 def test_an_integer_question_at_its_bounds_and_its_grammar():
     q = IntegerQuestion(-2, 3)
     assert q.instruction() == "Answer with one whole number from -2 to 3 only."

@@ -65,6 +65,19 @@ def _clean(raw: str) -> str:
     return text.strip("\"'` \n\t")
 
 
+_LABEL = re.compile(r"^(?:(?:final\s+|my\s+)?answer|rating|choice)\s*(?::|-|–)\s*", re.IGNORECASE)
+_EMPHASIS = re.compile(r"^(\*\*|__|\*)(.+?)\1")
+
+
+def _closed(raw: str) -> str:
+    """A reply to a closed question (yes/no, an option, a letter, a number) without the wrappings chat
+    models put around one word: a label ("Answer: 3") and markdown emphasis ("**Yes**"). Each would
+    otherwise cost a repair call for an answer that was plain to read."""
+    text = _LABEL.sub("", _clean(raw), count=1)
+    emphasis = _EMPHASIS.match(text)
+    return _clean(emphasis.group(2) + text[emphasis.end():]) if emphasis else text
+
+
 def _second_answer(rest: str, pattern: str, first: str) -> None:
     """Refuse a reply that gives a second, different answer right after its first ("Yes or No", an
     echo of the instruction; "2 or 3"; "3-4"; "(b)/(c)"): reading its first would pick one silently."""
@@ -128,7 +141,7 @@ class YesNoQuestion(QuestionKind):
         return 'root ::= ("Yes" | "No")'
 
     def parse(self, raw: str) -> YesNo:
-        text = _clean(raw).lower()
+        text = _closed(raw).lower()
         match = re.match(r"^(yes|no)\b", text)
         if not match:
             raise AnswerError(f"expected Yes or No, got {raw[:60]!r}")
@@ -158,7 +171,7 @@ class PickOneQuestion(QuestionKind):
         return f"root ::= ({alts})"
 
     def parse(self, raw: str) -> Choice:
-        text = _clean(raw)
+        text = _closed(raw)
         lowered = text.lower().rstrip(".")
         for i, option in enumerate(self.options):  # first: an option's own text may start with a number
             if lowered == option.lower():
@@ -166,7 +179,8 @@ class PickOneQuestion(QuestionKind):
         match = re.match(r"^(?:option\s*)?(\d+)\b(?![.,]\d)", text, re.IGNORECASE)  # "2.7" is no option
         if match:
             number = int(match.group(1))
-            _second_answer(text[match.end():], r"\s*(?:or|and|/|,|-|–|&)\s*(?:option\s*)?(\d+)\b(?![.,]\d)",
+            _second_answer(text[match.end():],
+                           r"(?:\s*(?:or|and|/|,|-|–|&)\s*|\s*\n\s*)(?:option\s*)?(\d+)\b(?![.,]\d)",
                            match.group(1))
             if not 1 <= number <= len(self.options):
                 raise AnswerError(f"option {number} is not between 1 and {len(self.options)}")
@@ -197,7 +211,7 @@ class LetterScaleQuestion(QuestionKind):
         return f'root ::= "(" [{self.letters[0]}-{self.letters[-1]}] ")"'
 
     def parse(self, raw: str) -> Letter:
-        text = _clean(raw).lower()
+        text = _closed(raw).lower()
         # "(b)" may run on ("(b) sometimes"); a bare letter must stand alone ("b", "b.", "a: yes"), since
         # an answer that starts with the word "I" or "A" ("I'm sorry, I can't", "I think (b)") is no letter
         match = re.match(r"^(?:\(([a-z])\)(?:\W|$)|([a-z])(?:\)|[.:,](?!\w)|$))", text)
@@ -227,11 +241,13 @@ class IntegerQuestion(QuestionKind):
         return f"root ::= {sign}[0-9]+"
 
     def parse(self, raw: str) -> Integer:
-        match = re.match(r"^(-?\d+)\b(?![.,]\d)", _clean(raw))  # "3.9" is no whole number: asked again
+        text = _closed(raw)
+        match = re.match(r"^(-?\d+)\b(?![.,]\d)", text)  # "3.9" is no whole number: asked again
         if not match:
             raise AnswerError(f"expected a whole number, got {raw[:60]!r}")
-        # "3/5" and "3 out of 5" are one answer on its scale; "3-4" and "3 or 4" are two
-        _second_answer(_clean(raw)[match.end():], r"\s*(?:or|and|to|,|-|–|&)\s*(-?\d+)\b(?![.,]\d)", match.group(1))
+        # "3/5" and "3 out of 5" are one answer on its scale; "3-4", "3 or 4" and 3 and 4 on two lines are two
+        _second_answer(text[match.end():], r"(?:\s*(?:or|and|to|,|-|–|&)\s*|\s*\n\s*)(-?\d+)\b(?![.,]\d)",
+                       match.group(1))
         value = int(match.group(1))
         if not self.low <= value <= self.high:
             raise AnswerError(f"{value} is outside {self.low}-{self.high}")
