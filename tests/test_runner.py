@@ -149,6 +149,22 @@ def test_a_scenario_that_is_no_name_path_or_scenario_is_refused_by_what_it_is(sc
         SocietyModel(scenario, model="rules", rng=1)
 
 
+@pytest.mark.parametrize("given", [{"model": "openai/gpt-4o-mini"}, {"routes": {"ChooseAction": "rules"}},
+                                   {"max_cost": 1.0}, {"max_calls": 0}])
+def test_a_model_route_or_budget_beside_a_gateway_is_refused_not_dropped(given):
+    """``SocietyModel(gateway=g, max_calls=10)`` ran on the gateway's own routes and budget: the
+    limit the user set was ignored without a word."""
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.ledger import Ledger
+    from socialsim.llm.routing import RouteTable
+    from socialsim.model.society import SocietyModel
+
+    gateway = Gateway(RouteTable("rules"), ledger=Ledger())
+    with pytest.raises(ValueError, match=f"^{next(iter(given))} and gateway= were both given"):
+        SocietyModel("hobbs-cafe", arch="generic", gateway=gateway, rng=1, **given)
+    assert SocietyModel("hobbs-cafe", arch="generic", gateway=gateway, rng=1).llm is gateway
+
+
 def test_a_judge_named_in_the_settings_is_checked_before_step_one(tmp_path, monkeypatch):
     """A judge is a model the run asks too: unknown or without its key, it stops the run before
     anything is written (not six failed calls into step 1)."""

@@ -57,6 +57,11 @@ class SocietyModel(Model):
         # Mesa's Model owns `self.scenario` (its experiment record); ours is the scenario file.
         self.scenario_spec = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.arch = arch or self.scenario_spec.default_arch
+        given = [name for name, value in (("model", model), ("routes", routes), ("max_cost", max_cost),
+                                          ("max_calls", max_calls)) if value is not None]
+        if gateway is not None and given:  # the gateway's own would be used, and these dropped silently
+            raise ValueError(f"{', '.join(given)} and gateway= were both given: a Gateway carries its own routes "
+                             f"and budget (its RouteTable and Ledger); give them to it, or leave gateway= out")
         if gateway is None:
             routes_table = RouteTable(default_model(model), dict(routes or {}))
             check_model_names(routes_table.models())  # a misspelt model is named now, not after step 1's calls
