@@ -224,6 +224,24 @@ def test_no_key_reaches_the_run_directory(tmp_path, monkeypatch):
             assert secret.encode() not in path.read_bytes(), path
 
 
+def test_a_completed_run_gone_over_again_needs_no_reachable_model_but_a_stopped_one_does(tmp_path, monkeypatch):
+    """Re-running a completed reproduction only to rewrite its report failed while the provider was
+    down: the one-token check asked a model that no call would reach (every one is on the tape)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    done, cut = tmp_path / "done", tmp_path / "cut"
+    with FakeOpenAIServer(policy=by_prompt) as server:
+        first = run(provider_config(server), done, progress=False)
+        assert run(provider_config(server, max_calls=3), cut, progress=False).status.startswith("stopped")
+        server.down = True  # every request answered HTTP 500 from here
+        asked = len(server.requests)
+        again = run(provider_config(server), done, progress=False)
+        assert again.status == "completed" and again.model.llm.ledger.live_calls == 0
+        assert len(server.requests) == asked  # nothing asked, not even the check
+        assert first.model.llm.ledger.totals()["llm_calls"] == again.model.llm.ledger.totals()["llm_calls"]
+        with pytest.raises(ModelUnavailable, match="is unreachable"):  # a stopped run has calls left to make
+            run(provider_config(server, num_retries=0), cut, progress=False)
+
+
 def test_the_check_before_step_1_asks_with_the_runs_timeout_and_retries(tmp_path, monkeypatch):
     """It had its own 30 s and no retry: a slow-loading local server (the case for --timeout) was
     declared unreachable after 30 s whatever --timeout said, and one transient 500 refused a run

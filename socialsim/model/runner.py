@@ -160,6 +160,9 @@ def run(
         if going_on:
             held.enter_context(writing(run_dir))
         gateway = _gateway(config, Path(replay_from) if replay else run_dir, replay, order_probe)
+        # a completed run gone over again (a reproduction rewriting its report) finds every call on its
+        # tape: its model need not be reachable, as a replay's need not
+        preflight = preflight and not (going_on and _completed_before(run_dir))
         model = _checked_model(config, gateway, source, replay=replay, preflight=preflight,
                                claimed=None if out else run_dir)
         model.run_cut_short = cut_short
@@ -174,6 +177,14 @@ def run(
             log.warning(note)
         status = _step_all(model, run_dir, config, notes, progress, _recorded_through(gateway, replay))
         return report_run(model, run_dir, config, status, notes)
+
+
+def _completed_before(run_dir: Path) -> bool:
+    """Whether the run directory's config.json says its run completed (False if it cannot be read)."""
+    try:
+        return json.loads((run_dir / "config.json").read_text(encoding="utf-8")).get("status") == "completed"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _recorded_through(gateway: Gateway, replay: bool) -> int | None:
