@@ -955,7 +955,8 @@ def test_a_stopped_run_ends_the_protocol_and_a_run_of_the_rules_needs_no_yes(mon
     assert summary.values.tolist() == [["cafe", "x", 1.5, 1.0, pytest.approx(math.nan, nan_ok=True), 1]]
     report = (tmp_path / "r" / "report.md").read_text()
     assert report.startswith("# Reproduction of generic\n\nEngine: the rules baseline (a null model, not an LLM); "
-                             "seeds 1..3; the runs' calls cost $0.0000.\n\n" + "".join(f"{n}\n\n" for n in notes))
+                             "seeds 1..3 planned (2 of the 3 runs started; the others are named below); the runs' "
+                             "calls cost $0.0000.\n\n" + "".join(f"{n}\n\n" for n in notes))
     assert not (tmp_path / "r" / rp.NULL_DIR).exists()
     stand = _StandIns(monkeypatch, tmp_path, {"rules": (0, 0.0, ["rules"], {}, {})})
     again = rp.reproduce("generic", "rules", steps=1, out=tmp_path / "r", echo=said.append)  # the same command
@@ -1015,7 +1016,10 @@ def test_a_model_unreachable_when_a_later_run_starts_stops_the_protocol_with_wha
     assert f"[2/3] cafe seed 2: not started ({down})" in said
     note = (f"Not started (2): cafe seed 2, cafe seed 3 (the first could not start: {down}). The same command "
             "with the same --out resumes: recorded calls are free.")
-    assert note in said and note in (tmp_path / "r" / "report.md").read_text()
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert note in said and note in report
+    # the header said "seeds 1..3" as if all had run
+    assert f"Engine: {MINI}; seeds 1..3 planned (1 of the 3 runs started; the others are named below);" in report
     assert summary["n"].tolist() == [1] and not (tmp_path / "r" / rp.NULL_DIR).exists()  # seed 1 measured; no null
 
 

@@ -538,7 +538,9 @@ def reproduce(
     findings = findings_section(checked, engine)
     if findings and (reading := protocol.interpret(checked)):
         findings += "\n\n" + "\n\n".join(reading)
-    text = (f"# Reproduction of {arch}\n\nEngine: {engine}; seeds 1..{seeds}; the runs' calls cost ${spent:.4f}"
+    planned_seeds = f"seeds 1..{seeds}" + (f" planned ({len(planned) - len(not_started)} of the {len(planned)} runs "
+                                           "started; the others are named below)" if not_started else "")
+    text = (f"# Reproduction of {arch}\n\nEngine: {engine}; {planned_seeds}; the runs' calls cost ${spent:.4f}"
             + (f" (${paid:.4f} of it paid by this command; the rest was recorded before)" if paid != spent else "")
             + ".\n\n"
             + "".join(f"{n}\n\n" for n in notes) + f"{protocol.description}\n\n"
