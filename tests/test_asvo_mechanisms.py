@@ -610,3 +610,20 @@ def test_without_imagined_outcomes_the_choice_is_a_draw_among_the_candidates():
     actions = model.datacollector.get_table_dataframe("asvo_actions")
     position = [row["candidates"].split(" || ").index(row["action"]) for _, row in actions.iterrows()]
     assert len(set(position)) > 1  # not always the first (nor any one place)
+
+
+def test_an_action_naming_someone_is_no_interaction_with_another_whose_name_is_part_of_theirs(tmp_path):
+    """Ann is not named by "help Anna": P1 is not by "help P10" (found on a 12-node Watts-Strogatz ring)."""
+    data = {"name": "names", "context": "A room.", "default_arch": "asvo",
+            "agents": [{"name": n, "description": f"{n} is a person."} for n in ("Bo", "Ann", "Anna")],
+            "network": {"directed": True, "edges": [["Bo", "Ann"], ["Bo", "Anna"]]},
+            "asvo": {"actions": CATALOGUE}}
+    (path := tmp_path / "names.yaml").write_text(yaml.safe_dump(data))
+    model = SocietyModel(str(path), model="rules", rng=1)
+    bo = model.agent_named("Bo")
+    bo.action, bo.effect, bo.label = "help Anna, then Ann's friend", (0.0, 1.0), "Cooperation"
+    bo._record_interactions()
+    bo.action = "help Anna with the homework"
+    bo._record_interactions()
+    rows = model.datacollector.get_table_dataframe("interactions")
+    assert list(rows["receiver"]) == ["Ann", "Anna", "Anna"]

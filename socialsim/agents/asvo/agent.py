@@ -20,6 +20,7 @@ before anything is awaited, so nothing depends on which LLM call finishes first.
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter, deque
 from statistics import mean
 from typing import TYPE_CHECKING
@@ -446,7 +447,8 @@ class ASVOAgent(GenerativeAgent):
         if not self.action:
             return
         observed = self.observed()
-        named = [o for o in observed if o.name in self.action]
+        # a whole name: "help Anna" names no Ann, "help P10" no P1
+        named = [o for o in observed if re.search(rf"(?<!\w){re.escape(o.name)}(?!\w)", self.action)]
         receivers = named or (observed if abs(self.effect[1]) >= 1e-9 else [])
         for o in receivers:
             self.model.record_interaction(self.name, o.name, self.label or "action", self.action)
