@@ -159,3 +159,12 @@ def test_a_scenario_with_a_map_and_a_network_places_everyone_on_both_and_runs(ar
     for _ in range(2):
         model.step()
     assert model.steps == 2 and all(model.world.area_of(a) in ("hall", "kitchen") for a in (ann, bob, cid))
+
+
+def test_the_rules_note_of_a_run_with_an_operation_routed_to_a_model_does_not_say_no_model_was_involved():
+    """`--model rules --route ChooseAction=M`: its report and log said "No language model is involved"."""
+    from socialsim.llm.engines import engine_note
+
+    note = engine_note("rules")
+    assert "sent to it is answered by a transparent numeric or logical rule" in note
+    assert "no language model is involved" not in note.lower()

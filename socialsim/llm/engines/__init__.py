@@ -32,8 +32,9 @@ NOTES = {
         "findings into its runs."
     ),
     RULES: (
-        "rules is the rule-based baseline: every operation is answered by a transparent numeric or "
-        "logical rule from the agent's structured state. No language model is involved."
+        # a run may route some operations to a model: the note claims only what rules answers
+        "rules is the rule-based baseline: every operation sent to it is answered by a transparent "
+        "numeric or logical rule from the agent's structured state, with no language model."
     ),
 }
 
