@@ -372,14 +372,16 @@ def test_a_reference_check_names_its_field_as_the_path_it_wrote_not_the_top_leve
     for edit in ({"agents": [{**base["agents"][0], "start_area": "pub"}]},
                  {"map": {**base["map"], "doors": [["bar", "gardn"]]}},
                  {"map": {**base["map"], "furniture": [{"name": "counter", "area": "pib"}]}},
-                 {"network": {"edges": [["Ann", "Dan"]]}}):
+                 {"network": {"edges": [["Ann", "Dan"]]}},
+                 {"network": {"edges": [["Ann", "Ann"]]}}):
         with pytest.raises(ValidationError) as raised:
             Scenario.model_validate({**base, **edit})
         problems += field_problems(raised.value)
     assert problems == ["agents[0] (Ann): unknown start_area 'pub'",
                         "map.doors[0]: unknown area 'gardn' (areas: ['bar'])",
                         "map.furniture[0] (counter): unknown area 'pib'",
-                        "network.edges[0]: unknown agent 'Dan'"]
+                        "network.edges[0]: unknown agent 'Dan'",
+                        "network.edges[0]: 'Ann' tied to itself (an agent does not observe itself)"]
 
 
 def test_a_preset_ones_own_scenario_file_lacks_is_refused_naming_that_file(tmp_path):

@@ -226,6 +226,8 @@ class Scenario(Strict):
                 for end in (a, b):
                     if end not in names:
                         raise ValueError(f"network.edges[{i}]: unknown agent {end!r}")
+                if a == b:  # a self-tie made the agent observe, predict and "help" itself
+                    raise ValueError(f"network.edges[{i}]: {a!r} tied to itself (an agent does not observe itself)")
         return self
 
 
