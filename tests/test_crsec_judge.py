@@ -29,13 +29,24 @@ def test_by_default_the_lexical_matcher_measures_and_the_report_says_so():
     assert "lexical matcher" in line and "not an independent measurement" in line  # the actors match by it too
 
 
-def test_a_rules_judge_beside_actors_matching_on_a_model_is_not_said_to_be_their_reading(scripted):
-    scripted(default="1")  # the actors' model answers "none of these" to every match
-    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, routes={"MatchNorm": "openai/actor"})
-    for _ in range(3):
-        model.step()
-    line = measurement_lines(model)[0]
-    assert "lexical matcher" in line and "independent" not in line
+def test_a_route_to_what_only_the_judge_asks_is_refused_naming_the_judges_setting():
+    """The actors match norms by the lexical matcher whatever the routes: ``MatchNorm=openai/actor``
+    sent nothing to that model, and the report then said adoption was not the actors' own reading."""
+    for routes, named in (({"MatchNorm": "openai/actor"}, "'MatchNorm' is never taken: it is"),
+                          ({"JudgePlanCompliance": "openai/a", "MatchNorm": "openai/a"},
+                           "'JudgePlanCompliance', 'MatchNorm' is never taken: they are")):
+        with pytest.raises(ValueError) as refused:
+            SocietyModel("makerspace", arch="crsec", model="rules", rng=1, routes=routes)
+        assert str(refused.value) == f"route to {named} asked only of the judge, chosen by --set crsec.judge=MODEL"
+
+
+
+def test_under_the_rules_judge_adoption_is_the_actors_own_reading_whatever_their_module_routes(scripted):
+    scripted(default="1")
+    # the module holds operations the actors ask too: routed for those, while they match by the matcher
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, routes={"evaluation": "openai/actor"})
+    model.step()
+    assert "not an independent measurement" in measurement_lines(model)[0]
 
 
 def test_an_llm_judge_decides_the_measurement_on_its_own_route(scripted):

@@ -168,3 +168,15 @@ def test_the_rules_note_of_a_run_with_an_operation_routed_to_a_model_does_not_sa
     note = engine_note("rules")
     assert "sent to it is answered by a transparent numeric or logical rule" in note
     assert "no language model is involved" not in note.lower()
+
+
+def test_a_route_to_asvos_judge_is_refused_naming_the_setting_that_chooses_it():
+    """``--route judge=M`` on ASVO sent nothing to M: its judge gateways route by asvo.judges alone."""
+    from socialsim.model.society import SocietyModel
+
+    for routes in ({"judge": "openai/j"}, {"JudgeAction": "openai/j"}, {"ClassifyBehaviour": "rules"}):
+        with pytest.raises(ValueError, match=re.escape(
+                f"route to {next(iter(routes))!r} is never taken: it is asked only of the judge, "
+                "chosen by --set 'asvo.judges=[\"MODEL\"]'")):
+            SocietyModel("family-micro", model="rules", routes=routes, rng=1)
+    SocietyModel("family-micro", model="rules", routes={"tom": "rules"}, rng=1)  # the actors' own: taken

@@ -49,6 +49,19 @@ def check_route_names(routes: dict[str, str]) -> None:
         raise ValueError(f"route to no operation or module: {named}; `socialsim models` lists them")
 
 
+def refuse_judge_routes(routes: dict[str, str], judged: list, setting: str) -> None:
+    """Refuse a route to an operation an architecture asks only on its judge's own route (ASVO's
+    JudgeAction, CRSEC's MatchNorm), or to a module of nothing else: it would never be taken, while the
+    run looked routed. ``setting`` says how the judge is chosen."""
+    from socialsim.llm.operations import all_operations
+
+    names = {op.name for op in judged}
+    modules = {op.module for op in judged} - {op.module for op in all_operations() if op.name not in names}
+    if never := [name for name in routes if name in names | modules]:
+        raise ValueError(f"route to {', '.join(map(repr, never))} is never taken: "
+                         f"{'it is' if len(never) == 1 else 'they are'} asked only of the judge, chosen by {setting}")
+
+
 @dataclass
 class RouteTable:
     default: str = EMBEDDED

@@ -33,7 +33,7 @@ from socialsim.agents.asvo.svo import COMPETITION_WEIGHT, COOPERATION_WEIGHT, PA
 from socialsim.agents.desires import DESIRES, DesireState, LinearDecay, expected_value
 from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.phases import Phase
-from socialsim.llm.routing import RULES, RouteTable
+from socialsim.llm.routing import RULES, RouteTable, refuse_judge_routes
 from socialsim.scenarios.schema import AgentSpec
 
 if TYPE_CHECKING:
@@ -75,6 +75,8 @@ class ASVORuntime:
     def _judge_gateways(self, model: SocietyModel) -> list[tuple[str, object]]:
         """One gateway per judge model, sharing the run's tape and ledger. A judge must differ
         from the actors' model (the paper's rule); the rule-based judge is the labelled baseline."""
+        refuse_judge_routes(model.llm.routes.routes, [ops.JUDGE_ACTION, ops.CLASSIFY_BEHAVIOUR],
+                            "--set 'asvo.judges=[\"MODEL\"]'")
         if not self.settings.evaluate:
             return []
 

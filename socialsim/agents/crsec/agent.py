@@ -43,7 +43,7 @@ from socialsim.agents.generic import GenerativeAgent
 from socialsim.agents.memory import MemoryStream, RetrievalWeights
 from socialsim.agents.norms import Norm, NormDatabase, norm_key
 from socialsim.agents.phases import Phase
-from socialsim.llm.routing import RULES, RouteTable
+from socialsim.llm.routing import RULES, RouteTable, refuse_judge_routes
 from socialsim.scenarios.schema import AgentSpec
 from socialsim.spaces.actions import Action
 
@@ -110,6 +110,9 @@ class CRSECState:
     def _judge_gateway(model: SocietyModel, judge: str) -> Gateway:
         """Measurement on its own route: the judge shares the run's tape, ledger and limits, and
         must not be one of the actors' models (they would grade themselves)."""
+        # the actors match norms by the lexical matcher and never judge plans: these ask the judge only
+        refuse_judge_routes(model.llm.routes.routes, [ops.MATCH_NORM, ops.JUDGE_PLAN_COMPLIANCE],
+                            "--set crsec.judge=MODEL")
         actors = model.llm.routes.models() - {RULES}
         if judge != RULES and judge in actors:
             raise ValueError(f"crsec judge {judge!r} is also an actors' model ({', '.join(sorted(actors))}); "

@@ -511,15 +511,11 @@ def measurement_lines(model: SocietyModel) -> list[str]:
     kept_once = [f"Norms an entrepreneur's creation answer repeated were kept once: {repeats} repeats dropped."
                  ] if repeats else []
     judge = model.society.settings.judge
-    if judge == "rules":
-        from socialsim.llm.routing import RULES
-
-        own = model.llm.routes.model_for(ops.MATCH_NORM.name, ops.MATCH_NORM.module) == RULES
-        same = (" But the actors' own matching (MatchNorm on the rules) is that same matcher: here adoption is "
-                "their own reading of their norms, not an independent measurement.") if own else ""
+    if judge == "rules":  # the actors match their norms by that matcher too, whatever the routes (``_match``)
         return ["Held norms were matched to the tracked norms, and plans judged, by the lexical matcher "
-                f"(each tracked norm's keywords and contrary phrases in the scenario file), not by the actors.{same}",
-                *kept_once]
+                "(each tracked norm's keywords and contrary phrases in the scenario file), not by the actors. "
+                "But the actors' own matching is that same matcher: here adoption is their own reading of their "
+                "norms, not an independent measurement.", *kept_once]
     matches = model.datacollector.get_table_dataframe("norm_matches")
     n, agree, kappa = judge_agreement(matches)
     chance_agree, chance_kappa = shuffled_agreement(matches)
