@@ -89,6 +89,22 @@ def test_record_validates_ranges_and_names_the_field():
         q.parse("no json here")
 
 
+class _Scores(BaseModel):
+    utility: int = Field(ge=0, le=10)
+    weights: list[float] = []
+    agree: bool = False
+
+
+@pytest.mark.parametrize("raw,where", [('{"utility": true}', "utility"), ('{"utility": 3, "weights": [0.5, false]}',
+                                                                       "weights.1")])
+def test_true_or_false_where_a_number_belongs_is_no_number(raw, where):
+    """pydantic reads ``{"utility": true}`` as 1: a score the model never gave, kept without a repair."""
+    with pytest.raises(AnswerError, match=f"^invalid record: {re.escape(where)}: true or false where a number belongs"):
+        RecordQuestion(_Scores).parse(raw)
+    assert RecordQuestion(_Scores).parse('{"utility": 1, "weights": [1, 0.5], "agree": true}').agree is True
+    assert RecordQuestion(Choice2).parse('{"action": 2, "thought": "true') .action == 2  # cut short: not re-read
+
+
 class Choice2(BaseModel):
     action: int = Field(ge=1, le=6)
     thought: str = ""

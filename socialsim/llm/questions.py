@@ -362,6 +362,31 @@ def _texts(value: Any) -> list[str]:
     return []
 
 
+def _json_of(raw: str) -> Any:
+    """The reply's JSON object as written (None when it does not parse whole, e.g. cut short)."""
+    text = _FENCE.sub("", (raw or "").strip()).strip()
+    try:
+        return json.loads(text[text.find("{"): text.rfind("}") + 1])
+    except ValueError:
+        return None
+
+
+def _bools_read_as_numbers(written: Any, read: Any, path: str = "") -> str | None:
+    """The first place where the reply wrote true or false and the record holds a number: pydantic
+    reads ``{"utility": true}`` as a utility of 1, a value the model never gave."""
+    if isinstance(written, bool):
+        return (path or "record") if isinstance(read, int | float) and not isinstance(read, bool) else None
+    if isinstance(written, dict) and isinstance(read, dict):
+        places = (_bools_read_as_numbers(written[k], read[k], f"{path}.{k}" if path else k)
+                  for k in written if k in read)
+    elif isinstance(written, list) and isinstance(read, list | tuple):
+        places = (_bools_read_as_numbers(w, r, f"{path}.{i}" if path else str(i))
+                  for i, (w, r) in enumerate(zip(written, read, strict=False)))
+    else:
+        return None
+    return next((place for place in places if place), None)
+
+
 @dataclass(frozen=True)
 class RecordQuestion(QuestionKind):
     """A JSON record validated by a pydantic model (ranges enforced by its Field bounds)."""
@@ -402,6 +427,8 @@ class RecordQuestion(QuestionKind):
 
     def parse(self, raw: str) -> BaseModel:
         record = self._not_a_copy_of_the_format(self._record(raw))
+        if read_as_number := _bools_read_as_numbers(_json_of(raw), record.model_dump()):
+            raise AnswerError(f"invalid record: {read_as_number}: true or false where a number belongs")
         dumped = record.model_dump()
         flat = _one_line(dumped)
         return record if flat == dumped else self.model.model_validate(flat)
