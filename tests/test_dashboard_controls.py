@@ -590,6 +590,42 @@ def test_a_provider_outage_stops_play_saying_so_and_play_goes_on_after_it():
     assert session.stop_reason == "reached step 3, where Play stops"
 
 
+def test_a_stopped_society_its_provider_still_fails_to_build_again_stays_stopped_and_steps_on_later(monkeypatch):
+    """A Step given after an outage while the provider was still down (its model unreachable when the
+    society was built again from its tape) turned the stop into an error asking for Reset: the society
+    could not go on even once the provider was back, and the usage panel said its failed calls had been
+    asked again."""
+    import dataclasses
+
+    from socialsim.llm import engines
+    from socialsim.llm.gateway import ProviderOutage
+
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=3))
+    session.step(1)
+    assert session.wait(60) and session.frames.steps_done == 1
+    first, rows = session.model, session.model.llm.ledger.rows
+    rows.append(dataclasses.replace(rows[-1], step=2, error="HTTP 500"))  # a call of step 2 the outage failed
+    _stops_next_step(session, ProviderOutage("3 live calls in a row failed"))
+    session.step(1)
+    assert session.wait(60) and session.stop_reason == "stopped by provider outage: 3 live calls in a row failed"
+    check_models = engines.check_models
+    still_down = engines.ModelUnavailable("model 'openai/m' is unreachable: HTTP 500")
+    monkeypatch.setattr(engines, "check_models", lambda *args, **kw: (_ for _ in ()).throw(still_down))
+    session.step(1)
+    assert session.wait(60) and session.error == "" and session.model is first
+    assert session.stop_reason == ("stopped by provider outage: 3 live calls in a row failed; it could not be "
+                                   "built again from its tape (model 'openai/m' is unreachable: HTTP 500): "
+                                   "Step or Play tries again")
+    assert session.frames.steps_done == 1 and session.frames.earlier == []  # nothing was asked again yet
+    monkeypatch.setattr(engines, "check_models", check_models)  # the provider is back
+    session.step(1)
+    assert session.wait(60) and session.error == "" and session.stop_reason == ""
+    assert session.model is not first and session.frames.steps_done == 2
+    assert session.frames.earlier == [
+        "Step 2, cut by the provider outage, had 1 failed call before the society was built again from its "
+        "tape at step 1; they were asked again."]
+
+
 def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch, caplog):
     from socialsim.model.society import SocietyModel
 

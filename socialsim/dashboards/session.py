@@ -290,7 +290,8 @@ class LiveSession:
                 self._build()
             elif self._rebuild:
                 self._started = time.monotonic()
-                self._continue_from_tape()
+                if not self._continue_from_tape():
+                    return
             while self._next():
                 self._started = time.monotonic()
                 self._rows_before = len(self.model.llm.ledger.rows)
@@ -344,24 +345,38 @@ class LiveSession:
         return f"step {self.length}, where Play stops" if self.config.steps else \
             f"the scenario's length ({self.length} steps)"
 
-    def _continue_from_tape(self) -> None:
+    def _continue_from_tape(self) -> bool:
         """The society a budget or an outage cut mid-step, built again on the calls it made (its tape):
         its complete steps are run again from the tape, free and the same, and it goes on from there;
-        its live calls and cost so far still count against the budget."""
+        its live calls and cost so far still count against the budget. False, the worker released and
+        the society left as it was, when its model cannot be reached yet (the provider still down):
+        the stop stays one that Step or Play can go on from, not an error that asks for Reset."""
+        from socialsim.llm.engines import ModelUnavailable
+        from socialsim.llm.redact import redact
+
         old = self.model.llm
         done = self.frames.steps_done if self.frames else 0
         failed = sum(1 for row in old.ledger.rows if row.step > done and row.error)
+        try:
+            self._build(tape=old.tape)
+        except ModelUnavailable as exc:
+            self._playing, self._pending = False, 0
+            self.stop_reason = redact(f"{self._cut}; it could not be built again from its tape ({exc}): "
+                                      "Step or Play tries again")
+            with self._lock:
+                self._running = False
+            return False
         if failed:  # the rebuilt step asks them again: its ledger holds only the new answers
             cause = self._cut.removeprefix("stopped by ").split(":")[0]
             self._earlier.append(f"Step {done + 1}, cut by the {cause}, had {failed} failed call"
                                  f"{'' if failed == 1 else 's'} before the society was built again from its "
                                  f"tape at step {done}; they were asked again.")
-        self._build(tape=old.tape)
         self.model.llm.ledger.live_calls, self.model.llm.ledger.live_cost = old.ledger.live_calls, old.ledger.live_cost
         for _ in range(done):
             self.model.step()
         self._cut, self._rebuild, self.stop_reason = "", False, ""
         self._snapshot(f"built again from its tape at step {done}")
+        return True
 
     def _build(self, tape: Any = None) -> None:
         from socialsim.llm.engines import check_models, engine_note
