@@ -668,7 +668,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     # --max-calls 0 is refused, not taken as run's "no live call": the page's box reads 0 as no limit
     for flag, value, low, expected in (("--steps", args.steps, 1, "a whole number >= 1"),
                                        ("--max-calls", args.max_calls, 1, "a whole number >= 1 (without it, no limit)"),
-                                       ("--max-cost", args.max_cost, 0, "a number of USD >= 0")):
+                                       ("--max-cost", args.max_cost, 0, "a number of USD >= 0"),
+                                       ("--rng", args.rng, 0, "a whole number >= 0")):  # as run's, numpy's seeds
         if value is not None and value < low:
             return _fail(f"{flag} expects {expected}, got {value}")
     try:

@@ -314,7 +314,8 @@ def test_a_live_societys_budget_length_endpoint_and_deployments_reach_the_page(m
     (["--api-base", "http://user:hunter2@127.0.0.1:8000/v1"], "the endpoint carries a credential"),
     (["--deployments", "no-such-file.yaml"], "no-such-file.yaml: No such file or directory"),
     (["--deployments", "BAD"], "is not valid YAML"),
-], ids=["max-calls", "max-calls 0", "unpriced", "steps", "max-cost", "api-base", "no file", "bad file"])
+    (["--rng", "-3"], "--rng expects a whole number >= 0, got -3"),  # as run's: it served a page that could not build
+], ids=["max-calls", "max-calls 0", "unpriced", "steps", "max-cost", "api-base", "no file", "bad file", "rng"])
 def test_a_live_setting_that_cannot_work_is_refused_before_serving(monkeypatch, tmp_path, capsys, flags, said):
     served = []
     monkeypatch.setattr(server, "serve", lambda *a, **kw: served.append(a) or 0)
