@@ -604,7 +604,7 @@ def test_a_stopped_society_its_provider_still_fails_to_build_again_stays_stopped
     session.step(1)
     assert session.wait(60) and session.frames.steps_done == 1
     first, rows = session.model, session.model.llm.ledger.rows
-    rows.append(dataclasses.replace(rows[-1], step=2, error="HTTP 500"))  # a call of step 2 the outage failed
+    rows.append(dataclasses.replace(rows[-1], step=2, error="provider error: HTTP 500"))  # one the outage failed
     _stops_next_step(session, ProviderOutage("3 live calls in a row failed"))
     session.step(1)
     assert session.wait(60) and session.stop_reason == "stopped by provider outage: 3 live calls in a row failed"
@@ -624,6 +624,30 @@ def test_a_stopped_society_its_provider_still_fails_to_build_again_stays_stopped
     assert session.frames.earlier == [
         "Step 2, cut by the provider outage, had 1 failed call before the society was built again from its "
         "tape at step 1; they were asked again."]
+
+
+def test_the_usage_panel_counts_as_asked_again_only_the_cut_steps_provider_errors():
+    """An answer the model gave but the agent could not use is on the tape: the rebuilt step reads it
+    again, free, and falls back again, so its row is in the rebuilt ledger. The note counted it as a
+    failed call asked again (a CRSEC run on a model answering badly: every fallback, twice over)."""
+    import dataclasses
+
+    from socialsim.llm.ledger import BudgetExhausted
+
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=3, steps=3))
+    session.step(1)
+    assert session.wait(60) and session.frames.steps_done == 1
+    rows = session.model.llm.ledger.rows
+    rows += [dataclasses.replace(rows[-1], step=2, error="provider error: HTTP 500"),
+             dataclasses.replace(rows[-1], step=2, error="unusable answer after repair (expected a number)")]
+    _stops_next_step(session, BudgetExhausted("max_calls=7 reached"))
+    session.step(1)
+    assert session.wait(60) and session.stop_reason == "stopped by budget: max_calls=7 reached"
+    session.step(1)
+    assert session.wait(60) and session.error == "" and session.frames.steps_done == 2
+    assert session.frames.earlier == [
+        "Step 2, cut by the budget, had 1 failed call before the society was built again from its tape at "
+        "step 1; they were asked again."]
 
 
 def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch, caplog):

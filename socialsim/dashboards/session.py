@@ -356,7 +356,8 @@ class LiveSession:
 
         old = self.model.llm
         done = self.frames.steps_done if self.frames else 0
-        failed = sum(1 for row in old.ledger.rows if row.step > done and row.error)
+        # a provider's error is asked again; an answer the agent could not use is on the tape, read again
+        failed = sum(1 for row in old.ledger.rows if row.step > done and (row.error or "").startswith("provider error"))
         try:
             self._build(tape=old.tape)
         except ModelUnavailable as exc:
