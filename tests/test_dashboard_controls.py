@@ -833,7 +833,9 @@ ENGINE_BOX = "model / engine (litellm string, rules, local/smollm2)"
 
 
 @pytest.mark.parametrize("box, typed, said", [(ENGINE_BOX, "rulez", "unknown model 'rulez'"),
-                                              ("seed", -7, "seed expects a whole number >= 0, got -7")])
+                                              ("seed", -7, "seed expects a whole number >= 0, got -7"),
+                                              # a key pasted in the model box: redacted, as `run --model` says it
+                                              (ENGINE_BOX, "sk-proj-" + "k3y" * 10, "unknown model '[REDACTED]'")])
 def test_a_reset_that_could_not_build_its_society_leaves_the_one_shown(monkeypatch, box, typed, said):
     """A typo in the model box replaced the society shown, and everything it had done, with one
     that "could not be built"."""

@@ -430,8 +430,10 @@ def reset_problem(config: LiveConfig) -> str:
     try:
         check_model_names(RouteTable(default_model(config.model.strip() if config.model else None),
                                      dict(config.routes)).models())
-    except ModelUnavailable as exc:
-        return str(exc)
+    except ModelUnavailable as exc:  # a key pasted in the model box by mistake is not shown back
+        from socialsim.llm.redact import redact
+
+        return redact(str(exc))
     return ""
 
 
