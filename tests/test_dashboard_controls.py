@@ -7,6 +7,7 @@ server)."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 import pandas as pd
@@ -682,23 +683,39 @@ def _playing_on(provider) -> LiveSession:
     return session
 
 
-def test_pause_and_the_pages_reads_answer_at_once_while_a_step_waits_on_a_slow_provider(slow_provider):
-    session = _playing_on(slow_provider)
-    deadline = time.monotonic() + 60
-    while slow_provider.in_flight == 0:  # step 1 is waiting on the provider
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    started = time.monotonic()
-    text = session.progress()
-    version = session.version
-    session.pause()
-    answered = time.monotonic() - started
-    assert answered < 0.2, f"the page waited {answered:.3f}s on a step"
-    assert text.startswith("step 1 running") and not session.playing and session.busy
-    assert session.frames.steps_done == 0 and version == session.version  # the last complete snapshot
-    assert "paused" in session.stop_reason
-    assert session.wait(120)
-    assert session.frames.steps_done == 1  # the running step completed, no further one began
+def test_pause_and_the_pages_reads_answer_while_a_step_waits_on_its_provider(monkeypatch):
+    """The provider holds every reply until the test lets it go: a Pause or a read of the page that
+    waited on the running step could not return before that, so their returning shows they did not
+    (no clock: the join's limit only keeps a page that waits from hanging the suite)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    gate = threading.Event()
+
+    def held_reply(messages):
+        gate.wait(300)
+        return "1"
+
+    with FakeOpenAIServer(policy=held_reply) as held:
+        gate.set()  # the society is built (its model check answered) before the gate closes
+        session = _playing_on(held)
+        gate.clear()
+        try:
+            deadline = time.monotonic() + 60
+            while held.in_flight == 0:  # a step is waiting on the provider
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            read: dict = {}
+            page = threading.Thread(target=lambda: read.update(text=session.progress(), version=session.version,
+                                                               paused=session.pause()))
+            page.start()
+            page.join(120)
+            assert not page.is_alive() and held.in_flight > 0, "the page waited on the running step"
+            assert read["text"].startswith("step 1 running") and not session.playing and session.busy
+            assert session.frames.steps_done == 0 and read["version"] == session.version  # the last snapshot
+            assert "paused" in session.stop_reason
+        finally:
+            gate.set()
+        assert session.wait(120)
+        assert session.frames.steps_done == 1  # the running step completed, no further one began
 
 
 def test_the_progress_line_counts_the_runs_calls_while_a_step_waits(slow_provider):
