@@ -234,6 +234,44 @@ def test_an_error_in_the_simulation_is_saved_logged_and_says_how_to_go_on(tmp_pa
     assert "the run failed: failed: ValueError" in err and f"resume with: socialsim run --resume {tmp_path / 'b'}" in err
 
 
+class LeakingFailure(GenerativeAgent):
+    """An architecture whose second step raises an error quoting the key (as a provider's may)."""
+
+    def perceive(self):
+        super().perceive()
+        if self.model.steps == 2:
+            raise ValueError(f"Incorrect API key provided: {KEY}")
+
+
+def test_the_traceback_of_a_failed_step_holds_no_key(tmp_path, monkeypatch):
+    """run.log and the console keep the traceback, whose last line repeats the error: redacted too."""
+    import io
+
+    from socialsim.agents import ARCHITECTURES
+    from socialsim.llm.redact import RedactingFilter
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setitem(ARCHITECTURES, "leaking", f"{__name__}:LeakingFailure")
+    with pytest.raises(RunFailed):
+        run(RunConfig(scenario="hobbs-cafe", arch="leaking", model="rules", steps=3), tmp_path / "a", progress=False)
+    log_text = (tmp_path / "a" / "run.log").read_text()
+    assert "Traceback" in log_text and "ValueError: Incorrect API key provided: [REDACTED]" in log_text
+    assert KEY not in log_text
+    console = logging.StreamHandler(shown := io.StringIO())
+    console.addFilter(RedactingFilter())
+    logger = logging.getLogger("socialsim.test_console")
+    logger.addHandler(console)
+    try:
+        try:
+            raise ValueError(f"bad key {KEY}")
+        except ValueError:
+            logger.exception("the sweep's run failed")
+    finally:
+        logger.removeHandler(console)
+    assert "Traceback" in shown.getvalue() and "ValueError: bad key [REDACTED]" in shown.getvalue()
+    assert KEY not in shown.getvalue()
+
+
 @pytest.mark.parametrize("reply", ["3.9", "2.7", "4,5", "1.0"])
 def test_a_number_with_a_fraction_is_no_option_and_no_whole_number(reply):
     """'3.9' used to be read as 3 and '2.7' as option 2: a fraction is asked again, not truncated."""

@@ -102,9 +102,13 @@ def no_credential_in_url(url: str) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """A logging filter that redacts secrets from every record's final message."""
+    """A logging filter that redacts secrets from every record's final message and traceback
+    (whose last line repeats the error's message, a provider's quoting the key)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = redact(record.getMessage())
         record.args = None
+        if record.exc_info and not record.exc_text:  # formatted here, as a handler would, to be redacted
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        record.exc_text = redact(record.exc_text) if record.exc_text else record.exc_text
         return True
