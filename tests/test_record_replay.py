@@ -42,6 +42,29 @@ def test_real_secrets_are_redacted(monkeypatch):
     assert out.count("[REDACTED]") == 4 and out.startswith("use [REDACTED] or")
 
 
+def test_a_piece_of_an_environment_key_is_redacted_as_the_key(monkeypatch):
+    """A provider or a model may cut the key (an echo of its first half) or wrap it over lines:
+    each piece of 12 characters or more is the key's, and would show most of it."""
+    key = "Xq7" + "LeakPiece0123456789abcdefGHIJKLMNOPqrstuvwx"  # no provider's shape: only the environment knows it
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    assert redact(f"the key begins {key[:20]}, then") == "the key begins [REDACTED], then"
+    assert redact(f"part one {key[:14]}\npart two {key[14:]}") == "part one [REDACTED]\npart two [REDACTED]"
+    wrapped = "\n".join(key[i:i + 16] for i in range(0, len(key), 16))  # a middle line, neither end
+    assert redact(wrapped) == "\n".join(["[REDACTED]"] * 3)
+    assert redact(f"{key[5:30]}") == "[REDACTED]"
+    assert redact(f"ends with {key[-8:]}") == f"ends with {key[-8:]}"  # too short a piece to be the key's
+
+
+def test_no_piece_of_a_path_or_of_a_short_value_is_redacted(monkeypatch):
+    """Only whole values of a file path, a placeholder or words are the secret: their pieces are
+    ordinary text (a run's folder under the same home, the word 'placeholder', a name)."""
+    monkeypatch.setenv("SERVICE_KEY_FILE", "/home/someone/.config/service/private-key.pem")
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    monkeypatch.setenv("LAB_SERVER_TOKEN", "our-lab-shared-server-7")  # its words are prose: only the whole is its
+    text = "runs under /home/someone/.config/service/runs, a placeholder-like word on our-lab-shared-server-6"
+    assert redact(text) == text
+
+
 def test_a_secret_set_or_changed_after_a_first_redaction_is_still_redacted(monkeypatch):
     redact("warm the cache")
     monkeypatch.setenv("LATE_SERVICE_TOKEN", "set-after-the-first-call-1")

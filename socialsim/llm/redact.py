@@ -1,7 +1,8 @@
 """Keep secrets out of logs, tapes, run directories and the dashboard.
 
 Only actual secret values are replaced by ``[REDACTED]``: the value of every environment
-variable whose name says it holds a key, token, secret or password, and strings with the shape
+variable whose name says it holds a key, token, secret or password (and any piece of 12 characters
+or more of such a value written as a key, as a cut or a line break leaves it), and strings with the shape
 of a known provider key (``sk-…``, ``AIza…``, ``gsk_…``, ``hf_…``, ``Bearer …`` headers).
 Ordinary words ("a secret conversation", "a token contribution") are left alone, so what is
 stored is what the model said. Redaction applies to what is stored, never to a tape key.
@@ -33,6 +34,15 @@ _URL_CREDENTIALS = [
 _SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
 MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact ordinary text
 
+
+# A key's pieces: a provider or a model may cut the key or wrap it over lines. Only values written
+# in key characters and long enough to be keys have pieces (a path's or a placeholder's are ordinary
+# text); a piece is 12 characters or more, found by its windows of 12 every 3 characters, and holds
+# a digit or a capital (a random key's do; "-value-of-the-token" of a value made of words is prose).
+_KEY_VALUE = re.compile(r"[A-Za-z0-9_\-\.=+]{20,}")
+_WORDS = re.compile(r"[a-z_\-\.]+")
+PIECE = 12
+_PIECE_STEP = 3
 
 _known: tuple[dict | frozenset | None, list[str]] = (None, [])  # (environment seen, its secret values)
 _NAMED: set[str] = set()  # variables a configuration names as holding a secret (see name_secret)
@@ -77,10 +87,38 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
         return text
     for value in secret_values() if secrets is None else secrets:
         text = text.replace(value, REDACTED)
+        if _KEY_VALUE.fullmatch(value):
+            text = _without_pieces(text, value)
     for pattern in _KEY_SHAPES:
         text = pattern.sub(REDACTED, text)
     for pattern in _URL_CREDENTIALS:
         text = pattern.sub(lambda m: m[1] + REDACTED, text)
+    return text
+
+
+def _without_pieces(text: str, value: str) -> str:
+    """``text`` with every piece of ``value`` of PIECE characters or more replaced by [REDACTED]."""
+    spans = []
+    for start in range(0, len(value) - PIECE + 1, _PIECE_STEP):
+        window = value[start:start + PIECE]
+        at = text.find(window)
+        while at >= 0:
+            left, right = at, at + PIECE  # the piece held, grown to each side while it is the value's
+            while left > 0 and start - (at - left) > 0 and text[left - 1] == value[start - (at - left) - 1]:
+                left -= 1
+            while right < len(text) and start + (right - at) < len(value) and text[right] == value[start + (right - at)]:
+                right += 1
+            spans.append((left, right))
+            at = text.find(window, at + 1)
+    merged: list[list[int]] = []
+    for left, right in sorted(spans):
+        if merged and left <= merged[-1][1]:  # overlapping pieces are one
+            merged[-1][1] = max(merged[-1][1], right)
+        else:
+            merged.append([left, right])
+    for left, right in reversed(merged):  # from the end: earlier places stay put
+        if not _WORDS.fullmatch(text[left:right]):
+            text = text[:left] + REDACTED + text[right:]
     return text
 
 
