@@ -167,6 +167,7 @@ def test_a_key_in_a_scenario_is_read_redacted_so_the_run_replays_from_its_copy(t
 
 
 @pytest.mark.parametrize("endpoint", ["http://bob:hunter2pass@127.0.0.1:9/v1",
+                                      "http://hunter2pass@127.0.0.1:9/v1",  # a token as the user name
                                       "http://127.0.0.1:9/v1?api_key=hunter2pass"])
 def test_an_endpoint_carrying_a_credential_is_refused_without_echoing_it(tmp_path, endpoint, capsys):
     from socialsim.batch.sweepfile import SweepFileError, validate_sweep
@@ -186,6 +187,7 @@ def test_an_endpoint_carrying_a_credential_is_refused_without_echoing_it(tmp_pat
 
 @pytest.mark.parametrize(("endpoint", "named"), [
     ("http://bob:hunter2pass@127.0.0.1:9/v1", "(a password in it)"),
+    ("http://hunter2pass@127.0.0.1:9/v1", "(a user name in it)"),
     ("http://127.0.0.1:9/v1?model=x&api_key=hunter2pass", "(its query parameter 'api_key')"),
     ("http://127.0.0.1:9/v1?model=x&token=", "(its query parameter 'token')")])  # a slot for a key, left empty
 def test_an_endpoints_refusal_says_where_the_credential_is(endpoint, named):

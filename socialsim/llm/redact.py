@@ -25,10 +25,12 @@ _KEY_SHAPES = [
     re.compile(r"\b(?:xox[abp]|ghp|gho|github_pat)_[A-Za-z0-9_]{20,}"),  # Slack / GitHub tokens
     re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-\.=]{20,}"),  # an Authorization header's value
 ]
-# A credential inside an address: the password of ``user:password@host``, the value of a query
-# parameter named like a key (``?api_key=...``); the rest of the address is kept.
+# A credential inside an address: the password of ``user:password@host``, a user name alone
+# (``token@host``, a token given as one), the value of a query parameter named like a key
+# (``?api_key=...``); the rest of the address is kept.
 _URL_CREDENTIALS = [
     re.compile(r"(?<=://)([^/\s:@]+:)[^/\s@]+(?=@)"),
+    re.compile(r"(?<=://)()[^/\s:@]+(?=@)"),
     re.compile(r"(?i)([?&][\w.-]*(?:key|token|secret|password|passwd|pwd|auth|signature|sig)[\w.-]*=)[^&#\s'\"]+"),
 ]
 _SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
@@ -126,14 +128,16 @@ _CREDENTIAL_PARAM = re.compile(r"(?i)(key|token|secret|password|passwd|pwd|auth|
 
 
 def no_credential_in_url(url: str) -> str:
-    """``url`` unchanged, or ValueError when it carries a credential (a password in it, or a query
-    parameter named like a key): an endpoint is recorded in config.json and sweep.json, a key never."""
+    """``url`` unchanged, or ValueError when it carries a credential (a password or a user name in
+    it, which a token may be given as, or a query parameter named like a key): an endpoint is
+    recorded in config.json and sweep.json, a key never."""
     from urllib.parse import parse_qsl, urlsplit
 
     parts = urlsplit(url)
     named = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAM.search(name)]
-    if parts.password or named:
-        where = f"its query parameter {named[0]!r}" if named else "a password in it"
+    if parts.password or parts.username or named:
+        where = (f"its query parameter {named[0]!r}" if named else "a password in it" if parts.password
+                 else "a user name in it")
         raise ValueError(f"the endpoint carries a credential ({where}); give keys in the environment "
                          f"(e.g. OPENAI_API_KEY), never in the address, which runs record")
     return url
