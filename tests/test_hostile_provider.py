@@ -185,6 +185,17 @@ def test_an_endpoint_carrying_a_credential_is_refused_without_echoing_it(tmp_pat
     assert RunConfig(api_base="http://127.0.0.1:9/v1?model=x").api_base.endswith("model=x")  # other queries pass
 
 
+def test_a_sweep_named_with_a_key_is_refused_without_echoing_it(monkeypatch):
+    """A sweep's name is its folder's, shown on the console and never redacted: sweeps/sk-... kept the key."""
+    from socialsim.batch.sweepfile import SweepFileError, validate_sweep
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with pytest.raises(SweepFileError, match="name: holds a secret value") as refused:
+        validate_sweep({"name": KEY, "parameters": {"arch": "generic", "model": "rules"}})
+    assert KEY not in str(refused.value)
+    assert validate_sweep({"name": "key-token-secret", "parameters": {"arch": "generic", "model": "rules"}})
+
+
 @pytest.mark.parametrize(("endpoint", "named"), [
     ("http://bob:hunter2pass@127.0.0.1:9/v1", "(a password in it)"),
     ("http://hunter2pass@127.0.0.1:9/v1", "(a user name in it)"),

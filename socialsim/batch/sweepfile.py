@@ -90,6 +90,16 @@ class SweepSpec(BaseModel):
     def source(self) -> str:
         return self._source
 
+    @field_validator("name")
+    @classmethod
+    def _no_secret_in_name(cls, name: str) -> str:
+        """The name is the sweep's folder, shown and kept as it is: a key there is refused, never redacted."""
+        from socialsim.llm.redact import redact
+
+        if redact(name) != name:
+            raise ValueError("holds a secret value (a key?); the sweep's folder is named after it")
+        return name
+
     @model_validator(mode="before")
     @classmethod
     def _architecture_prefixes(cls, data: Any) -> Any:
