@@ -65,6 +65,20 @@ def test_no_piece_of_a_path_or_of_a_short_value_is_redacted(monkeypatch):
     assert redact(text) == text
 
 
+def test_a_key_of_ordinary_words_is_redacted_and_said_once_to_change_the_record(monkeypatch, caplog):
+    """A local server's placeholder key ("anything") is a secret like any: the model's "anything"
+    became [REDACTED] in the tape without a word; the user is now told once, by the variable's name."""
+    monkeypatch.setenv("LOCAL_SERVER_API_KEY", "anything")
+    monkeypatch.setenv("OTHER_SERVICE_TOKEN", "Xq7-not-words-0123")
+    with caplog.at_level("WARNING", logger="socialsim.llm"):
+        assert redact("Is there anything I can get you?") == "Is there [REDACTED] I can get you?"
+        monkeypatch.setenv("UNRELATED", "1")  # the environment looked at again: said once all the same
+        redact("anything else")
+    told = [r.getMessage() for r in caplog.records if "holds ordinary words" in r.getMessage()]
+    assert len(told) == 1 and told[0].startswith("LOCAL_SERVER_API_KEY holds ordinary words, not a key")
+    assert "anything" not in told[0]
+
+
 def test_a_secret_set_or_changed_after_a_first_redaction_is_still_redacted(monkeypatch):
     redact("warm the cache")
     monkeypatch.setenv("LATE_SERVICE_TOKEN", "set-after-the-first-call-1")

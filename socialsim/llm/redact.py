@@ -46,6 +46,12 @@ _WORDS = re.compile(r"[a-z_\-\.]+")
 PIECE = 12
 _PIECE_STEP = 3
 
+# a local server's placeholder key ("anything", "lm-studio"): redacted like any key, it changes what the
+# model said wherever it writes that word ("Is there [REDACTED] I can get you?"); said once per variable
+_PLAIN_WORDS = re.compile(r"[a-z]+(?:[-_][a-z]+)*")
+_told_plain: set[tuple[str, str]] = set()
+log = logging.getLogger("socialsim.llm")
+
 _known: tuple[dict | frozenset | None, list[str]] = (None, [])  # (environment seen, its secret values)
 _NAMED: set[str] = set()  # variables a configuration names as holding a secret (see name_secret)
 
@@ -76,8 +82,15 @@ def secret_values() -> list[str]:
     now = _environment_now()
     if now != _known[0]:
         seen = dict(now) if isinstance(now, dict) else now  # a copy, taken first: CPython's dict changes in place
-        values = {v for k, v in os.environ.items()
-                  if (_SECRET_ENV_NAME.search(k) or k in _NAMED) and v and len(v) >= MIN_SECRET_LENGTH}
+        named = {k: v for k, v in os.environ.items()
+                 if (_SECRET_ENV_NAME.search(k) or k in _NAMED) and v and len(v) >= MIN_SECRET_LENGTH}
+        values = set(named.values())
+        for name, value in sorted(named.items()):
+            if _PLAIN_WORDS.fullmatch(value) and (name, value) not in _told_plain:
+                _told_plain.add((name, value))
+                log.warning("%s holds ordinary words, not a key: like any key it is replaced by [REDACTED] in "
+                            "everything recorded, so a reply or prompt holding those words is changed; a local "
+                            "server that takes any key is better given one with digits (e.g. sk-local-1)", name)
         _known = (seen, sorted(values, key=len, reverse=True))  # longest first: a key containing another
     return _known[1]
 
