@@ -99,6 +99,31 @@ def test_measure_reads_the_runs_own_separability_figures_and_the_cooperation_rat
     assert math.isnan(got["cooperation_rate_prosocial"]) and math.isnan(got["cooperation_rate_individualistic"])
 
 
+def test_with_the_rules_judge_an_actors_declared_stance_is_not_counted_as_its_cooperation(tmp_path):
+    """An LLM's action outside the catalogue has no simulated effect but its declared stance's
+    payoff, so the rules judge's label of it is the actor's own: left out of the rates and counted.
+    With an LLM judge the label is the judge's, and every action counts."""
+    import pandas as pd
+
+    (tmp_path / "tables").mkdir()
+    actions = actions_of_two_types().assign(effect_source="catalogue")
+    declared = actions["svo"] == "altruistic"  # the altruists declared Cooperation for actions of their own
+    actions.loc[declared & (actions["step"] > 1), "effect_source"] = "declared stance"
+    actions.loc[declared & (actions["step"] == 1), "label"] = "Neutral"  # their catalogue actions
+    actions.to_parquet(tmp_path / "tables" / "asvo_actions.parquet")
+    judgements = tmp_path / "tables" / "asvo_judgements.parquet"
+
+    pd.DataFrame({"step": [1], "agent": ["a0"], "judge": ["rules"]}).to_parquet(judgements)
+    got = asvo_reproduce.measure(tmp_path)
+    assert got["cooperation_rate_altruistic"] == 0.0  # only the 4 catalogue actions, all Neutral
+    assert got["cooperation_self_declared"] == 8 / 24
+    assert got["cooperation_rate_competitive"] == 0.0
+
+    pd.DataFrame({"step": [1], "agent": ["a0"], "judge": ["openai/gpt-4o-mini"]}).to_parquet(judgements)
+    got = asvo_reproduce.measure(tmp_path)
+    assert got["cooperation_rate_altruistic"] == 8 / 12 and got["cooperation_self_declared"] == 0.0
+
+
 def test_without_the_runs_figures_measure_computes_them_and_their_chance_level(tmp_path):
     from socialsim.agents.asvo.metrics import action_separability
 

@@ -5,7 +5,9 @@ arms (ASVO, and the ablation w/o ASVO), on the paper preset (Table 1).
 Measured per run: silhouette and separation ratio of the action texts by SVO type (offline
 embedding unless ``embedding_model`` is set; t-SNE; appendix D.3), the silhouette with the SVO
 labels shuffled (chance level), and the cooperation rate per SVO type from the first judge's
-five-way labels (appendix D.2). Table 2 of the paper (from the digest) stands beside the
+five-way labels (appendix D.2); with the rules judge, an action outside the scenario's catalogue
+(an LLM's own) is labelled by the stance its actor declared, so it is left out of the rates and
+counted (``cooperation_self_declared``). Table 2 of the paper (from the digest) stands beside the
 silhouette and separation rows of each context; the paper gives no per-scenario split, so each
 scenario of a context is set beside that context's figure.
 """
@@ -18,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from socialsim.agents.asvo.metrics import SEPARABILITY_FILE, action_separability, cooperation_table, setting_of
-from socialsim.agents.asvo.svo import SVO_TYPES
+from socialsim.agents.asvo.svo import STANCES, SVO_TYPES
+from socialsim.llm.routing import RULES
 from socialsim.metrics.separability import PAPER_TABLE_2
 from socialsim.model.reproduce import Finding, Protocol, ProtocolRun, compare
 
@@ -49,10 +52,26 @@ def measure(run_dir: Path) -> dict[str, float]:
         out = {"silhouette": sep.silhouette, "separation_ratio": sep.ratio,
                "silhouette_shuffled": sep.shuffled_silhouette, "svo_words_masked": float(sep.masked),
                "agent_shuffle_p": sep.group_shuffle_p}
-    rates = cooperation_table(actions, "svo").set_index("svo")["cooperation_rate"] if not actions.empty else {}
+    declared = self_declared(Path(run_dir), actions)
+    out["cooperation_self_declared"] = float(declared.mean()) if len(declared) else float("nan")
+    counted = actions[~declared] if len(declared) else actions
+    rates = cooperation_table(counted, "svo").set_index("svo")["cooperation_rate"] if not counted.empty else {}
     for svo in SVO_TYPES:
         out[f"cooperation_rate_{svo}"] = float(rates[svo]) if svo in rates else float("nan")
     return out
+
+
+def self_declared(run_dir: Path, actions: pd.DataFrame) -> pd.Series:
+    """Per action, whether its label is the actor's own: the rule judge (the first judge classifies)
+    reads the label from the simulated effect, and an action outside the catalogue has none but the
+    payoff of the stance its actor declared (``effect_source``), so its label is that stance. Those
+    are left out of the cooperation rates: a self-report is not a measurement. All False with an LLM
+    judge, or where the run recorded neither its judges nor the effects' source."""
+    judgements = Path(run_dir) / "tables" / "asvo_judgements.parquet"
+    judges = pd.read_parquet(judgements, columns=["judge"])["judge"] if judgements.is_file() else pd.Series(dtype=str)
+    if "effect_source" not in actions or judges.empty or judges.iloc[0] != RULES:
+        return pd.Series(False, index=actions.index)
+    return (actions["effect_source"] == "declared stance") & actions["label"].isin(STANCES)
 
 
 def paper_table() -> pd.DataFrame:
@@ -157,5 +176,9 @@ def protocol(judge: str | None) -> Protocol:
         description=("ASVO (AAMAS 2026) Table 2: silhouette and separation ratio of actions by SVO type, "
                      "eight scenarios x {ASVO, w/o ASVO}, paper preset; plus the shuffled-label silhouette "
                      "(chance) and the cooperation rate per SVO type. Judge: "
-                     f"{judge or 'rules (the baseline: labels read from simulated effects)'}."),
+                     f"{judge or 'rules (the baseline: labels read from simulated effects)'}"
+                     + ("" if judge else "; an action outside the scenario's catalogue has no simulated effect "
+                        "but the payoff of the stance its actor declared, so the rules judge's label of it is a "
+                        "self-report: such actions are left out of the cooperation rates, and "
+                        "cooperation_self_declared is their share") + "."),
         findings=findings(), interpret=interpret)
