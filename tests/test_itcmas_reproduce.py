@@ -27,6 +27,8 @@ def actions():
                 action = "wave to start a chat"  # has "chat" in it, but is no chat
             if agent == "WL" and step <= 3:
                 status = "filtered"
+                if step == 1:  # a chat LTRHA's filter stopped: chosen all the same
+                    action = rp.FILTERED_PREFIX + "chat with AY"
             if agent == "WL" and step in (4, 5):
                 status = "refused"
             # AY's pleasure swings by 0.1 throughout; MD's only before the last twenty steps; SG's by a hair
@@ -78,7 +80,8 @@ def test_with_no_clique_no_one_is_counted_outside_one(run_dir):
 
 def test_the_shares_counts_and_ranges_of_the_actions(run_dir):
     got = rp.measure_run(run_dir)
-    assert got["chat_share"] == pytest.approx(15 / (4 * STEPS))  # "wave to start a chat" is no chat
+    # "wave to start a chat" is no chat; WL's filtered chat is one, as a failed one would be
+    assert got["chat_share"] == pytest.approx(16 / (4 * STEPS))
     assert got["filtered"] == 3  # refused actions are not filtered ones
     assert (got["P_min"], got["P_max"]) == (-0.2, 0.5)
     assert (got["A_min"], got["A_max"]) == (pytest.approx(-0.1), 0.2)

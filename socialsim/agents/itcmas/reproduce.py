@@ -7,7 +7,7 @@ number of cliques (≥ 3 agents), the largest one's size and the agents outside 
 when no clique formed: then no one is left out of one), each
 beside its chance level in random graphs with as many ties (``NAME_chance``), isolated agents, the
 Gini of the resources the run ended with (after its last matrix reallocation; NaN without LTRHA), the range of P, A and D over all agents and
-steps, the share of chats, filtered actions, and the mean judge score per dimension. The judge (route ``itcmas_judge``) scores each run at its
+steps, the share of chats the agents chose (carried out, failed or filtered), filtered actions, and the mean judge score per dimension. The judge (route ``itcmas_judge``) scores each run at its
 end, on the run's tape and budget (``tables/itcmas_judge.parquet``); it must be a different model
 from the actors'; without ``--judge`` it is the rules baseline, which measures shares and is not a
 judgement.
@@ -22,7 +22,7 @@ from pathlib import Path
 import networkx as nx
 import pandas as pd
 
-from socialsim.agents.itcmas.ltrha import gini
+from socialsim.agents.itcmas.ltrha import FILTERED_PREFIX, gini
 from socialsim.agents.itcmas.metrics import (
     DIMENSIONS,
     JUDGE_FILE,
@@ -74,7 +74,9 @@ def measure_run(run_dir: Path) -> dict[str, float]:
         # with no clique, every agent is "outside" it: the paper's "left out of the clique" is then not measured
         "outside_cliques": float(structure["outside_cliques"]) if structure["cliques"] else float("nan"),
         "outside_cliques_chance": chance["outside_cliques"],
-        "chat_share": float(actions["action"].str.startswith("chat with").mean()),
+        # the chats the agents chose, carried out or not: the filter's mark on a filtered one (LTRHA's variants
+        # only) does not make it less of a chat than a failed one
+        "chat_share": float(actions["action"].str.removeprefix(FILTERED_PREFIX).str.startswith("chat with").mean()),
         "filtered": float((actions["status"] == "filtered").sum()),
     }
     for name in AGENTS:
