@@ -1,5 +1,7 @@
 """Scenario files: the shipped ones load; broken ones name the file, the field and the problem."""
 
+from pathlib import Path
+
 import pytest
 
 from socialsim.scenarios.loader import ScenarioError, available_scenarios, load_scenario
@@ -295,6 +297,20 @@ def test_a_good_scenario_file_is_loaded_without_finding_its_fields_lines(monkeyp
     monkeypatch.setattr(loader, "yaml_lines", composed)
     for name in available_scenarios():
         assert load_scenario(name).name
+
+
+def test_a_scenario_files_field_lines_are_found_once_when_a_problem_first_needs_them(monkeypatch):
+    from socialsim.scenarios import schema
+    from socialsim.scenarios.schema import Scenario
+
+    composed = []
+    yaml_lines = schema.yaml_lines
+    monkeypatch.setattr(schema, "yaml_lines", lambda text: composed.append(text) or yaml_lines(text))
+    scenario = load_scenario("hobbs-cafe")
+    written = Path(scenario._file).read_text().splitlines()
+    assert written[scenario.lines[("agents", 0, "name")] - 1].strip() == f"- name: {scenario.agents[0].name}"
+    assert scenario.lines is scenario.lines and len(composed) == 1  # composed once, then kept
+    assert Scenario.model_validate(scenario.model_dump()).lines == {}  # no file: no lines
 
 
 @pytest.mark.parametrize(("edit", "preset", "expected"), [

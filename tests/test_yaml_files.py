@@ -38,3 +38,13 @@ def test_a_mapping_holding_itself_is_read_as_pyyaml_reads_it():
     """An alias to the mapping it is in: its values are built after the mapping itself exists."""
     loaded = load_yaml("a: &x {b: *x, c: 1}\n")
     assert loaded["a"]["b"] is loaded["a"] and loaded["a"]["c"] == 1
+
+
+def test_a_file_not_saved_as_utf8_is_named_with_the_line_of_its_first_such_byte(tmp_path):
+    from socialsim.yaml_files import NotUtf8Error, read_utf8
+
+    path = tmp_path / "s.yaml"
+    path.write_bytes(b"\nname: x\ncaf\xe9: 1\nsome: \xe8\n")  # a first line that is empty counts too
+    with pytest.raises(NotUtf8Error) as raised:
+        read_utf8(path)
+    assert str(raised.value) == f"{path}: not UTF-8 text (line 3 has the byte 0xe9); save it as UTF-8"
