@@ -922,3 +922,15 @@ def test_the_usage_panel_keeps_the_calls_an_outage_failed_after_the_society_is_b
     assert session.frames.earlier == [
         f"Step 2, cut by the provider outage, had {failed} failed calls before the society was built again "
         "from its tape at step 1; they were asked again."]
+
+
+def test_reset_refuses_a_negative_seed_and_a_routed_model_no_provider_serves_and_takes_seed_0_and_no_model():
+    """Reset asks first, without building: seed 0 and the default model (none typed) build fine; a
+    route to a model no provider serves (a replayed run's routes are kept for its Reset) does not."""
+    from socialsim.dashboards.session import reset_problem
+
+    assert reset_problem(LiveConfig(seed=0, model=None)) == ""
+    assert reset_problem(LiveConfig(seed=0, model=" rules ")) == ""
+    assert reset_problem(LiveConfig(seed=-1)) == "seed expects a whole number >= 0, got -1"
+    routed = reset_problem(LiveConfig(model="rules", routes={"ChooseAction": "rulez"}))
+    assert "unknown model 'rulez'" in routed

@@ -780,3 +780,61 @@ def test_the_report_tab_shows_the_runs_own_findings(crsec, tmp_path, monkeypatch
     assert ReplaySession(copy).report == ""
     (copy / "report.md").write_text("Sam said <script>alert(1)</script>\n")
     assert panels.run_report(copy) == "Sam said &lt;script>alert(1)&lt;/script>\n"
+
+
+def _recorded(run_dir, status="completed", steps_done=3, **config):
+    """A run directory with only its config.json: what the Replay card's list reads."""
+    import json
+
+    run_dir.mkdir(parents=True)
+    meta = {"config": {"scenario": "hobbs-cafe", "arch": "crsec", "model": "rules", "rng": 0, **config},
+            "steps_done": steps_done}
+    if status is not None:
+        meta["status"] = status
+    (run_dir / "config.json").write_text(json.dumps(meta))
+    return run_dir
+
+
+def test_the_replay_cards_list_names_each_run_by_its_place_its_differing_settings_and_how_it_ended(tmp_path):
+    """Settings every run shares, another architecture's parameters, lists and mappings tell no run
+    apart; a run of another folder is named by its whole path; a damaged one is listed, saying so."""
+    folder = tmp_path / "sweep"
+    a = _recorded(folder / "runs" / "a", rng=1, steps=4, routes={"x": "y"}, tags=["t"],
+                  arch_params={"temptation": 0.5, "norms": ["n"], "only_mine": 1})
+    b = _recorded(folder / "runs" / "b", status="interrupted", steps_done=2, rng=2, steps=4,
+                  arch_params={"temptation": 0.9, "norms": ["m"]})
+    c = _recorded(tmp_path / "elsewhere", status=None, steps_done=0, rng=2, steps=6, arch_params=None)
+    (folder / "runs" / "d").mkdir()
+    (folder / "runs" / "d" / "config.json").write_text("{cut short")
+    choices = panels.run_choices(folder, [a, b, str(c), folder / "runs" / "d"])
+    assert choices == {
+        "runs/a · seed 1, steps=4": str(a),
+        "runs/b · seed 2, steps=4 · interrupted, 2 steps": str(b),
+        f"{c} · seed 2, steps=6 · no status, 0 steps": str(c),
+        "runs/d · config.json unreadable": str(folder / "runs" / "d"),
+    }
+    # among runs of one architecture, its parameters are settings too; at most five are shown
+    many = {f"p{i}": i for i in range(6)}
+    e = _recorded(folder / "runs" / "e", arch_params={**many, "temptation": 0.1})
+    f = _recorded(folder / "runs" / "f", arch_params={**{k: v + 1 for k, v in many.items()}, "temptation": 0.2})
+    assert list(panels.run_choices(folder, [e, f])) == ["runs/e · p0=0, p1=1, p2=2, p3=3, p4=4, ...",
+                                                        "runs/f · p0=1, p1=2, p2=3, p3=4, p4=5, ..."]
+    assert list(panels.run_choices(folder, [e])) == ["runs/e"]  # one run differs from none
+    five = [_recorded(folder / "runs" / f"five{i}", rng=i, arch_params={f"p{k}": i for k in range(4)}) for i in range(2)]
+    assert list(panels.run_choices(folder, five)) == ["runs/five0 · p0=0, p1=0, p2=0, p3=0, seed 0",  # five: no "..."
+                                                      "runs/five1 · p0=1, p1=1, p2=1, p3=1, seed 1"]
+    # a damaged run listed first; a config.json without a seed or the steps it made
+    (folder / "old").mkdir()
+    (folder / "old" / "config.json").write_text('{"status": "interrupted", "config": {"scenario": "hobbs-cafe"}}')
+    assert list(panels.run_choices(folder, [folder / "runs" / "d", a, b, folder / "old"])) == [
+        "runs/d · config.json unreadable", "runs/a · seed 1", "runs/b · seed 2 · interrupted, 2 steps",
+        "old · seed None · interrupted, 0 steps"]
+    assert panels.run_choices(folder, []) == {}
+
+
+def test_the_replay_cards_list_hides_a_key_in_a_runs_label(tmp_path):
+    folder = tmp_path / "sweep"
+    runs = [_recorded(folder / "runs" / f"r{i}", api_base=f"https://u:sk-secret{i}abcdefghijklmnop@host/v1")
+            for i in range(2)]
+    labels = list(panels.run_choices(folder, runs))
+    assert len(labels) == 2 and all("api_base=" in label and "sk-secret" not in label for label in labels)

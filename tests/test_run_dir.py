@@ -47,6 +47,15 @@ def test_a_sweeps_run_being_written_is_not_one_of_its_runs(tmp_path):
     assert runs_below(tmp_path / "sweep" / "runs") == done
 
 
+def test_a_run_below_a_hidden_folder_is_not_listed_but_a_folder_inside_a_hidden_one_lists_its_runs(tmp_path):
+    """Only a hidden folder below the one looked in is skipped (a run in ``.trash/``, below a
+    ``.partial-*``); a sweep kept under ``~/.cache`` is not hidden from itself."""
+    sweep = tmp_path / ".cache" / "sweep"
+    done = _runs(sweep, "runs/run-0bf245a66356")
+    _runs(sweep, ".trash/run-1b335a669fd5", "runs/.partial-x/old/run-9ddfbc4b72f8")
+    assert runs_below(sweep) == done
+
+
 def test_a_runs_own_replays_are_not_runs_of_its_folder(tmp_path):
     """A replay of a reproduction's run (``seed-1/replay``, ``seed-1/check-order-1``) made the
     reproduction refuse its own folder as holding "runs that are not a reproduction's"."""
