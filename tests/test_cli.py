@@ -295,6 +295,24 @@ def test_a_run_interrupted_while_its_model_is_checked_says_so_without_a_tracebac
     assert not (tmp_path / "runs").exists()  # the directory claimed for it is removed
 
 
+def test_a_run_interrupted_before_its_first_step_leaves_the_out_folder_given_as_it_was(tmp_path, monkeypatch, capsys):
+    """Only a folder the run claimed for itself (runs/NAME) is removed: an --out folder is the user's."""
+    from socialsim.model import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "build_model", interrupted)
+    (tmp_path / "mine").mkdir()
+    assert main(["run", "hobbs-cafe", "--arch", "generic", "--model", "rules", "--steps", "1",
+                 "--out", str(tmp_path / "mine"), "--no-progress"]) == 130
+    assert capsys.readouterr().err.endswith("interrupted before the run's first step; nothing was recorded\n")
+    assert (tmp_path / "mine").is_dir() and not any((tmp_path / "mine").iterdir())
+    assert main(["run", "hobbs-cafe", "--arch", "generic", "--model", "rules", "--steps", "1",
+                 "--out", str(tmp_path / "new"), "--no-progress"]) == 130
+    assert not (tmp_path / "new").exists()  # nothing written
+
+
 def test_report_of_a_sweep_with_no_run_yet_says_so(tmp_path, capsys):
     """A sweep stopped before its first run: the count line ended in a bare colon."""
     (tmp_path / "s" / "runs").mkdir(parents=True)

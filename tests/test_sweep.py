@@ -523,6 +523,18 @@ def test_a_run_another_process_finished_meanwhile_is_kept(tmp_path):
     assert not [p for p in (tmp_path / RUNS).iterdir() if p.name.startswith(PARTIAL)]
 
 
+def test_a_pool_workers_run_stops_at_its_next_step_once_its_sweep_is_gone(tmp_path):
+    """Where the kernel does not end it (not Linux, or the sweep died before the worker asked it
+    to), a worker whose sweep died went on paying calls: it is then another process's child."""
+    (tmp_path / RUNS).mkdir()
+    model = SweepModel("hobbs-cafe", arch="generic", model="rules", steps=2, sweep_dir=str(tmp_path), rng=1)
+    model.pool_parent = os.getppid() + 1  # the sweep that started it, no longer its parent
+    with pytest.raises(SystemExit, match=f"the sweep \\(process {model.pool_parent}\\) that started this worker "
+                                         "is gone; stopping"):
+        model.step()
+    assert model.llm.step == 0 and not (tmp_path / RUNS / model.run_id).exists()  # no phase run, nothing written
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="no flock")
 def test_a_run_directory_is_moved_into_place_while_no_other_process_is_moving_one(tmp_path, monkeypatch):
     """The look for a run finished meanwhile and the rename are one step among a sweep's processes."""
@@ -924,7 +936,8 @@ def test_a_run_that_fails_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_p
     runs = result.runs.set_index("rng")
     assert runs.loc[1, "status"] == "completed" and runs.loc[2, "status"] == "failed: RuntimeError: boom"
     assert runs.loc[2, "steps_done"] == 1 and not is_done(tmp_path / "s", runs.loc[2, "run_id"])
-    assert f"run {runs.loc[2, 'run_id']} failed at step 2" in caplog.text
+    assert [r.getMessage() for r in caplog.records if "failed at step" in r.getMessage()] == [
+        f"run {runs.loc[2, 'run_id']} failed at step 2"]
     monkeypatch.setattr(SocietyModel, "step", original)  # fixed: the failed run is redone, the other kept
     again = sweep(spec, tmp_path / "s", progress=False)
     assert again.executed == [runs.loc[2, "run_id"]] and (again.runs["status"] == "completed").all()
