@@ -13,6 +13,7 @@ import json
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -490,36 +491,50 @@ def test_no_tab_spills_sideways_at_common_screen_sizes(browser_page, width, heig
 
 @pytest.fixture(scope="module")
 def slow_page(tmp_path_factory, chromium_browser):
-    """A live society of generic agents on the project's OpenAI-compatible test server, which
-    answers each call of a step after 5 s (the test sets the delay once the society is built, so the
-    dashboard's check of the model is not slowed): a step waits on the provider. (With 2 s, a loaded
-    machine let the step finish before the pause had shown, about 1 s on an idle one.)"""
-    with FakeOpenAIServer() as provider:
+    """A live society of generic agents on the project's OpenAI-compatible test server, whose replies
+    the test holds (``gate`` cleared) once the society is built: a step waits on the provider for as
+    long as the test needs, however loaded the machine. (A 2 s, then a 5 s delay let a loaded
+    machine finish the step before the pause had shown.)"""
+    gate = threading.Event()
+    gate.set()
+
+    def held_reply(messages):
+        gate.wait(300)
+        return "1"
+
+    with FakeOpenAIServer(policy=held_reply) as provider:
         env = {**server_env("hobbs-cafe", "generic", "openai/fake-model", 42), "SOCIALSIM_DASHBOARD_STEPS": "50",
                "SOCIALSIM_DASHBOARD_API_BASE": provider.api_base, "OPENAI_API_KEY": "placeholder-key"}
-        with dashboard(env, tmp_path_factory.mktemp("slow") / "server.log") as url, open_page(chromium_browser, url) as opened:
-            yield (*opened, provider)
+        try:
+            with dashboard(env, tmp_path_factory.mktemp("slow") / "server.log") as url, \
+                    open_page(chromium_browser, url) as opened:
+                yield (*opened, provider, gate)
+        finally:
+            gate.set()
 
 
 def test_the_page_answers_and_pause_takes_effect_while_a_step_waits_on_a_slow_provider(slow_page):
-    page, requests, server, provider = slow_page
+    page, requests, server, provider, gate = slow_page
     _idle(page)
-    provider.delay_s = 5.0
-    page.locator(".btn-play").click()
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while provider.in_flight == 0:  # step 1 is waiting on the provider
-        assert time.monotonic() < deadline, "no call reached the provider"
-        time.sleep(0.02)
-    expect(page.locator(".progress-text")).to_contain_text("step 1 running")
-    page.locator(".v-tab", has_text="Time series").scroll_into_view_if_needed()
-    RECORD["tab_switch_during_a_step_seconds"] = _seconds_until_shown(
-        page, page.locator(".v-tab", has_text="Time series").click, ".v-tab--active", "Time series")
-    expect(page.locator(".v-tab--active")).to_contain_text("Time series")
-    RECORD["pause_during_a_step_seconds"] = _seconds_until_shown(page, page.locator(".btn-pause").click, ".stop-reason",
-                                                                 "paused")
-    expect(page.locator(".stop-reason")).to_contain_text("paused")
-    assert provider.in_flight > 0  # Pause was taken while the step still waited on its calls
-    _shot(page, "slow-provider-paused")
+    gate.clear()  # from here each reply waits until the test lets it go
+    try:
+        page.locator(".btn-play").click()
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while provider.in_flight == 0:  # step 1 is waiting on the provider
+            assert time.monotonic() < deadline, "no call reached the provider"
+            time.sleep(0.02)
+        expect(page.locator(".progress-text")).to_contain_text("step 1 running")
+        page.locator(".v-tab", has_text="Time series").scroll_into_view_if_needed()
+        RECORD["tab_switch_during_a_step_seconds"] = _seconds_until_shown(
+            page, page.locator(".v-tab", has_text="Time series").click, ".v-tab--active", "Time series")
+        expect(page.locator(".v-tab--active")).to_contain_text("Time series")
+        RECORD["pause_during_a_step_seconds"] = _seconds_until_shown(page, page.locator(".btn-pause").click,
+                                                                     ".stop-reason", "paused")
+        expect(page.locator(".stop-reason")).to_contain_text("paused")
+        assert provider.in_flight > 0  # Pause was taken while the step still waited on its calls
+        _shot(page, "slow-provider-paused")
+    finally:
+        gate.set()
     _idle(page)
     assert _steps(page) == 1  # the running step completed; no other began
     time.sleep(2.5)
