@@ -434,9 +434,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return _fail(not_a_run_dir(args.run_dir))
     if args.out is not None and (why := _not_a_replay_folder(args.out, args.run_dir)):
         return _fail(why)
+    _sigterm_stops_like_ctrl_c()  # a terminated replay is saved as interrupted, not left "running"
     try:
         result, same = replay(args.run_dir, args.out, progress=not args.no_progress)
         order = check_order(args.run_dir) if args.check_order and same else None
+    except KeyboardInterrupt:
+        print("socialsim: replay interrupted; the recording is as it was: run the replay again", file=sys.stderr)
+        return 130
     except (TapeMiss, ValueError) as exc:
         return _fail(f"replay failed: {exc}")
     print(f"replay directory: {result.run_dir}")

@@ -3,6 +3,7 @@
 import contextlib
 import os
 import re
+import signal
 import sys
 
 import pandas as pd
@@ -272,6 +273,38 @@ def test_an_interrupted_run_says_how_to_resume_it(tmp_path, monkeypatch, capsys)
                  "--out", str(tmp_path / "r"), "--no-progress"]) == 3
     out = capsys.readouterr().out
     assert "status: interrupted (1 step)" in out and f"resume with: socialsim run --resume {tmp_path / 'r'}" in out
+
+
+@pytest.mark.parametrize("where", ["step", "end-of-run measurement"])
+def test_an_interrupted_replay_says_so_and_compares_nothing(where, tmp_path, monkeypatch, capsys):
+    """Ctrl-C or SIGTERM in a replay printed "frames identical to the recording: NO" with "first
+    difference: None" (exit 1), or, in its report, "yes" (exit 0): a cut replay was compared whole."""
+    from socialsim.model import runner
+    from socialsim.model.society import SocietyModel
+
+    assert main(["run", "hobbs-cafe", "--arch", "generic", "--model", "rules", "--steps", "2",
+                 "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+    capsys.readouterr()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def terminated(*args, **kwargs):  # SIGTERM, as the replay's handler of it takes it (a replay left "running")
+        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+
+    if where == "step":
+        step = SocietyModel.step
+        monkeypatch.setattr(SocietyModel, "step", lambda self: terminated() if self.steps == 1 else step(self))
+    else:
+        monkeypatch.setattr(runner, "write_report", interrupted)
+    before = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as a fresh process has it (the run set its own)
+    try:
+        assert main(["replay", str(tmp_path / "r"), "--check-order", "--no-progress"]) == 130
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    out, err = capsys.readouterr()
+    assert "identical" not in out and "check-order" not in out
+    assert err.endswith("socialsim: replay interrupted; the recording is as it was: run the replay again\n")
 
 
 def test_a_run_interrupted_while_its_model_is_checked_says_so_without_a_traceback(tmp_path, monkeypatch, capsys):

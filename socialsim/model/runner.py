@@ -399,7 +399,8 @@ def recorded_config(data: Any, path: Path) -> RunConfig:
 def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = True,
            order_probe: int | None = None) -> tuple[RunResult, bool]:
     """Re-run a run from its tape with zero LLM calls; returns the result and whether the
-    replayed DataCollector frames equal the recorded ones."""
+    replayed DataCollector frames equal the recorded ones. Ctrl-C goes on to the caller once the
+    replay's folder is saved."""
     run_dir = Path(run_dir)
     if pid := being_written(run_dir):
         raise ValueError(f"{run_dir} is being written by another process (pid {pid}): replay it once it has "
@@ -420,6 +421,8 @@ def replay(run_dir: str | Path, out: str | Path | None = None, progress: bool = 
     config = config.model_copy(update={"steps": steps_done, "max_cost": None, "max_calls": None})
     result = run(config, out or run_dir / "replay", replay_from=run_dir, progress=progress, order_probe=order_probe,
                  cut_short=cut_short, measurement_cut=measurement_cut)
+    if result.steps_done < steps_done or result.status == INTERRUPTED_MEASURING != status:
+        raise KeyboardInterrupt  # Ctrl-C or SIGTERM (its folder saved as interrupted): a cut replay compares nothing
     difference = first_difference(run_dir, result.run_dir, up_to=steps_done)
     if difference:
         log.warning("replay differs from the recording: %s", difference)
