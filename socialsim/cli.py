@@ -768,6 +768,9 @@ def main(argv: list[str] | None = None) -> int:
                "report": cmd_report, "dashboard": cmd_dashboard}[args.command]
     try:
         return handler(args)
+    except KeyboardInterrupt:  # a command without a stop of its own (report, models --probe), or one still importing
+        print("socialsim: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `socialsim models --params asvo | head`: the reader has all it wanted
         import os
 

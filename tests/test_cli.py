@@ -346,6 +346,27 @@ def test_a_run_interrupted_before_its_first_step_leaves_the_out_folder_given_as_
     assert not (tmp_path / "new").exists()  # nothing written
 
 
+@pytest.mark.parametrize("argv", [["report", "{path}"], ["models", "--probe", "openai/gpt-4o-mini"]])
+def test_ctrl_c_in_a_command_without_its_own_stop_ends_in_a_line_not_a_traceback(argv, tmp_path, monkeypatch, capsys):
+    """Ctrl-C in `report` of a large sweep, a `models --probe` waiting on a slow server, or any command
+    still importing pandas, gave a KeyboardInterrupt traceback."""
+    from socialsim.batch import exports
+    from socialsim.llm import engines
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(exports, "export", interrupted)
+    monkeypatch.setattr(engines, "probe_json_schema", interrupted)
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    try:
+        code = main([a.format(path=tmp_path) for a in argv])
+    except KeyboardInterrupt:  # caught here, or it would stop the whole test session
+        pytest.fail("the interrupt reached the command's caller (a traceback)")
+    assert code == 130
+    assert capsys.readouterr().err == "socialsim: interrupted\n"
+
+
 def test_report_of_a_sweep_with_no_run_yet_says_so(tmp_path, capsys):
     """A sweep stopped before its first run: the count line ended in a bare colon."""
     (tmp_path / "s" / "runs").mkdir(parents=True)
