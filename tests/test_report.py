@@ -99,6 +99,17 @@ def test_the_calls_per_agent_step_are_over_the_completed_agent_steps_and_never_o
     assert text[6].startswith("LLM calls: 3 (3.00 per agent-step), ")
 
 
+def test_a_run_cut_short_in_its_first_step_links_no_usage_figure_it_has_not_drawn(tmp_path):
+    """Ctrl-C in an embedded run's first step left a link to a missing figures/llm_usage.png."""
+    model = cafe(steps=0)
+    model.llm.ledger.record(llm_row(1, 3))
+    text = lines_of(report.write_report(model, tmp_path, "interrupted", []))
+    assert not (tmp_path / "figures" / "llm_usage.png").exists()
+    assert text[-2:] == ["![interactions](figures/interactions.png)",
+                         "(No figure of LLM usage per step: no step completed.)"]
+    assert (tmp_path / "figures" / "interactions.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_the_architectures_sections_come_after_the_figures_and_before_them_their_measurements_status(
         tmp_path, monkeypatch):
     """The sections are written first: a measurement the budget stops there turns the status."""

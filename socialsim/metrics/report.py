@@ -140,10 +140,11 @@ def plot_interactions(model: SocietyModel, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_usage(model: SocietyModel, path: Path) -> None:
+def plot_usage(model: SocietyModel, path: Path) -> bool:
+    """Draw the calls and rule decisions per step; False (nothing drawn) before a step completed."""
     frame = model.datacollector.get_model_vars_dataframe()
     if frame.empty or not figures_drawn():
-        return
+        return False
     fig, ax = plt.subplots(figsize=(6, 3))
     per_step = frame.set_index("step")[["llm_calls", "rule_decisions"]].diff().fillna(frame.set_index("step")[["llm_calls", "rule_decisions"]])
     per_step.plot(ax=ax, marker="o")
@@ -153,6 +154,7 @@ def plot_usage(model: SocietyModel, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return True
 
 
 def usage_markdown(model: SocietyModel) -> str:
@@ -178,7 +180,8 @@ def _write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[s
     sections = extra(model, run_dir) if extra is not None else []
     status = run_status(model, status)
     plot_interactions(model, figures / "interactions.png")
-    plot_usage(model, figures / "llm_usage.png")
+    # a run cut short in its first step has no step to plot: no link to a figure never drawn
+    usage_drawn = plot_usage(model, figures / "llm_usage.png")
     totals = model.llm.ledger.totals()
     steps_done = len(model.datacollector.model_vars.get("step", []))
     agent_steps = max(1, len(model.agents) * steps_done)
@@ -204,7 +207,8 @@ def _write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[s
         "## Figures",
         "",
         "![interactions](figures/interactions.png)",
-        "![LLM usage](figures/llm_usage.png)",
+        "![LLM usage](figures/llm_usage.png)" if usage_drawn or not figures_drawn()
+        else "(No figure of LLM usage per step: no step completed.)",
     ]
     if sections:
         parts += ["", *sections]
