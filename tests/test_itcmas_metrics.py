@@ -250,8 +250,8 @@ def test_the_report_warns_when_the_social_filter_blocked_every_action(scripted, 
     warning = [p for p in report_sections(blocked, tmp_path) if p.startswith("**Every action")]
     assert warning == [f"**Every action ({len(actions)}) was filtered by LTRHA's social filter**: "
                        f"`openai/scripted-filter` judged each one harmful to social interaction, so no agent did "
-                       "anything. A small model's yes-bias does this (SmolLM2 answers yes to nearly every yes/no "
-                       "question); route the filter to a stronger model, or to the rules (`--route filter=rules`)."]
+                       "anything. A small model's yes-bias does this (SmolLM2 answers yes to nearly every action the "
+                       "filter asks about); route the filter to a stronger model, or to the rules (`--route filter=rules`)."]
     scripted(default="No")  # the same model letting every action through: nothing to warn of
     passed = SocietyModel("irollan-valley", model="rules", rng=1, routes={"filter": "openai/scripted-filter"})
     for _ in range(2):

@@ -345,7 +345,7 @@ def _all_filtered(model: SocietyModel, status_counts: dict[str, int], actions: i
         return []
     return [f"**Every action ({actions}) was filtered by LTRHA's social filter**: `{filter_model}` judged each one "
             "harmful to social interaction, so no agent did anything. A small model's yes-bias does this (SmolLM2 "
-            "answers yes to nearly every yes/no question); route the filter to a stronger model, or to the rules "
+            "answers yes to nearly every action the filter asks about); route the filter to a stronger model, or to the rules "
             f"(`--route {SOCIAL_FILTER.module}=rules`).", ""]
 
 

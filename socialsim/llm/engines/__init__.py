@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 NOTES = {
     EMBEDDED: (
         "local/smollm2 is SmolLM2-135M-Instruct running on the CPU: a real LLM, but far too small to "
-        "make sensible social decisions (it answers 'yes' to nearly every yes/no question). It is the "
+        "make sensible social decisions (its yes/no answers are inconsistent, and some questions, such as "
+        "ITCMA-S's social filter, it answers 'yes' nearly every time). It is the "
         "default only so the whole pipeline runs with no key and no download; do not read social "
         "findings into its runs."
     ),
