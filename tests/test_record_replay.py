@@ -71,6 +71,8 @@ def test_a_key_of_ordinary_words_is_redacted_and_said_once_to_change_the_record(
     monkeypatch.setenv("LOCAL_SERVER_API_KEY", "anything")
     monkeypatch.setenv("OTHER_SERVICE_TOKEN", "Xq7-not-words-0123")
     with caplog.at_level("WARNING", logger="socialsim.llm"):
+        assert redact("Nothing to change here.") == "Nothing to change here."
+        assert not caplog.records  # said only once a text is changed
         assert redact("Is there anything I can get you?") == "Is there [REDACTED] I can get you?"
         monkeypatch.setenv("UNRELATED", "1")  # the environment looked at again: said once all the same
         redact("anything else")

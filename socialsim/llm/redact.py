@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 
 REDACTED = "[REDACTED]"
 
@@ -47,9 +48,12 @@ PIECE = 12
 _PIECE_STEP = 3
 
 # a local server's placeholder key ("anything", "lm-studio"): redacted like any key, it changes what the
-# model said wherever it writes that word ("Is there [REDACTED] I can get you?"); said once per variable
+# model said wherever it writes that word ("Is there [REDACTED] I can get you?"); said the first time it
+# does, naming the variable
 _PLAIN_WORDS = re.compile(r"[a-z]+(?:[-_][a-z]+)*")
-_told_plain: set[tuple[str, str]] = set()
+_plain: dict[str, str] = {}  # the environment's secret values that are ordinary words -> their variable
+_told_plain: set[str] = set()
+_telling = threading.local()
 log = logging.getLogger("socialsim.llm")
 
 _known: tuple[dict | frozenset | None, list[str]] = (None, [])  # (environment seen, its secret values)
@@ -85,12 +89,8 @@ def secret_values() -> list[str]:
         named = {k: v for k, v in os.environ.items()
                  if (_SECRET_ENV_NAME.search(k) or k in _NAMED) and v and len(v) >= MIN_SECRET_LENGTH}
         values = set(named.values())
-        for name, value in sorted(named.items()):
-            if _PLAIN_WORDS.fullmatch(value) and (name, value) not in _told_plain:
-                _told_plain.add((name, value))
-                log.warning("%s holds ordinary words, not a key: like any key it is replaced by [REDACTED] in "
-                            "everything recorded, so a reply or prompt holding those words is changed; a local "
-                            "server that takes any key is better given one with digits (e.g. sk-local-1)", name)
+        _plain.clear()
+        _plain.update({value: name for name, value in sorted(named.items()) if _PLAIN_WORDS.fullmatch(value)})
         _known = (seen, sorted(values, key=len, reverse=True))  # longest first: a key containing another
     return _known[1]
 
@@ -101,6 +101,8 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
     if not text:
         return text
     for value in secret_values() if secrets is None else secrets:
+        if value in _plain and value in text:
+            _tell_plain(value)
         text = text.replace(value, REDACTED)
         if _KEY_VALUE.fullmatch(value):
             text = _without_pieces(text, value)
@@ -109,6 +111,21 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
     for pattern in _URL_CREDENTIALS:
         text = pattern.sub(lambda m: m[1] + REDACTED, text)
     return text
+
+
+def _tell_plain(value: str) -> None:
+    """Say once that a key of ordinary words changed a text (the log line, redacted in turn, holds no
+    such word: a flag keeps it from being said from inside its own redaction all the same)."""
+    if value in _told_plain or getattr(_telling, "now", False):
+        return
+    _told_plain.add(value)
+    _telling.now = True
+    try:
+        log.warning("%s holds ordinary words, not a key: like any key they are replaced by [REDACTED] in everything "
+                    "recorded, so a reply or prompt that uses them is changed; a local server that takes any key is "
+                    "better given one with digits (e.g. sk-local-1)", _plain[value])
+    finally:
+        _telling.now = False
 
 
 def _without_pieces(text: str, value: str) -> str:
