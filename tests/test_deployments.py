@@ -67,10 +67,13 @@ def test_a_pool_shares_the_calls_answers_as_one_server_and_replays_with_no_serve
     assert "frames identical to the recording: yes" in capsys.readouterr().out
 
 
-def test_a_deployment_that_is_down_is_named_and_its_calls_go_to_the_others(tmp_path, servers, caplog):
+@pytest.mark.parametrize("settings", ["", "router_settings: {routing_strategy: least-busy}\n"])
+def test_a_deployment_that_is_down_is_named_and_its_calls_go_to_the_others(tmp_path, servers, caplog, settings):
+    """With README's least-busy strategy the Router kept sending calls to the deployment found down (it
+    fails at once, so it looks least busy), and they fell back: the pre-flight now leaves it out."""
     a, b = servers
     a.down = True
-    pool = pool_file(tmp_path / "pool.yaml", a, b)
+    pool = pool_file(tmp_path / "pool.yaml", a, b, extra=settings)
     with caplog.at_level(logging.WARNING, logger="socialsim"):
         assert main([*RUN, "--out", str(tmp_path / "r"), "--deployments", str(pool)]) == 0
     warned = [r.getMessage() for r in caplog.records if "deployment 1" in r.getMessage()]

@@ -516,8 +516,9 @@ def test_a_pool_is_checked_deployment_by_deployment_each_with_its_own_parameters
     pool = load_deployments(path)
     stand_in_litellm.failing["http://one/v1"] = RuntimeError("down")
     with caplog.at_level(logging.WARNING, logger="socialsim"):
-        engines.check_models({"a-pool", "rules", "openai/x"}, api_base="http://run/v1", timeout_s=7, num_retries=2,
-                             deployments=pool)
+        down = engines.check_models({"a-pool", "rules", "openai/x"}, api_base="http://run/v1", timeout_s=7,
+                                    num_retries=2, deployments=pool)
+    assert down == {0}  # the first of the file's model_list: the run's Router leaves it out
     say_ok = [{"role": "user", "content": "Say OK."}]
     assert stand_in_litellm.asked == [  # a deployment's own api_base, key and timeout; never the run's api_base
         {"model": "openai/m1", "messages": say_ok, "timeout": 5, "num_retries": 2, "api_base": "http://one/v1",
@@ -531,7 +532,8 @@ def test_a_pool_is_checked_deployment_by_deployment_each_with_its_own_parameters
         {"model": "openai/x", "api_base": "http://run/v1", "api_key": None}]
     failure = "deployment 1 (os.environ/POOL_BASE): model 'openai/m1' is unreachable: RuntimeError: down"
     assert [r.getMessage() for r in caplog.records] == [
-        f"model a-pool, {failure}; its calls go to the other 1 deployment(s)"]
+        f"model a-pool, {failure}; left out of this run, its calls go to the other 1 deployment(s) (a resume "
+        "checks it again)"]
     stand_in_litellm.failing[None] = RuntimeError("down too")
     with pytest.raises(ModelUnavailable) as raised:
         engines.check_models({"a-pool"}, deployments=pool, ping=True)

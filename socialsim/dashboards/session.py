@@ -400,8 +400,8 @@ class LiveSession:
             check_priced(RunConfig(max_cost=c.max_cost, price=c.call_options.get("price")), gateway.models(),
                          budget="max cost ")
         # the routes' and a judge's models too, before step 1, asked as the run will ask them
-        check_models(gateway.models(), api_base=c.api_base, timeout_s=gateway.timeout_s,
-                     num_retries=gateway.num_retries, deployments=gateway.deployments)
+        gateway.deployments_left_out = check_models(gateway.models(), api_base=c.api_base, timeout_s=gateway.timeout_s,
+                                                    num_retries=gateway.num_retries, deployments=gateway.deployments)
         self.model = model
         self.notes = [n for m in sorted(gateway.models()) if (n := engine_note(m))]
         self.settings = effective_settings(self.model)

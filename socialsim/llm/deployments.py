@@ -78,16 +78,20 @@ class Deployments:
     def of(self, model: str) -> list[Deployment]:
         return [d for d in self.spec.model_list if d.model_name == model]
 
-    def new_router(self, models: Iterable[str] | None = None):
+    def new_router(self, models: Iterable[str] | None = None, leave_out: Iterable[int] = ()):
         """litellm's Router over every deployment (a run's own: see ``Gateway._router``); ``models``:
         the run's, whose references must all be set (another model's, never asked unless a fallback
-        names it, are read where set and otherwise left as written)."""
+        names it, are read where set and otherwise left as written); ``leave_out``: the places in
+        model_list of deployments the run's check found down. Given to the Router, one refusing
+        connections fails at once, so a least-busy Router kept choosing it and its calls fell back."""
         from socialsim.llm.litellm_setup import litellm
 
         asked = None if models is None else set(models)
+        left_out = set(leave_out)
         settings = {**ROUTER_DEFAULTS, **self.read_references(self.spec.router_settings, "router_settings")}
         return litellm.Router(model_list=[self._with_nested_references_read(d, asked is None or d.model_name in asked)
-                                          for d in self.spec.model_list], **settings)
+                                          for i, d in enumerate(self.spec.model_list) if i not in left_out],
+                              **settings)
 
     def _with_nested_references_read(self, deployment: Deployment, strict: bool = True) -> dict[str, Any]:
         """A deployment as the Router is given it: litellm reads the ``os.environ/`` references of its

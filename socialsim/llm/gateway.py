@@ -255,6 +255,7 @@ class Gateway:
         self.deployments = (deployments if isinstance(deployments, Deployments) or deployments is None
                             else None if replay or dry_run else load_deployments(deployments))
         self._pool = None  # its Router, built at the first pooled call (see _router)
+        self.deployments_left_out: frozenset[int] = frozenset()  # found down before step 1 (check_models)
         # JSON-schema mode: None = where litellm knows the model supports it; True = the user
         # declares the models capable (e.g. an openai/<name> behind a vLLM endpoint); False = never
         self.json_schema = json_schema
@@ -698,7 +699,7 @@ class Gateway:
         Router kept for the process carried into a resume or a dashboard Reset."""
         root = self._root()
         if root._pool is None:
-            root._pool = self.deployments.new_router(root.models())
+            root._pool = self.deployments.new_router(root.models(), root.deployments_left_out)
         return root._pool
 
     def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:

@@ -236,8 +236,9 @@ def _checked_model(config: RunConfig, gateway: Gateway, source: str, *, replay: 
         if config.max_cost is not None and not replay:
             check_priced(config, models)  # ... a budget that cannot be kept ...
         if preflight and not replay:  # ... an unknown or unreachable model, asked as the run will ask it
-            check_models(models, api_base=config.api_base, timeout_s=config.timeout_s,
-                         num_retries=config.num_retries, deployments=gateway.deployments)
+            gateway.deployments_left_out = check_models(models, api_base=config.api_base, timeout_s=config.timeout_s,
+                                                        num_retries=config.num_retries,
+                                                        deployments=gateway.deployments)
         return model
     except BaseException:
         if claimed is not None:

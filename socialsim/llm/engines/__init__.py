@@ -62,8 +62,10 @@ def describe_engines() -> list[tuple[str, str]]:
 
 def check_models(models: set[str], ping: bool = True, api_base: str | None = None, *,
                  timeout_s: float | None = None, num_retries: int | None = None,
-                 deployments: Deployments | None = None) -> None:
-    """Raise ModelUnavailable naming the first model that is unknown or unreachable. A provider is
+                 deployments: Deployments | None = None) -> frozenset[int]:
+    """Raise ModelUnavailable naming the first model that is unknown or unreachable; return the
+    places in ``deployments``' model_list of the deployments that did not answer (the run leaves them
+    out of its Router: see ``Gateway.deployments_left_out``). A provider is
     asked with the run's timeout and retries (None: the gateway's defaults), so a slow-loading local
     server or one transient error does not refuse a run that would have waited or retried. A model
     with ``deployments`` is checked deployment by deployment: one that fails is named in a warning
@@ -76,9 +78,10 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
             deployments.check_environment(models)
         except ValueError as exc:
             raise ModelUnavailable(str(exc)) from None
+    down: set[int] = set()
     for model in sorted(models):
         if deployments is not None and deployments.serves(model):
-            _check_deployments(model, deployments, ping, timeout_s, num_retries)
+            down |= _check_deployments(model, deployments, ping, timeout_s, num_retries)
             continue
         if model == RULES:
             continue
@@ -88,11 +91,12 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
             check_embedded(model)
             continue
         _check_provider(model, ping, api_base, timeout_s, num_retries)
+    return frozenset(down)
 
 
 def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout_s: float | None,
-                       num_retries: int | None) -> None:
-    failed = []
+                       num_retries: int | None) -> set[int]:
+    failed, down = [], set()
     pool = deployments.of(model)
     for number, deployment in enumerate(pool, 1):
         try:
@@ -105,11 +109,13 @@ def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout
                             extra=params)
         except ModelUnavailable as exc:
             failed.append(f"deployment {number} ({where}): {exc}")
+            down.add(next(i for i, d in enumerate(deployments.spec.model_list) if d is deployment))
     if len(failed) == len(pool):
         raise ModelUnavailable(f"model {model!r}: no deployment in {deployments.path} answers: " + "; ".join(failed))
     for failure in failed:
-        log.warning("model %s, %s; its calls go to the other %d deployment(s)", model, failure,
-                    len(pool) - len(failed))
+        log.warning("model %s, %s; left out of this run, its calls go to the other %d deployment(s) (a resume "
+                    "checks it again)", model, failure, len(pool) - len(failed))
+    return down
 
 
 def check_model_names(models: set[str]) -> None:
