@@ -315,6 +315,17 @@ def test_wrappings_taken_off_leave_no_answer_or_two_answers_refused(question, ra
         question.parse(raw)
 
 
+@pytest.mark.parametrize("question,raw", [
+    (YesNoQuestion(), "**Yes** or **No**"), (PickOneQuestion(("a", "b", "c")), "**2** or **3**"),
+    (PickOneQuestion(("a", "b", "c")), "2 or **3**"), (IntegerQuestion(1, 5), "**3**-**4**"),
+    (IntegerQuestion(1, 5), "__3__\n__4__"), (LetterScaleQuestion(("x", "y", "z")), "*(b)* or *(c)*"),
+])
+def test_two_answers_each_in_emphasis_are_two_answers(question, raw):
+    """Only the first emphasis was taken off, so "**2** or **3**" read as 2 while "2 or 3" was refused."""
+    with pytest.raises(AnswerError, match="^two answers, "):
+        question.parse(raw)
+
+
 def test_free_text_keeps_its_emphasis_and_labels():
     assert ShortTextQuestion().parse("**Answer: I will wait.**").text == "**Answer: I will wait.**"
     assert IntegerQuestion(1, 5).parse("3\nbecause it is fair").value == 3

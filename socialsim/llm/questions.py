@@ -66,16 +66,15 @@ def _clean(raw: str) -> str:
 
 
 _LABEL = re.compile(r"^(?:(?:final\s+|my\s+)?answer|rating|choice)\s*(?::|-|–)\s*", re.IGNORECASE)
-_EMPHASIS = re.compile(r"^(\*\*|__|\*)(.+?)\1")
+_EMPHASIS = re.compile(r"(\*\*|__|\*)(.+?)\1")
 
 
 def _closed(raw: str) -> str:
     """A reply to a closed question (yes/no, an option, a letter, a number) without the wrappings chat
     models put around one word: a label ("Answer: 3") and markdown emphasis ("**Yes**"). Each would
-    otherwise cost a repair call for an answer that was plain to read."""
-    text = _LABEL.sub("", _clean(raw), count=1)
-    emphasis = _EMPHASIS.match(text)
-    return _clean(emphasis.group(2) + text[emphasis.end():]) if emphasis else text
+    otherwise cost a repair call for an answer that was plain to read. Every emphasis goes, not only
+    the first: "**2** or **3**" is two answers, as "2 or 3" is, not the first one."""
+    return _clean(_EMPHASIS.sub(r"\2", _LABEL.sub("", _clean(raw), count=1)))
 
 
 def _second_answer(rest: str, pattern: str, first: str) -> None:
