@@ -10,6 +10,7 @@ import zlib
 
 import pytest
 
+from socialsim.llm import redact as redact_module
 from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import Ledger
@@ -65,9 +66,50 @@ def test_no_piece_of_a_path_or_of_a_short_value_is_redacted(monkeypatch):
     assert redact(text) == text
 
 
+def test_a_piece_is_twelve_characters_of_a_key_of_twenty_or_more_in_key_characters(monkeypatch):
+    """A value of 20 key characters (base64's + and =, a JWT's dots) has pieces; one of 19 has none;
+    a piece of 12 at a window's start is the key's, one of 11 is not, and one of 14 is wherever it starts."""
+    key = "Ab3_Xy.9=Qw+7Zk-0Lm5"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    assert redact(f"x {key[:14]} y") == "x [REDACTED] y"
+    monkeypatch.setenv("OPENAI_API_KEY", key[:19])
+    assert redact(f"x {key[:14]} y") == f"x {key[:14]} y"
+    long_key = "Xq7" + "LeakPiece0123456789abcdefGHIJKLMNOPqrstuvwx"
+    monkeypatch.setenv("OPENAI_API_KEY", long_key)
+    assert redact(f"x {long_key[:12]} y") == "x [REDACTED] y"
+    assert redact(f"x {long_key[:11]} y") == f"x {long_key[:11]} y"
+    for start in range(len(long_key) - 13):
+        assert redact(f"x {long_key[start:start + 14]} y") == "x [REDACTED] y", start
+
+
+def test_a_piece_of_lowercase_words_is_kept_and_one_with_digits_is_not(monkeypatch):
+    """A piece of words (with _ . -) is prose that a key made of words happens to hold; digits make it the key's."""
+    monkeypatch.setenv("OPENAI_API_KEY", "snake_case.words_9Value-abcdef0123456789ghij")
+    assert redact("see snake_case.words here") == "see snake_case.words here"
+    assert redact("see abcdef0123456789 here") == "see [REDACTED] here"
+
+
+@pytest.mark.parametrize("value", ["lm-studio-local", "any_key_at_all"])
+def test_a_key_of_words_joined_by_hyphens_or_underscores_is_said_too(value, monkeypatch, caplog):
+    monkeypatch.setattr(redact_module, "_told_plain", set())
+    monkeypatch.setenv("LOCAL_SERVER_API_KEY", value)
+    with caplog.at_level("WARNING", logger="socialsim.llm"):
+        redact("warm")
+    assert any(r.getMessage().startswith("LOCAL_SERVER_API_KEY holds ordinary words") for r in caplog.records)
+
+
+def test_a_key_with_a_digit_is_not_said_to_be_words(monkeypatch, caplog):
+    monkeypatch.setattr(redact_module, "_told_plain", set())
+    monkeypatch.setenv("LOCAL_SERVER_API_KEY", "key1-local-server")  # a digit: not words
+    with caplog.at_level("WARNING", logger="socialsim.llm"):
+        redact("warm")
+    assert not any("holds ordinary words" in r.getMessage() for r in caplog.records)
+
+
 def test_a_key_of_ordinary_words_is_redacted_and_said_once_to_change_the_record(monkeypatch, caplog):
     """A local server's placeholder key ("anything") is a secret like any: the model's "anything"
     became [REDACTED] in the tape without a word; the user is now told once, by the variable's name."""
+    monkeypatch.setattr(redact_module, "_told_plain", set())  # said once a process: a test run twice is told again
     monkeypatch.setenv("LOCAL_SERVER_API_KEY", "anything")
     monkeypatch.setenv("OTHER_SERVICE_TOKEN", "Xq7-not-words-0123")
     with caplog.at_level("WARNING", logger="socialsim.llm"):
