@@ -224,6 +224,18 @@ def test_no_key_reaches_the_run_directory(tmp_path, monkeypatch):
             assert secret.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.parametrize("config", [None, "{not json", "[1, 2]", '{"status": "stopped"}'])
+def test_a_run_gone_over_again_is_not_completed_unless_its_config_says_so(config, tmp_path):
+    """No config.json, a damaged one or another status: the model is checked, as for any run going on."""
+    from socialsim.model.runner import _completed_before
+
+    if config is not None:
+        (tmp_path / "config.json").write_text(config, encoding="utf-8")
+    assert _completed_before(tmp_path) is False
+    (tmp_path / "config.json").write_text('{"status": "completed"}', encoding="utf-8")
+    assert _completed_before(tmp_path) is True
+
+
 def test_a_completed_run_gone_over_again_needs_no_reachable_model_but_a_stopped_one_does(tmp_path, monkeypatch):
     """Re-running a completed reproduction only to rewrite its report failed while the provider was
     down: the one-token check asked a model that no call would reach (every one is on the tape)."""
