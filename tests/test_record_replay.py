@@ -94,7 +94,7 @@ def test_a_key_of_words_joined_by_hyphens_or_underscores_is_said_too(value, monk
     monkeypatch.setattr(redact_module, "_told_plain", set())
     monkeypatch.setenv("LOCAL_SERVER_API_KEY", value)
     with caplog.at_level("WARNING", logger="socialsim.llm"):
-        redact("warm")
+        assert redact(f"the model wrote {value}") == "the model wrote [REDACTED]"
     assert any(r.getMessage().startswith("LOCAL_SERVER_API_KEY holds ordinary words") for r in caplog.records)
 
 
@@ -102,7 +102,7 @@ def test_a_key_with_a_digit_is_not_said_to_be_words(monkeypatch, caplog):
     monkeypatch.setattr(redact_module, "_told_plain", set())
     monkeypatch.setenv("LOCAL_SERVER_API_KEY", "key1-local-server")  # a digit: not words
     with caplog.at_level("WARNING", logger="socialsim.llm"):
-        redact("warm")
+        assert redact("it wrote key1-local-server") == "it wrote [REDACTED]"
     assert not any("holds ordinary words" in r.getMessage() for r in caplog.records)
 
 
