@@ -123,6 +123,14 @@ def test_a_key_of_ordinary_words_is_redacted_and_said_once_to_change_the_record(
     assert "anything" not in told[0]
 
 
+def test_a_secret_inside_another_is_redacted_after_it_so_no_rest_of_the_longer_shows(monkeypatch):
+    """Longest first: the shorter value replaced first would leave the longer's rest ("Xq7L...0123"
+    around it) in the text, too short a piece to be redacted as the longer's."""
+    monkeypatch.setenv("A_SERVICE_TOKEN", "Xq7LongSecret0123")
+    monkeypatch.setenv("B_SERVICE_TOKEN", "ongSecret01")  # inside A's, and after it in reverse alphabetical order
+    assert redact("sent Xq7LongSecret0123 and ongSecret01") == "sent [REDACTED] and [REDACTED]"
+
+
 def test_a_secret_set_or_changed_after_a_first_redaction_is_still_redacted(monkeypatch):
     redact("warm the cache")
     monkeypatch.setenv("LATE_SERVICE_TOKEN", "set-after-the-first-call-1")
