@@ -97,7 +97,7 @@ def test_usage_counts_every_decision_and_names_the_engine(generic):
     assert totals["llm_calls"] == 0 and totals["cost_usd"] == 0  # the rules engine calls no LLM
     assert panels.usage_totals(frames, 1)["decisions"] < totals["decisions"]
     (engine, note), = panels.engine_notes(frames)
-    assert engine == "rules" and "No language model" in note
+    assert engine == "rules" and note.endswith("with no language model.")
 
 
 def test_inspector_rebuilds_the_norm_database_from_the_recorded_changes(crsec):
