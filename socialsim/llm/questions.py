@@ -426,9 +426,9 @@ class RecordQuestion(QuestionKind):
 
     def parse(self, raw: str) -> BaseModel:
         record = self._not_a_copy_of_the_format(self._record(raw))
-        if read_as_number := _bools_read_as_numbers(_json_of(raw), record.model_dump()):
-            raise AnswerError(f"invalid record: {read_as_number}: true or false where a number belongs")
         dumped = record.model_dump()
+        if read_as_number := _bools_read_as_numbers(_json_of(raw), dumped):
+            raise AnswerError(f"invalid record: {read_as_number}: true or false where a number belongs")
         flat = _one_line(dumped)
         return record if flat == dumped else self.model.model_validate(flat)
 
