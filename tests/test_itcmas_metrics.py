@@ -91,6 +91,13 @@ def test_cli_run_writes_itcmas_report(tmp_path):
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## ITCMA-S + LTRHA" in report and "Leader (most central)" in report
     assert "| chance: random graphs with the same agents and as many ties (" in report
+    from socialsim.agents.itcmas.metrics import outsiders_line
+    from socialsim.agents.itcmas.reproduce import measure_run
+
+    got = measure_run(tmp_path / "run")  # the outsiders' ties beside chance's, as reproduce measures them
+    said = outsiders_line(got["outside_ties"], {"outside_ties": got["outside_ties_chance"],
+                                                "outside_ties_p": got["outside_ties_p"]})
+    assert said and said[0] in report
     # counts, names and cliques written for a reader, not as Python's or JSON's repr
     society = next(line for line in report.splitlines() if line.startswith("Cliques"))
     actions = next(line for line in report.splitlines() if line.startswith("Ablation"))
@@ -106,11 +113,13 @@ def test_cli_run_writes_itcmas_report(tmp_path):
     assert result.status == "completed"
 
 
-def _table_1(table, cliques=2.0, outside=2.0, largest=4.0, largest_by_chance=3.0):
+def _table_1(table, cliques=2.0, outside=2.0, largest=4.0, largest_by_chance=3.0, outside_ties=0.0,
+             outside_ties_by_chance=1.0):
     from socialsim.agents.itcmas.reproduce import DIMENSIONS
 
     return pd.DataFrame([{"label": v, "seed": 1, "cliques": cliques, "outside_cliques": outside,
                           "largest_clique": largest, "largest_clique_chance": largest_by_chance,
+                          "outside_ties": outside_ties, "outside_ties_chance": outside_ties_by_chance,
                           **dict(zip(DIMENSIONS, scores, strict=True))} for v, scores in table.items()])
 
 
@@ -149,10 +158,10 @@ def test_ltrha_second_needs_it_above_base_as_well():
 
 def test_a_clique_of_everyone_is_not_the_papers_society(tmp_path):
     """Sec. 5.3: a clique formed around a leader and the agents outside it stayed mostly isolated."""
-    from socialsim.agents.itcmas.reproduce import AGENTS, measure_run, protocol
+    from socialsim.agents.itcmas.reproduce import AGENTS, OUTSIDERS, measure_run, protocol
     from socialsim.model.reproduce import check_findings
 
-    outside = "full ITCMA-S: some agents stay outside every clique"
+    outside = OUTSIDERS
     verdicts = check_findings(protocol(), _table_1(PAPER_TABLE, outside=0.0)).set_index("finding")["verdict"]
     assert verdicts[outside] == "does not hold"
     assert verdicts["full ITCMA-S's agents form at least one clique (3 or more agents)"] == "holds"
@@ -170,6 +179,12 @@ def test_a_clique_of_everyone_is_not_the_papers_society(tmp_path):
     assert got["cliques"] == 1.0 and got["outside_cliques"] == len(AGENTS) - 4 and got["largest_clique"] == 4.0
     # six random ties among six agents rarely close a clique of four (and spread, leave more agents out)
     assert got["largest_clique_chance"] < 4.0 and got["outside_cliques_chance"] > len(AGENTS) - 4
+    # the two outsiders hold no tie; random graphs' outsiders hold some, and rarely none (p: 0.035)
+    assert got["outside_ties"] == 0.0 and got["outside_ties_chance"] > 0.5 and got["outside_ties_p"] < 0.05
+    assert check_findings(protocol(), _table_1(PAPER_TABLE, outside=got["outside_cliques"],
+                                               outside_ties=got["outside_ties"],
+                                               outside_ties_by_chance=got["outside_ties_chance"])) \
+        .set_index("finding")["verdict"][outside] == "holds"
     beyond = "full ITCMA-S: its largest clique is larger than random ties as many would form"
     assert check_findings(protocol(), _table_1(PAPER_TABLE, largest=3.0, largest_by_chance=3.0)) \
         .set_index("finding")["verdict"][beyond] == "does not hold"  # as large as chance's: not beyond it
@@ -184,15 +199,18 @@ def test_the_chance_level_of_the_society_is_what_random_ties_as_many_give():
     from socialsim.agents.itcmas.metrics import chance_structure
 
     everyone = nx.complete_graph(["a", "b", "c", "d"], create_using=nx.DiGraph)  # every tie: no other graph
-    assert chance_structure(everyone) == {"ties": 6, "cliques": 1.0, "largest_clique": 4.0, "outside_cliques": 0.0}
+    nothing_left_out = {"outside_ties": math.nan, "outside_ties_p": math.nan}  # no random graph leaves anyone out
+    assert chance_structure(everyone) == pytest.approx(
+        {"ties": 6, "cliques": 1.0, "largest_clique": 4.0, "outside_cliques": 0.0, **nothing_left_out}, nan_ok=True)
     apart = nx.DiGraph()
     apart.add_nodes_from("abcde")
-    assert chance_structure(apart) == {"ties": 0, "cliques": 0.0, "largest_clique": 0.0, "outside_cliques": 5.0}
+    assert chance_structure(apart) == pytest.approx(
+        {"ties": 0, "cliques": 0.0, "largest_clique": 0.0, "outside_cliques": 5.0, **nothing_left_out}, nan_ok=True)
     triangle_and_two = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a")])
     triangle_and_two.add_nodes_from("de")
     chance = chance_structure(triangle_and_two)  # 3 of 10 ties: a triangle in 10 of C(10, 3) = 120 ways
     assert chance["ties"] == 3 and 0.0 < chance["cliques"] < 0.25 and 4.0 < chance["outside_cliques"] < 5.0
-    assert chance == chance_structure(triangle_and_two)  # seeded
+    assert chance == pytest.approx(chance_structure(triangle_and_two), nan_ok=True)  # seeded
     spread = nx.gnm_random_graph(7, 12, seed=99, directed=False)  # cliques of several sizes in its draws
     largest = [max((len(c) for c in nx.find_cliques(nx.gnm_random_graph(7, 12, seed=i))), default=0)
                for i in range(200)]
@@ -285,3 +303,34 @@ def test_no_actor_is_told_the_treatments_name(watch_asks, monkeypatch):
         model.step()
     text = "\n".join(prompts)
     assert "stopped lately as harmful to others" in text and "LTRHA" not in text
+
+
+def test_outsiders_with_few_ties_are_within_chance_where_ties_are_few():
+    """Random ties as many leave agents outside cliques too, with few ties of their own; the outsiders'
+    ties are set against theirs, and the report says when they are within chance (session 40's audit:
+    "some agents stay outside every clique" held wherever ties were few)."""
+    from socialsim.agents.itcmas.metrics import chance_structure, outsiders_line
+
+    def six(*edges):
+        g = nx.DiGraph(list(edges))
+        g.add_nodes_from("abcdef")
+        return g
+
+    sparse = six(("a", "b"), ("b", "c"), ("c", "a"), ("d", "e"))  # a triangle; d-e; f alone
+    structure, chance = social_structure(sparse), chance_structure(sparse)
+    assert structure["outside_cliques"] == 3 and structure["outside_ties"] == pytest.approx(2 / 3)
+    # G(6, 4)'s outsiders: 0.46 ties each; 0.67 is no fewer
+    assert chance["outside_ties"] < 2 / 3 and chance["outside_ties_p"] == 1.0
+    assert "**within chance** (p = 1)" in "".join(outsiders_line(structure["outside_ties"], chance))
+    isolated = six(*((x, y) for x in "abcd" for y in "abcd" if x < y))  # the paper's: e and f hold no tie
+    structure, chance = social_structure(isolated), chance_structure(isolated)
+    assert structure["outside_ties"] == 0.0 and chance["outside_ties_p"] < 0.05
+    line = "".join(outsiders_line(0.0, chance))
+    assert "within chance" not in line and f"fewer than chance gives (p = {chance['outside_ties_p']:.3g} < 0.05)" in line
+    # p counts the draws whose outsiders hold as few ties or fewer, and the run itself among them
+    from socialsim.agents.itcmas.metrics import outsiders_against_chance
+
+    assert outsiders_against_chance(1.0, [0.0, 1.0, 2.0, 3.0]) == {"outside_ties": 1.5, "outside_ties_p": 3 / 5}
+    assert outsiders_against_chance(-1.0, [0.0])["outside_ties_p"] == 1 / 2
+    assert math.isnan(outsiders_against_chance(math.nan, [0.0])["outside_ties_p"])
+    assert outsiders_line(math.nan, chance) == []  # no clique or no outsider: nothing to compare

@@ -72,10 +72,29 @@ def test_with_no_clique_no_one_is_counted_outside_one(run_dir):
     pd.DataFrame([{"step": 1, "initiator": "AY", "receiver": "SG"}]).to_parquet(run_dir / "tables" / "interactions.parquet")
     got = rp.measure_run(run_dir)
     assert got["cliques"] == 0 and math.isnan(got["outside_cliques"])
-    found = next(f for f in rp.findings() if f.text == "full ITCMA-S: some agents stay outside every clique")
+    found = next(f for f in rp.findings() if f.text == rp.OUTSIDERS)
     checked = check_findings(rp.Protocol("itcmas", [], rp.measure_run, pd.DataFrame(), findings=[found]),
                              pd.DataFrame([{"label": "full", "seed": 1, **got}]))
     assert checked["verdict"].tolist() == ["not measured"]
+
+
+def test_outsiders_are_set_against_those_random_ties_as_many_leave_out(run_dir):
+    """Session 40's audit: with few ties "some agents stay outside every clique" held (3.0 outside, 4.0 in
+    random graphs with as many ties). A triangle, a pair and an agent alone: the outsiders hold 2/3 of a
+    tie each, more than random graphs' outsiders (0.46): the finding does not hold."""
+    ties = [("AY", "SG"), ("SG", "MD"), ("MD", "AY"), ("WL", "LL")]
+    pd.DataFrame([{"step": 1, "initiator": a, "receiver": b} for a, b in ties]).to_parquet(
+        run_dir / "tables" / "interactions.parquet")
+    acted = actions()  # LL and WM act as WL does: six agents, WM alone
+    pd.concat([acted, *(acted[acted["agent"] == "WL"].assign(agent=name) for name in ("LL", "WM"))]).to_parquet(
+        run_dir / "tables" / "itcmas_actions.parquet")
+    got = rp.measure_run(run_dir)
+    assert got["outside_cliques"] == 3.0 and got["outside_ties"] == pytest.approx(2 / 3)
+    assert got["outside_ties_chance"] < 2 / 3 and got["outside_ties_p"] == 1.0
+    found = next(f for f in rp.findings() if f.text == rp.OUTSIDERS)
+    checked = check_findings(rp.Protocol("itcmas", [], rp.measure_run, pd.DataFrame(), findings=[found]),
+                             pd.DataFrame([{"label": "full", "seed": 1, **got}]))
+    assert checked["verdict"].tolist() == ["does not hold"]
 
 
 def test_the_shares_counts_and_ranges_of_the_actions(run_dir):
@@ -144,9 +163,13 @@ def test_a_finding_that_one_architecture_is_rated_above_others_needs_every_dimen
 
 def test_the_society_findings_hold_at_their_thresholds():
     found = {f.text: f for f in rp.findings()}
-    society = {"full": {"cliques": 1.0, "outside_cliques": 1.0, "largest_clique": 3.0, "largest_clique_chance": 3.0}}
+    society = {"full": {"cliques": 1.0, "outside_cliques": 1.0, "largest_clique": 3.0, "largest_clique_chance": 3.0,
+                        "outside_ties": 0.9, "outside_ties_chance": 1.0}}
     assert found["full ITCMA-S's agents form at least one clique (3 or more agents)"].holds(figures(society))
-    assert found["full ITCMA-S: some agents stay outside every clique"].holds(figures(society))
+    assert found[rp.OUTSIDERS].holds(figures(society))
+    # as many ties as random graphs' outsiders hold: left out no more than chance leaves them
+    assert not found[rp.OUTSIDERS].holds(figures({"full": {**society["full"], "outside_ties": 1.0}}))
+    assert not found[rp.OUTSIDERS].holds(figures({"full": {**society["full"], "outside_cliques": 0.0}}))
     larger = "full ITCMA-S: its largest clique is larger than random ties as many would form"
     assert not found[larger].holds(figures(society))  # as large as chance is not larger
     society["full"]["largest_clique_chance"] = 2.9

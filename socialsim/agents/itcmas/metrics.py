@@ -44,6 +44,7 @@ from socialsim.agents.itcmas.operations import (  # noqa: E402
 )
 from socialsim.llm.routing import RULES, RouteTable  # noqa: E402
 from socialsim.metrics.report import figures_drawn  # noqa: E402
+from socialsim.model.reproduce import SIGNIFICANT  # noqa: E402
 
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
@@ -86,6 +87,16 @@ def outside(agents, cliques: list[list]) -> int:
     return len(set(agents) - {a for c in cliques for a in c})
 
 
+def outsiders_ties(ties: nx.Graph, cliques: list[list]) -> float:
+    """The mean number of ties of the agents outside every clique (the paper's "mostly isolated");
+    NaN without a clique (no one is left out of one) or without an agent outside them."""
+    members = {a for c in cliques for a in c}
+    left_out = [a for a in ties.nodes if a not in members]
+    if not cliques or not left_out:
+        return math.nan
+    return sum(ties.degree(a) for a in left_out) / len(left_out)
+
+
 CHANCE_DRAWS = 200  # random graphs for the chance level of the society's structure
 
 
@@ -98,11 +109,28 @@ def chance_structure(graph: nx.DiGraph, min_weight: int = 1, draws: int = CHANCE
     _, ties = _ties(graph, min_weight)
     n, m = ties.number_of_nodes(), ties.number_of_edges()
     if n == 0:
-        return {"ties": 0, "cliques": math.nan, "largest_clique": math.nan, "outside_cliques": math.nan}
-    found = [_cliques(nx.gnm_random_graph(n, m, seed=seed + i)) for i in range(draws)]
+        return {"ties": 0, "cliques": math.nan, "largest_clique": math.nan, "outside_cliques": math.nan,
+                "outside_ties": math.nan, "outside_ties_p": math.nan}
+    graphs = [nx.gnm_random_graph(n, m, seed=seed + i) for i in range(draws)]
+    found = [_cliques(g) for g in graphs]
+    isolation = [v for g, cs in zip(graphs, found, strict=True) if not math.isnan(v := outsiders_ties(g, cs))]
     return {"ties": m, "cliques": sum(map(len, found)) / draws,
             "largest_clique": sum(len(cs[0]) if cs else 0 for cs in found) / draws,
-            "outside_cliques": sum(outside(range(n), cs) for cs in found) / draws}
+            "outside_cliques": sum(outside(range(n), cs) for cs in found) / draws,
+            **outsiders_against_chance(outsiders_ties(ties, _cliques(ties)), isolation)}
+
+
+def outsiders_against_chance(observed: float, by_chance: list[float]) -> dict[str, float]:
+    """The outsiders' mean ties in the random graphs that leave someone outside a clique
+    (``outside_ties``), and ``outside_ties_p``: the share of them whose outsiders hold as few ties as
+    ``observed`` or fewer, counting the observed graph as one of them (a permutation test's p: never
+    0). A p at or above ``SIGNIFICANT`` says the outsiders' isolation is within what the number of
+    ties alone gives: agents with few ties end outside cliques in random graphs too. NaN where it
+    cannot be measured."""
+    if not by_chance:
+        return {"outside_ties": math.nan, "outside_ties_p": math.nan}
+    p = math.nan if math.isnan(observed) else (sum(v <= observed for v in by_chance) + 1) / (len(by_chance) + 1)
+    return {"outside_ties": sum(by_chance) / len(by_chance), "outside_ties_p": p}
 
 
 def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
@@ -121,7 +149,8 @@ def social_structure(graph: nx.DiGraph, min_weight: int = 1) -> dict:
             leader = ranked[0]
     isolated = sorted(n for n in undirected.nodes if undirected.degree(n) == 0)
     return {"cliques": cliques, "largest_clique": len(cliques[0]) if cliques else 0,
-            "outside_cliques": outside(undirected.nodes, cliques), "leader": leader, "isolated": isolated,
+            "outside_cliques": outside(undirected.nodes, cliques), "outside_ties": outsiders_ties(strong, cliques),
+            "leader": leader, "isolated": isolated,
             "centrality": {n: round(v, 4) for n, v in sorted(centrality.items())},
             "strength": strength}
 
@@ -325,11 +354,25 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
         f"| chance: random graphs with the same agents and as many ties ({chance['ties']}), {CHANCE_DRAWS} draws | "
         f"{chance['cliques']:.2f} | {chance['largest_clique']:.2f} | {chance['outside_cliques']:.2f} |",
         "",
+        *outsiders_line(structure["outside_ties"], chance),
         *(f"![{name}](figures/{name})" for name in written),
     ]
     if not actions.empty:
         parts += ["", "### Five dimensions (7-point)", "", *judge_section(model, actions, run_dir)]
     return parts
+
+
+def outsiders_line(observed: float, chance: dict) -> list[str]:
+    """Whether the agents outside every clique are more isolated than chance's outsiders (the
+    paper's "mostly isolated"), or within what the number of ties alone gives."""
+    if math.isnan(observed) or math.isnan(chance["outside_ties_p"]):
+        return []
+    p = chance["outside_ties_p"]
+    verdict = (f"fewer than chance gives (p = {p:.3g} < {SIGNIFICANT})" if p < SIGNIFICANT else
+               f"**within chance** (p = {p:.3g}): the number of ties alone leaves agents this isolated outside cliques")
+    return [f"Agents outside every clique hold {observed:.2f} ties each on the mean; random graphs with as many ties "
+            f"that leave someone outside a clique leave their outsiders {chance['outside_ties']:.2f}: {verdict}. "
+            "`p`: the share of those random graphs whose outsiders hold as few ties or fewer.", ""]
 
 
 def _counted(counts: dict) -> str:
