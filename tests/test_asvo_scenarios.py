@@ -298,3 +298,29 @@ def test_a_degree_of_an_unknown_desire_is_refused():
     with pytest.raises(ValueError, match=r"unknown desire 'comfrot' \(desires: comfort, joyfulness, "):
         ASVOScenario.model_validate({"actions": [{"text": "wait", "self": 0, "others": 0}],
                                      "degrees": {"comfrot": "slightly"}})
+
+
+def test_a_network_without_ties_is_warned_of_and_said_in_the_report(tmp_path, caplog):
+    """An ASVO scenario whose network had nodes but no ties ran without a word, though no agent could
+    observe anyone. It still runs (a fair no-audience control), with a warning naming the file, and
+    the report says so; a directed network names only the agents who observe no one."""
+    data = yaml.safe_load(scenario_path("school-meso").read_text())
+    data["network"] = {"edges": []}
+    path = tmp_path / "alone.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with caplog.at_level("WARNING", logger="socialsim"):
+        main(["run", str(path), "--model", "rules", "--steps", "1", "--out", str(tmp_path / "run")])
+    said = "the social network has no ties: no agent observes anyone"
+    assert f"{path}: {said}" in caplog.text
+    assert "**The social network has no ties: no agent observes anyone" in (tmp_path / "run" / "report.md").read_text()
+    names = [a["name"] for a in data["agents"]]
+    data["network"] = {"edges": [[names[0], names[1]], [names[1], names[2]]], "directed": True}
+    path.write_text(yaml.safe_dump(data))
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="socialsim"):
+        SocietyModel(str(path), model="rules", rng=1)
+    assert f"{names[2]}, {names[3]} observe no one on the social network: they see no one act" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="socialsim"):
+        SocietyModel("school-meso", model="rules", rng=1)
+    assert "observe" not in caplog.text  # the shipped network: everyone observes someone

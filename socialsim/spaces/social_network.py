@@ -44,3 +44,8 @@ class SocialNetworkWorld:
         node = self.names.index(agent.name)
         # a directed graph's neighbours are its successors: the agents this one's ties point to
         return [self.agents[self.names[n]] for n in sorted(self.graph.neighbors(node)) if self.names[n] in self.agents]
+
+    def observing_no_one(self) -> list[str]:
+        """The agents whose node has no tie to observe anyone through (on a directed graph: no tie
+        from it), in the scenario's order."""
+        return [name for i, name in enumerate(self.names) if not any(True for _ in self.graph.neighbors(i))]

@@ -19,6 +19,7 @@ before anything is awaited, so nothing depends on which LLM call finishes first.
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 from collections import Counter, deque
@@ -36,6 +37,8 @@ from socialsim.agents.phases import Phase
 from socialsim.llm.routing import RULES, RouteTable, refuse_judge_routes
 from socialsim.scenarios.schema import AgentSpec
 
+log = logging.getLogger("socialsim")
+
 if TYPE_CHECKING:
     from socialsim.model.society import SocietyModel
 
@@ -50,6 +53,22 @@ JUDGE_COLUMNS = ["step", "agent", "svo", "judge", "naturalness", "human_likeness
 
 def desire_column(desire: str) -> str:
     return f"desire_{ops.field_name(desire)}"
+
+
+def unobserving_note(names: list[str], agents: int) -> str:
+    """What a network on which some agents observe no one means for ASVO (empty when everyone
+    observes someone). Not refused: a network without ties is a fair control (each agent still
+    chooses by its desires and SVO), but no action reaches anyone, so others' gains, a rank moved
+    by others and the theory of mind of observed actions stay empty."""
+    if not names:
+        return ""
+    if len(names) == agents:
+        return ("the social network has no ties: no agent observes anyone, so no one is seen acting and no action "
+                "reaches another agent (others' gains are 0, theory of mind only guesses); give network.edges, or "
+                "network.complete: true for everyone to observe everyone")
+    one = len(names) == 1
+    return (f"{', '.join(names)} observe{'s' if one else ''} no one on the social network: "
+            f"{'it sees' if one else 'they see'} no one act and {'its' if one else 'their'} actions reach no one")
 
 
 class ASVORuntime:
@@ -71,6 +90,9 @@ class ASVORuntime:
             raise ValueError(f"{spec.where}: {exc}") from None
         self.judges = self._judge_gateways(model)
         self.labels_so_far: Counter[str] = Counter()  # every action's label so far (the *_run columns)
+        self.unobserving = model.social.observing_no_one() if model.social else []
+        if note := unobserving_note(self.unobserving, len(spec.agents)):
+            log.warning("%s: %s", spec.where, note)
 
     def _judge_gateways(self, model: SocietyModel) -> list[tuple[str, object]]:
         """One gateway per judge model, sharing the run's tape and ledger. A judge must differ

@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from socialsim.agents.asvo.agent import unobserving_note  # noqa: E402
 from socialsim.agents.asvo.svo import (  # noqa: E402
     COMPETITION_WEIGHT,
     COOPERATION_WEIGHT,
@@ -278,6 +279,8 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
     assignment = ", ".join(f"{n}: {s}" for n, s in runtime.svo.items())
     parts += [f"SVO ({'used' if settings.use_svo else 'ablation w/o ASVO: assigned but not shown to the agents'}): "
               f"{assignment}.", ""]
+    if note := unobserving_note(runtime.unobserving, len(runtime.svo)):
+        parts += [f"**{note[0].upper()}{note[1:]}.**", ""]
     if actions.empty:
         return parts + ["(no actions recorded)"]
 
