@@ -627,3 +627,34 @@ def test_an_action_naming_someone_is_no_interaction_with_another_whose_name_is_p
     bo._record_interactions()
     rows = model.datacollector.get_table_dataframe("interactions")
     assert list(rows["receiver"]) == ["Ann", "Anna", "Anna"]
+
+
+def test_the_model_frame_carries_the_cooperation_rate_without_self_declared_labels(triad, monkeypatch, scripted):
+    """With the rule judge, the model frame's cooperation_rate counted an action outside the catalogue
+    by the stance its actor declared (a self-report); cooperation_rate_simulated and
+    cooperation_rate_run_simulated leave those out, beside the existing columns, which keep their meaning."""
+    def propose(ctx, rng):  # Alice invents a cooperative game; Bob and Carol take the catalogue's neutral move
+        if ctx.name == "Alice":
+            activity = ops.Activity(text="invent a game for everyone", stance="Cooperation")
+        else:
+            activity = ops.Activity(text=next(t for t, _, _ in ctx.catalogue if t.startswith("neutral ")),
+                                    stance="Neutral")
+        return ops.candidates_model(ctx.n)(activities=[activity] * ctx.n)
+
+    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", propose)
+    model = SocietyModel(triad, model="rules", rng=1)
+    model.step()
+    model.step()
+    frame = model.datacollector.get_model_vars_dataframe().iloc[-1]
+    assert frame["cooperation_rate"] == pytest.approx(1 / 3)  # Alice's declared Cooperation counted
+    assert frame["cooperation_rate_run"] == pytest.approx(1 / 3)
+    assert frame["cooperation_rate_simulated"] == 0.0 and frame["cooperation_rate_run_simulated"] == 0.0
+    assert frame["self_declared_run"] == pytest.approx(2 / 6)
+
+    scripted(default="1")  # an LLM judge labels every action itself: nothing is self-declared
+    judged = SocietyModel(triad, model="rules", rng=1, judges=["openai/scripted-judge"])
+    judged.step()
+    row = judged.datacollector.get_model_vars_dataframe().iloc[-1]
+    assert row["self_declared_run"] == 0.0
+    assert row["cooperation_rate_simulated"] == row["cooperation_rate"]
+    assert row["cooperation_rate_run_simulated"] == row["cooperation_rate_run"]

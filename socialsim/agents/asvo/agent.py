@@ -90,6 +90,8 @@ class ASVORuntime:
             raise ValueError(f"{spec.where}: {exc}") from None
         self.judges = self._judge_gateways(model)
         self.labels_so_far: Counter[str] = Counter()  # every action's label so far (the *_run columns)
+        # ... but those the rule judge read back from the stance an actor declared (``label_self_declared``)
+        self.measured_labels_so_far: Counter[str] = Counter()
         self.unobserving = model.social.observing_no_one() if model.social else []
         if note := unobserving_note(self.unobserving, len(spec.agents)):
             log.warning("%s: %s", spec.where, note)
@@ -151,6 +153,13 @@ class ASVOAgent(GenerativeAgent):
             # run's rate, not its last step's (a handful of actions)
             "cooperation_rate_run": lambda m: _rate_of(m.society.labels_so_far, COOPERATION_WEIGHT),
             "competition_index_run": lambda m: _rate_of(m.society.labels_so_far, COMPETITION_WEIGHT),
+            # the same cooperation rates without the labels that are the actor's own declared stance
+            # (the rule judge's label of an action outside the catalogue); the same as the above with
+            # an LLM judge, and NaN when every labelled action was self-declared
+            "cooperation_rate_simulated": lambda m: _rate(m, COOPERATION_WEIGHT, measured_only=True),
+            "cooperation_rate_run_simulated": lambda m: _rate_of(m.society.measured_labels_so_far,
+                                                                 COOPERATION_WEIGHT),
+            "self_declared_run": lambda m: _share_self_declared(m.society),
             "tom_error": lambda m: _mean([a.tom_error for a in m.agents if a.tom_error is not None]),
             "reflections": lambda m: sum(a.reflections_total for a in m.agents),
             "invalid_actions": lambda m: sum(a.invalid_actions for a in m.agents),
@@ -242,6 +251,13 @@ class ASVOAgent(GenerativeAgent):
 
     def others(self) -> list[ASVOAgent]:
         return [a for a in sorted(self.model.agents, key=lambda a: a.unique_id) if a is not self]
+
+    @property
+    def label_self_declared(self) -> bool:
+        """Whether this step's label is the actor's own: the rule judge reads it from the simulated
+        effect, and an action outside the catalogue has none but its declared stance's payoff."""
+        judges = self.runtime.judges
+        return bool(self.label) and self.effect_source == "declared stance" and bool(judges) and judges[0][0] == RULES
 
     def observed(self) -> list[ASVOAgent]:
         return self.model.social.observed_by(self)
@@ -515,6 +531,8 @@ class ASVOAgent(GenerativeAgent):
             dc.add_table_row("asvo_judgements", {"step": step, "agent": self.name, "svo": self.svo, **j})
         if self.label:
             self.runtime.labels_so_far[self.label] += 1
+            if not self.label_self_declared:
+                self.runtime.measured_labels_so_far[self.label] += 1
         dc.add_table_row("asvo_actions", {
             "step": step, "agent": self.name, "svo": self.svo, "use_svo": self.use_svo, "action": self.action,
             "stance": self.stance, "label": self.label, "candidates": " || ".join(t for t, _ in self.candidates),
@@ -541,8 +559,15 @@ def _mean(values: list[float]) -> float | None:
     return round(mean(values), 6) if values else None
 
 
-def _rate(model, weights: dict[str, float]) -> float | None:
-    return _rate_of(Counter(a.label for a in model.agents if a.label), weights)
+def _rate(model, weights: dict[str, float], measured_only: bool = False) -> float | None:
+    return _rate_of(Counter(a.label for a in model.agents if a.label and not (measured_only and a.label_self_declared)),
+                    weights)
+
+
+def _share_self_declared(runtime: ASVORuntime) -> float | None:
+    """The share of the run's labelled actions whose label is the actor's declared stance."""
+    total = sum(runtime.labels_so_far.values())
+    return round(1 - sum(runtime.measured_labels_so_far.values()) / total, 6) if total else None
 
 
 def _rate_of(labels: Counter[str], weights: dict[str, float]) -> float | None:
