@@ -131,6 +131,19 @@ def test_a_secret_inside_another_is_redacted_after_it_so_no_rest_of_the_longer_s
     assert redact("sent Xq7LongSecret0123 and ongSecret01") == "sent [REDACTED] and [REDACTED]"
 
 
+def test_json_is_redacted_before_its_strings_are_escaped(monkeypatch):
+    """config.json and sweep.json: a secret with a quote, a backslash or a non-ASCII letter, in a value,
+    a list or a key, is written as [REDACTED] and not as its escaped form."""
+    from pathlib import Path
+
+    from socialsim.llm.redact import redacted_json
+
+    secret = 'pla"ce\\hölder-value'
+    monkeypatch.setenv("A_SERVICE_TOKEN", secret)
+    text = redacted_json({"a": secret, "b": [f"x {secret}"], secret: Path(f"/d/{secret}"), "n": 1.5}, indent=2)
+    assert json.loads(text) == {"a": "[REDACTED]", "b": ["x [REDACTED]"], "[REDACTED]": "/d/[REDACTED]", "n": 1.5}
+
+
 def test_a_secret_set_or_changed_after_a_first_redaction_is_still_redacted(monkeypatch):
     redact("warm the cache")
     monkeypatch.setenv("LATE_SERVICE_TOKEN", "set-after-the-first-call-1")

@@ -7,6 +7,7 @@ through the real litellm client.
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -583,3 +584,19 @@ def test_a_deployments_file_serving_none_of_the_runs_models_is_said_and_left_alo
         f"{path.resolve()} serves none of the run's models (openai/x, rules), only a-pool, b-pool: its "
         "deployments are not used"]
     assert [v["model"] for v in stand_in_litellm.validated] == ["openai/x"]  # asked as without the file
+
+
+@pytest.mark.parametrize("secret", ['placeholder"quoted-value', "placeholder\\slashed-value", "placeholder-välue-ü"])
+def test_a_secret_that_json_escapes_is_redacted_in_config_json(secret, tmp_path, monkeypatch):
+    """config.json was redacted after json.dumps: a secret's quote, backslash or non-ASCII letter was
+    written escaped (\\", \\\\, \\u00e4) and no longer matched, so the secret (in a scenario's path) was kept."""
+    monkeypatch.setenv("SOCIALSIM_TEST_TOKEN", secret)
+    folder = tmp_path / f"in-{secret}"
+    folder.mkdir()
+    shutil.copy(Path(__file__).parents[1] / "socialsim" / "scenarios" / "data" / "hobbs-cafe.yaml", folder / "cafe.yaml")
+    run(RunConfig(scenario=str(folder / "cafe.yaml"), arch="generic", model="rules", steps=1), tmp_path / "run",
+        progress=False)
+    text = (tmp_path / "run" / "config.json").read_text(encoding="utf-8")
+    escaped = json.dumps(secret)[1:-1]
+    assert secret not in text and escaped not in text
+    assert json.loads(text)["config"]["scenario"] == str(tmp_path / "in-[REDACTED]" / "cafe.yaml")

@@ -61,7 +61,7 @@ from socialsim.llm.engines import engine_note
 from socialsim.llm.gateway import Gateway, ProviderOutage
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
-from socialsim.llm.redact import redact
+from socialsim.llm.redact import redacted_json
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeRecord, answered, record_of
 from socialsim.model.run_dir import LOCK, SWEEP_FILE, not_for_a_batch, writing
@@ -407,7 +407,7 @@ class SweepModel(SocietyModel):
                 report_run(self, partial, self.run_config, status, self.notes)
         meta = json.loads((partial / "config.json").read_text())
         meta["run_id"] = self.run_id
-        (partial / "config.json").write_text(redact(json.dumps(meta, indent=2, default=str)))
+        (partial / "config.json").write_text(redacted_json(meta, indent=2))
         self.tape.write_used(partial / "tape.jsonl")
         final = runs / self.run_id
         with _one_finisher(self.sweep_dir):
@@ -595,9 +595,8 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
         check_grid(planned, spec, done=set(skipped))
     # run_ids: the runs of this grid, so an export leaves out those of an earlier grid in the same folder;
     # written once the grid is accepted: a refused edit left the folder exporting none of its runs
-    (sweep_dir / SWEEP_FILE).write_text(redact(json.dumps(
-        {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list(), "run_ids": ids},
-        indent=2, default=str)))
+    (sweep_dir / SWEEP_FILE).write_text(redacted_json(
+        {**spec.model_dump(), "swept": spec.swept(), "seed_list": spec.seed_list(), "run_ids": ids}, indent=2))
     command = f"{socket.gethostname()} {os.getpid()} {time.time_ns()}"
     (sweep_dir / COMMAND).write_text(command)
     try:

@@ -10,10 +10,12 @@ stored is what the model said. Redaction applies to what is stored, never to a t
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import threading
+from typing import Any
 
 REDACTED = "[REDACTED]"
 
@@ -111,6 +113,25 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
     for pattern in _URL_CREDENTIALS:
         text = pattern.sub(lambda m: m[1] + REDACTED, text)
     return text
+
+
+def redacted_json(data: Any, **dumps: Any) -> str:
+    """``data`` as JSON (``json.dumps`` with ``dumps``), every string in it redacted before it is
+    escaped: redacted after, a secret holding a quote, a backslash or a non-ASCII character was
+    written escaped (``\\"``, ``\\\\``, ``\\u00e9``), no longer matched and was kept."""
+    plain = json.loads(json.dumps(data, default=str))  # what is written: objects as their text
+    secrets = secret_values()
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return redact(value, secrets)
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {redact(k, secrets): clean(v) for k, v in value.items()}
+        return value
+
+    return json.dumps(clean(plain), **dumps)
 
 
 def _tell_plain(value: str) -> None:

@@ -40,7 +40,7 @@ from socialsim.llm.gateway import (
 )
 from socialsim.llm.ledger import Budget, BudgetExhausted, Ledger
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
-from socialsim.llm.redact import RedactingFilter, redact
+from socialsim.llm.redact import RedactingFilter, redact, redacted_json
 from socialsim.llm.routing import RouteTable, default_model
 from socialsim.llm.tape import Tape, TapeMiss
 from socialsim.model.run_dir import SCENARIO_COPY, being_written, recorded_scenario, writing
@@ -562,7 +562,7 @@ def save_meta(model: SocietyModel, run_dir: Path, config: RunConfig, status: str
     }
     if model.llm.replay and model.llm.tape.path is not None:  # a check of a recording, with no tape of its own
         meta["replay_of"] = str(model.llm.tape.path.parent)
-    text = redact(json.dumps(meta, indent=2, default=str))
+    text = redacted_json(meta, indent=2)
     _write_whole(run_dir / "config.json", lambda tmp: tmp.write_text(text))
 
 
