@@ -168,7 +168,11 @@ def test_a_key_in_a_scenario_is_read_redacted_so_the_run_replays_from_its_copy(t
 
 @pytest.mark.parametrize("endpoint", ["http://bob:hunter2pass@127.0.0.1:9/v1",
                                       "http://hunter2pass@127.0.0.1:9/v1",  # a token as the user name
-                                      "http://127.0.0.1:9/v1?api_key=hunter2pass"])
+                                      "http://127.0.0.1:9/v1?api_key=hunter2pass",
+                                      "http://127.0.0.1:9/v1#api_key=hunter2pass",  # a fragment: never sent, recorded
+                                      "http://127.0.0.1:9/v1;api_key=hunter2pass",  # a path's parameter
+                                      "http://127.0.0.1:9/v1?model=x;api_key=hunter2pass",  # ; between query pairs
+                                      "http://127.0.0.1:9/v1?credential=hunter2pass"])
 def test_an_endpoint_carrying_a_credential_is_refused_without_echoing_it(tmp_path, endpoint, capsys):
     from socialsim.batch.sweepfile import SweepFileError, validate_sweep
     from socialsim.cli import main
@@ -200,10 +204,17 @@ def test_a_sweep_named_with_a_key_is_refused_without_echoing_it(monkeypatch):
     ("http://bob:hunter2pass@127.0.0.1:9/v1", "(a password in it)"),
     ("http://hunter2pass@127.0.0.1:9/v1", "(a user name in it)"),
     ("http://127.0.0.1:9/v1?model=x&api_key=hunter2pass", "(its query parameter 'api_key')"),
-    ("http://127.0.0.1:9/v1?model=x&token=", "(its query parameter 'token')")])  # a slot for a key, left empty
-def test_an_endpoints_refusal_says_where_the_credential_is(endpoint, named):
-    from socialsim.llm.redact import no_credential_in_url
+    ("http://127.0.0.1:9/v1?model=x&token=", "(its query parameter 'token')"),  # a slot for a key, left empty
+    ("http://127.0.0.1:9/v1#x=1&api%5Fkey=hunter2pass", "(its fragment parameter 'api_key')"),
+    ("http://127.0.0.1:9/v1;access_token=hunter2pass/chat", "(its path parameter 'access_token')"),
+    ("http://127.0.0.1:9/v1?user_credentials=hunter2pass", "(its query parameter 'user_credentials')"),
+    ("http://127.0.0.1:9/v1/hunter2pass-from-the-env/", "(a secret value in it)"),
+    ("http://127.0.0.1:9/v1#hunter2pass-from-the-env", "(a secret value in it)")])
+def test_an_endpoints_refusal_says_where_the_credential_is(endpoint, named, monkeypatch):
+    from socialsim.llm.redact import no_credential_in_url, redact
 
+    monkeypatch.setenv("A_SERVICE_TOKEN", "hunter2pass-from-the-env")
+    assert "hunter2pass" not in redact(endpoint)  # and an address shown anyway (a log line) keeps none of it
     with pytest.raises(ValueError, match=re.escape(f"the endpoint carries a credential {named}; give keys")):
         no_credential_in_url(endpoint)
 

@@ -29,12 +29,12 @@ _KEY_SHAPES = [
     re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-\.=]{20,}"),  # an Authorization header's value
 ]
 # A credential inside an address: the password of ``user:password@host``, a user name alone
-# (``token@host``, a token given as one), the value of a query parameter named like a key
-# (``?api_key=...``); the rest of the address is kept.
+# (``token@host``, a token given as one), the value of a parameter named like a key in a query, a
+# fragment or a path (``?api_key=...``, ``#api_key=...``, ``;api_key=...``); the rest of the address is kept.
 _URL_CREDENTIALS = [
     re.compile(r"(?<=://)([^/\s:@]+:)[^/\s@]+(?=@)"),
     re.compile(r"(?<=://)()[^/\s:@]+(?=@)"),
-    re.compile(r"(?i)([?&][\w.-]*(?:key|token|secret|password|passwd|pwd|auth|signature|sig)[\w.-]*=)[^&#\s'\"]+"),
+    re.compile(r"(?i)([?&;#][\w.%-]*(?:key|token|secret|password|passwd|pwd|auth|signature|sig|cred)[\w.%-]*=)[^&;#\s'\"]+"),
 ]
 _SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
 MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact ordinary text
@@ -175,20 +175,35 @@ def _without_pieces(text: str, value: str) -> str:
     return text
 
 
-_CREDENTIAL_PARAM = re.compile(r"(?i)(key|token|secret|password|passwd|pwd|auth|signature|sig)")
+_CREDENTIAL_PARAM = re.compile(r"(?i)(key|token|secret|password|passwd|pwd|auth|signature|sig|cred)")
+
+
+def _parameters(parts) -> list[tuple[str, str]]:
+    """An address's ``name=value`` pairs, wherever one may be written: its query, its fragment
+    (``#api_key=...``) and its path (``/v1;api_key=...``), split at ``&`` and at ``;``."""
+    from urllib.parse import unquote
+
+    found = []
+    for part, text in (("query", parts.query), ("fragment", parts.fragment), ("path", parts.path)):
+        pieces = re.split(r"[&;]", text)
+        for piece in pieces[1:] if part == "path" else pieces:  # a path's first piece is the path itself
+            name, _, value = piece.partition("=")
+            found.append((part, unquote(name), unquote(value)))
+    return found
 
 
 def no_credential_in_url(url: str) -> str:
     """``url`` unchanged, or ValueError when it carries a credential (a password or a user name in
-    it, which a token may be given as, or a query parameter named like a key): an endpoint is
-    recorded in config.json and sweep.json, a key never."""
-    from urllib.parse import parse_qsl, urlsplit
+    it, which a token may be given as, a parameter named like a key in its query, its fragment or
+    its path, or anywhere a secret value of the environment or a provider key's shape): an endpoint
+    is recorded in config.json and sweep.json, a key never."""
+    from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    named = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAM.search(name)]
-    if parts.password or parts.username or named:
-        where = (f"its query parameter {named[0]!r}" if named else "a password in it" if parts.password
-                 else "a user name in it")
+    named = [(part, name) for part, name, _ in _parameters(parts) if _CREDENTIAL_PARAM.search(name)]
+    where = (f"its {named[0][0]} parameter {named[0][1]!r}" if named else "a password in it" if parts.password
+             else "a user name in it" if parts.username else "a secret value in it" if redact(url) != url else None)
+    if where:
         raise ValueError(f"the endpoint carries a credential ({where}); give keys in the environment "
                          f"(e.g. OPENAI_API_KEY), never in the address, which runs record")
     return url
