@@ -381,6 +381,24 @@ def test_secrets_never_reach_the_tape(scripted, tmp_path, monkeypatch):
     assert "[REDACTED]" in text
 
 
+def test_a_reply_cut_to_its_cap_leaves_a_redacted_key_out_whole(scripted, tmp_path, monkeypatch):
+    """The cap cut the redacted reply: a [REDACTED] across the limit was kept as "[REDAC"."""
+    from socialsim.llm.gateway import CHARS_PER_TOKEN_CAP
+    from socialsim.llm.redact import cut
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-secret-value-123456")
+    limit = CHARS_PER_TOKEN_CAP * CHOOSE_ACTION.max_tokens
+    before = "1" + " " * (limit - 4)  # the marker would begin 3 characters before the limit
+    scripted(default=before + "test-secret-value-123456 and more")
+    g = provider_gateway(tape=Tape(tmp_path / "tape.jsonl"))
+    ask(g)
+    (taped,) = g.tape.records()
+    assert taped.raw == before and "REDAC" not in (tmp_path / "tape.jsonl").read_text()
+    assert (g.capped_replies, g.capped_chars) == (1, len(before + "[REDACTED] and more") - len(before))
+    assert cut("ab[REDACTED]cd", 12) == "ab[REDACTED]" and cut("ab[REDACTED]cd", 11) == "ab"
+    assert cut("[REDACTED][REDACTED]", 15) == "[REDACTED]" and cut("abcdef", 3) == "abc"
+
+
 class Agent:
     def __init__(self, uid):
         self.unique_id = uid

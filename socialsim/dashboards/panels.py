@@ -22,7 +22,7 @@ import networkx as nx
 import pandas as pd
 
 from socialsim.llm.engines import engine_note
-from socialsim.llm.redact import redact
+from socialsim.llm.redact import cut, redact
 from socialsim.model.run_dir import NotARunDir, recorded_scenario
 
 # --- frames ---------------------------------------------------------------------------------------
@@ -775,7 +775,7 @@ def inspect_agent(frames: Frames, name: str, step: int) -> dict:
     ids = rows["AgentID"].to_dict() if "AgentID" in rows else {}
     if frames.tape and name in ids:
         out["llm_exchanges"] = [
-            {"op": r.get("op", ""), "answer": redact(str(r.get("raw", "")))[:300]}
+            {"op": r.get("op", ""), "answer": cut(redact(str(r.get("raw", ""))), 300)}
             for r in frames.tape if r.get("agent") == ids[name] and r.get("step") == step
         ]
     return out

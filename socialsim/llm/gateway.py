@@ -36,7 +36,7 @@ from socialsim.llm.limiter import DEFAULT_CONCURRENCY, shared_limiter
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operation import Answer, Operation
 from socialsim.llm.questions import AnswerError, QuestionKind, RecordQuestion
-from socialsim.llm.redact import no_credential_in_url, redact
+from socialsim.llm.redact import cut, no_credential_in_url, redact
 from socialsim.llm.routing import RULES, RouteTable
 from socialsim.llm.tape import Tape, TapeMiss, TapeRecord, answered, call_key
 
@@ -520,12 +520,13 @@ class Gateway:
         limit = CHARS_PER_TOKEN_CAP * max_tokens
         if len(raw) <= limit:
             return raw
+        kept = cut(raw, limit)  # the reply is redacted: a [REDACTED] across the limit is left out whole
         self.capped_replies += 1
-        self.capped_chars += len(raw) - limit
+        self.capped_chars += len(raw) - len(kept)
         log.warning("step %s agent %s %s: reply of %d characters cut to %d (max_tokens=%d)",
-                    self.step, agent_id, op.name, len(raw), limit, max_tokens,
+                    self.step, agent_id, op.name, len(raw), len(kept), max_tokens,
                     extra={"operation": op.name, "kind": "cut replies"})  # the console shows the first few
-        return raw[:limit]
+        return kept
 
     async def _complete(self, op, agent_id, model, messages, params, question) -> Completion:
         fmt = self._output_format(model, question)
@@ -576,7 +577,7 @@ class Gateway:
                 self.ledger.release(reserve)
                 if not isinstance(exc, _provider_exceptions()):
                     raise
-                error = redact(f"{type(exc).__name__}: {exc}")[:300]  # cut after redacting: no piece of a key
+                error = cut(redact(f"{type(exc).__name__}: {exc}"), 300)  # cut after redacting: no piece of a key
                 raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
             latency = time.perf_counter() - start
         try:
@@ -584,7 +585,7 @@ class Gateway:
             finish_reason = getattr(response.choices[0], "finish_reason", None)
         except (AttributeError, IndexError, TypeError):  # a reply without a message: the provider's fault
             self.ledger.release(reserve)
-            error = redact(f"malformed response: no message in {response!r}")[:300]
+            error = cut(redact(f"malformed response: no message in {response!r}"), 300)
             raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
         text = content if isinstance(content, str) else ("" if content is None else str(content))
         # what the run reads is what its tape keeps: a key the model echoes reaches no frame, and a replay
@@ -665,7 +666,7 @@ class Gateway:
             self.ledger.release(reserve)
             if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
                 raise
-            error = redact(f"{type(exc).__name__}: {exc}")[:300]  # cut after redacting: no piece of a key
+            error = cut(redact(f"{type(exc).__name__}: {exc}"), 300)  # cut after redacting: no piece of a key
             self._record(op, agent_id, model, "llm", "fallback", [], error, path)
             raise self._failed(key, op, agent_id, model, messages, {"embedding": True}, error) from None
         latency = round(time.perf_counter() - start, 6)

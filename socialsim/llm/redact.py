@@ -115,6 +115,16 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
     return text
 
 
+def cut(text: str, limit: int) -> str:
+    """A redacted ``text``'s first ``limit`` characters, or fewer when the limit falls inside a
+    [REDACTED] marker: the marker is left out whole rather than shown broken ("[REDAC"). Cut a text
+    after redacting it, never before: a cut key's first part may be too short to be found."""
+    if len(text) <= limit:
+        return text
+    at = text.find(REDACTED, max(0, limit - len(REDACTED) + 1))  # the first marker that may reach past it
+    return text[:at] if 0 <= at < limit else text[:limit]
+
+
 def redacted_json(data: Any, **dumps: Any) -> str:
     """``data`` as JSON (``json.dumps`` with ``dumps``), every string in it redacted before it is
     escaped: redacted after, a secret holding a quote, a backslash or a non-ASCII character was

@@ -147,7 +147,7 @@ def _known_provider(model: str) -> None:
 def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: float | None,
                     num_retries: int | None, extra: dict | None = None) -> None:
     from socialsim.llm.litellm_setup import litellm
-    from socialsim.llm.redact import redact
+    from socialsim.llm.redact import cut, redact
 
     _known_provider(model)
     extra = extra or {}  # a deployment's own parameters (its key, its API version ...)
@@ -172,7 +172,7 @@ def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: flo
                    **({"api_base": api_base} if api_base else {}), **extra, "max_tokens": 1}
         run_sync(litellm.acompletion(model=model, messages=[{"role": "user", "content": "Say OK."}], **request))
     except Exception as exc:
-        detail = redact(re.sub(r"ssl:<[^>]*> ?", "", str(exc)))[:200]  # aiohttp names its SSL context's address
+        detail = cut(redact(re.sub(r"ssl:<[^>]*> ?", "", str(exc))), 200)  # aiohttp names its SSL context's address
         hint = ("; is its server running? --api-base URL gives its address"
                 if isinstance(exc, litellm.APIConnectionError) else "")
         raise ModelUnavailable(f"model {model!r} is unreachable: {type(exc).__name__}: {detail}{hint}") from None
@@ -214,7 +214,7 @@ def probe_json_schema(model: str, api_base: str | None = None, timeout_s: float 
 
     from socialsim.llm.litellm_setup import litellm
     from socialsim.llm.loop import run_sync
-    from socialsim.llm.redact import redact
+    from socialsim.llm.redact import cut, redact
 
     class Probe(BaseModel):
         colour: str = Field(pattern="^(red|green|blue)$")
@@ -230,7 +230,7 @@ def probe_json_schema(model: str, api_base: str | None = None, timeout_s: float 
     except Exception as exc:
         # a 400/422 is the request refused (its response_format); anything else, no answer at all
         refused = isinstance(exc, litellm.BadRequestError | litellm.UnprocessableEntityError)
-        return SchemaProbe(model, False, False, redact(f"{type(exc).__name__}: {exc}")[:200], reached=refused)
+        return SchemaProbe(model, False, False, cut(redact(f"{type(exc).__name__}: {exc}"), 200), reached=refused)
     text = (reply.choices[0].message.content or "") if reply.choices else ""
     try:
         Probe.model_validate(json.loads(text))
