@@ -126,6 +126,17 @@ def test_an_answer_that_does_not_match_is_quoted_short(stand_in):
         assert (probe.accepted, probe.valid) == (True, False) and probe.detail.startswith("answer '' does not match: ")
 
 
+def test_a_key_in_the_answer_is_redacted_before_the_answer_is_quoted_short(stand_in):
+    """The answer was cut to 80 characters, then redacted: a key across the cut kept its first part,
+    too short to have a key's shape; pydantic's own cut of an input in its message split one too."""
+    key = "sk-" + "Ab3" * 10  # built at run time: no key-shaped literal in the repository
+    for answer in ({"colour": "purple " + " " * 50 + key, "count": 3},  # across the cut of the answer
+                   {"why": key + " " * 40, "colour": "blue"}):  # whole in the answer, cut in pydantic's message
+        stand_in.answer = json.dumps(answer)
+        detail = probe_json_schema("openai/m").detail
+        assert "Ab3" not in detail and " does not match: 1 validation error for Probe" in detail
+
+
 def test_a_refused_request_is_told_from_no_answer(stand_in, monkeypatch):
     from types import SimpleNamespace
 

@@ -210,13 +210,15 @@ def probe_json_schema(model: str, api_base: str | None = None, timeout_s: float 
     custom endpoint, e.g. vLLM or Ollama)."""
     import json
 
-    from pydantic import BaseModel, Field, ValidationError
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
     from socialsim.llm.litellm_setup import litellm
     from socialsim.llm.loop import run_sync
     from socialsim.llm.redact import cut, redact
 
     class Probe(BaseModel):
+        model_config = ConfigDict(hide_input_in_errors=True)  # pydantic's cut of an input may split a key
+
         colour: str = Field(pattern="^(red|green|blue)$")
         count: int = Field(ge=1, le=9)
 
@@ -235,5 +237,6 @@ def probe_json_schema(model: str, api_base: str | None = None, timeout_s: float 
     try:
         Probe.model_validate(json.loads(text))
     except (ValueError, ValidationError) as exc:
-        return SchemaProbe(model, True, False, redact(f"answer {text[:80]!r} does not match: {str(exc)[:120]}"))
-    return SchemaProbe(model, True, True, redact(f"answer {text[:80]!r} matches the schema"))
+        return SchemaProbe(model, True, False, f"answer {cut(redact(text), 80)!r} does not match: "
+                                               f"{cut(redact(str(exc)), 120)}")  # cut after redacting: no piece of a key
+    return SchemaProbe(model, True, True, f"answer {cut(redact(text), 80)!r} matches the schema")
