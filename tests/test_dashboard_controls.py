@@ -28,6 +28,38 @@ from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.scenarios.loader import available_scenarios
 
 
+def test_a_key_typed_in_a_text_parameter_is_neither_shown_back_nor_kept(monkeypatch):
+    """A parameter's text box handed on what was typed as it was: a key pasted by mistake stayed in the
+    box, reached the society, and a refused one was quoted whole under the parameters."""
+    import ipyvuetify as v
+    import solara
+
+    from socialsim.dashboards import app
+
+    key = "placeholder-typed-key-0123"
+    monkeypatch.setenv("A_SERVICE_TOKEN", key)
+    handed = []
+
+    @solara.component
+    def Parameters():
+        values, set_values = solara.use_state({})
+        app.ParameterControls("crsec", values, lambda name, v: handed.append(v) or set_values({**values, name: v}))
+
+    box, rc = solara.render(Parameters(), handle_error=False)
+    try:
+        for name, typed in (("filler_behaviour", f"read {key}"), ("day_start", key)):
+            typing = rc.find(v.TextField, label=name).widget
+            typing.v_model = typed
+            typing.fire_event("keyup.enter", None)
+        assert handed == ["read [REDACTED]"]
+        assert rc.find(v.TextField, label="filler_behaviour").widget.v_model == "read [REDACTED]"
+        refusal = rc.find(v.Alert, class_="param-error").widget.children[0]
+        assert "crsec.day_start" in refusal and "[REDACTED]" in refusal and key not in refusal
+    finally:
+        rc.close()
+    assert key not in check_parameters("crsec", {"day_start": key})  # a value given with run --set
+
+
 @pytest.mark.parametrize("arch", [a for a in ARCHITECTURES if a != "generic"])
 def test_every_control_shows_its_declared_default_and_that_default_is_valid(arch):
     specs = parameter_controls(arch)

@@ -73,10 +73,13 @@ def _on_grid(value: Any, low: float, high: float) -> bool:
 
 
 def check_parameter(arch: str, name: str, value: Any) -> tuple[Any, str]:
-    """(typed value, "") or (None, message): the check ``--set arch.name=value`` makes."""
+    """(typed value, "") or (None, message): the check ``--set arch.name=value`` makes, of what was
+    typed redacted: a key pasted in a text box by mistake is neither shown back in the refusal nor
+    kept in the box, nor handed to the society (which a scenario's key never reaches either)."""
     from socialsim.agents.params import ParamError, parse_assignments
+    from socialsim.llm.redact import redact
 
-    raw = value if isinstance(value, str) and not isinstance(value, bool) else json.dumps(value)
+    raw = redact(value if isinstance(value, str) and not isinstance(value, bool) else json.dumps(value))
     try:
         return parse_assignments(arch, [f"{name}={raw}"])[name], ""
     except ParamError as exc:
@@ -100,9 +103,11 @@ def check_parameters(arch: str, values: dict[str, Any]) -> str:
     try:
         model(**values)
     except ValidationError as exc:
+        from socialsim.llm.redact import redact  # a key given as a value (run --set) is not shown back
+
         # fields the scenario supplies (e.g. CRSEC's tracked norms) are not the page's to give
         errors = [e for e in exc.errors() if e["type"] != "missing"]
-        return "; ".join(f"{arch}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+        return redact("; ".join(f"{arch}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
     return ""
 
 
