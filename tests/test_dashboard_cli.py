@@ -660,3 +660,25 @@ def test_the_replay_card_lists_a_sweeps_runs_by_their_seed_and_swept_settings_an
         assert rc.find(v.TextField, label="run directory").widget.v_model == str(chosen)
     finally:
         rc.close()
+
+
+def test_the_replay_box_reads_a_run_directory_under_the_home_folder_written_with_a_tilde(
+        finished_run, tmp_path, monkeypatch):
+    """~/runs/x, as a shell would take it: the box looked for a folder named "~" and could not open it."""
+    import ipyvuetify as v
+    import solara
+
+    from socialsim.dashboards import app
+    from socialsim.dashboards.session import ReplaySession
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    shutil.copytree(finished_run, tmp_path / "runs" / "x")
+    monkeypatch.setattr(app, "initial_session", lambda: ReplaySession(finished_run))
+    box, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
+    try:
+        rc.find(v.TextField, label="run directory").widget.v_model = "~/runs/x "
+        rc.find(v.Btn, class_="btn-open").widget.click()
+        assert not [w.children for w in rc.find(v.Alert).widgets if "cannot open" in str(w.children)]
+        assert rc.find(v.TextField, label="run directory").widget.v_model == str(tmp_path / "runs" / "x")
+    finally:
+        rc.close()

@@ -439,7 +439,7 @@ def Controls(session: Any, set_session: Any, cursor: int, set_cursor: Any, busy:
         set_session(new)
 
     def open_run(path: str | None = None) -> None:
-        path = (run_dir if path is None else path).strip()
+        path = os.path.expanduser((run_dir if path is None else path).strip())  # ~/runs/x, as a shell reads it
         try:
             replay = ReplaySession(path)
         except Exception as exc:  # a wrong path or a damaged directory: say which
