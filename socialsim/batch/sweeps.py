@@ -336,7 +336,7 @@ class SweepModel(SocietyModel):
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
                  max_concurrency: int = DEFAULT_CONCURRENCY, price: tuple[float, float] | None = None,
                  deployments: str | None = None, replicate_seed: int | None = None, pool_parent: int | None = None,
-                 command: str | None = None, **params: Any) -> None:
+                 command: str | None = None, deployments_left_out: tuple[int, ...] = (), **params: Any) -> None:
         if pool_parent is not None:  # a worker of run_local's process pool
             _stop_with(pool_parent)
         self.pool_parent = pool_parent
@@ -357,6 +357,7 @@ class SweepModel(SocietyModel):
         self.tape = SharedTape(self.sweep_dir / "tape.jsonl")
         routes = RouteTable(cfg.model, dict(cfg.routes))
         gateway = Gateway(routes, self.tape, Ledger(Budget(cfg.max_cost, cfg.max_calls)), **call_settings(cfg))
+        gateway.deployments_left_out = frozenset(deployments_left_out)  # found down by the sweep's check (check_grid)
         self.notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         self.recorded_through = earlier_attempt_through(self.sweep_dir / RUNS / self.run_id)
         super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
@@ -492,12 +493,13 @@ class PlannedRun:
     params: dict[str, Any]  # the grid point, as written in the sweep
     config: RunConfig
 
-    def kwargs(self, sweep_dir: Path, spec: SweepSpec, command: str | None = None) -> dict[str, Any]:
+    def kwargs(self, sweep_dir: Path, spec: SweepSpec, command: str | None = None,
+               left_out: frozenset[int] = frozenset()) -> dict[str, Any]:
         """The SweepModel keyword arguments of this run (without rng)."""
         return {**self.params, "model": self.config.model, "sweep_dir": str(sweep_dir),
                 "max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
                 "max_concurrency": spec.max_concurrency, "price": spec.price, "deployments": spec.deployments,
-                "command": command}
+                "command": command, "deployments_left_out": tuple(sorted(left_out))}
 
 
 @dataclass
@@ -591,8 +593,8 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
                                  "listed twice, a parameter equal to its default listed beside it, or two scenario "
                                  "files of the same content); remove the duplicate values")
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
-    if preflight:
-        check_grid(planned, spec, done=set(skipped))
+    # the deployments found down before the first run: every run leaves them out, as a single run does
+    left_out = check_grid(planned, spec, done=set(skipped)) if preflight else frozenset()
     # run_ids: the runs of this grid, so an export leaves out those of an earlier grid in the same folder;
     # written once the grid is accepted: a refused edit left the folder exporting none of its runs
     (sweep_dir / SWEEP_FILE).write_text(redacted_json(
@@ -604,9 +606,9 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
             from socialsim.batch.dask_backend import run_on_dask
 
             run_on_dask(planned, spec, sweep_dir, set(skipped), cluster=cluster, scheduler=scheduler, client=client,
-                        processes=processes or spec.processes, progress=progress, command=command)
+                        processes=processes or spec.processes, progress=progress, command=command, left_out=left_out)
         else:
-            run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned), command)
+            run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned), command, left_out)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the runs table says what is done; the same command goes on
         stop_runs(sweep_dir)
         release_claims(sweep_dir)
@@ -630,10 +632,11 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
 RUN_COLUMNS = ("run_id", "replicate", "rng", "status", "steps_done", "live_calls", "live_cost_usd", "step")
 
 
-def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = frozenset()) -> None:
+def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = frozenset()) -> frozenset[int]:
     """Fail before the first run, naming the sweep file, if a grid point cannot be built (an
     architecture parameter it rejects), a model of a run still to do cannot be reached, or a
-    figure asks for an outcome no run records; a sweep should not stop hours in on a typo."""
+    figure asks for an outcome no run records; a sweep should not stop hours in on a typo. Returns
+    the places in the deployments file of those that did not answer, which the runs leave out."""
     from socialsim.llm.engines import check_models
 
     asked: dict[str, set[str]] = {}  # grid point -> every model its runs ask (routes' and settings', a judge)
@@ -667,8 +670,8 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
         except ValueError as exc:
             raise SweepFileError(f"{spec.source}: {exc}") from None
     calls = planned[0].config  # a sweep file sets no timeout or retries: every run has RunConfig's defaults
-    check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries,
-                 deployments=load_deployments(spec.deployments))
+    return check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries,
+                        deployments=load_deployments(spec.deployments))
 
 
 def _check_figure_outcomes(spec: SweepSpec, outcomes: set[str]) -> None:
@@ -685,7 +688,7 @@ def _check_figure_outcomes(spec: SweepSpec, outcomes: set[str]) -> None:
 
 
 def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, max_steps: int,
-              command: str | None = None) -> None:
+              command: str | None = None, left_out: frozenset[int] = frozenset()) -> None:
     """The whole grid through ``mesa.batch_run``: Mesa forms the cartesian product and the
     replicates, runs them in ``processes`` processes and shows the progress bar."""
     from mesa.batchrunner import batch_run
@@ -700,6 +703,7 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
                   "max_concurrency": [spec.max_concurrency], "price": [spec.price], "deployments": [spec.deployments],
                   **({"pool_parent": [os.getpid()]} if processes > 1 else {}),  # its workers stop if it dies
                   **({"command": [command]} if command else {}),
+                  **({"deployments_left_out": [tuple(sorted(left_out))]} if left_out else {}),
                   "replicate_seed": spec.seed_list()}
     batch_run(SweepModel, parameters=parameters, rng=[None], max_steps=max_steps,
               number_processes=processes, data_collection_period=-1, display_progress=progress)
