@@ -305,6 +305,10 @@ def test_an_interrupted_replay_says_so_and_compares_nothing(where, tmp_path, mon
     out, err = capsys.readouterr()
     assert "identical" not in out and "check-order" not in out
     assert err.endswith("socialsim: replay interrupted; the recording is as it was: run the replay again\n")
+    logged = (tmp_path / "r" / "replay" / "run.log").read_text()
+    assert "--resume" not in logged  # a replay has nothing to resume: it logged "resume with --resume"
+    if where != "step":
+        assert "interrupted in the end-of-run measurement; the replay is cut short" in logged
 
 
 def test_a_run_interrupted_while_its_model_is_checked_says_so_without_a_traceback(tmp_path, monkeypatch, capsys):

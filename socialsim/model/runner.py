@@ -176,7 +176,10 @@ def run(
         for note in notes:
             log.warning(note)
         status = _step_all(model, run_dir, config, notes, progress, _recorded_through(gateway, replay))
-        return report_run(model, run_dir, config, status, notes)
+        # a replay has nothing to resume: it is made again, whole, from the recording's tape
+        return report_run(model, run_dir, config, status, notes,
+                          **({"go_on": "the replay is cut short; the recording is as it was: run the replay again"}
+                             if replay else {}))
 
 
 def _completed_before(run_dir: Path) -> bool:
@@ -324,9 +327,10 @@ class RunFailed(RuntimeError):
         self.run_dir, self.status = run_dir, status
 
 
-def report_run(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> RunResult:
+def report_run(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str], *,
+               go_on: str = "everything recorded so far is saved; resume with --resume") -> RunResult:
     """Write the report (a single run's, a sweep run's); a measurement it makes after the last step
-    (a judge) may stop the run, whose status then says so."""
+    (a judge) may stop the run, whose status then says so, and ``go_on`` what to do next."""
     result = RunResult(run_dir, status, _steps_done(model), model)
     if status != "completed":
         model.run_cut_short = model.run_cut_short or status
@@ -335,7 +339,7 @@ def report_run(model: SocietyModel, run_dir: Path, config: RunConfig, status: st
         result.status = status = write_report(result, notes)  # not "completed" if a judge was stopped
     except KeyboardInterrupt:  # Ctrl-C in an end-of-run measurement: a clean stop, as in a step
         model.measurement_stopped = result.status = status = INTERRUPTED_MEASURING
-        log.warning("%s; everything recorded so far is saved; resume with --resume", status)
+        log.warning("%s; %s", status, go_on)
     if len(model.llm.ledger.rows) != recorded:
         save(model, run_dir, config, status, notes)  # the report asked a model (e.g. a judge): keep its rows
     else:  # its final status ("running" until measured, or why a measurement stopped): the frames stand
