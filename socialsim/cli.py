@@ -463,6 +463,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     from socialsim.llm.operations import all_operations
     from socialsim.llm.routing import default_model
 
+    if args.api_base and not args.probe:  # nothing else here asks an endpoint: taken silently, it was ignored
+        return _fail("--api-base is the endpoint --probe MODEL asks; give the model to probe there "
+                     "(socialsim models --probe hosted_vllm/NAME --api-base URL)")
     if args.probe:
         from socialsim.llm.engines import ModelUnavailable, check_models, probe_json_schema
 

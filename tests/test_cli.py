@@ -36,6 +36,15 @@ def test_models_lists_engines_and_operations(capsys, monkeypatch):
     assert f"Default model now: rules\n  note: {NOTES['rules']}\n" in printed
 
 
+@pytest.mark.parametrize("also", [[], ["--params", "crsec"]])
+def test_models_refuses_an_endpoint_without_a_model_to_probe_there(also, capsys):
+    """``models --api-base URL`` printed the usual list and asked nothing there: the endpoint was ignored."""
+    assert main(["models", *also, "--api-base", "http://127.0.0.1:9/v1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == ("socialsim: error: --api-base is the endpoint --probe MODEL asks; give the model "
+                                 "to probe there (socialsim models --probe hosted_vllm/NAME --api-base URL)\n")
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
