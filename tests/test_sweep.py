@@ -751,6 +751,17 @@ def test_a_sweep_file_that_is_missing_misnamed_or_not_a_mapping_is_named(tmp_pat
         load_sweep(path)
 
 
+def test_a_directory_given_as_the_sweep_file_is_called_a_directory(tmp_path, capsys):
+    """``socialsim sweep /tmp`` said "no such sweep file" of a folder that exists."""
+    from socialsim.cli import main
+
+    with pytest.raises(SweepFileError, match="^" + re.escape(f"{tmp_path}: a directory, not a sweep file")):
+        load_sweep(tmp_path)
+    assert main(["sweep", str(tmp_path), "--no-progress"]) == 2
+    assert capsys.readouterr().err == (f"socialsim: error: {tmp_path}: a directory, not a sweep file "
+                                       "(give its .yaml, .yml or .toml file)\n")
+
+
 def test_a_scenario_file_beside_the_sweep_file_is_found_from_any_folder(tmp_path, monkeypatch):
     from socialsim.scenarios.loader import DATA_DIR
 

@@ -206,6 +206,8 @@ def _values(value: Any) -> list[Any]:
 def load_sweep(path: str | Path) -> SweepSpec:
     """Read and validate a sweep file; relative scenario paths are taken from the file's folder."""
     path = Path(path)
+    if path.is_dir():  # a sweep's output folder, or a typo: it exists, so not "no such file"
+        raise SweepFileError(f"{path}: a directory, not a sweep file (give its .yaml, .yml or .toml file)")
     if not path.is_file():
         raise SweepFileError(f"{path}: no such sweep file")
     if path.suffix not in SUFFIXES:
