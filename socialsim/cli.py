@@ -1,6 +1,7 @@
 """`socialsim run | replay | models | sweep | reproduce | dashboard` — the command line.
 
-Bad arguments get a one-line message naming what was wrong (exit code 2); a run that stops on
+Bad arguments get a one-line message naming what was wrong (exit code 2; a --max-cost on a model
+with no price is one, for a run, a sweep or a reproduction alike); a run that stops on
 its budget exits 3 with everything recorded so far saved, and so does a reproduction one of whose
 runs stopped short; a reproduction only projected (no --yes, or over --max-cost) exits 4.
 """

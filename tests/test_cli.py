@@ -407,3 +407,19 @@ def test_report_writes_a_run_s_tidy_frames_and_names_its_report(tmp_path, capsys
     assert types["n_agents"].tolist() == [2, 2] and types["step"].tolist() == [1, 2]
     assert main(["report", str(tmp_path / "nothing")]) == 2
     assert "neither a run directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "hobbs-cafe", "--arch", "crsec", "--steps", "1", "--no-progress"],
+    ["reproduce", "crsec", "--seeds", "1", "--steps", "1", "--no-null-model"],
+    ["reproduce", "crsec", "--seeds", "1", "--steps", "1", "--no-null-model", "--yes"]])
+def test_a_budget_on_a_model_without_a_price_is_refused_alike_by_run_and_reproduce(argv, tmp_path, monkeypatch, capsys):
+    """The module's exit codes: a budget that cannot be kept is a bad argument (2). A reproduction without
+    --yes took it for a projection left to the user (4, "Not run ... or add --yes"), and --yes then refused it (2)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    assert main([*argv, "--model", "openai/fake-model", "--api-base", "http://127.0.0.1:9/v1", "--max-cost", "5",
+                 "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == ("socialsim: error: --max-cost 5 cannot be kept: openai/fake-model has no price "
+                                       "in litellm's cost map; give --price IN,OUT (USD per 1M prompt and completion "
+                                       "tokens)\n")
+    assert not (tmp_path / "out").exists()

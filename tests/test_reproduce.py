@@ -196,10 +196,12 @@ def test_budget_below_an_unknown_price_refuses_and_a_price_given_keeps_it(toy, t
     from socialsim.model import runner
 
     said = []
-    assert rp.reproduce("generic", "nobody/knows-this-model", seeds=1, max_cost=1.0, out=tmp_path / "r",
-                        echo=said.append) is None
-    assert said[-1].startswith("Not run: the cost is unknown (a model has no price in litellm's cost map), so "
-                               "--max-cost 1.0 cannot be kept; give --price IN,OUT")
+    for yes in (False, True):  # a bad argument, as for `run` (exit 2), not a projection left to the user (exit 4)
+        with pytest.raises(ValueError, match=re.escape("--max-cost 1 cannot be kept: nobody/knows-this-model has no "
+                                                       "price in litellm's cost map; give --price IN,OUT")):
+            rp.reproduce("generic", "nobody/knows-this-model", seeds=1, max_cost=1.0, out=tmp_path / "r",
+                         echo=said.append, yes=yes)
+    assert not (tmp_path / "r").exists()
     monkeypatch.setattr(runner, "check_models", lambda models, **settings: None)  # no provider to reach
     scripted(default="1")
     summary = rp.reproduce("generic", "hosted_vllm/knows-no-price", seeds=1, max_cost=1.0, out=tmp_path / "p",
@@ -1051,9 +1053,6 @@ def test_the_null_model_of_a_reproduction_must_ask_no_model(monkeypatch, tmp_pat
 
 @pytest.mark.parametrize(("model", "projected", "given", "last"), [
     (MINI, (16, 0.5, [MINI], {}, {}), {}, "Not run: add --yes to run it, or --max-cost USD to run it under a budget."),
-    (MINI, (16, None, [MINI], {}, {}), {"max_cost": 2.0},
-     "Not run: the cost is unknown (a model has no price in litellm's cost map), so --max-cost 2.0 cannot be kept; "
-     "give --price IN,OUT (USD per 1M prompt and completion tokens) or add --yes."),
     (MINI, (16, 0.5, [MINI], {}, {}), {"max_cost": 0.49}, "Not run: the projection exceeds --max-cost 0.49; raise it "
                                                           "or add --yes."),
     ("rules", (0, 0.0, ["rules"], {"the judge": 3}, {}), {},

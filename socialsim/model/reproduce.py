@@ -435,6 +435,11 @@ def reproduce(
         echo(f"Not in the projection: {what}, up to {calls} more calls in all (asked after each run's last "
              f"step, on the same budget)")
     free = proj.calls == 0 and not proj.not_projected  # the rules answer everything: nothing to pay or wait for
+    if max_cost is not None and proj.cost_usd is None:  # refused as `run --max-cost` refuses it (exit 2), --yes or not:
+        costs = proj.per_model.get("cost_usd", pd.Series(dtype=float))  # a projection, not a decision left to the user
+        unpriced = ", ".join(sorted(proj.per_model["model"][costs.isna()])) if len(costs) else ""
+        raise ValueError(f"--max-cost {max_cost:g} cannot be kept: {unpriced or 'a model of the protocol'} has no price "
+                         "in litellm's cost map; give --price IN,OUT (USD per 1M prompt and completion tokens)")
     if free_only and not free:
         raise ValueError(f"the rules null model would ask {', '.join(sorted(set(proj.per_model['model']) - {RULES}))}: "
                          "it must ask no model")
@@ -443,10 +448,6 @@ def reproduce(
     elif not yes:
         if max_cost is None:
             echo("Not run: add --yes to run it, or --max-cost USD to run it under a budget.")
-            return None
-        if proj.cost_usd is None:
-            echo(f"Not run: the cost is unknown (a model has no price in litellm's cost map), so --max-cost {max_cost} "
-                 "cannot be kept; give --price IN,OUT (USD per 1M prompt and completion tokens) or add --yes.")
             return None
         if proj.cost_usd > max_cost:
             echo(f"Not run: the projection exceeds --max-cost {max_cost}; raise it or add --yes.")
