@@ -1472,3 +1472,20 @@ def test_a_figure_that_pools_a_swept_parameter_says_so(tmp_path):
     fig = plot_outcome(result.runs, "llm_calls", "enable_chat", pooled=("enable_synthesis",))
     assert "mean ± sd of 6 runs pooled over enable_synthesis" in fig.axes[0].get_title()
     assert len(list((tmp_path / "s" / "figures").glob("*.png"))) == 2  # both drawn
+
+
+def test_a_sweep_run_cut_in_its_report_says_the_sweep_command_goes_on(tmp_path, monkeypatch, caplog):
+    """It logged "resume with --resume", a single run's advice: a sweep's run is redone by its sweep command."""
+    from socialsim.model import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "write_report", interrupted)
+    spec = {"name": "cut", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        result = sweep(spec, tmp_path / "s", progress=False, figures=False)
+    assert result.runs["status"].tolist() == ["interrupted in the end-of-run measurement"]
+    warned = [r.getMessage() for r in caplog.records if "end-of-run measurement" in r.getMessage()]
+    assert warned == ["interrupted in the end-of-run measurement; everything recorded so far is saved; the same "
+                      "sweep command goes on from it"]

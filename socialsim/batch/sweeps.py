@@ -405,7 +405,8 @@ class SweepModel(SocietyModel):
             from socialsim.metrics.report import without_figures
 
             with without_figures():  # drawing was four fifths of a short rules run's time
-                report_run(self, partial, self.run_config, status, self.notes)
+                report_run(self, partial, self.run_config, status, self.notes,
+                           go_on="everything recorded so far is saved; the same sweep command goes on from it")
         meta = json.loads((partial / "config.json").read_text())
         meta["run_id"] = self.run_id
         (partial / "config.json").write_text(redacted_json(meta, indent=2))
