@@ -108,6 +108,10 @@ def test_a_window_may_wrap_past_midnight(clock, holds):
                                                   "a behaviour is referred to by its text in map.behaviours)"),
     ({"time": "10:00", "behaviour": "saw a plank", "place": "the moon"}, "crsec.schedule[0].place: unknown area"),
     ({"time": "25:00", "behaviour": "saw a plank"}, "expected a time of day like '12:00'"),
+    # a time no plan item starts at (between two, before the day, at its end) was never planned, silently
+    ({"time": "10:30", "behaviour": "saw a plank"}, "crsec.schedule[0].time: no plan item starts at 10:30"),
+    ({"time": "08:00", "behaviour": "saw a plank"}, "crsec.schedule[0].time: no plan item starts at 08:00"),
+    ({"time": "18:00", "behaviour": "saw a plank"}, "crsec.schedule[0].time: no plan item starts at 18:00"),
 ])
 def test_a_bad_schedule_entry_is_named(entry, expected):
     spec = copy.deepcopy(load_scenario("makerspace"))
@@ -148,6 +152,14 @@ def test_a_bad_norm_hour_is_named():
     spec.crsec["tracked_norms"][2]["violated_by"]["from_time"] = "5pm"
     with pytest.raises(ScenarioError, match=r"(?s)makerspace.yaml.*crsec.tracked_norms.2.violated_by.from_time: expected a time of day like '22:00', got '5pm', at line \d+$"):
         load_settings(spec)
+
+
+def test_a_run_parameter_moving_the_plan_items_off_the_schedule_is_refused():
+    """With plan items every 90 minutes from 09:00 the makerspace's 10:00 sawing starts no item: it
+    was left out of every plan without a word."""
+    with pytest.raises(ScenarioError, match=r"invalid crsec parameters\n  crsec.schedule\[0\].time: no plan item "
+                                            r"starts at 10:00 \(plan items start at 09:00 and every 90 minutes"):
+        SocietyModel("makerspace", arch="crsec", model="rules", plan_item_minutes=90)
 
 
 @pytest.mark.parametrize("params", [{"filler_behaviour": "bogusthing"},

@@ -196,6 +196,13 @@ class CRSECSettings(_Strict):
             raise ValueError(f"day_end ({self.day_end}) must be after day_start ({self.day_start})")
         if self.plan_item_minutes % self.action_minutes:
             raise ValueError("plan_item_minutes must be a multiple of action_minutes")
+        start, end = minutes(self.day_start), minutes(self.day_end)
+        for i, item in enumerate(self.schedule):  # a time no plan item starts at was never planned
+            at = minutes(item.time)
+            if not start <= at < end or (at - start) % self.plan_item_minutes:
+                raise ValueError(
+                    f"schedule[{i}].time: no plan item starts at {item.time} (plan items start at {self.day_start} "
+                    f"and every {self.plan_item_minutes} minutes before {self.day_end}: {_first_starts(start, end, self.plan_item_minutes)})")
         names = [t.name for t in self.tracked_norms]
         if len(set(names)) != len(names):
             raise ValueError("tracked_norms: a name is used twice")
@@ -231,6 +238,12 @@ class CRSECTraits(BaseModel):
     talk_propensity: float = Field(default=0.5, ge=0, le=1)  # how readily an ordinary agent speaks up
     home_area: str | None = None
     goal: str | None = None  # None: spend the day at the scenario's place (the agent says which)
+
+
+def _first_starts(start: int, end: int, every: int, shown: int = 4) -> str:
+    """The first plan items' start times, '...' after them when there are more."""
+    starts = range(start, end, every)
+    return ", ".join(clock_text(m) for m in starts[:shown]) + (", ..." if len(starts) > shown else "")
 
 
 def minutes(clock: str) -> int:
