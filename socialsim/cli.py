@@ -616,9 +616,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{len(runs)} run(s): {counted}")
     for name, frame in result.frames().items():
         print(f"  {name:28} {len(frame):>8} rows")
-    # a run's, a sweep's runs' or a reproduction's seeds' (not a replay's, RUN/replay/report.md)
+    # a run's, a sweep's runs' or a reproduction's seeds' (not a replay's, RUN/replay/report.md); a
+    # sweep's only of the runs exported (its latest grid), not those an earlier grid left on disk
+    exported = set(runs["run_id"]) if "run_id" in runs else set()
     reports = [p for pattern in ("report.md", "runs/*/report.md", "*/seed-*/report.md")
-               for p in sorted(args.path.glob(pattern))]
+               for p in sorted(args.path.glob(pattern))
+               if p.parent == args.path or p.parent.name in exported
+               or p.parent.relative_to(args.path).as_posix() in exported]
     for report in reports[:5]:
         print(f"report: {report}")
     print(f"frames: {out} ({', '.join(formats)})")

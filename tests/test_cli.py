@@ -388,6 +388,23 @@ def test_report_of_a_sweep_with_no_run_yet_says_so(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("0 run(s): nothing recorded yet\n")
 
 
+def test_report_of_a_sweep_names_the_reports_of_the_runs_it_exported_not_an_earlier_grid_s(tmp_path, capsys):
+    """A grid edited and run into the same folder: "2 run(s)" was followed by the reports of the
+    earlier grid's runs (every runs/*/report.md on disk, sorted), which the export leaves out."""
+    from socialsim.batch.sweeps import sweep
+
+    first = {"name": "g", "seeds": [1], "steps": 1,
+             "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, False]}}
+    earlier = sweep(first, tmp_path / "s", progress=False)
+    latest = sweep({**first, "parameters": {"arch": "crsec", "model": "rules", "enable_synthesis": [True, False]}},
+                   tmp_path / "s", progress=False)
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "s")]) == 0
+    listed = re.findall(r"^report: .*/runs/(run-\w+)/report\.md$", capsys.readouterr().out, re.M)
+    assert sorted(listed) == sorted(latest.runs["run_id"])
+    assert not set(listed) & set(earlier.runs["run_id"])
+
+
 def test_report_writes_a_run_s_tidy_frames_and_names_its_report(tmp_path, capsys):
     """`socialsim report`, the command SPEC lists: the export of a run (per-type frame included)."""
     run_dir = tmp_path / "run"
