@@ -612,6 +612,22 @@ def test_a_figure_of_an_outcome_no_run_records_fails_before_any_run_and_names_th
     assert not (tmp_path / "out").exists()  # nor an empty sweep folder
 
 
+def test_a_figure_of_what_an_architecture_measures_at_a_run_s_end_is_drawn_not_refused(tmp_path):
+    """ASVO's separability is a column of the runs table (docs/asvo.md: so ASVO and w/o-ASVO runs compare
+    there), but only the model reporters were known before the first run: its figure was refused."""
+    grid = {"name": "sep", "seeds": [1], "steps": 4,
+            "parameters": {"scenario": "school-micro", "arch": "asvo", "model": "rules", "use_svo": [True, False]},
+            "figures": [{"outcome": "separability_silhouette", "x": "use_svo"}]}
+    result = sweep(grid, tmp_path / "s", progress=False)
+    assert not result.figure_problems
+    assert result.runs["separability_silhouette"].notna().all()  # measured: 8 actions, 2 agents
+    assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["separability_silhouette-by-use_svo.png"]
+    with pytest.raises(SweepFileError, match="no run records 'separability_silhuette' \\(did you mean "
+                                             "'separability_silhouette'"):
+        sweep({**grid, "figures": [{"outcome": "separability_silhuette", "x": "use_svo"}]}, tmp_path / "t",
+              progress=False)
+
+
 def test_a_refused_edit_of_a_sweep_leaves_its_folder_exporting_its_runs(tmp_path):
     """The refused grid's run ids were written to sweep.json first, so the export then held none of its runs."""
     grid = {"name": "one", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}

@@ -53,7 +53,9 @@ class GenerativeAgent(CellAgent):
     @classmethod
     def run_measures(cls, run_dir) -> dict:
         """Figures measured once, at a run's end, and kept in its directory (ASVO's separability):
-        a sweep's runs table and an export put them beside the final step's values, one column each."""
+        a sweep's runs table and an export put them beside the final step's values, one column each.
+        A run directory holding none gives the same names, each None: a sweep reads them so, before
+        its first run, to check that a figure's outcome is a column its runs will have."""
         return {}
 
     def __init__(self, model: SocietyModel, spec: AgentSpec) -> None:

@@ -657,7 +657,7 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
             except (ValueError, TypeError) as exc:
                 where = ", ".join(f"{k}={encode(v)}" for k, v in p.params.items())
                 raise SweepFileError(f"{spec.source}: parameters: the run with {where} cannot be built: {exc}") from None
-            outcomes |= set(model.datacollector.model_reporters)
+            outcomes |= set(model.datacollector.model_reporters) | measured_at_the_end(c.arch)
             asked[key] = model.llm.models()
         if p.run_id not in done:
             models |= asked[key]
@@ -673,6 +673,13 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
     calls = planned[0].config  # a sweep file sets no timeout or retries: every run has RunConfig's defaults
     return check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries,
                         deployments=load_deployments(spec.deployments))
+
+
+def measured_at_the_end(arch: str) -> set[str]:
+    """The runs table's columns an architecture measures once at a run's end (ASVO's ``separability_*``):
+    its ``run_measures`` of a run directory that holds no measurement names them."""
+    with tempfile.TemporaryDirectory() as empty:
+        return set(run_measures(Path(empty), arch))
 
 
 def _check_figure_outcomes(spec: SweepSpec, outcomes: set[str]) -> None:

@@ -144,13 +144,13 @@ def save_separability(sep, run_dir: Path) -> None:
 def separability_measures(run_dir: Path) -> dict[str, float | bool | str | None]:
     """The run's separability figures as ``separability_*`` columns of a sweep's runs table or an
     export, so ASVO and w/o-ASVO runs compare there (none before the run's end measured them)."""
+    keep = ("silhouette", "silhouette_shuffled", "separation_ratio", "svo_words_masked", "svo_is_agent",
+            "agent_shuffle_p", "actions", "embedding")
     path = Path(run_dir) / SEPARABILITY_FILE
     try:
         figures = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {}
-    keep = ("silhouette", "silhouette_shuffled", "separation_ratio", "svo_words_masked", "svo_is_agent",
-            "agent_shuffle_p", "actions", "embedding")
+        figures = {}  # not measured: the columns are named, empty (a sweep checks its figures against them)
     return {f"separability_{k}": figures.get(k) for k in keep}
 
 
