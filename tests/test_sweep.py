@@ -628,6 +628,20 @@ def test_a_figure_of_what_an_architecture_measures_at_a_run_s_end_is_drawn_not_r
               progress=False)
 
 
+def test_a_figure_of_an_outcome_no_completed_run_has_a_value_of_is_reported_not_drawn_empty(tmp_path, caplog):
+    """ASVO's separability is not measured on 4 actions (2 agents, 2 steps): every run's is None, and an
+    empty chart titled '0 replicates' was written as if it were a result."""
+    grid = {"name": "sep", "seeds": [1], "steps": 2,
+            "parameters": {"scenario": "school-micro", "arch": "asvo", "model": "rules", "use_svo": [True, False]},
+            "figures": [{"outcome": "separability_silhouette", "x": "use_svo"},
+                        {"outcome": "cooperation_rate", "x": "use_svo"}]}
+    result = sweep(grid, tmp_path / "s", progress=False)
+    assert result.runs["separability_silhouette"].isna().all()
+    assert result.figure_problems == ["figures.0 (separability_silhouette by use_svo) not drawn: no completed run "
+                                      "has a value of 'separability_silhouette' (e.g. a measurement none of them made)"]
+    assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["cooperation_rate-by-use_svo.png"]
+
+
 def test_a_refused_edit_of_a_sweep_leaves_its_folder_exporting_its_runs(tmp_path):
     """The refused grid's run ids were written to sweep.json first, so the export then held none of its runs."""
     grid = {"name": "one", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}

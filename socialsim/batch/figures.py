@@ -103,6 +103,10 @@ def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
                                 f"{', '.join(pooled)} (neither its x nor its hue): its spread mixes them")
                 log.warning("%s: %s", spec.source, problems[-1])
             try:
+                if not outcome_summary(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue)["count"].any():
+                    # an empty chart titled "0 replicates" was written beside the others, as if a result
+                    raise ValueError(f"no completed run has a value of {fig_spec.outcome!r} "
+                                     "(e.g. a measurement none of them made)")
                 fig = plot_outcome(result.runs, fig_spec.outcome, fig_spec.x, fig_spec.hue, pooled=pooled)
             except (KeyError, TypeError, ValueError) as exc:  # a missing column, an outcome that is not a number
                 why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # not KeyError's quoted repr
