@@ -1311,6 +1311,33 @@ def test_dask_is_given_the_runs_grid_point_by_grid_point_seeds_innermost(tmp_pat
     assert client.order == [(1, 2), (1, 3), (2, 1), (2, 2), (2, 3)]  # (steps 1, seed 1) is done
 
 
+def test_a_run_a_dask_worker_cannot_build_is_named_as_the_worker_s(tmp_path, monkeypatch):
+    """An architecture installed here but not on the workers: the sweep (checked here) stopped with
+    "unknown architecture 'gossip'; known: asvo, ...", which `socialsim models` here contradicts."""
+    import distributed
+
+    from socialsim.batch.dask_backend import run_on_dask
+    from socialsim.batch.sweepfile import validate_sweep
+
+    class Refused:  # a worker's task: its socialsim knows no such architecture
+        def result(self):
+            raise ValueError("unknown architecture 'gossip'; known: asvo, crsec, generic, itcmas")
+
+    class Client:
+        def submit(self, *args, **kw):
+            return Refused()
+
+    monkeypatch.setattr(distributed, "as_completed", lambda futures: iter(futures))
+    spec = validate_sweep({"name": "o", "seeds": [1], "parameters": {"arch": "generic", "model": "rules"}})
+    planned = plan(spec)
+    with pytest.raises(ValueError) as refused:
+        run_on_dask(planned, spec, tmp_path, set(), client=Client(), progress=False)
+    assert str(refused.value) == (
+        f"a Dask worker could not build {planned[0].run_id}: unknown architecture 'gossip'; known: asvo, crsec, "
+        "generic, itcmas (a worker runs with its own installed socialsim and architectures, which must be this "
+        "machine's)")
+
+
 def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_opened(tmp_path, monkeypatch):
     """Stand-ins for the scheduler's client, the local cluster and the progress bar: what each is asked."""
     import distributed

@@ -58,7 +58,12 @@ def run_on_dask(
 
             bar = tqdm(total=len(planned), initial=len(planned) - len(futures), desc=f"sweep {spec.name} (dask)")
         for future in as_completed(futures):
-            future.result()
+            try:
+                future.result()
+            except ValueError as exc:  # a run this process built and checked, refused on the worker
+                run = todo[futures.index(future)]
+                raise ValueError(f"a Dask worker could not build {run.run_id}: {exc} (a worker runs with its own "
+                                 "installed socialsim and architectures, which must be this machine's)") from exc
             if bar is not None:
                 bar.update()
         if bar is not None:
