@@ -200,6 +200,36 @@ def test_a_sweep_named_with_a_key_is_refused_without_echoing_it(monkeypatch):
     assert validate_sweep({"name": "key-token-secret", "parameters": {"arch": "generic", "model": "rules"}})
 
 
+def test_a_parameter_value_holding_a_key_is_refused_without_echoing_it(tmp_path, monkeypatch, capsys):
+    """A key in a text parameter was accepted: sent to the provider in prompts while config.json kept
+    [REDACTED], so a replay could not make the same prompts. Refused wherever a parameter is given."""
+    from socialsim.agents.params import ParamError
+    from socialsim.batch.sweepfile import SweepFileError, validate_sweep
+    from socialsim.cli import main
+
+    env_key = "placeholder-env-key-0123"  # no key's shape: a secret only as an environment variable's value
+    monkeypatch.setenv("A_SERVICE_TOKEN", env_key)
+    for secret in (KEY, env_key):
+        assert main(["run", "hobbs-cafe", "--arch", "itcmas", "--model", "rules", "--steps", "1",
+                     "--set", f"itcmas.goal=Live well. {secret}", "--out", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert "itcmas.goal=...: holds a secret value" in err and secret not in err
+        assert not (tmp_path / "r").exists()
+        with pytest.raises(ParamError, match="goal: holds a secret value") as refused:
+            run(RunConfig(arch="itcmas", model="rules", steps=1, arch_params={"goal": secret}),
+                tmp_path / "r", progress=False, preflight=False)
+        assert secret not in str(refused.value) and not (tmp_path / "r").exists()
+        with pytest.raises(SweepFileError, match="parameters.goal: holds a secret value") as refused:
+            validate_sweep({"parameters": {"arch": "itcmas", "model": "rules",
+                                           "goal": ["Rest.", f"Say {secret}."]}})
+        assert secret not in str(refused.value)
+    # words that only sound like one pass, and are what the run records
+    assert main(["run", "hobbs-cafe", "--arch", "itcmas", "--model", "rules", "--steps", "1",
+                 "--set", "itcmas.goal=Keep a secret; give a token of thanks.", "--out", str(tmp_path / "ok")]) == 0
+    assert json.loads((tmp_path / "ok" / "config.json").read_text())["config"]["arch_params"]["goal"] == \
+        "Keep a secret; give a token of thanks."
+
+
 @pytest.mark.parametrize(("endpoint", "named"), [
     ("http://bob:hunter2pass@127.0.0.1:9/v1", "(a password in it)"),
     ("http://hunter2pass@127.0.0.1:9/v1", "(a user name in it)"),

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from socialsim.llm.redact import SECRET_VALUE, holds_secret, redact
 from socialsim.scenarios.schema import field_problems
 
 log = logging.getLogger("socialsim")
@@ -133,6 +134,8 @@ def parse_assignments(arch: str, items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
+        if holds_secret(item):  # said without the value, which is the secret
+            raise ParamError(f"--set {redact(key)}=...: {SECRET_VALUE}")
         if not sep or not key:
             raise ParamError(f"--set {item!r}: expected KEY=VALUE, e.g. --set {arch}.PARAM=VALUE")
         prefix, dot, name = key.rpartition(".")
@@ -161,6 +164,9 @@ def check_params(arch: str, params: dict[str, Any]) -> dict[str, Any]:
     (with the nearest known ones) and values their type, range or validator refuses raise
     :class:`ParamError`. Returns the typed values. A check of the whole (a field against another, or
     against the scenario's own section) is the architecture's, when it builds its settings."""
+    if secret := sorted(redact(str(given)) for given, value in params.items()
+                        if holds_secret(given) or holds_secret(value)):
+        raise ParamError(f"{arch} parameter(s) {', '.join(secret)}: {SECRET_VALUE}")
     model = settings_model(arch)
     if model is None:
         if params:  # nothing would read them: a typo would pass unseen

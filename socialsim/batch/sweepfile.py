@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from socialsim.agents import architectures
 from socialsim.llm.gateway import ApiBase, UnitPrice
 from socialsim.llm.limiter import DEFAULT_CONCURRENCY
+from socialsim.llm.redact import SECRET_VALUE, holds_secret, redact
 from socialsim.scenarios.loader import SUFFIXES, ScenarioError, scenario_path
 from socialsim.scenarios.schema import field_problems
 from socialsim.yaml_files import NotUtf8Error, load_yaml, read_utf8
@@ -138,6 +139,8 @@ class SweepSpec(BaseModel):
                 raise ValueError(f"{name}: not a grid parameter (replicates are set by `seeds` or `replicates`)")
             if isinstance(values, list) and not values:
                 raise ValueError(f"{name}: expected a value or a non-empty list of values, got []")
+            if holds_secret(values) or holds_secret(name):  # said without the value, which is the secret
+                raise ValueError(f"{redact(name)}: {SECRET_VALUE}")
         for value in _values(params.get("arch")):
             if value is not None and value not in architectures():
                 raise ValueError(f"arch: expected one of {', '.join(sorted(architectures()))}, got {value!r}")

@@ -144,6 +144,30 @@ def redacted_json(data: Any, **dumps: Any) -> str:
     return json.dumps(clean(plain), **dumps)
 
 
+# Why a value that holds a secret is refused where it is given (a parameter, a sweep's value) rather than
+# redacted: it would be used as written (in prompts to the provider) and recorded as [REDACTED].
+SECRET_VALUE = ("holds a secret value (a key, or the value of an environment variable named as a secret): it would "
+                "reach the provider in prompts while the run records [REDACTED], so a replay could not make the "
+                "same prompts; a parameter never needs a key")
+
+
+def holds_secret(value: Any) -> bool:
+    """Whether any string in ``value`` (a text, or a list or mapping of them, names included) holds
+    something :func:`redact` replaces."""
+    secrets = secret_values()
+
+    def found(v: Any) -> bool:
+        if isinstance(v, str):
+            return redact(v, secrets) != v
+        if isinstance(v, list):
+            return any(found(x) for x in v)
+        if isinstance(v, dict):
+            return any(found(k) or found(x) for k, x in v.items())
+        return False
+
+    return found(json.loads(json.dumps(value, default=str)))  # objects as the text they are recorded as
+
+
 def _tell_plain(value: str) -> None:
     """Say once that a key of ordinary words changed a text (the log line, redacted in turn, holds no
     such word: a flag keeps it from being said from inside its own redaction all the same)."""
