@@ -270,7 +270,8 @@ def test_asvo_panels_show_svo_and_desires_on_the_social_network(asvo):
         rates = next(t for t in series if "cooperation_rate" in series[t])
         assert charts.SHARE in rates and set(series[rates].columns) == {
             "cooperation_rate", "competition_index", "cooperation_rate_run", "competition_index_run",
-            "cooperation_rate_simulated", "cooperation_rate_run_simulated", "self_declared_run"}
+            "cooperation_rate_simulated", "competition_index_simulated", "cooperation_rate_run_simulated",
+            "competition_index_run_simulated", "self_declared_run"}
         assert [list(f.columns) for f in series.values() if "tom_error" in f] == [["tom_error"]]
         assert figures.map_png(frames, 2, "SVO").startswith(PNG)
         assert len(panels.event_log(frames, 2, kinds=["action"])) > 0

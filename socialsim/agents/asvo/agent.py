@@ -153,12 +153,15 @@ class ASVOAgent(GenerativeAgent):
             # run's rate, not its last step's (a handful of actions)
             "cooperation_rate_run": lambda m: _rate_of(m.society.labels_so_far, COOPERATION_WEIGHT),
             "competition_index_run": lambda m: _rate_of(m.society.labels_so_far, COMPETITION_WEIGHT),
-            # the same cooperation rates without the labels that are the actor's own declared stance
-            # (the rule judge's label of an action outside the catalogue); the same as the above with
-            # an LLM judge, and NaN when every labelled action was self-declared
+            # the same rates without the labels that are the actor's own declared stance (the rule
+            # judge's label of an action outside the catalogue); the same as the above with an LLM
+            # judge, and NaN when every labelled action was self-declared
             "cooperation_rate_simulated": lambda m: _rate(m, COOPERATION_WEIGHT, measured_only=True),
+            "competition_index_simulated": lambda m: _rate(m, COMPETITION_WEIGHT, measured_only=True),
             "cooperation_rate_run_simulated": lambda m: _rate_of(m.society.measured_labels_so_far,
                                                                  COOPERATION_WEIGHT),
+            "competition_index_run_simulated": lambda m: _rate_of(m.society.measured_labels_so_far,
+                                                                  COMPETITION_WEIGHT),
             "self_declared_run": lambda m: _share_self_declared(m.society),
             "tom_error": lambda m: _mean([a.tom_error for a in m.agents if a.tom_error is not None]),
             "reflections": lambda m: sum(a.reflections_total for a in m.agents),
