@@ -323,6 +323,54 @@ def test_a_sweeps_runs_leave_out_a_deployment_its_check_found_down(tmp_path, ser
     assert chats(a) == [] and len(chats(b)) == calls["live_calls"].sum()
 
 
+@pytest.mark.parametrize("backend", ["local", "dask"])
+def test_a_sweeps_runs_check_again_a_deployments_file_edited_since_its_check(tmp_path, servers, backend,
+                                                                            monkeypatch, caplog):
+    """The runs left out the places the sweep's check found down in the file as the runs read it: edited
+    in between (here its two deployments swapped), they left out the one that answers and sent every
+    call to the dead one. A run that reads another model_list than the one checked now checks it again."""
+    import os
+
+    from socialsim.batch import sweep, sweeps
+
+    a, b = servers
+    a.down = True
+    pool = pool_file(tmp_path / "pool.yaml", a, b, extra="router_settings: {routing_strategy: least-busy}\n")
+    checked = sweeps.check_grid
+
+    def check_then_edit(*args, **kwargs):  # the user edits the file once the sweep has checked it
+        found = checked(*args, **kwargs)
+        pool_file(pool, b, a, extra="router_settings: {routing_strategy: least-busy}\n")
+        os.utime(pool, ns=(os.stat(pool).st_atime_ns, os.stat(pool).st_mtime_ns + 10**9))  # another version
+        return found
+
+    monkeypatch.setattr(sweeps, "check_grid", check_then_edit)
+    grid = {"name": "pooled", "seeds": [1, 2], "steps": 2, "deployments": str(pool),
+            "parameters": {"scenario": "hobbs-cafe", "arch": "generic", "model": MODEL}}
+    with caplog.at_level(logging.WARNING, logger="socialsim"):
+        if backend == "dask":
+            from distributed import Client, LocalCluster
+
+            with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+                    Client(cluster) as client:
+                result = sweep(grid, tmp_path / "s", client=client, progress=False, figures=False)
+        else:
+            result = sweep(grid, tmp_path / "s", progress=False, figures=False)
+    assert result.runs["status"].tolist() == ["completed", "completed"]
+    calls = pd.concat(pd.read_parquet(tmp_path / "s" / "runs" / run / "llm_calls.parquet")
+                      for run in result.runs["run_id"])
+    assert set(calls["status"]) == {"ok"}  # no call fell back
+    assert chats(a) == [] and len(chats(b)) == calls["live_calls"].sum()
+    edited = [r.getMessage() for r in caplog.records if "not the one the sweep checked" in r.getMessage()]
+    assert len(edited) == 1 and str(pool.resolve()) in edited[0]  # said once a process, naming the file
+    # a file the runs read as it was checked is not checked again: its one ping per deployment is the sweep's
+    b.requests.clear()
+    pool_file(pool, b, extra="router_settings: {routing_strategy: least-busy}\n")
+    monkeypatch.setattr(sweeps, "check_grid", checked)
+    sweep({**grid, "name": "again", "seeds": [3, 4]}, tmp_path / "s2", progress=False, figures=False)
+    assert len([r for r in b.requests if r.get("max_tokens") == 1]) == 1
+
+
 def test_a_file_that_serves_none_of_the_runs_models_says_so(tmp_path, servers, caplog):
     """A misspelt model_name would leave the pool unused, every call going to the model's own endpoint."""
     a, b = servers

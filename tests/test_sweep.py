@@ -919,9 +919,10 @@ def test_a_planned_run_hands_its_sweep_model_the_grid_point_its_model_and_the_sw
     assert planned.kwargs(tmp_path, spec, "host 1 2") == {
         **planned.params, "model": "rules", "sweep_dir": str(tmp_path), "max_cost": 0.5, "max_calls": 7,
         "api_base": "http://127.0.0.1:9/v1", "max_concurrency": 9, "price": spec.price, "deployments": "d.yaml",
-        "command": "host 1 2", "deployments_left_out": ()}
+        "command": "host 1 2", "deployments_left_out": (), "deployments_checked": None}
     assert planned.params["enable_chat"] is False and planned.kwargs(tmp_path, spec)["command"] is None
     assert planned.kwargs(tmp_path, spec, left_out=frozenset({2, 0}))["deployments_left_out"] == (0, 2)
+    assert planned.kwargs(tmp_path, spec, checked="0123abcd")["deployments_checked"] == "0123abcd"
 
 
 def test_a_sweep_naming_no_model_hands_mesa_the_default_one(tmp_path, monkeypatch):

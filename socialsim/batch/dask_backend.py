@@ -29,6 +29,7 @@ def run_on_dask(
     progress: bool = True,
     command: str | None = None,
     left_out: frozenset[int] = frozenset(),
+    checked: str | None = None,
 ) -> None:
     """Submit every run not yet done and wait for them all (a task's error is raised here)."""
     from distributed import Client, LocalCluster, as_completed
@@ -50,7 +51,7 @@ def run_on_dask(
         points = len(spec.combinations())
         todo = [planned[i] for i in sorted(range(len(planned)), key=lambda i: (i % points, i // points))
                 if planned[i].run_id not in done]
-        futures = [client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec, command, left_out), p.rng, max_steps, pure=False)
+        futures = [client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec, command, left_out, checked), p.rng, max_steps, pure=False)
                    for p in todo]
         bar = None
         if progress:

@@ -336,7 +336,8 @@ class SweepModel(SocietyModel):
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
                  max_concurrency: int = DEFAULT_CONCURRENCY, price: tuple[float, float] | None = None,
                  deployments: str | None = None, replicate_seed: int | None = None, pool_parent: int | None = None,
-                 command: str | None = None, deployments_left_out: tuple[int, ...] = (), **params: Any) -> None:
+                 command: str | None = None, deployments_left_out: tuple[int, ...] = (),
+                 deployments_checked: str | None = None, **params: Any) -> None:
         if pool_parent is not None:  # a worker of run_local's process pool
             _stop_with(pool_parent)
         self.pool_parent = pool_parent
@@ -348,6 +349,7 @@ class SweepModel(SocietyModel):
         self.run_config = run_config({**params, **extra}, rng)
         self.run_id = run_id_of(self.run_config)
         self.sweep_dir = Path(sweep_dir)
+        self.deployments_to_check = False
         if is_done(self.sweep_dir, self.run_id):
             Model.__init__(self, rng=rng)
             self.datacollector = DataCollector()
@@ -361,6 +363,12 @@ class SweepModel(SocietyModel):
         self.notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         self.recorded_through = earlier_attempt_through(self.sweep_dir / RUNS / self.run_id)
         super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
+        # the deployments file is not the one the sweep checked (``deployments_checked``: its model_list's
+        # fingerprint): edited since, the places found down may be other deployments; checked again at step 1
+        if deployments_checked is not None and gateway.deployments is not None \
+                and gateway.deployments.fingerprint != deployments_checked:
+            gateway.deployments_left_out = frozenset()
+            self.deployments_to_check = True
 
     def step(self) -> None:
         _exit_if_orphaned(self.pool_parent)
@@ -371,6 +379,9 @@ class SweepModel(SocietyModel):
             self.running = False
             return
         try:
+            if self.deployments_to_check:  # in here: all of a model's deployments down is this run's failure
+                self.deployments_to_check = False
+                self.llm.deployments_left_out = _deployments_down(self.llm, self.run_config, self.run_id)
             super().step()
         except BudgetExhausted as exc:
             self.finish(f"stopped by budget: {exc}")
@@ -420,6 +431,26 @@ class SweepModel(SocietyModel):
                 shutil.rmtree(final)
             os.rename(partial, final)
         return final
+
+
+_DOWN: dict[tuple[str, frozenset[str]], frozenset[int]] = {}  # (model_list, models) -> places found down
+
+
+def _deployments_down(gateway: Gateway, config: RunConfig, run_id: str) -> frozenset[int]:
+    """The places of the deployments that do not answer in a deployments file edited since the sweep's
+    check before its first run, checked as a single run checks its own before step 1; once a process
+    and file version (a pool's or Dask's worker runs many runs)."""
+    from socialsim.llm.engines import check_models
+
+    deployments = gateway.deployments
+    models = frozenset(m for m in gateway.models() if deployments.serves(m))
+    key = (deployments.fingerprint, models)
+    if key not in _DOWN:
+        log.warning("%s is not the one the sweep checked before its first run (edited since): run %s checks its "
+                    "deployments again and leaves out those that do not answer", deployments.path, run_id)
+        _DOWN[key] = check_models(set(models), api_base=config.api_base, timeout_s=config.timeout_s,
+                                  num_retries=config.num_retries, deployments=deployments) if models else frozenset()
+    return _DOWN[key]
 
 
 def earlier_attempt_through(run_dir: Path) -> int | None:
@@ -495,12 +526,12 @@ class PlannedRun:
     config: RunConfig
 
     def kwargs(self, sweep_dir: Path, spec: SweepSpec, command: str | None = None,
-               left_out: frozenset[int] = frozenset()) -> dict[str, Any]:
+               left_out: frozenset[int] = frozenset(), checked: str | None = None) -> dict[str, Any]:
         """The SweepModel keyword arguments of this run (without rng)."""
         return {**self.params, "model": self.config.model, "sweep_dir": str(sweep_dir),
                 "max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
                 "max_concurrency": spec.max_concurrency, "price": spec.price, "deployments": spec.deployments,
-                "command": command, "deployments_left_out": tuple(sorted(left_out))}
+                "command": command, "deployments_left_out": tuple(sorted(left_out)), "deployments_checked": checked}
 
 
 @dataclass
@@ -595,7 +626,8 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
                                  "files of the same content); remove the duplicate values")
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
     # the deployments found down before the first run: every run leaves them out, as a single run does
-    left_out = check_grid(planned, spec, done=set(skipped)) if preflight else frozenset()
+    # (and which model_list they are places in: a run reading the file edited since checks it again)
+    left_out, checked = check_grid(planned, spec, done=set(skipped)) if preflight else (frozenset(), None)
     # run_ids: the runs of this grid, so an export leaves out those of an earlier grid in the same folder;
     # written once the grid is accepted: a refused edit left the folder exporting none of its runs
     (sweep_dir / SWEEP_FILE).write_text(redacted_json(
@@ -607,9 +639,11 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
             from socialsim.batch.dask_backend import run_on_dask
 
             run_on_dask(planned, spec, sweep_dir, set(skipped), cluster=cluster, scheduler=scheduler, client=client,
-                        processes=processes or spec.processes, progress=progress, command=command, left_out=left_out)
+                        processes=processes or spec.processes, progress=progress, command=command, left_out=left_out,
+                        checked=checked)
         else:
-            run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned), command, left_out)
+            run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned), command, left_out,
+                      checked)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the runs table says what is done; the same command goes on
         stop_runs(sweep_dir)
         release_claims(sweep_dir)
@@ -633,11 +667,13 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
 RUN_COLUMNS = ("run_id", "replicate", "rng", "status", "steps_done", "live_calls", "live_cost_usd", "step")
 
 
-def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = frozenset()) -> frozenset[int]:
+def check_grid(planned: list[PlannedRun], spec: SweepSpec,
+               done: set[str] = frozenset()) -> tuple[frozenset[int], str | None]:
     """Fail before the first run, naming the sweep file, if a grid point cannot be built (an
     architecture parameter it rejects), a model of a run still to do cannot be reached, or a
     figure asks for an outcome no run records; a sweep should not stop hours in on a typo. Returns
-    the places in the deployments file of those that did not answer, which the runs leave out."""
+    the places in the deployments file of those that did not answer, which the runs leave out, and the
+    fingerprint of the file's model_list they are places in (None: no file)."""
     from socialsim.llm.engines import check_models
 
     asked: dict[str, set[str]] = {}  # grid point -> every model its runs ask (routes' and settings', a judge)
@@ -671,8 +707,10 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = froz
         except ValueError as exc:
             raise SweepFileError(f"{spec.source}: {exc}") from None
     calls = planned[0].config  # a sweep file sets no timeout or retries: every run has RunConfig's defaults
-    return check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries,
-                        deployments=load_deployments(spec.deployments))
+    deployments = load_deployments(spec.deployments)
+    down = check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries,
+                        deployments=deployments)
+    return down, None if deployments is None else deployments.fingerprint
 
 
 def measured_at_the_end(arch: str) -> set[str]:
@@ -696,7 +734,7 @@ def _check_figure_outcomes(spec: SweepSpec, outcomes: set[str]) -> None:
 
 
 def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, max_steps: int,
-              command: str | None = None, left_out: frozenset[int] = frozenset()) -> None:
+              command: str | None = None, left_out: frozenset[int] = frozenset(), checked: str | None = None) -> None:
     """The whole grid through ``mesa.batch_run``: Mesa forms the cartesian product and the
     replicates, runs them in ``processes`` processes and shows the progress bar."""
     from mesa.batchrunner import batch_run
@@ -712,6 +750,7 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
                   **({"pool_parent": [os.getpid()]} if processes > 1 else {}),  # its workers stop if it dies
                   **({"command": [command]} if command else {}),
                   **({"deployments_left_out": [tuple(sorted(left_out))]} if left_out else {}),
+                  **({"deployments_checked": [checked]} if checked else {}),
                   "replicate_seed": spec.seed_list()}
     batch_run(SweepModel, parameters=parameters, rng=[None], max_steps=max_steps,
               number_processes=processes, data_collection_period=-1, display_progress=progress)

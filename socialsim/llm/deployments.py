@@ -21,7 +21,9 @@ config.json, and a key written in it would be one copy away from a run directory
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -71,6 +73,9 @@ class Deployments:
     def __init__(self, path: Path, spec: DeploymentsFile) -> None:
         self.path, self.spec = path, spec
         self.names = frozenset(d.model_name for d in spec.model_list)
+        # which model_list this is: a check's answer (the places found down) holds for this one only
+        self.fingerprint = hashlib.sha256(json.dumps([d.model_dump(mode="json") for d in spec.model_list],
+                                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def serves(self, model: str) -> bool:
         return model in self.names
