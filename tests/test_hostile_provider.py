@@ -177,8 +177,9 @@ def test_an_endpoint_carrying_a_credential_is_refused_without_echoing_it(tmp_pat
     from socialsim.batch.sweepfile import SweepFileError, validate_sweep
     from socialsim.cli import main
 
-    with pytest.raises(ValueError, match="carries a credential"):
+    with pytest.raises(ValueError, match="carries a credential") as refused:
         RunConfig(api_base=endpoint)
+    assert "hunter2pass" not in str(refused.value)  # the Python API's refusal, as the command line's
     with pytest.raises(SweepFileError, match="api_base: the endpoint carries a credential") as refused:
         validate_sweep({"api_base": endpoint, "parameters": {"arch": "generic", "model": "rules"}})
     assert "hunter2pass" not in str(refused.value)  # the message itself, wherever it is shown (a page too)

@@ -55,7 +55,9 @@ log = logging.getLogger("socialsim")
 class RunConfig(BaseModel):
     """Everything that determines a run (and nothing secret)."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelt budget must not go unnoticed (max_cost_usd=1)
+    # a misspelt budget must not go unnoticed (max_cost_usd=1); a refusal does not quote what was given
+    # (an endpoint with a password in it, whose refusal said why and then quoted it whole)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     scenario: str = "hobbs-cafe"
     arch: str | None = None
