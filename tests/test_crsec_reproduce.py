@@ -164,7 +164,8 @@ def _day_2_run(tmp_path, events, breaches=(), agents=("Ann", "Bob")):
     from socialsim.scenarios.loader import scenario_path
 
     (tmp_path / "scenario.yaml").write_text(scenario_path("hobbs-cafe").read_text().replace(
-        'day_end: "22:00"', 'day_end: "08:10"'))  # a day of one 10-minute step
+        'day_end: "22:00"', 'day_end: "08:10"').replace("  schedule:", "  schedule: []  #").replace(
+        "    - {time:", "    # {time:"))  # a day of one 10-minute step, with no meal (they are after it)
     pd.DataFrame({"conflicts": [0, 0], **{f"compliance[{n}]": [1.0, 1.0] for n in
                   ("no smoking indoors", "be quiet in public", "tip after meals")}}).to_parquet(tmp_path / "model.parquet")
     pd.DataFrame({"name": list(agents)}).to_parquet(tmp_path / "agents.parquet")

@@ -108,10 +108,9 @@ def test_a_window_may_wrap_past_midnight(clock, holds):
                                                   "a behaviour is referred to by its text in map.behaviours)"),
     ({"time": "10:00", "behaviour": "saw a plank", "place": "the moon"}, "crsec.schedule[0].place: unknown area"),
     ({"time": "25:00", "behaviour": "saw a plank"}, "expected a time of day like '12:00'"),
-    # a time no plan item starts at (between two, before the day, at its end) was never planned, silently
-    ({"time": "10:30", "behaviour": "saw a plank"}, "crsec.schedule[0].time: no plan item starts at 10:30"),
-    ({"time": "08:00", "behaviour": "saw a plank"}, "crsec.schedule[0].time: no plan item starts at 08:00"),
-    ({"time": "18:00", "behaviour": "saw a plank"}, "crsec.schedule[0].time: no plan item starts at 18:00"),
+    # a time outside the day (before it, at its end) is in no plan item: it was never planned, silently
+    ({"time": "08:00", "behaviour": "saw a plank"}, "crsec.schedule[0].time: 08:00 is outside the day"),
+    ({"time": "18:00", "behaviour": "saw a plank"}, "crsec.schedule[0].time: 18:00 is outside the day"),
 ])
 def test_a_bad_schedule_entry_is_named(entry, expected):
     spec = copy.deepcopy(load_scenario("makerspace"))
@@ -154,12 +153,37 @@ def test_a_bad_norm_hour_is_named():
         load_settings(spec)
 
 
-def test_a_run_parameter_moving_the_plan_items_off_the_schedule_is_refused():
-    """With plan items every 90 minutes from 09:00 the makerspace's 10:00 sawing starts no item: it
-    was left out of every plan without a word."""
-    with pytest.raises(ScenarioError, match=r"invalid crsec parameters\n  crsec.schedule\[0\].time: no plan item "
-                                            r"starts at 10:00 \(plan items start at 09:00 and every 90 minutes"):
-        SocietyModel("makerspace", arch="crsec", model="rules", plan_item_minutes=90)
+def _rule_plan(**params) -> list[tuple[str, str]]:
+    """Lars's first rule-made plan in the makerspace: (time, activity) per plan item."""
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, **params)
+    model.step()
+    lars = next(a for a in model.agents if a.name == "Lars Nyberg")
+    return [(item["time"], item["activity"]) for item in lars.plan]
+
+
+def test_a_scheduled_activity_is_planned_in_the_plan_item_its_time_falls_in():
+    """A schedule time no plan item starts at (10:30 between hourly items, or the makerspace's 10:00
+    and 17:00 with items every 90 minutes from 09:00) was left out of every rule-made plan without a
+    word; it is planned in the item that covers it."""
+    spec = copy.deepcopy(load_scenario("makerspace"))
+    hourly = _rule_plan()
+    assert ("10:00", "saw a plank") in hourly and ("17:00", "saw a plank") not in hourly  # Lars holds the 17:00 norm
+    longer = _rule_plan(plan_item_minutes=90)
+    assert [t for t, _ in longer] == ["09:00", "10:30", "12:00", "13:30", "15:00", "16:30"]
+    assert ("09:00", "saw a plank") in longer and ("15:00", "saw a plank") in longer
+    assert _rule_plan(schedule=[{"time": "10:30", "behaviour": "saw a plank"}])[1] == ("10:00", "saw a plank")
+    spec.crsec = {**spec.crsec, "schedule": [{"time": "10:30", "behaviour": "saw a plank"}]}
+    assert load_settings(spec).schedule[0].time == "10:30"
+
+
+def test_two_scheduled_activities_in_one_plan_item_are_refused():
+    """A plan item holds one activity: of two scheduled in it, one would be dropped without a word."""
+    with pytest.raises(ScenarioError, match=r"crsec.schedule\[1\].time: 10:45 falls in the plan item at 10:00, as "
+                                            r"schedule\[0\] does \(10:15\)"):
+        SocietyModel("makerspace", arch="crsec", model="rules", schedule=[
+            {"time": "10:15", "behaviour": "saw a plank"}, {"time": "10:45", "behaviour": "saw a plank"}])
+    with pytest.raises(ScenarioError, match=r"crsec.schedule\[2\].time: 17:00 falls in the plan item at 15:00"):
+        SocietyModel("makerspace", arch="crsec", model="rules", plan_item_minutes=180)
 
 
 @pytest.mark.parametrize("params", [{"filler_behaviour": "bogusthing"},

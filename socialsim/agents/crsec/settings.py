@@ -197,12 +197,18 @@ class CRSECSettings(_Strict):
         if self.plan_item_minutes % self.action_minutes:
             raise ValueError("plan_item_minutes must be a multiple of action_minutes")
         start, end = minutes(self.day_start), minutes(self.day_end)
-        for i, item in enumerate(self.schedule):  # a time no plan item starts at was never planned
+        taken: dict[int, int] = {}  # a plan item's start -> the schedule entry planned in it
+        for i, item in enumerate(self.schedule):
             at = minutes(item.time)
-            if not start <= at < end or (at - start) % self.plan_item_minutes:
+            if not start <= at < end:  # no plan item covers it: it would never be planned
+                raise ValueError(f"schedule[{i}].time: {item.time} is outside the day ({self.day_start} to {self.day_end})")
+            covering = self.plan_item_at(at)
+            if covering in taken:  # one plan item holds one activity: the second would be dropped
                 raise ValueError(
-                    f"schedule[{i}].time: no plan item starts at {item.time} (plan items start at {self.day_start} "
-                    f"and every {self.plan_item_minutes} minutes before {self.day_end}: {_first_starts(start, end, self.plan_item_minutes)})")
+                    f"schedule[{i}].time: {item.time} falls in the plan item at {clock_text(covering)}, as "
+                    f"schedule[{taken[covering]}] does ({self.schedule[taken[covering]].time}); a plan item "
+                    f"holds one activity (plan items last {self.plan_item_minutes} minutes from {self.day_start})")
+            taken[covering] = i
         names = [t.name for t in self.tracked_norms]
         if len(set(names)) != len(names):
             raise ValueError("tracked_norms: a name is used twice")
@@ -210,6 +216,12 @@ class CRSECSettings(_Strict):
             if entry.about is not None and entry.about not in names:
                 raise ValueError(f"norm_catalogue[{i}].about: unknown tracked norm {entry.about!r} (known: {names})")
         return self
+
+    def plan_item_at(self, clock_minutes: int) -> int:
+        """The start of the plan item that covers a time of day (minutes after midnight): a scheduled
+        activity is planned in the item its time falls in, whatever the items' length."""
+        start = minutes(self.day_start)
+        return start + (clock_minutes - start) // self.plan_item_minutes * self.plan_item_minutes
 
     @property
     def day_minutes(self) -> int:
@@ -238,12 +250,6 @@ class CRSECTraits(BaseModel):
     talk_propensity: float = Field(default=0.5, ge=0, le=1)  # how readily an ordinary agent speaks up
     home_area: str | None = None
     goal: str | None = None  # None: spend the day at the scenario's place (the agent says which)
-
-
-def _first_starts(start: int, end: int, every: int, shown: int = 4) -> str:
-    """The first plan items' start times, '...' after them when there are more."""
-    starts = range(start, end, every)
-    return ", ".join(clock_text(m) for m in starts[:shown]) + (", ..." if len(starts) > shown else "")
 
 
 def minutes(clock: str) -> int:
