@@ -966,3 +966,68 @@ def test_reset_refuses_a_negative_seed_and_a_routed_model_no_provider_serves_and
     assert reset_problem(LiveConfig(seed=-1)) == "seed expects a whole number >= 0, got -1"
     routed = reset_problem(LiveConfig(model="rules", routes={"ChooseAction": "rulez"}))
     assert "unknown model 'rulez'" in routed
+
+
+class _GatedPollClock:
+    """Stands for the page's ``time`` module: the poll's sleep returns only when the test lets the
+    poll go round once more, and the test's own thread (where a click runs) reads an earlier time
+    than the poll's thread: a click that took its time before the poll asked, and set it after.
+    Threads running before it was made (other tests' pages, still polling) keep the real clock."""
+
+    def __init__(self):
+        self.arrived, self.go = threading.Semaphore(0), threading.Semaphore(0)
+        self._later = 100.0
+        self._others = set(threading.enumerate())
+
+    def monotonic(self) -> float:
+        if threading.current_thread() in self._others:
+            return 1.0 if threading.current_thread() is threading.main_thread() else time.monotonic()
+        self._later += 1.0
+        return self._later
+
+    def sleep(self, seconds: float) -> None:
+        if threading.current_thread() in self._others:
+            return time.sleep(seconds)
+        self.arrived.release()
+        self.go.acquire()
+
+    def poll_once(self) -> None:
+        """Let the parked poll go round once, and wait until it is parked again."""
+        self.go.release()
+        assert self.arrived.acquire(timeout=60), "the page's poll did not come round"
+
+
+def test_a_clicks_rerender_landing_after_the_polls_never_stops_the_page_following_the_worker(monkeypatch):
+    """The poll asked a re-render with the time and waited for a render at or after it; a click
+    asked one with its own time. A click whose time was taken before the poll's, and set after,
+    left the page's last render "older" than the poll's request, and the poll never asked again:
+    the page stopped following the worker until the next click (a browser test under load waited
+    90 s for the map to catch up with the counter)."""
+    import ipyvuetify as v
+    import solara
+
+    from socialsim.dashboards import app
+
+    session = LiveSession(LiveConfig(scenario="makerspace", arch="generic", model="rules", seed=1))
+    session.step(1)
+    assert session.wait(60)
+    clock = _GatedPollClock()
+    monkeypatch.setattr(app, "time", clock)
+    monkeypatch.setattr(app, "initial_session", lambda: session)
+    box, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
+
+    def counter() -> str:  # what this page's step counter shows now
+        return rc.find(v.Html, class_="step-counter").widget.children[0].split(" · ")[0]
+
+    try:
+        assert clock.arrived.acquire(timeout=60)  # the poll asked its first re-render, and is parked
+        rc.find(v.Btn, class_="btn-step").widget.click()  # the click's re-render lands after the poll's
+        assert session.wait(60) and session.frames.steps_done == 2
+        session.step(1)  # the worker moves on with no click: only the poll can show it
+        assert session.wait(60) and session.frames.steps_done == 3
+        for _ in range(3):
+            clock.poll_once()
+        assert counter() == "Step 3"
+    finally:
+        rc.close()
+        clock.go.release()  # the cancelled poll leaves its last sleep

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import html
+import itertools
 import os
 import time
 from typing import Any
@@ -559,22 +560,29 @@ def Page() -> None:
     solara.use_effect(lambda: (lambda: None if current.current.replay else current.current.pause()), [])
     cursor, set_cursor = solara.use_state(session.frames.steps_done if session.replay else 0)
     tab, set_tab = solara.use_state(0)
-    tick, set_tick = solara.use_state(0.0)
-    shown = solara.use_ref(0.0)  # the last tick whose render has completed (set by the effect below)
-    solara.use_effect(lambda: setattr(shown, "current", tick), [tick])
+    set_tick = solara.use_state(0)[1]
+    ticks = solara.use_memo(lambda: itertools.count(1), [])  # a new value for each request: each re-renders
+    renders = solara.use_ref(0)  # the page's completed renders, counted by the effect below
+    solara.use_effect(lambda: setattr(renders, "current", renders.current + 1))  # after every render
+
+    def rerender() -> None:
+        set_tick(next(ticks))
 
     def poll(cancel) -> None:
         """Re-render when the worker's state changes (read off the page's thread, never waiting).
 
         At most one re-render is asked at a time: while playing, a step may finish faster than the
         page draws, and a render that is asked again before it completes starts over, so an
-        unthrottled poll kept the page (and every click's answer) from ever being sent."""
-        seen, asked = None, None
+        unthrottled poll kept the page (and every click's answer) from ever being sent. The poll
+        waits for a render to complete, counted, not for its own request's value to be shown: a
+        click asks too, and when a click's time was taken before the poll's and set after it, the
+        page's last value stayed "older" than the poll's and the poll never asked again."""
+        seen, asked_at = None, None
         while not cancel.is_set():
             now = worker_state(session)
-            if now != seen and (asked is None or shown.current >= asked):
-                seen, asked = now, time.monotonic()
-                set_tick(asked)
+            if now != seen and (asked_at is None or renders.current > asked_at):
+                seen, asked_at = now, renders.current
+                rerender()
             time.sleep(POLL_SECONDS)
 
     solara.use_thread(poll, dependencies=[session], intrusive_cancel=False)
@@ -605,7 +613,7 @@ def Page() -> None:
         # controls (and buttons), so the user's choices stay and a click during the swap is not lost
         key = f"controls-{id(session)}" if session.replay else "controls-live"
         Controls(session, set_session, cursor, set_cursor, busy=busy, playing=playing,
-                 on_command=lambda: set_tick(time.monotonic()), current=current, render_every=render_every,
+                 on_command=rerender, current=current, render_every=render_every,
                  set_render_every=set_render_every).key(key)
     with solara.Column(style="padding:4px 8px"):
         mode = f"replay of {session.run_dir}" if session.replay else "live"
