@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect, sync_playwright
 
 from socialsim.dashboards.server import server_command, server_env
@@ -283,16 +284,30 @@ def test_a_render_interval_redraws_the_plots_every_few_steps_while_playing(brows
     _tab(page, "Map")
     # caught up: the map shows the counter's step (both read live: the step in flight at Pause may
     # still be counted after the worker reports idle)
-    page.wait_for_function("""() => {
-        const step = parseInt(document.querySelector('.step-counter').innerText.split(' ')[1]);
-        const map = document.querySelector('.chart-map svg.marks');
-        return map !== null && map.textContent.includes(`map (step ${step},`);
-    }""")
+    _map_catches_up_with_the_counter(page)
     for _ in range(4):
         slider.focus()
         slider.press("ArrowLeft")
     expect(page.locator(".ctl-render-interval")).to_contain_text("render interval: 1 steps")
     assert _external(requests, server) == []
+
+
+def _map_catches_up_with_the_counter(page) -> None:
+    """Wait until the map's title names the counter's step; if it never does, say what the page
+    showed (a map drawn at another step, several maps, none drawn at all, or another tab)."""
+    try:
+        page.wait_for_function("""() => {
+            const step = parseInt(document.querySelector('.step-counter').innerText.split(' ')[1]);
+            const map = document.querySelector('.chart-map svg.marks');
+            return map !== null && map.textContent.includes(`map (step ${step},`);
+        }""")
+    except PlaywrightTimeoutError:
+        maps = page.evaluate("""() => [...document.querySelectorAll('.chart-map svg.marks')].map(
+            svg => (svg.textContent.match(/map \\(step \\d+,/) || ['a map without its title'])[0])""")
+        _shot(page, "map-behind-the-counter")
+        raise AssertionError(f"the map never caught up with the counter: {_steps(page)} on the counter, "
+                             f"{page.locator('.run-state').inner_text()!r}, the tab shown: "
+                             f"{page.locator('.v-tab--active').inner_text()!r}, maps drawn: {maps or 'none'}") from None
 
 
 MAP = ".chart-map svg.marks, img.plot-map"  # a world is an interactive chart, a network a picture
