@@ -646,6 +646,8 @@ def test_the_replay_card_lists_a_sweeps_runs_by_their_seed_and_swept_settings_an
     _copy_run(finished_run, sweep / "runs" / "run-9ddfbc4b72f8", status="interrupted", rng=1, enable_chat=True)
     (sweep / "findings.csv").write_text("finding,verdict,seeds_holding,seeds_measured\nall adopt,holds,1,1\n")
     monkeypatch.setattr(app, "initial_session", lambda: ReplaySession(finished_run))
+    opened: list[str] = []
+    monkeypatch.setattr(app, "ReplaySession", lambda path: opened.append(path) or ReplaySession(path))
     box, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
     try:
         rc.find(v.TextField, label="run directory").widget.v_model = str(sweep)
@@ -658,6 +660,14 @@ def test_the_replay_card_lists_a_sweeps_runs_by_their_seed_and_swept_settings_an
         assert structure.index("run-picker") < structure.index("reproduction-findings")  # the list first
         picker.v_model = picker.items[1]
         assert rc.find(v.TextField, label="run directory").widget.v_model == str(chosen)
+        # the folder tried once, the run picked opened once; and picked from the replay's own card
+        # (its controls rebuilt for it), the other run opens once too
+        rc.find(v.TextField, label="run directory").widget.v_model = str(sweep)
+        rc.find(v.Btn, class_="btn-open").widget.click()
+        picker = rc.find(v.Select, class_="run-picker").widget
+        assert picker.v_model is None  # a new list, nothing picked in it yet
+        picker.v_model = picker.items[0]
+        assert opened == [str(sweep), str(chosen), str(sweep), str(sweep / "runs" / "run-0bf245a66356")]
     finally:
         rc.close()
 
