@@ -83,6 +83,23 @@ def test_a_deployment_that_is_down_is_named_and_its_calls_go_to_the_others(tmp_p
     assert len(chats(b)) == calls["live_calls"].sum()
 
 
+def test_the_dashboards_society_leaves_out_a_deployment_found_down_as_a_run_does(tmp_path, servers):
+    """The dashboard checks its models as `run` does; the deployment its check found down must be
+    left out of its Router too, or under least-busy its calls go there first and fall back."""
+    from socialsim.dashboards.session import LiveConfig, LiveSession
+
+    a, b = servers
+    a.down = True
+    pool = pool_file(tmp_path / "pool.yaml", a, b, extra="router_settings: {routing_strategy: least-busy}\n")
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", MODEL, seed=3, steps=2,
+                                     call_options={"deployments": str(pool)}))
+    session.step(1)
+    assert session.wait(120) and session.error == "" and session.frames.steps_done == 1
+    rows = session.model.llm.ledger.rows
+    assert rows and all(row.status == "ok" for row in rows)  # no call fell back
+    assert len(chats(b)) == sum(row.live_calls for row in rows)
+
+
 def test_a_pool_where_no_deployment_answers_is_refused_before_step_1(tmp_path, servers, capsys):
     a, b = servers
     a.down = b.down = True
