@@ -511,6 +511,21 @@ def test_an_unreachable_model_is_named_with_its_error_redacted_and_cut(stand_in_
                                  "refused; is its server running? --api-base URL gives its address")
 
 
+def test_the_deployments_found_down_are_named_by_their_places_in_the_whole_file(stand_in_litellm, tmp_path):
+    """The run's Router leaves out the places the check returns: in a file whose models' deployments
+    are interleaved, a place counted within its own model's pool would leave out another deployment
+    (one that answers) and keep the one found down; every pooled model's are kept, not the last's."""
+    from socialsim.llm import engines
+    from socialsim.llm.deployments import load_deployments
+
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n" + "".join(
+        f"  - {{model_name: {name}, litellm_params: {{model: openai/{model}, api_base: 'http://{model}/v1'}}}}\n"
+        for name, model in (("a-pool", "m1"), ("b-pool", "m3"), ("a-pool", "m2"), ("b-pool", "m4"))))
+    stand_in_litellm.failing.update({"http://m3/v1": RuntimeError("down"), "http://m2/v1": RuntimeError("down")})
+    assert engines.check_models({"a-pool", "b-pool"}, deployments=load_deployments(path)) == {1, 2}
+
+
 def test_a_pool_is_checked_deployment_by_deployment_each_with_its_own_parameters(stand_in_litellm, monkeypatch,
                                                                                    tmp_path, caplog):
     import logging
