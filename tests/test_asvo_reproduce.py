@@ -91,9 +91,11 @@ def test_measure_reads_the_runs_own_separability_figures_and_the_cooperation_rat
     (tmp_path / "tables").mkdir()
     actions_of_two_types().to_parquet(tmp_path / "tables" / "asvo_actions.parquet")
     (tmp_path / SEPARABILITY_FILE).write_text(json.dumps(
-        {"silhouette": 0.4, "separation_ratio": 1.7, "silhouette_shuffled": -0.02}))
+        {"silhouette": 0.4, "separation_ratio": 1.7, "silhouette_shuffled": -0.02, "svo_words_masked": 1,
+         "agent_shuffle_p": 0.03}))
     got = asvo_reproduce.measure(tmp_path)
     assert (got["silhouette"], got["separation_ratio"], got["silhouette_shuffled"]) == (0.4, 1.7, -0.02)
+    assert (got["svo_words_masked"], got["agent_shuffle_p"]) == (1.0, 0.03)  # the findings read these too
     assert got["cooperation_rate_altruistic"] == 1.0
     assert got["cooperation_rate_competitive"] == 0.0  # labelled, never cooperating
     assert math.isnan(got["cooperation_rate_prosocial"]) and math.isnan(got["cooperation_rate_individualistic"])
@@ -133,6 +135,7 @@ def test_without_the_runs_figures_measure_computes_them_and_their_chance_level(t
     sep = action_separability(actions_of_two_types())
     assert (got["silhouette"], got["separation_ratio"], got["silhouette_shuffled"]) == (
         sep.silhouette, sep.ratio, sep.shuffled_silhouette)
+    assert (got["svo_words_masked"], got["agent_shuffle_p"]) == (float(sep.masked), sep.group_shuffle_p)
     assert got["silhouette"] > got["silhouette_shuffled"]  # two clear clusters: above chance
 
 
