@@ -126,6 +126,24 @@ def test_with_the_rules_judge_an_actors_declared_stance_is_not_counted_as_its_co
     assert got["cooperation_rate_altruistic"] == 8 / 12 and got["cooperation_self_declared"] == 0.0
 
 
+def test_a_run_that_recorded_no_judges_or_no_effects_source_counts_every_action(tmp_path):
+    """An older run (no asvo_judgements.parquet, or no effect_source column) cannot tell a declared
+    stance from a judged one: every action counts, as before, and none is called self-declared."""
+    import pandas as pd
+
+    (tmp_path / "tables").mkdir()
+    actions = actions_of_two_types().assign(effect_source="declared stance")
+    actions.to_parquet(tmp_path / "tables" / "asvo_actions.parquet")
+    got = asvo_reproduce.measure(tmp_path)  # no judgements recorded
+    assert got["cooperation_rate_altruistic"] == 1.0 and got["cooperation_self_declared"] == 0.0
+
+    actions.drop(columns="effect_source").to_parquet(tmp_path / "tables" / "asvo_actions.parquet")
+    pd.DataFrame({"step": [1], "agent": ["a0"], "judge": ["rules"]}).to_parquet(
+        tmp_path / "tables" / "asvo_judgements.parquet")
+    got = asvo_reproduce.measure(tmp_path)  # the rules judge, but no effects' source
+    assert got["cooperation_rate_altruistic"] == 1.0 and got["cooperation_self_declared"] == 0.0
+
+
 def test_without_the_runs_figures_measure_computes_them_and_their_chance_level(tmp_path):
     from socialsim.agents.asvo.metrics import action_separability
 
