@@ -702,7 +702,8 @@ def test_a_society_an_error_stopped_mid_step_asks_for_reset(monkeypatch, caplog)
     session.step(1)  # used to spin for ever on steps Mesa no longer scheduled
     assert session.wait(5) and not session.busy and session.frames.steps_done == 1
     assert session.version == version and not session.playing  # refused: no worker tried the step
-    assert "cannot go on: Reset builds it again" in session.stop_reason
+    assert session.stop_reason == ("stopped by an error; this society stopped in the middle of step 2 and cannot go "
+                                   "on: Reset builds it again")
 
 
 def _playing_on(provider) -> LiveSession:
