@@ -144,6 +144,21 @@ def test_a_run_that_recorded_no_judges_or_no_effects_source_counts_every_action(
     assert got["cooperation_rate_altruistic"] == 1.0 and got["cooperation_self_declared"] == 0.0
 
 
+def test_a_run_with_no_action_has_no_cooperation_figure_rather_than_failing(tmp_path):
+    """A run stopped before any agent acted: its cooperation figures are not measurable (NaN)."""
+    import json
+
+    from socialsim.agents.asvo.metrics import SEPARABILITY_FILE
+
+    (tmp_path / "tables").mkdir()
+    actions_of_two_types().assign(effect_source="catalogue").iloc[:0].to_parquet(
+        tmp_path / "tables" / "asvo_actions.parquet")
+    (tmp_path / SEPARABILITY_FILE).write_text(json.dumps({"silhouette": None}))
+    got = asvo_reproduce.measure(tmp_path)
+    assert math.isnan(got["cooperation_self_declared"]) and math.isnan(got["silhouette"])
+    assert all(math.isnan(got[f"cooperation_rate_{svo}"]) for svo in ("altruistic", "prosocial", "competitive"))
+
+
 def test_without_the_runs_figures_measure_computes_them_and_their_chance_level(tmp_path):
     from socialsim.agents.asvo.metrics import action_separability
 
