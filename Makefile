@@ -43,12 +43,15 @@ DEFAULT_RUN := --route compliance=rules --steps 3
 run: $(STAMP)
 	$(VENV)/bin/socialsim run $(or $(ARGS),$(DEFAULT_RUN))
 
-# The suite runs on every core (pytest-xdist), a test module on one worker (its module fixtures, such
-# as the browser tests' one server and page, are built once and its tests run in file order), the
-# longest modules first (tests/conftest.py's LONGEST_FIRST);
-# PYTEST_ARGS="-k crsec" etc. narrows it.
+# The suite runs on one worker more than the cores (pytest-xdist): many tests wait on a test server, a
+# subprocess or the browser, and the extra worker fills that time (2,468 tests on 2 cores, 2026-11-28:
+# 378 s with 2 workers, 346 s with 3, 417 s with 4). A test module runs on one worker (its module
+# fixtures, such as the browser tests' one server and page, are built once and its tests run in file
+# order), the longest modules first (tests/conftest.py's LONGEST_FIRST);
+# PYTEST_ARGS="-k crsec" etc. narrows it, TEST_WORKERS=2 sets the workers.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n auto --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The dashboard's browser tests drive Debian's chromium (playwright never downloads a browser):
 # installed with apt-get when missing (as root, or through passwordless sudo), else a clear stop.
