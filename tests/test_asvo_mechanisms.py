@@ -629,13 +629,18 @@ def test_an_action_naming_someone_is_no_interaction_with_another_whose_name_is_p
     assert list(rows["receiver"]) == ["Ann", "Anna", "Anna"]
 
 
-def test_the_model_frame_carries_the_cooperation_rate_without_self_declared_labels(triad, monkeypatch, scripted):
-    """With the rule judge, the model frame's cooperation_rate counted an action outside the catalogue
-    by the stance its actor declared (a self-report); cooperation_rate_simulated and
-    cooperation_rate_run_simulated leave those out, beside the existing columns, which keep their meaning."""
-    def propose(ctx, rng):  # Alice invents a cooperative game; Bob and Carol take the catalogue's neutral move
+@pytest.mark.parametrize("stance, invented, rate", [
+    ("Cooperation", "invent a game for everyone", "cooperation_rate"),
+    ("Competition", "invent a race to win everyone's chips", "competition_index"),
+])
+def test_the_model_frame_carries_its_rates_without_self_declared_labels(triad, monkeypatch, scripted, stance,
+                                                                        invented, rate):
+    """With the rule judge, the model frame's cooperation_rate and competition_index counted an action
+    outside the catalogue by the stance its actor declared (a self-report); their _simulated and
+    _run_simulated columns leave those out, beside the existing columns, which keep their meaning."""
+    def propose(ctx, rng):  # Alice invents a game of her stance; Bob and Carol take the catalogue's neutral move
         if ctx.name == "Alice":
-            activity = ops.Activity(text="invent a game for everyone", stance="Cooperation")
+            activity = ops.Activity(text=invented, stance=stance)
         else:
             activity = ops.Activity(text=next(t for t, _, _ in ctx.catalogue if t.startswith("neutral ")),
                                     stance="Neutral")
@@ -646,9 +651,9 @@ def test_the_model_frame_carries_the_cooperation_rate_without_self_declared_labe
     model.step()
     model.step()
     frame = model.datacollector.get_model_vars_dataframe().iloc[-1]
-    assert frame["cooperation_rate"] == pytest.approx(1 / 3)  # Alice's declared Cooperation counted
-    assert frame["cooperation_rate_run"] == pytest.approx(1 / 3)
-    assert frame["cooperation_rate_simulated"] == 0.0 and frame["cooperation_rate_run_simulated"] == 0.0
+    assert frame[rate] == pytest.approx(1 / 3)  # Alice's declared stance counted
+    assert frame[f"{rate}_run"] == pytest.approx(1 / 3)
+    assert frame[f"{rate}_simulated"] == 0.0 and frame[f"{rate}_run_simulated"] == 0.0
     assert frame["self_declared_run"] == pytest.approx(2 / 6)
 
     scripted(default="1")  # an LLM judge labels every action itself: nothing is self-declared
@@ -656,36 +661,5 @@ def test_the_model_frame_carries_the_cooperation_rate_without_self_declared_labe
     judged.step()
     row = judged.datacollector.get_model_vars_dataframe().iloc[-1]
     assert row["self_declared_run"] == 0.0
-    assert row["cooperation_rate_simulated"] == row["cooperation_rate"]
-    assert row["cooperation_rate_run_simulated"] == row["cooperation_rate_run"]
-
-
-def test_the_model_frame_carries_the_competition_index_without_self_declared_labels(triad, monkeypatch, scripted):
-    """competition_index and competition_index_run counted the rule judge's label of an action outside
-    the catalogue, which is its actor's declared stance, and had no column without it, as the
-    cooperation rates had; competition_index_simulated and competition_index_run_simulated leave it out."""
-    def propose(ctx, rng):  # Alice invents a competitive game; Bob and Carol take the catalogue's neutral move
-        if ctx.name == "Alice":
-            activity = ops.Activity(text="invent a race to win everyone's chips", stance="Competition")
-        else:
-            activity = ops.Activity(text=next(t for t, _, _ in ctx.catalogue if t.startswith("neutral ")),
-                                    stance="Neutral")
-        return ops.candidates_model(ctx.n)(activities=[activity] * ctx.n)
-
-    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", propose)
-    model = SocietyModel(triad, model="rules", rng=1)
-    model.step()
-    model.step()
-    frame = model.datacollector.get_model_vars_dataframe().iloc[-1]
-    assert frame["competition_index"] == pytest.approx(1 / 3)  # Alice's declared Competition counted
-    assert frame["competition_index_run"] == pytest.approx(1 / 3)
-    assert frame["competition_index_simulated"] == 0.0 and frame["competition_index_run_simulated"] == 0.0
-    assert frame["self_declared_run"] == pytest.approx(2 / 6)
-
-    scripted(default="1")  # an LLM judge labels every action itself: nothing is self-declared
-    judged = SocietyModel(triad, model="rules", rng=1, judges=["openai/scripted-judge"])
-    judged.step()
-    row = judged.datacollector.get_model_vars_dataframe().iloc[-1]
-    assert row["self_declared_run"] == 0.0
-    assert row["competition_index_simulated"] == row["competition_index"]
-    assert row["competition_index_run_simulated"] == row["competition_index_run"]
+    assert row[f"{rate}_simulated"] == row[rate]
+    assert row[f"{rate}_run_simulated"] == row[f"{rate}_run"]

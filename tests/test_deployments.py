@@ -314,28 +314,33 @@ def test_a_sweep_sends_its_runs_calls_to_the_pool_and_keeps_their_names(tmp_path
     assert pooled.runs["run_id"].tolist() == single.runs["run_id"].tolist()  # where calls go is no identity
 
 
-@pytest.mark.parametrize("backend", ["local", "dask"])
-def test_a_sweeps_runs_leave_out_a_deployment_its_check_found_down(tmp_path, servers, backend):
-    """The check before a sweep's first run found deployment 1 down, but its runs were built with every
-    deployment, so under least-busy their calls went to the dead one (it fails at once) and fell back."""
+def sweep_on(backend: str, grid: dict, out):
+    """The sweep of ``grid`` in ``out``, in this process or on a Dask cluster of one in-process worker,
+    and every run's llm_calls."""
     from socialsim.batch import sweep
 
-    a, b = servers
-    a.down = True
-    pool = pool_file(tmp_path / "pool.yaml", a, b, extra="router_settings: {routing_strategy: least-busy}\n")
-    grid = {"name": "pooled", "seeds": [1, 2], "steps": 2, "deployments": str(pool),
-            "parameters": {"scenario": "hobbs-cafe", "arch": "generic", "model": MODEL}}
     if backend == "dask":
         from distributed import Client, LocalCluster
 
         with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
-            result = sweep(grid, tmp_path / "s", client=client, progress=False, figures=False)
+            result = sweep(grid, out, client=client, progress=False, figures=False)
     else:
-        result = sweep(grid, tmp_path / "s", progress=False, figures=False)
+        result = sweep(grid, out, progress=False, figures=False)
+    return result, pd.concat(pd.read_parquet(out / "runs" / run / "llm_calls.parquet") for run in result.runs["run_id"])
+
+
+@pytest.mark.parametrize("backend", ["local", "dask"])
+def test_a_sweeps_runs_leave_out_a_deployment_its_check_found_down(tmp_path, servers, backend):
+    """The check before a sweep's first run found deployment 1 down, but its runs were built with every
+    deployment, so under least-busy their calls went to the dead one (it fails at once) and fell back."""
+    a, b = servers
+    a.down = True
+    pool = pool_file(tmp_path / "pool.yaml", a, b, extra="router_settings: {routing_strategy: least-busy}\n")
+    grid = {"name": "pooled", "seeds": [1, 2], "steps": 2, "deployments": str(pool),
+            "parameters": {"scenario": "hobbs-cafe", "arch": "generic", "model": MODEL}}
+    result, calls = sweep_on(backend, grid, tmp_path / "s")
     assert result.runs["status"].tolist() == ["completed", "completed"]
-    calls = pd.concat(pd.read_parquet(tmp_path / "s" / "runs" / run / "llm_calls.parquet")
-                      for run in result.runs["run_id"])
     assert set(calls["status"]) == {"ok"}  # no call fell back
     assert chats(a) == [] and len(chats(b)) == calls["live_calls"].sum()
 
@@ -365,17 +370,8 @@ def test_a_sweeps_runs_check_again_a_deployments_file_edited_since_its_check(tmp
     grid = {"name": "pooled", "seeds": [1, 2], "steps": 2, "deployments": str(pool),
             "parameters": {"scenario": "hobbs-cafe", "arch": "generic", "model": MODEL}}
     with caplog.at_level(logging.WARNING, logger="socialsim"):
-        if backend == "dask":
-            from distributed import Client, LocalCluster
-
-            with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-                    Client(cluster) as client:
-                result = sweep(grid, tmp_path / "s", client=client, progress=False, figures=False)
-        else:
-            result = sweep(grid, tmp_path / "s", progress=False, figures=False)
+        result, calls = sweep_on(backend, grid, tmp_path / "s")
     assert result.runs["status"].tolist() == ["completed", "completed"]
-    calls = pd.concat(pd.read_parquet(tmp_path / "s" / "runs" / run / "llm_calls.parquet")
-                      for run in result.runs["run_id"])
     assert set(calls["status"]) == {"ok"}  # no call fell back
     assert chats(a) == [] and len(chats(b)) == calls["live_calls"].sum()
     edited = [r.getMessage() for r in caplog.records if "not the one the sweep checked" in r.getMessage()]
