@@ -21,6 +21,7 @@ def test_run_and_replay_from_the_command_line(tmp_path, capsys):
     assert main(["replay", str(out), "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "live LLM calls: 0" in printed and "frames identical to the recording: yes" in printed
+    assert "check-order" not in printed and not (out / "check-order-1").exists()  # asked for only by --check-order
     assert main(["replay", str(out), "--out", str(tmp_path / "again"), "--no-progress"]) == 0  # where it is told
     assert f"replay directory: {tmp_path / 'again'}\n" in capsys.readouterr().out
     assert (tmp_path / "again" / "config.json").is_file()
