@@ -125,13 +125,14 @@ def cut(text: str, limit: int) -> str:
     return text[:at] if 0 <= at < limit else text[:limit]
 
 
-def redacted_json(data: Any, **dumps: Any) -> str:
-    """``data`` as JSON (``json.dumps`` with ``dumps``), every string in it redacted before it is
-    escaped: redacted after, a secret holding a quote, a backslash or a non-ASCII character was
-    written escaped (``\\"``, ``\\\\``, ``\\u00e9``), no longer matched and was kept."""
-    plain = json.loads(json.dumps(data, default=str))  # what is written: objects as their text
-    secrets = secret_values()
+def _as_recorded(data: Any) -> Any:
+    """``data`` as JSON records it: objects as their text."""
+    return json.loads(json.dumps(data, default=str))
 
+
+def _redacted_data(plain: Any, secrets: list[str]) -> Any:
+    """JSON data (``_as_recorded``) with every string in it redacted, keys included; any other value is
+    the same object."""
     def clean(value: Any) -> Any:
         if isinstance(value, str):
             return redact(value, secrets)
@@ -141,7 +142,14 @@ def redacted_json(data: Any, **dumps: Any) -> str:
             return {redact(k, secrets): clean(v) for k, v in value.items()}
         return value
 
-    return json.dumps(clean(plain), **dumps)
+    return clean(plain)
+
+
+def redacted_json(data: Any, **dumps: Any) -> str:
+    """``data`` as JSON (``json.dumps`` with ``dumps``), every string in it redacted before it is
+    escaped: redacted after, a secret holding a quote, a backslash or a non-ASCII character was
+    written escaped (``\\"``, ``\\\\``, ``\\u00e9``), no longer matched and was kept."""
+    return json.dumps(_redacted_data(_as_recorded(data), secret_values()), **dumps)
 
 
 # Why a value that holds a secret is refused where it is given (a parameter, a sweep's value) rather than
@@ -154,18 +162,8 @@ SECRET_VALUE = ("holds a secret value (a key, or the value of an environment var
 def holds_secret(value: Any) -> bool:
     """Whether any string in ``value`` (a text, or a list or mapping of them, names included) holds
     something :func:`redact` replaces."""
-    secrets = secret_values()
-
-    def found(v: Any) -> bool:
-        if isinstance(v, str):
-            return redact(v, secrets) != v
-        if isinstance(v, list):
-            return any(found(x) for x in v)
-        if isinstance(v, dict):
-            return any(found(k) or found(x) for k, x in v.items())
-        return False
-
-    return found(json.loads(json.dumps(value, default=str)))  # objects as the text they are recorded as
+    plain = _as_recorded(value)
+    return _redacted_data(plain, secret_values()) != plain  # the same objects where nothing changed (a NaN too)
 
 
 def _tell_plain(value: str) -> None:
