@@ -81,7 +81,11 @@ class Deployments:
         return model in self.names
 
     def of(self, model: str) -> list[Deployment]:
-        return [d for d in self.spec.model_list if d.model_name == model]
+        return [d for _, d in self.placed(model)]
+
+    def placed(self, model: str) -> list[tuple[int, Deployment]]:
+        """``model``'s deployments with their places in the whole model_list (as a Router's leave_out names them)."""
+        return [(place, d) for place, d in enumerate(self.spec.model_list) if d.model_name == model]
 
     def new_router(self, models: Iterable[str] | None = None, leave_out: Iterable[int] = ()):
         """litellm's Router over every deployment (a run's own: see ``Gateway._router``); ``models``:

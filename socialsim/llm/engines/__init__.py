@@ -97,8 +97,8 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
 def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout_s: float | None,
                        num_retries: int | None) -> set[int]:
     failed, down = [], set()
-    pool = deployments.of(model)
-    for number, deployment in enumerate(pool, 1):
+    pool = deployments.placed(model)
+    for number, (place, deployment) in enumerate(pool, 1):
         try:
             params = deployments.resolved_params(deployment)
         except ValueError as exc:
@@ -109,7 +109,7 @@ def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout
                             extra=params)
         except ModelUnavailable as exc:
             failed.append(f"deployment {number} ({where}): {exc}")
-            down.add(next(i for i, d in enumerate(deployments.spec.model_list) if d is deployment))
+            down.add(place)
     if len(failed) == len(pool):
         raise ModelUnavailable(f"model {model!r}: no deployment in {deployments.path} answers: " + "; ".join(failed))
     for failure in failed:
