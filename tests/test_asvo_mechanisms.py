@@ -466,6 +466,17 @@ def test_the_report_says_how_many_proposed_actions_were_replaced(triad, monkeypa
     assert ": 6 of 9, each replaced" in line  # 3 agents x 3 candidates, 2 of each agent's 3 refused
 
 
+def per_svo_table(parts: list[str]) -> str:
+    return parts[parts.index("Per SVO type:") + 2]
+
+
+def actions_in_per_svo_table(parts: list[str]) -> int:
+    """The ``actions`` column of the report's per-SVO table, summed."""
+    header, _, *rows = per_svo_table(parts).splitlines()
+    column = [c.strip() for c in header.strip("|").split("|")].index("actions")
+    return sum(int(row.strip("|").split("|")[column]) for row in rows)
+
+
 def test_the_report_says_when_the_rule_judge_s_labels_are_the_actors_declared_stances(triad, monkeypatch, tmp_path,
                                                                                      scripted):
     """An action outside the catalogue has no simulated effect but its declared stance's payoff, so
@@ -476,7 +487,9 @@ def test_the_report_says_when_the_rule_judge_s_labels_are_the_actors_declared_st
     honest.step()
     sources = honest.datacollector.get_table_dataframe("asvo_actions")["effect_source"]
     assert set(sources) == {"catalogue"}
-    assert not any("not in the scenario's catalogue" in part for part in report_sections(honest, tmp_path))
+    honest_parts = report_sections(honest, tmp_path)
+    assert not any("not in the scenario's catalogue" in part for part in honest_parts)
+    assert actions_in_per_svo_table(honest_parts) == 3  # measured labels: every action counted
 
     def novel(ctx, rng):
         return ops.candidates_model(ctx.n)(activities=[
@@ -488,14 +501,23 @@ def test_the_report_says_when_the_rule_judge_s_labels_are_the_actors_declared_st
     actions = model.datacollector.get_table_dataframe("asvo_actions")
     assert set(actions["effect_source"]) == {"declared stance"}
     assert set(actions["label"]) == {"Cooperation"}  # the rule judge gave back the declared stance
-    line = next(p for p in report_sections(model, tmp_path) if "not in the scenario's catalogue" in p)
-    assert line.startswith("**3 of 3 actions")
+    declared_dir = tmp_path / "declared"
+    declared_dir.mkdir()
+    parts = report_sections(model, declared_dir)
+    line = next(p for p in parts if "not in the scenario's catalogue" in p)
+    assert line.startswith("**3 of 3 actions") and "left out of the tables below" in line
+    # ... and the tables leave those self-reports out: nothing measured, so no rates and no figure
+    assert per_svo_table(parts) == "(nothing recorded)"
+    assert "(No cooperation figure: no action has a measured label.)" in parts
+    assert not (declared_dir / "figures" / "asvo_cooperation.png").exists()
 
     scripted(default="1")  # an LLM judge labels the same actions itself: nothing to warn of
     judged = SocietyModel(triad, model="rules", rng=1, judges=["openai/scripted-judge"])
     judged.step()
     assert set(judged.datacollector.get_table_dataframe("asvo_actions")["effect_source"]) == {"declared stance"}
-    assert not any("not in the scenario's catalogue" in part for part in report_sections(judged, tmp_path))
+    judged_parts = report_sections(judged, tmp_path)
+    assert not any("not in the scenario's catalogue" in part for part in judged_parts)
+    assert actions_in_per_svo_table(judged_parts) == 3  # an LLM judge's labels are measurements: counted
 
 
 def test_a_classification_that_fell_back_leaves_the_action_unlabelled_not_neutral(triad, tmp_path, scripted):

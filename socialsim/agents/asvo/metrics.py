@@ -284,7 +284,6 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
     if actions.empty:
         return parts + ["(no actions recorded)"]
 
-    by_svo = cooperation_table(actions, "svo")
     proposed = sum(a.proposed_actions for a in model.agents)
     replaced = sum(a.invalid_actions for a in model.agents)
     if replaced:
@@ -294,11 +293,17 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
     parts += ["### Cooperation and competition", ""]
     rule_judge = bool(runtime.judges) and runtime.judges[0][0] == "rules"
     declared = int((actions["effect_source"] == "declared stance").sum()) if "effect_source" in actions else 0
+    counted = actions
     if declared and rule_judge:
+        # the rule judge's label of such an action is the actor's own stance: counted, the tables would
+        # report what the agents said of themselves (the reproduction and the `_simulated` columns leave them out too)
+        counted = actions[~((actions["effect_source"] == "declared stance") & actions["label"].isin(STANCES))]
         parts += [f"**{declared} of {len(actions)} actions are not in the scenario's catalogue**: their simulated "
                   "effect is the payoff of the stance the actor declared for them, so the rule judge's label of "
-                  "those is the actor's own stance, a self-report rather than a measurement. Judge them with an "
-                  "LLM that is not the actors' (`--set 'asvo.judges=[\"MODEL\"]'`, `reproduce asvo --judge MODEL`).", ""]
+                  "those is the actor's own stance, a self-report rather than a measurement. They are left out "
+                  "of the tables below; judge them with an LLM that is not the actors' "
+                  "(`--set 'asvo.judges=[\"MODEL\"]'`, `reproduce asvo --judge MODEL`).", ""]
+    by_svo = cooperation_table(counted, "svo")
     unlabelled = int((actions["label"] == "").sum()) if runtime.judges else 0
     if unlabelled:
         parts += [f"**{unlabelled} of {len(actions)} actions are unlabelled**: the classifier's answer was unusable "
@@ -307,9 +312,12 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
                                                         "effect on the others, never from the SVO)"
                                                         if rule_judge else "")
               + "; quasi labels count 0.5.", "", "Per SVO type:", "", _markdown(by_svo), "",
-              "Per agent:", "", _markdown(cooperation_table(actions, "agent")), ""]
-    plot_cooperation(by_svo, figures / "asvo_cooperation.png")
-    parts += ["![cooperation by SVO](figures/asvo_cooperation.png)", ""]
+              "Per agent:", "", _markdown(cooperation_table(counted, "agent")), ""]
+    if by_svo.empty:  # no figure of nothing: every label was unusable or the actor's own
+        parts += ["(No cooperation figure: no action has a measured label.)", ""]
+    else:
+        plot_cooperation(by_svo, figures / "asvo_cooperation.png")
+        parts += ["![cooperation by SVO](figures/asvo_cooperation.png)", ""]
 
     if not judgements.empty:
         baseline = any(j == "rules" for j, _ in runtime.judges)
