@@ -413,6 +413,10 @@ def test_counts_named_like_secrets_pass_and_an_edited_file_is_read_again(tmp_pat
     path.write_text(path.read_text().replace("model_name: one", "model_name: two"))
     os.utime(path, ns=(10**18 + 1, 10**18 + 1))
     assert load_deployments(path).names == {"two"}
+    # edited within one tick of the file system's clock: the same modification time, another text
+    path.write_text(path.read_text().replace("model_name: two", "model_name: three"))
+    os.utime(path, ns=(10**18 + 1, 10**18 + 1))
+    assert load_deployments(path).names == {"three"}
 
 
 def test_a_pool_that_goes_down_mid_run_is_an_outage_and_a_resume_in_the_same_process_goes_on(tmp_path, servers):

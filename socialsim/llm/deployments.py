@@ -153,27 +153,28 @@ def load_deployments(path: str | Path | None) -> Deployments | None:
     written in it, router settings litellm's Router takes."""
     if path is None:
         return None
+    from socialsim.yaml_files import NotUtf8Error, read_utf8
+
     path = Path(path).expanduser().resolve()
     try:
-        changed = path.stat().st_mtime_ns
-    except OSError as exc:
-        raise DeploymentsError(f"deployments file {path}: {exc.strerror or exc}") from None
-    return _load(path, changed)
-
-
-@functools.cache
-def _load(path: Path, changed: int) -> Deployments:
-    """Loaded once per file and version (an edited file is read again)."""
-    import yaml
-
-    from socialsim.yaml_files import NotUtf8Error, load_yaml, read_utf8
-
-    try:
-        data = load_yaml(read_utf8(path))
+        text = read_utf8(path)
     except NotUtf8Error as exc:
         raise DeploymentsError(f"deployments file {exc}") from None
     except OSError as exc:
         raise DeploymentsError(f"deployments file {path}: {exc.strerror or exc}") from None
+    return _load(path, text)
+
+
+@functools.cache
+def _load(path: Path, text: str) -> Deployments:
+    """Checked once per file and text: an edited file is checked again, however soon after it was
+    read (a file's modification time may not change within one tick of its file system's clock)."""
+    import yaml
+
+    from socialsim.yaml_files import load_yaml
+
+    try:
+        data = load_yaml(text)
     except yaml.YAMLError as exc:  # its problem and place, not its quote of the line (a key may be on it)
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
