@@ -765,6 +765,7 @@ class FailuresInBrief(logging.Filter):
 
 
 def main(argv: list[str] | None = None) -> int:
+    _sigterm_stops_like_ctrl_c()  # from the start: a command terminated while it imports ends as Ctrl-C does (130)
     console = logging.StreamHandler()
     console.setLevel(logging.WARNING)  # a run's INFO notes (e.g. each reply cut at max_tokens) go to run.log only
     console.addFilter(EngineNotesOnce())
