@@ -250,6 +250,32 @@ def test_an_endpoints_refusal_says_where_the_credential_is(endpoint, named, monk
         no_credential_in_url(endpoint)
 
 
+@pytest.mark.parametrize("name", ["design", "author", "signal", "authority", "keyword", "max_tokens", "Design",
+                                  "sigma", "credit"])
+def test_a_parameter_whose_name_only_holds_a_credential_word_inside_another_passes(name):
+    """``sig`` matched inside ``design`` and ``signal``, ``auth`` inside ``author``: such an endpoint was refused
+    and such a parameter's value redacted wherever it was written."""
+    from socialsim.llm.redact import no_credential_in_url, redact
+
+    endpoint = f"https://host.example/v1?{name}=x1&model=m"
+    assert no_credential_in_url(endpoint) == endpoint
+    assert redact(f"see {endpoint}") == f"see {endpoint}"
+
+
+@pytest.mark.parametrize("name", ["sig", "x_sig", "auth_token", "X-Auth", "XAuth", "apiKey", "APIKey", "apikey",
+                                  "API_KEY", "accesstoken", "client.secret", "db-password", "passwd", "pwd", "creds",
+                                  "Signature", "key2", "api_keys", "authorization", "oauth", "clientCredentials",
+                                  "api%5Fkey", "api%2Dkey", "My-Sig"])
+def test_a_parameter_named_for_a_credential_in_any_of_its_parts_is_refused_and_redacted(name):
+    from socialsim.llm.redact import no_credential_in_url, redact
+
+    for endpoint in (f"https://host.example/v1?model=m&{name}=hunter2", f"https://host.example/v1#{name}=hunter2",
+                     f"https://host.example/v1;{name}=hunter2"):
+        with pytest.raises(ValueError, match="carries a credential"):
+            no_credential_in_url(endpoint)
+        assert "hunter2" not in redact(endpoint), endpoint
+
+
 def test_the_console_redacts_what_it_shows():
     code = ("import logging; from socialsim.cli import main; main(['models']); "
             f"logging.getLogger('socialsim').warning('the provider said: bad key {KEY}')")

@@ -16,6 +16,7 @@ import os
 import re
 import threading
 from typing import Any
+from urllib.parse import unquote
 
 REDACTED = "[REDACTED]"
 
@@ -29,13 +30,15 @@ _KEY_SHAPES = [
     re.compile(r"(?i)(?<=\bbearer )[A-Za-z0-9_\-\.=]{20,}"),  # an Authorization header's value
 ]
 # A credential inside an address: the password of ``user:password@host``, a user name alone
-# (``token@host``, a token given as one), the value of a parameter named like a key in a query, a
-# fragment or a path (``?api_key=...``, ``#api_key=...``, ``;api_key=...``); the rest of the address is kept.
+# (``token@host``, a token given as one), and (``_URL_PARAMETER``) the value of a parameter named for a credential
+# in a query, a fragment or a path (``?api_key=...``, ``#api_key=...``, ``;api_key=...``); the rest of the address
+# is kept.
 _URL_CREDENTIALS = [
     re.compile(r"(?<=://)([^/\s:@]+:)[^/\s@]+(?=@)"),
     re.compile(r"(?<=://)()[^/\s:@]+(?=@)"),
-    re.compile(r"(?i)([?&;#][\w.%-]*(?:key|token|secret|password|passwd|pwd|auth|signature|sig|cred)[\w.%-]*=)[^&;#\s'\"]+"),
 ]
+# a parameter's name and (looked ahead at, so that a parameter inside another's value is found too) its value
+_URL_PARAMETER = re.compile(r"[?&;#]([\w.%-]*)=(?=([^&;#\s'\"]+))")
 _SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
 MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact ordinary text
 
@@ -112,7 +115,18 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
         text = pattern.sub(REDACTED, text)
     for pattern in _URL_CREDENTIALS:
         text = pattern.sub(lambda m: m[1] + REDACTED, text)
-    return text
+    return _without_credential_parameters(text)
+
+
+def _without_credential_parameters(text: str) -> str:
+    """``text`` with the value of every address parameter named for a credential replaced by [REDACTED]."""
+    spans = [m.span(2) for m in _URL_PARAMETER.finditer(text) if names_a_credential(unquote(m[1]))]
+    kept, end = [], 0
+    for start, stop in spans:  # in order; one inside another's value (``?a=x?key=y``) is in its span
+        if start >= end:
+            kept += [text[end:start], REDACTED]
+        end = max(end, stop)
+    return "".join(kept) + text[end:]
 
 
 def cut(text: str, limit: int) -> str:
@@ -207,14 +221,22 @@ def _without_pieces(text: str, value: str) -> str:
     return text
 
 
-_CREDENTIAL_PARAM = re.compile(r"(?i)(key|token|secret|password|passwd|pwd|auth|signature|sig|cred)")
+# A parameter's name is cut into parts at ``_ - .``, spaces, digits and changes of case (``apiKey``, ``XAuth``);
+# it names a credential when a part is one of these words or ends with one (``apikey``, ``accesstoken``), so
+# ``design``, ``signal``, ``author`` and ``keyword`` do not. ``tokens`` is a count (``max_tokens``).
+_CREDENTIAL_WORDS = re.compile(r"(?:key|keys|token|secret|secrets|password|passwords|passwd|pwd|auth|authorization"
+                               r"|authentication|signature|signatures|sig|cred|creds|credential|credentials)$")
+_NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+
+
+def names_a_credential(name: str) -> bool:
+    """Whether a parameter named ``name`` (decoded) holds a credential: see ``_CREDENTIAL_WORDS``."""
+    return any(_CREDENTIAL_WORDS.search(part.lower()) for part in _NAME_PARTS.findall(name))
 
 
 def _parameters(parts) -> list[tuple[str, str]]:
     """An address's ``name=value`` pairs, wherever one may be written: its query, its fragment
     (``#api_key=...``) and its path (``/v1;api_key=...``), split at ``&`` and at ``;``."""
-    from urllib.parse import unquote
-
     found = []
     for part, text in (("query", parts.query), ("fragment", parts.fragment), ("path", parts.path)):
         pieces = re.split(r"[&;]", text)
@@ -232,7 +254,7 @@ def no_credential_in_url(url: str) -> str:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    named = [(part, name) for part, name, _ in _parameters(parts) if _CREDENTIAL_PARAM.search(name)]
+    named = [(part, name) for part, name, _ in _parameters(parts) if names_a_credential(name)]
     where = (f"its {named[0][0]} parameter {named[0][1]!r}" if named else "a password in it" if parts.password
              else "a user name in it" if parts.username else "a secret value in it" if redact(url) != url else None)
     if where:
