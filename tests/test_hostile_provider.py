@@ -231,6 +231,28 @@ def test_a_parameter_value_holding_a_key_is_refused_without_echoing_it(tmp_path,
         "Keep a secret; give a token of thanks."
 
 
+def test_a_parameter_named_with_a_key_is_refused_without_echoing_it(tmp_path, capsys):
+    """A key written as a parameter's name (a paste in the wrong place) is refused as a secret, never as an
+    unknown parameter whose message repeats the name."""
+    from socialsim.agents.params import ParamError, check_params, parse_assignments
+    from socialsim.batch.sweepfile import SweepFileError, validate_sweep
+    from socialsim.cli import main
+
+    assert main(["run", "hobbs-cafe", "--arch", "itcmas", "--model", "rules", "--steps", "1",
+                 "--set", f"{KEY}=1", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "--set [REDACTED]=...: holds a secret value" in err and KEY not in err
+    with pytest.raises(ParamError) as refused:  # the message itself, wherever it is shown (a page too)
+        parse_assignments("itcmas", [f"itcmas.{KEY}=1"])
+    assert str(refused.value).startswith("--set itcmas.[REDACTED]=...: holds a secret value")
+    with pytest.raises(ParamError, match=re.escape("itcmas parameter(s) [REDACTED]: holds a secret value")) as refused:
+        check_params("itcmas", {KEY: 1, "goal": "Rest."})
+    assert KEY not in str(refused.value)
+    with pytest.raises(SweepFileError, match=re.escape("parameters.[REDACTED]: holds a secret value")) as refused:
+        validate_sweep({"parameters": {"arch": "itcmas", "model": "rules", KEY: [1, 2]}})
+    assert KEY not in str(refused.value)
+
+
 @pytest.mark.parametrize(("endpoint", "named"), [
     ("http://bob:hunter2pass@127.0.0.1:9/v1", "(a password in it)"),
     ("http://hunter2pass@127.0.0.1:9/v1", "(a user name in it)"),
