@@ -135,6 +135,9 @@ def test_a_key_in_the_answer_is_redacted_before_the_answer_is_quoted_short(stand
         stand_in.answer = json.dumps(answer)
         detail = probe_json_schema("openai/m").detail
         assert "Ab3" not in detail and " does not match: 1 validation error for Probe" in detail
+    stand_in.answer = json.dumps({"colour": "blue", "count": 3, "note": " " * 35 + key})  # matches: "note" is ignored
+    assert probe_json_schema("openai/m").detail == (
+        f"answer {stand_in.answer.replace(key, '[REDACTED]')[:75]!r} matches the schema")  # the marker left out whole
 
 
 def test_a_refused_request_is_told_from_no_answer(stand_in, monkeypatch):
