@@ -247,6 +247,23 @@ def test_a_reply_without_a_message_is_a_provider_error_taped_under_its_call(monk
     assert (replayed.status, replayed.error) == ("fallback", answer.error)
 
 
+def test_a_provider_error_is_cut_after_its_key_is_redacted(scripted, monkeypatch):
+    """Cut first, a key across the 300th character kept its first part, too short to be found as the key's."""
+    secret = "test-secret-value-123456"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    scripted(error=ConnectionError("x" * 278 + secret))  # "ConnectionError: " and 278 x: the key starts at 295
+    assert ask(provider_gateway()).error == "provider error: " + ("ConnectionError: " + "x" * 278)
+    reply = SimpleNamespace(choices=[], note="x" * 233 + secret)
+
+    async def no_message(self, model, messages, params, fmt):
+        return reply
+
+    monkeypatch.setattr(Gateway, "_acompletion", no_message)
+    said = f"malformed response: no message in {reply!r}".replace(secret, "[REDACTED]")
+    assert said.index("[REDACTED]") == 295  # across the cut: left out whole
+    assert ask(provider_gateway()).error == f"provider error: {said[:295]}"
+
+
 def test_a_reply_with_no_text_is_empty_and_one_with_a_number_is_read_as_its_text(monkeypatch):
     """A provider's ``content`` of None (e.g. a refusal or a tool call) is an empty reply; any
     other value that is not a string is read as its text."""
