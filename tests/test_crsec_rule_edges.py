@@ -100,6 +100,33 @@ def test_a_rule_plan_alternates_habits_and_the_filler_and_takes_scheduled_places
         ("12:00", "eat lunch", OUT, None), ("13:00", "eat lunch", HOME, None)]
 
 
+# a scheduled activity with a follow-up that a time-window norm replaces by its alternative (the
+# makerspace's 17:00 'saw a plank', then sketching instead, with 'sweep after sawing' held)
+NO_LATE_LUNCH = TrackedNorm(name="no lunch after 14:00", type="injunctive", keywords=["lunch"],
+                            violated_by={"tags": ["meal"], "from_time": "14:00"},
+                            alternatives={"eat lunch": "read a book"})
+
+
+def test_a_scheduled_activity_a_norm_replaces_gets_the_follow_up_of_its_alternative_not_its_own():
+    """The follow-up belongs to the activity planned: the 17:00 saw replaced by a sketch was planned
+    with the saw's sweep ('sketch a design', then 'sweep the workbench')."""
+    ctx = plan_ctx(norms=held(TIP, NO_LATE_LUNCH), start=13 * 60, end=15 * 60,
+                   schedule={13 * 60: ("eat lunch", None), 14 * 60: ("eat lunch", None)},
+                   tracked=[*TRACKED, NO_LATE_LUNCH])
+    items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx))
+    assert [(i["time"], i["activity"], i["then"]) for i in items] == [
+        ("13:00", "eat lunch", "tip the cook"), ("14:00", "read a book", None)]
+
+
+def test_actions_give_the_follow_up_of_the_activity_done_not_of_the_planned_one_a_norm_replaced():
+    """A plan made before the norm was held: at 14:00 the actions read instead of eating, and leave
+    out the tip the plan had for the meal (and tip after a meal the norm leaves alone)."""
+    plan = plan_ctx(norms=held(TIP, NO_LATE_LUNCH), tracked=[*TRACKED, NO_LATE_LUNCH])
+    lunch = {"time": "14:00", "activity": "eat lunch", "place": HOME, "then": "tip the cook"}
+    assert actions(lunch, plan, paths={}) == ["read a book"] * 3 + ["drink tea"] * 3
+    assert actions({**lunch, "time": "13:00"}, plan, paths={})[:4] == ["eat lunch"] * 3 + ["tip the cook"]
+
+
 def test_a_rule_plan_keeps_a_held_norm_only_within_its_hours():
     items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, plan_ctx(norms=held(QUIET), start=18 * 60, end=23 * 60)))
     places = {i["time"]: i["place"] for i in items if i["activity"] == "play drums"}

@@ -1000,21 +1000,24 @@ class GenerateNormativePlans(Operation):
 
     def rule(self, ctx: PlanContext, rng: random.Random) -> PlanRecord:
         """The scenario's scheduled activities at their times (with the follow-up a held norm asks
-        for), habits and quiet hours in turn, each made to respect the held tracked norms."""
+        for), habits and quiet hours in turn, each made to respect the held tracked norms. The
+        follow-up is that of the activity planned: a scheduled one a norm replaced by its compliant
+        alternative does not keep the replaced one's (sketching, then sweeping after sawing)."""
         items = []
         habits = ctx.habits or [ctx.filler]
         for k in range(ctx.items):
             start = ctx.start + k * ctx.item_minutes
             place = ctx.home
-            then = None
-            if start in ctx.schedule and ctx.schedule[start][0] in ctx.activities:
+            scheduled = start in ctx.schedule and ctx.schedule[start][0] in ctx.activities
+            if scheduled:
                 activity, where = ctx.schedule[start]
-                place, then = where or ctx.home, follow_up_for(activity, ctx)
+                place = where or ctx.home
             elif k % 2 == 0:
                 activity = habits[(k // 2) % len(habits)]
             else:
                 activity = ctx.filler
             activity, place = normative_choice(activity, place, ctx, start)
+            then = follow_up_for(activity, ctx) if scheduled else None
             items.append({"time": clock_text(start), "activity": activity, "place": place, "then": then})
         return PlanRecord(items=items)
 
@@ -1077,8 +1080,10 @@ class GenerateNormativeActions(Operation):
         doing = max(1, (ctx.count - len(actions)) // 2)
         actions += [activity] * doing
         follow = ctx.item.get("then") or None
-        if needs_follow_up(ctx.item["activity"], ctx.plan):  # norms held since the plan was made count
-            follow = follow_up_for(ctx.item["activity"], ctx.plan)
+        # norms held since the plan was made count; the follow-up is that of the activity done, not of
+        # the planned one a norm (or temptation) replaced: no sweeping after a sketch that replaced a saw
+        if needs_follow_up(activity, ctx.plan) or needs_follow_up(ctx.item["activity"], ctx.plan):
+            follow = follow_up_for(activity, ctx.plan)
         if follow:
             actions.append(follow)
         actions += [ctx.plan.filler] * (ctx.count - len(actions))
