@@ -118,6 +118,22 @@ def test_a_scheduled_activity_a_norm_replaces_gets_the_follow_up_of_its_alternat
         ("13:00", "eat lunch", "tip the cook"), ("14:00", "read a book", None)]
 
 
+def test_a_scheduled_activity_in_a_long_plan_item_is_judged_at_its_own_time_not_the_items_start():
+    """With 90-minute items the 20:00 drums fall in the item at 19:30 and the 14:00 lunch in the one at
+    13:30: each is judged at its scheduled time (quiet from 20:00; no lunch after 14:00), not at 19:30
+    or 13:30, when the norm was silent and the drums stayed indoors, the lunch kept its tip."""
+    ctx = dataclasses.replace(
+        plan_ctx(norms=held(QUIET, TIP, NO_LATE_LUNCH), start=12 * 60, end=21 * 60, tracked=[*TRACKED, NO_LATE_LUNCH],
+                 schedule={12 * 60 + 30: ("eat lunch", None), 14 * 60: ("eat lunch", None),
+                           20 * 60: ("play drums", HOME)}),
+        item_minutes=90)
+    items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx))
+    assert [(i["time"], i["activity"], i["place"], i["then"]) for i in items] == [
+        ("12:00", "eat lunch", HOME, "tip the cook"), ("13:30", "read a book", HOME, None),
+        ("15:00", "play drums", HOME, None), ("16:30", "drink tea", HOME, None),
+        ("18:00", "play drums", HOME, None), ("19:30", "play drums", OUT, None)]
+
+
 def test_actions_give_the_follow_up_of_the_activity_done_not_of_the_planned_one_a_norm_replaced():
     """A plan made before the norm was held: at 14:00 the actions read instead of eating, and leave
     out the tip the plan had for the meal (and tip after a meal the norm leaves alone)."""

@@ -44,6 +44,18 @@ def test_the_makerspace_schedule_drives_the_follow_up_norm():
     assert "sweep after sawing" not in set(breaches["norm"])
 
 
+def test_a_scheduled_saw_in_a_long_plan_item_is_judged_at_its_own_time():
+    """With 90-minute plan items the 17:00 saw is planned in the item at 16:30: an agent who holds 'no
+    sawing after 17:00' planned to saw there (the norm was judged at 16:30). It is judged at 17:00, its
+    own time, as with hourly items."""
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, plan_item_minutes=90)
+    model.step()
+    late = {a.name: next(i for i in a.plan if i["time"] == "16:30") for a in model.agents}
+    holders = {a.name for a in model.agents if a.norms.holds("no sawing after 17:00")}
+    assert holders and all(late[name]["activity"] == "sketch a design" for name in holders)
+    assert all(late[name]["activity"] == "saw a plank" for name in set(late) - holders)
+
+
 def test_an_agent_without_a_goal_spends_the_day_at_its_own_scenario():
     """The default goal was Hobbs Cafe's, in the prompts of every other CRSEC setting."""
     spec = load_scenario("makerspace")

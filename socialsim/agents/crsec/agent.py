@@ -423,7 +423,7 @@ class CRSECAgent(GenerativeAgent):
             tuple(self.shared.inside), home, self.shared.outside, list(self.crsec_traits.habits),
             s.filler_behaviour, list(s.tracked_norms), self.shared.tags, self.shared.inside,
             dict(self.crsec_traits.stance), temptation=s.temptation,
-            schedule={s.plan_item_at(minutes(i.time)): (i.behaviour, i.place) for i in s.schedule}, examples=s.prompt_examples)
+            schedule={minutes(i.time): (i.behaviour, i.place) for i in s.schedule}, examples=s.prompt_examples)
 
     def _item_index(self, now: int) -> int | None:
         if not self.plan:

@@ -897,7 +897,8 @@ class PlanContext:
     tags: dict[str, tuple[str, ...]]  # behaviour text -> tags
     inside: dict[str, bool]  # area -> inside?
     stance: dict[str, str] = field(default_factory=dict)
-    schedule: dict[int, tuple[str, str | None]] = field(default_factory=dict)  # minute -> (behaviour, place)
+    # scheduled minute of the day -> (behaviour, place); planned in the item the minute falls in
+    schedule: dict[int, tuple[str, str | None]] = field(default_factory=dict)
     temptation: float = 0.0  # rules: chance a habit is done as the agent likes, a held norm notwithstanding
     memories: list[str] = field(default_factory=list)  # retrieved for the day's goal
     examples: str = "paper"  # the prompt's examples: the paper's or neutral ones (prompt_examples)
@@ -1002,21 +1003,25 @@ class GenerateNormativePlans(Operation):
         """The scenario's scheduled activities at their times (with the follow-up a held norm asks
         for), habits and quiet hours in turn, each made to respect the held tracked norms. The
         follow-up is that of the activity planned: a scheduled one a norm replaced by its compliant
-        alternative does not keep the replaced one's (sketching, then sweeping after sawing)."""
+        alternative does not keep the replaced one's (sketching, then sweeping after sawing). A
+        scheduled activity is planned in the item its time falls in and judged at its own time: with
+        90-minute items the 17:00 saw is planned at 16:30 and breaks a norm that holds from 17:00."""
         items = []
         habits = ctx.habits or [ctx.filler]
         for k in range(ctx.items):
             start = ctx.start + k * ctx.item_minutes
             place = ctx.home
-            scheduled = start in ctx.schedule and ctx.schedule[start][0] in ctx.activities
+            # the scheduled time within this item, if any (at most one: settings check it)
+            at = next((m for m in sorted(ctx.schedule) if start <= m < start + ctx.item_minutes), start)
+            scheduled = at in ctx.schedule and ctx.schedule[at][0] in ctx.activities
             if scheduled:
-                activity, where = ctx.schedule[start]
+                activity, where = ctx.schedule[at]
                 place = where or ctx.home
             elif k % 2 == 0:
                 activity = habits[(k // 2) % len(habits)]
             else:
                 activity = ctx.filler
-            activity, place = normative_choice(activity, place, ctx, start)
+            activity, place = normative_choice(activity, place, ctx, at if scheduled else start)
             then = follow_up_for(activity, ctx) if scheduled else None
             items.append({"time": clock_text(start), "activity": activity, "place": place, "then": then})
         return PlanRecord(items=items)
