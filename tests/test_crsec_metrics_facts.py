@@ -21,6 +21,9 @@ CALL, SAW, SWEEP, TEXT, SKETCH = ("take a phone call", "saw a plank", "sweep the
 TAGS = {CALL: ("call",), SAW: ("saw",), SWEEP: ("sweep",), TEXT: ("quiet",), SKETCH: ("quiet",)}
 PHONES, SWEEPING, LATE_SAWING = "no phone calls indoors", "sweep after sawing", "no sawing after 17:00"
 MORNING, FOUR_PM, HALF_FIVE = 2, 43, 52  # steps of 10 minutes from 09:00: 09:10, 16:00, 17:30
+# a missed follow-up in plain words: the follow-up's behaviour, not "saw a plank without a follow-up" (a
+# chat said "doing saw a plank without a follow-up in the workshop floor bothers people")
+MISSED_SWEEP = f"{SAW} without sweeping the workbench"
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +62,16 @@ def test_sawing_needs_a_sweep_the_step_after_unless_one_is_still_sawing(model, w
     world.events += [act(1, "Ann", SAW), act(1, "Bob", SAW, BREAK), act(1, "Cid", SAW),
                      act(2, "Ann", SAW), act(2, "Cid", SWEEP), act(2, "Dee", CALL)]
     found = breaches(model, 2)
-    assert Breach(2, "Bob", SWEEPING, BREAK, f"{SAW} without a follow-up") in found
+    assert Breach(2, "Bob", SWEEPING, BREAK, MISSED_SWEEP) in found
     assert {b.agent for b in found if b.norm == SWEEPING} == {"Bob"}  # Ann still saws; Cid swept
     assert Breach(2, "Dee", PHONES, FLOOR, CALL) in found  # the prohibitions are read as well
     world.events += [act(3, "Ann", TEXT)]
     assert [b.agent for b in breaches(model, 3) if b.norm == SWEEPING] == ["Ann"]
+
+
+def test_a_missed_follow_up_is_named_by_the_follow_ups_behaviour_or_plainly_without_one(model):
+    assert metrics.follow_up_text(model.world, "sweep") == "sweeping the workbench"
+    assert metrics.follow_up_text(model.world, "applause") == "a follow-up"  # no behaviour of the world has it
 
 
 def test_an_act_is_judged_by_its_tags_place_and_hour(model):
@@ -92,10 +100,10 @@ def test_an_agent_observes_the_others_tagged_acts_in_its_area_and_their_missed_f
     world.events += [act(2, "Ann", CALL), act(2, "Ann", CALL), act(2, "Bob", TEXT), act(2, "Cid", CALL, YARD),
                      act(2, "Me", SAW), WorldEvent(2, "Dee", FLOOR, "wait", "wait", "", True)]
     saved = list(model.society.breaches)
-    model.society.breaches[:] = [Breach(2, "Eve", SWEEPING, FLOOR, f"{SAW} without a follow-up"),
-                                 Breach(2, "Fay", SWEEPING, BREAK, f"{SAW} without a follow-up"),
-                                 Breach(1, "Gus", SWEEPING, FLOOR, f"{SAW} without a follow-up"),
-                                 Breach(2, "Me", SWEEPING, FLOOR, f"{SAW} without a follow-up"),
+    model.society.breaches[:] = [Breach(2, "Eve", SWEEPING, FLOOR, MISSED_SWEEP),
+                                 Breach(2, "Fay", SWEEPING, BREAK, MISSED_SWEEP),
+                                 Breach(1, "Gus", SWEEPING, FLOOR, MISSED_SWEEP),
+                                 Breach(2, "Me", SWEEPING, FLOOR, MISSED_SWEEP),
                                  Breach(2, "Ann", PHONES, FLOOR, CALL)]
     try:
         me = SimpleNamespace(name="Me", area=FLOOR)
@@ -107,9 +115,9 @@ def test_an_agent_observes_the_others_tagged_acts_in_its_area_and_their_missed_f
                      f"taking a phone call in {FLOOR}", (PHONES,), ()),
         ObservedFact("Bob", TEXT, ("quiet",), FLOOR, True, f"Bob is sending a text message in {FLOOR}",
                      f"sending a text message in {FLOOR}", (), (PHONES,)),
-        ObservedFact("Eve", f"{SAW} without a follow-up", tuple(settings.tracked(SWEEPING).violated_by.tags), FLOOR,
-                     True, f"Eve did {SAW} without a follow-up in {FLOOR}",
-                     f"doing {SAW} without a follow-up in {FLOOR}", (SWEEPING,), ())]
+        ObservedFact("Eve", MISSED_SWEEP, tuple(settings.tracked(SWEEPING).violated_by.tags), FLOOR,
+                     True, f"Eve finished sawing a plank without sweeping the workbench in {FLOOR}",
+                     f"sawing a plank without sweeping the workbench in {FLOOR}", (SWEEPING,), ())]
     assert metrics.observed_facts(model, me, 0) == []
     world.events += [act(1, "Bob", SAW, FLOOR)]
     assert [f.actor for f in metrics.observed_facts(model, me, 1)] == ["Bob"]  # the first step is observed
@@ -290,4 +298,4 @@ def test_a_follow_up_norm_judges_the_act_that_ended_its_window_not_a_later_one(m
         return metrics.breaches(model.world, patient, step, model.scenario_spec.step_minutes)
 
     assert found(3) == []
-    assert found(5) == [Breach(5, "Ann", SWEEPING, FLOOR, f"{SAW} without a follow-up")]
+    assert found(5) == [Breach(5, "Ann", SWEEPING, FLOOR, MISSED_SWEEP)]

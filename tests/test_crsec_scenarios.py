@@ -56,6 +56,24 @@ def test_a_scheduled_saw_in_a_long_plan_item_is_judged_at_its_own_time():
     assert all(late[name]["activity"] == "saw a plank" for name in set(late) - holders)
 
 
+def test_a_missed_follow_up_reads_as_plain_english_in_breaches_thoughts_and_chats():
+    """A missed sweep was written "saw a plank without a follow-up": chats said "Excuse me, Ruben Diaz:
+    doing saw a plank without a follow-up in the workshop floor bothers people." and thoughts "Ruben Diaz
+    did saw a plank without a follow-up". They name the follow-up and keep the verb's form."""
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1)
+    for _ in range(12):
+        model.step()
+    tables = {name: model.datacollector.get_table_dataframe(name) for name in ("breaches", "thoughts", "conversations")}
+    missed = tables["breaches"].loc[tables["breaches"]["norm"] == "sweep after sawing", "behaviour"]
+    assert set(missed) == {"saw a plank without sweeping the workbench"}
+    observed = tables["thoughts"]["observation"]
+    assert observed.str.contains(" finished sawing a plank without sweeping the workbench in ").any()
+    said = tables["conversations"]["text"]
+    assert said.str.contains(": sawing a plank without sweeping the workbench in the workshop floor bothers").any()
+    for text in [*missed, *observed, *tables["thoughts"]["thought"], *said]:
+        assert "follow-up" not in text and " did saw" not in text and "doing saw" not in text, text
+
+
 def test_an_agent_without_a_goal_spends_the_day_at_its_own_scenario():
     """The default goal was Hobbs Cafe's, in the prompts of every other CRSEC setting."""
     spec = load_scenario("makerspace")

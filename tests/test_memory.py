@@ -229,7 +229,7 @@ def test_a_memory_of_an_observation_or_a_conversation_recalls_its_own_matter(mon
     model = SocietyModel("hobbs-cafe", arch="crsec", model="rules", rng=2)
     for _ in range(30):
         model.step()
-    kinds = {"breach of a follow-up" if f.act.startswith("doing ") else "act" for f in facts}
+    kinds = {"act" if f.behaviour in model.world.behaviours else "breach of a follow-up" for f in facts}
     assert kinds == {"act", "breach of a follow-up"}  # both shapes of observation occurred
     for fact in facts:  # as the observer and the receiver of a conversation about it write them
         assert ops.recalls(f"(step 1, observation) {fact.text}", fact.doing, 1.0), fact

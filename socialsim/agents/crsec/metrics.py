@@ -94,8 +94,17 @@ def breaches(world: World, settings: CRSECSettings, step: int, step_minutes: flo
             last_meal = max(i for i, e in enumerate(mine) if e.step == ended and set(e.tags) & set(spec.tags))
             if not any(spec.unless_followed_by in e.tags for e in mine[last_meal + 1:]):
                 meal = mine[last_meal]
-                found.append(Breach(step, agent, t.name, meal.area, f"{meal.action} without a follow-up"))
+                found.append(Breach(step, agent, t.name, meal.area,
+                                    f"{meal.action} without {follow_up_text(world, spec.unless_followed_by)}"))
     return found
+
+
+def follow_up_text(world: World, tag: str) -> str:
+    """The follow-up a missed one was, as the words a breach, a chat or a thought say it:
+    "leaving a tip for the server" (the first behaviour with its tag, as the rules plan it), not the
+    tag; "a follow-up" when the world has no behaviour with it."""
+    follow = next((text for text, b in sorted(world.behaviours.items()) if tag in b.tags), None)
+    return gerund(follow) if follow else "a follow-up"
 
 
 def judge_act(tags, action: str, inside: bool, settings: CRSECSettings,
@@ -167,12 +176,12 @@ def observed_facts(model: SocietyModel, agent: Any, step: int) -> list[ObservedF
         facts.append(ObservedFact(e.agent, e.action, tuple(e.tags), e.area, inside,
                                   f"{e.agent} is {gerund(e.action)} in {e.area}", f"{gerund(e.action)} in {e.area}",
                                   tuple(violates), tuple(complies)))
-    for b in model.society.breaches:
-        if b.step == step and b.agent != agent.name and b.area == area and "follow-up" in b.behaviour:
-            spec = settings.tracked(b.norm).violated_by
+    for b in model.society.breaches:  # a missed follow-up, read after the act it should have followed
+        spec = settings.tracked(b.norm).violated_by
+        if b.step == step and b.agent != agent.name and b.area == area and spec.unless_followed_by:
             facts.append(ObservedFact(b.agent, b.behaviour, tuple(spec.tags), b.area, world.is_inside(b.area),
-                                      f"{b.agent} did {b.behaviour} in {b.area}",
-                                      f"doing {b.behaviour} in {b.area}", (b.norm,), ()))
+                                      f"{b.agent} finished {gerund(b.behaviour)} in {b.area}",
+                                      f"{gerund(b.behaviour)} in {b.area}", (b.norm,), ()))
     return facts
 
 

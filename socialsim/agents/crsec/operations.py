@@ -98,9 +98,9 @@ class ObservedFact:
 
     @property
     def doing(self) -> str:
-        """The act without its place: "smoking a cigarette", "eat a meal without a follow-up" (what
-        the memories of it have in common, whether they say "is smoking", "did eat" or "doing eat")."""
-        return self.act.removesuffix(f" in {self.area}").removeprefix("doing ")
+        """The act without its place: "smoking a cigarette", "eating a meal without leaving a tip for
+        the server" (what the memories of it have in common: "is smoking", "finished eating")."""
+        return self.act.removesuffix(f" in {self.area}")
 
 
 def _norm_list(norms: list[NormView] | tuple[NormView, ...]) -> str:
