@@ -205,9 +205,10 @@ def test_temptation_takes_the_habit_home_only_when_the_norm_moved_it_from_there(
 # --- judging a plan ----------------------------------------------------------------------------------------
 
 
-def verdict(norm, *items):
+def verdict(norm, *items, day_end=None):
     items = [{"then": None, **i} for i in items]
-    return rule(ops.JUDGE_PLAN_COMPLIANCE, ops.JudgePlanContext("Ann", ops.plan_text(items), norm, items, TAGS, INSIDE))
+    return rule(ops.JUDGE_PLAN_COMPLIANCE, ops.JudgePlanContext("Ann", ops.plan_text(items), norm, items, TAGS, INSIDE,
+                                                               day_end))
 
 
 def test_a_plan_is_judged_by_its_follow_ups_hours_and_places():
@@ -222,6 +223,23 @@ def test_a_plan_is_judged_by_its_follow_ups_hours_and_places():
     assert verdict(QUIET, {**drums, "time": "10:00"}).index == 0
     assert verdict(QUIET, {**drums, "place": OUT}).index == 0
     assert verdict(QUIET, {**drums, "place": "the attic"}).index == 1  # a place the world does not know: inside
+
+
+def test_a_plan_item_is_judged_while_it_lasts_not_only_at_its_start():
+    """An item lasts until the next one starts (the last until the day's end): drums at 19:00 with
+    nothing after them go on into the quiet hours from 20:00, and a lunch at 10:00 until 12:00 into
+    the tipping hours from 11:00. Judged at their starts only, both plans complied."""
+    drums = {"time": "19:00", "activity": "play drums", "place": HOME}
+    tea = {"time": "20:00", "activity": "drink tea", "place": HOME}
+    assert verdict(QUIET, drums, day_end=22 * 60).index == 1
+    assert verdict(QUIET, drums, tea, day_end=22 * 60).index == 0  # over before the quiet hours
+    assert verdict(QUIET, tea, drums, day_end=22 * 60).index == 0  # the next item by its time, in any order
+    assert verdict(QUIET, drums, day_end=20 * 60).index == 0  # the day ends as the quiet hours begin
+    assert verdict(QUIET, drums).index == 0  # no day's end known: the last item is judged at its start
+    lunch = {"time": "10:00", "activity": "eat lunch", "place": HOME}
+    assert verdict(TIP, lunch, {**tea, "time": "12:00"}).index == 1
+    assert verdict(TIP, lunch, {**tea, "time": "11:00"}).index == 0
+    assert verdict(TIP, {**lunch, "then": "tip the cook"}, {**tea, "time": "12:00"}).index == 0
 
 
 @pytest.mark.parametrize(("time", "minute"), [("09:30", 570), (" 7:05 pm", 425), ("21:00", 1260), ("noon", None),

@@ -56,6 +56,20 @@ def test_a_scheduled_saw_in_a_long_plan_item_is_judged_at_its_own_time():
     assert all(late[name]["activity"] == "saw a plank" for name in set(late) - holders)
 
 
+def test_a_plan_that_saws_on_into_the_quiet_hours_is_judged_to_break_them():
+    """With 3-hour items a 16:00 saw is planned in the item at 15:00, which lasts to the day's end
+    (18:00): the saw is fine at 16:00, but the plan saws on past 17:00. The plan judge read the item
+    at 15:00 only and found the plan of an agent holding 'no sawing after 17:00' compliant."""
+    spec = load_scenario("makerspace")
+    spec.crsec = {**spec.crsec, "plan_item_minutes": 180,
+                  "schedule": [{"time": "16:00", "behaviour": "saw a plank", "place": "the workshop floor"}]}
+    model = SocietyModel(spec, arch="crsec", model="rules", rng=1)
+    model.step()
+    lars = model.agent_named("Lars Nyberg")
+    assert lars.norms.adopted("no sawing after 17:00") and lars.plan[-1]["time"] == "15:00"
+    assert lars.plan_ok == {"no phone calls indoors": True, "sweep after sawing": True, "no sawing after 17:00": False}
+
+
 def test_a_missed_follow_up_reads_as_plain_english_in_breaches_thoughts_and_chats():
     """A missed sweep was written "saw a plank without a follow-up": chats said "Excuse me, Ruben Diaz:
     doing saw a plank without a follow-up in the workshop floor bothers people." and thoughts "Ruben Diaz

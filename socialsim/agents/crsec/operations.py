@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from socialsim.agents.crsec.settings import CatalogueNorm, TrackedNorm, clock_text, minutes
+from socialsim.agents.crsec.settings import CatalogueNorm, TrackedNorm, ViolationSpec, clock_text, minutes
 from socialsim.agents.memory import words
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import (
@@ -1107,9 +1107,22 @@ class JudgePlanContext:
     items: list[dict]
     tags: dict[str, tuple[str, ...]]
     inside: dict[str, bool]
+    day_end: int | None = None  # minute of the day the last item lasts until (None: judged at its start only)
 
 
 PLAN_VERDICTS = ("complies", "breaks it")
+
+
+def item_times(item: dict, items: list[dict], spec: ViolationSpec, day_end: int | None) -> list[int | None]:
+    """The minutes of the day an item is judged at: its start, and the start of the norm's hours if they
+    begin while it lasts (until the next item starts, the last until ``day_end``): an item at 16:00 with
+    none after it saws into quiet hours from 17:00."""
+    start = item_minute(item)
+    if start is None or spec.from_time is None:
+        return [start]
+    end = min((m for m in map(item_minute, items) if m is not None and m > start), default=day_end)
+    opens = minutes(spec.from_time)
+    return [start, opens] if end is not None and start < opens < end else [start]
 
 
 class JudgePlanCompliance(Operation):
@@ -1128,16 +1141,18 @@ class JudgePlanCompliance(Operation):
                 f"the norm speaks about complies.\n\nPLAN:\n{ctx.plan_text}")
 
     def rule(self, ctx: JudgePlanContext, rng: random.Random) -> Choice:
-        """Reads the plan's items: a breaching activity/place, or a meal without the required follow-up."""
+        """Reads the plan's items: a breaching activity/place, or a meal without the required follow-up,
+        at any time while the item lasts (its start, or the start of the norm's hours within it)."""
         spec = ctx.norm.violated_by
         for item in ctx.items:
             tags = ctx.tags.get(item["activity"], ())
+            times = item_times(item, ctx.items, spec, ctx.day_end)
             if spec.unless_followed_by:
                 then_tags = ctx.tags.get(item.get("then") or "", ())
                 if (set(tags) & set(spec.tags) and spec.unless_followed_by not in then_tags
-                        and spec.holds_at(item_minute(item))):
+                        and any(spec.holds_at(m) for m in times)):
                     return Choice(index=1, text=PLAN_VERDICTS[1])
-            elif breaches(tags, ctx.inside.get(item["place"], True), ctx.norm, item_minute(item)):
+            elif any(breaches(tags, ctx.inside.get(item["place"], True), ctx.norm, m) for m in times):
                 return Choice(index=1, text=PLAN_VERDICTS[1])
         return Choice(index=0, text=PLAN_VERDICTS[0])
 
