@@ -147,6 +147,8 @@ def test_without_a_judge_route_the_rules_baseline_judges_and_no_model_is_asked(s
                  tmp_path / "r", progress=False, preflight=False)
     assert result.status == "completed" and server.requests == []
     assert set(pd.read_parquet(tmp_path / "r" / "tables" / "itcmas_judge.parquet")["judge"]) == {"rules"}
+    calls = pd.read_parquet(tmp_path / "r" / "llm_calls.parquet")  # the judge's rows have no agent
+    assert calls["agent"].dtype == "Int64" and calls["agent"].isna().any() and calls["agent"].notna().any()
 
 
 def test_a_judge_that_also_plays_the_agents_is_refused_before_anything_is_written(server, tmp_path):

@@ -169,6 +169,18 @@ def test_the_frame_has_every_field_but_the_path_even_when_empty():
     assert list(ledger.frame().columns) == columns and ledger.frame().loc[0, "op"] == "Choose"
 
 
+def test_the_agent_column_is_a_nullable_integer_with_or_without_a_model_level_row():
+    """An ITCMA-S run's end-of-run judge rows have no agent: pandas made that run's agents floats
+    (0.0, 1.0), while ASVO's and CRSEC's were integers, and a concatenation of both was float."""
+    ledger = Ledger()
+    ledger.record(row(agent=1))
+    assert ledger.frame()["agent"].dtype == "Int64"
+    ledger.record(row(step=2, agent=None, op="judge"))
+    agents = ledger.frame()["agent"]
+    assert agents.dtype == "Int64" and agents[0] == 1 and agents.isna().tolist() == [False, True]
+    assert Ledger().frame()["agent"].dtype == "Int64"
+
+
 def test_the_usage_table_sums_each_operation_and_counts_its_fallbacks_and_repairs():
     ledger = Ledger()
     ledger.record(row(op="Choose", status="ok", latency_s=0.25))

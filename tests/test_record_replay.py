@@ -530,6 +530,23 @@ def test_replay_check_names_the_first_difference_in_any_table(tmp_path):
         "'changed'", repr(pd.read_parquet(a / 'llm_calls.parquet').loc[3, 'op'])) + " vs 'changed'"
 
 
+def test_replay_check_tells_a_missing_value_from_a_present_one_in_a_nullable_column(tmp_path):
+    """With the ledger's agent a nullable integer, a missing agent beside agent 3 compared as
+    missing, not as different, and ``all()`` skipped it: two different ledgers were equal."""
+    import pandas as pd
+
+    for name, agents in (("a", [None, 1]), ("b", [3, 1]), ("c", [None, 1])):
+        (tmp_path / name).mkdir()
+        pd.DataFrame({"step": [1, 1], "agent": pd.array(agents, dtype="Int64")}).to_parquet(
+            tmp_path / name / "llm_calls.parquet", index=False)
+    assert first_difference(tmp_path / "a", tmp_path / "b").startswith("llm_calls.parquet: row 0, column 'agent': <NA> vs ")
+    assert first_difference(tmp_path / "a", tmp_path / "c") is None
+    old = pd.DataFrame({"step": [1, 1], "agent": [float("nan"), 1.0]})  # a recording from before: floats
+    old.to_parquet(tmp_path / "c" / "llm_calls.parquet", index=False)
+    assert first_difference(tmp_path / "c", tmp_path / "a") is None
+    assert first_difference(tmp_path / "c", tmp_path / "b").startswith("llm_calls.parquet: row 0, column 'agent': ")
+
+
 def test_config_json_exists_from_the_first_step(tmp_path, monkeypatch):
     """A run killed after model construction can be resumed: config.json is written before step 1."""
     from socialsim.model import runner

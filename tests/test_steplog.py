@@ -38,7 +38,8 @@ def test_each_step_appends_only_its_new_rows_and_the_manifest_marks_them(tmp_pat
     parts = tmp_path / PARTS
     assert json.loads((parts / MANIFEST).read_text()) == {
         "steps_done": 3, "rows": {"model.parquet": 3, "tables/conversations.parquet": 1},
-        "columns": {"model.parquet": ["step", "rate"], "tables/conversations.parquet": ["step", "line"]}}
+        "columns": {"model.parquet": ["step", "rate"], "tables/conversations.parquet": ["step", "line"]},
+        "nullable": {}}  # no nullable integer column
     assert (parts / "model.jsonl").read_text().count("\n") == 3  # one line a row, none repeated or run together
     assert len((parts / "tables__conversations.jsonl").read_text().splitlines()) == 1
     frames, steps = read_parts(tmp_path)
@@ -137,4 +138,5 @@ def test_a_rebuilt_frame_keeps_every_digit_its_values_and_types(tmp_path):
     StepLog(tmp_path / "b", tidy).append({"model.parquet": nullable}, steps_done=1)
     rebuilt = read_parts(tmp_path / "b")[0]["model.parquet"]
     assert rebuilt["n"][0] == 1 and pd.isna(rebuilt["n"][1]) and pd.isna(rebuilt["when"][1])
+    assert rebuilt["n"].dtype == "Int64"  # not the float JSON's null made it (the ledger's agent column)
     assert rebuilt["when"][0] == "2026-11-27 00:00:00"

@@ -165,7 +165,10 @@ class Ledger:
         """The rows in record order (a row's fields are plain values: a shallow copy is enough,
         and much cheaper than ``dataclasses.asdict`` when a long run saves after every step)."""
         columns = [c for c in LedgerRow.__dataclass_fields__ if c != "path"]
-        return pd.DataFrame.from_records([vars(r) for r in self.ordered_rows()], columns=columns)
+        frame = pd.DataFrame.from_records([vars(r) for r in self.ordered_rows()], columns=columns)
+        # a nullable integer: a model-level row (an end-of-run judge) has no agent, and with a
+        # plain column pandas made every agent of that run a float
+        return frame.astype({"agent": "Int64"})
 
     def by_operation(self, frame: pd.DataFrame | None = None) -> pd.DataFrame:
         """Calls, tokens, cost and failures per operation: the usage table of a report (from

@@ -466,7 +466,8 @@ def first_difference(a: str | Path, b: str | Path, up_to: int | None = None) -> 
             return f"{name}: {len(left)} rows vs {len(right)} rows"
         for col in left.columns:
             l_col, r_col = left[col], right[col]
-            same = (l_col == r_col) | (l_col.isna() & r_col.isna())
+            # a missing value beside a present one compares as missing (nullable columns), not as equal
+            same = (l_col == r_col).fillna(False).astype(bool) | (l_col.isna() & r_col.isna())
             if not bool(same.all()):
                 row = int((~same).to_numpy().nonzero()[0][0])
                 return f"{name}: row {row}, column {col!r}: {l_col.iloc[row]!r} vs {r_col.iloc[row]!r}"

@@ -41,6 +41,7 @@ class StepLog:
         self.parts.mkdir(parents=True)
         self.rows: dict[str, int] = {}
         self.columns: dict[str, list[str]] = {}
+        self.nullable: dict[str, dict[str, str]] = {}  # nullable integer columns: JSON gives them back as floats
 
     def append(self, frames: dict[str, pd.DataFrame], steps_done: int) -> None:
         """Append the rows each frame gained since the last call, then mark the step complete."""
@@ -56,8 +57,12 @@ class StepLog:
                     out.write(text)  # one line a row, each ended by a newline
             self.rows[name] = len(frame)
             self.columns[name] = [str(c) for c in frame.columns]
+            nullable = {str(c): str(t) for c, t in frame.dtypes.items()
+                        if isinstance(t, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(t)}
+            if nullable:
+                self.nullable[name] = nullable
         # the columns too: a table still without rows (ASVO's events) keeps its schema when rebuilt
-        manifest = {"steps_done": steps_done, "rows": self.rows, "columns": self.columns}
+        manifest = {"steps_done": steps_done, "rows": self.rows, "columns": self.columns, "nullable": self.nullable}
         tmp = self.parts / (MANIFEST + ".tmp")
         tmp.write_text(json.dumps(manifest, indent=1))
         os.replace(tmp, self.parts / MANIFEST)
@@ -94,7 +99,9 @@ def read_parts(run_dir: str | Path) -> tuple[dict[str, pd.DataFrame], int]:
             log.warning("%s: %d line(s) after the last complete step left out", path, extra)
         records = [json.loads(line) for line in lines[:rows]]
         columns = manifest.get("columns", {}).get(name)  # absent in records written before it was kept
-        frames[name] = pd.DataFrame.from_records(records, columns=columns if columns and not records else None)
+        frame = pd.DataFrame.from_records(records, columns=columns if columns and not records else None)
+        nullable = {c: t for c, t in manifest.get("nullable", {}).get(name, {}).items() if c in frame.columns}
+        frames[name] = frame.astype(nullable) if nullable else frame
     return frames, int(manifest["steps_done"])
 
 
