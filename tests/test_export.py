@@ -77,6 +77,26 @@ def test_run_directory_exports_like_a_one_run_sweep(tmp_path):
         export(tmp_path)
 
 
+def test_the_runs_table_has_each_run_s_preset_and_steps_though_no_parameter_sets_them(tmp_path):
+    """config.json has a run's preset and (resolved) steps; the runs table had neither, unless a
+    sweep's parameter set them: a run of a preset could not be told from a run of the scenario."""
+    paper = run(RunConfig(arch="generic", model="rules", preset="paper", steps=1, rng=9), tmp_path / "paper",
+                progress=False)
+    runs = export(paper.run_dir, write=False).runs
+    assert runs[["preset", "steps"]].values.tolist() == [["paper", 1]]
+    assert list(runs.columns).index("steps") < list(runs.columns).index("status")  # beside the parameters
+    spec = {"name": "plain", "seeds": [1], "parameters": {"arch": "generic", "model": "rules"}}
+    swept = sweep(spec, tmp_path / "s", progress=False).runs  # the scenario's 2 steps, no preset
+    exported = export(tmp_path / "s", write=False).runs
+    for table in (swept, exported, pd.read_parquet(tmp_path / "s" / "runs.parquet")):
+        assert table["preset"].isna().all() and table["steps"].tolist() == [2]
+    assert list(swept.columns) == list(exported.columns)
+    fixed = sweep({**spec, "name": "fixed", "steps": 1, "parameters": {**spec["parameters"], "preset": "paper"}},
+                  tmp_path / "f", progress=False).runs  # set by the sweep: its parameter columns, once each
+    assert fixed[["preset", "steps"]].values.tolist() == [["paper", 1]]
+    assert list(fixed.columns).count("steps") == list(fixed.columns).count("preset") == 1
+
+
 def test_outcome_figure_shows_replicate_spread(sweep_dir, tmp_path):
     runs = export(sweep_dir, write=False).runs
     stats = outcome_summary(runs, "rule_decisions", "steps")

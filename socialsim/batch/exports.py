@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from socialsim.batch.sweepfile import CONFIG_PARAMS, encode
-from socialsim.batch.sweeps import RUNS, last_row, run_measures, write_table
+from socialsim.batch.sweeps import RUN_SETTINGS, RUNS, last_row, run_measures, write_table
 from socialsim.model.run_dir import SWEEP_FILE
 from socialsim.model.runner import _tidy
 from socialsim.model.steplog import frame_reader
@@ -104,9 +104,10 @@ def export(path: str | Path, out: str | Path | None = None, formats: tuple[str, 
         final = last_row(frame)
         measured = run_measures(d, meta.get("config", {}).get("arch"))  # at the run's end (ASVO's separability)
         values = {**final, **{k: v for k, v in measured.items() if k not in final}}  # as the sweep's runs table
-        runs.append({**tags, "status": _status(d, meta), "steps_done": meta.get("steps_done", 0),
+        settings = {k: encode(meta.get("config", {}).get(k)) for k in RUN_SETTINGS if k not in tags}
+        runs.append({**tags, **settings, "status": _status(d, meta), "steps_done": meta.get("steps_done", 0),
                      "live_calls": meta.get("live_calls", 0), "live_cost_usd": meta.get("live_cost_usd", 0.0),
-                     **{(f"final_{k}" if k in tags else k): v for k, v in values.items()}})  # never dropped
+                     **{(f"final_{k}" if k in tags or k in settings else k): v for k, v in values.items()}})  # never dropped
         ag = read(d / "agents.parquet").rename(columns={"Step": "step", "AgentID": "agent_id"})
         agents.append(_tag(ag.assign(agent_type=meta.get("config", {}).get("arch")), tags))
         # the ledger's `model` is the model that answered each call; `model` the run's default

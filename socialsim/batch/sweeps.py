@@ -665,6 +665,9 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
 
 # Columns of the runs table besides the grid's parameters and the models' reporters (``summarize``).
 RUN_COLUMNS = ("run_id", "replicate", "rng", "status", "steps_done", "live_calls", "live_cost_usd", "step")
+# A run's settings the runs table has whether or not a parameter sets them (as its config.json resolved them:
+# the scenario's default steps, no preset): its length and preset are not otherwise told from the table.
+RUN_SETTINGS = ("preset", "steps")
 
 
 def check_grid(planned: list[PlannedRun], spec: SweepSpec,
@@ -780,6 +783,7 @@ def summarize(sweep_dir: Path, planned: list[PlannedRun]) -> pd.DataFrame:
         row: dict[str, Any] = {"run_id": p.run_id, "replicate": p.replicate, "rng": p.rng}
         typed = p.config.arch_params  # as the run took them ("false" is false), as its export tags them
         row.update({k: encode(v if k in CONFIG_PARAMS else typed.get(k, v)) for k, v in p.params.items()})
+        row.update({k: encode(getattr(p.config, k)) for k in RUN_SETTINGS if k not in row})
         tags = set(row)  # a final value named like one is kept beside it, as in the export
         meta = _meta(run_dir)
         row["status"] = meta.get("status", "not run")
