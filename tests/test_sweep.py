@@ -676,7 +676,22 @@ def test_an_edited_sweep_file_s_figures_replace_the_ones_an_earlier_version_of_i
     sweep({**grid, "steps": 2, "figures": [{"outcome": "llm_calls", "x": "arch"}]}, tmp_path / "s", progress=False)
     assert [p.name for p in (tmp_path / "s" / "figures").iterdir()] == ["llm_calls-by-arch.png"]
     sweep({**grid, "figures": []}, tmp_path / "s", progress=False)  # none asked for any more
-    assert not list((tmp_path / "s" / "figures").iterdir())
+    assert not (tmp_path / "s" / "figures").exists()  # nor an empty folder where they were
+
+
+def test_a_sweep_s_run_and_a_sweep_without_figures_leave_no_empty_figures_folder(tmp_path):
+    """A sweep's run draws no figure, yet kept an empty figures/ folder, as did a sweep whose
+    figures none could be drawn; a run on its own keeps its figures."""
+    from socialsim.model.runner import RunConfig, run
+
+    grid = {"name": "bare", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"},
+            "figures": [{"outcome": "model", "x": "arch"}]}  # a text: not drawn
+    result = sweep(grid, tmp_path / "s", progress=False)
+    run_dir = tmp_path / "s" / "runs" / result.runs["run_id"].iloc[0]
+    assert (run_dir / "report.md").is_file() and not (run_dir / "figures").exists()
+    assert len(result.figure_problems) == 1 and not (tmp_path / "s" / "figures").exists()
+    alone = run(RunConfig(arch="generic", model="rules", steps=1, rng=1), tmp_path / "r", progress=False)
+    assert sorted(p.name for p in (alone.run_dir / "figures").iterdir()) == ["interactions.png", "llm_usage.png"]
 
 
 def test_a_figure_that_cannot_be_drawn_is_reported_and_the_others_are_still_drawn(tmp_path, capsys, caplog):

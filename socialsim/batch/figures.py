@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # figures are files; never open a window
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from socialsim.metrics.report import missing_glyphs_noted  # noqa: E402
+from socialsim.metrics.report import drop_if_empty, missing_glyphs_noted  # noqa: E402
 
 log = logging.getLogger("socialsim.batch")
 
@@ -93,6 +93,7 @@ def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
         drawn.unlink()
     problems = []
     if not spec.figures:
+        drop_if_empty(out)  # those of an earlier version of the sweep file, no longer asked for
         return problems
     out.mkdir(exist_ok=True)
     with missing_glyphs_noted(str(out)):
@@ -116,4 +117,5 @@ def sweep_figures(result: SweepResult, spec: SweepSpec) -> list[str]:
             name = "-".join(filter(None, [fig_spec.outcome, "by", fig_spec.x, fig_spec.hue and f"and-{fig_spec.hue}"]))
             fig.savefig(out / f"{re.sub(r'[^\w.-]+', '_', name)}.png", dpi=120)
             plt.close(fig)
+    drop_if_empty(out)  # none could be drawn
     return problems

@@ -168,7 +168,14 @@ def usage_markdown(model: SocietyModel) -> str:
 
 def write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[str]) -> Path:
     with missing_glyphs_noted(str(run_dir)):
-        return _write_report(model, run_dir, status, notes)
+        report = _write_report(model, run_dir, status, notes)
+    drop_if_empty(run_dir / "figures")  # a sweep's run draws none: no empty folder promising some
+    return report
+
+
+def drop_if_empty(folder: Path) -> None:
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def _write_report(model: SocietyModel, run_dir: Path, status: str, notes: list[str]) -> Path:
