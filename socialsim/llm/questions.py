@@ -179,7 +179,7 @@ class PickOneQuestion(QuestionKind):
         if match:
             number = int(match.group(1))
             _second_answer(text[match.end():],
-                           r"(?:\s*(?:or|and|/|,|-|–|&)\s*|\s*\n\s*)(?:option\s*)?(\d+)\b(?![.,]\d)",
+                           r"(?:\s*(?:or|and|/|,|-|–|&)\s*|\s+)(?:option\s*)?(\d+)\b(?![.,]\d)",
                            match.group(1))
             if not 1 <= number <= len(self.options):
                 raise AnswerError(f"option {number} is not between 1 and {len(self.options)}")
@@ -244,8 +244,8 @@ class IntegerQuestion(QuestionKind):
         match = re.match(r"^(-?\d+)\b(?![.,]\d)", text)  # "3.9" is no whole number: asked again
         if not match:
             raise AnswerError(f"expected a whole number, got {raw[:60]!r}")
-        # "3/5" and "3 out of 5" are one answer on its scale; "3-4", "3 or 4" and 3 and 4 on two lines are two
-        _second_answer(text[match.end():], r"(?:\s*(?:or|and|to|,|-|–|&)\s*|\s*\n\s*)(-?\d+)\b(?![.,]\d)",
+        # "3/5" and "3 out of 5" are one answer on its scale; "3-4", "3 or 4", "3 4" and 3 and 4 on two lines are two
+        _second_answer(text[match.end():], r"(?:\s*(?:or|and|to|,|-|–|&)\s*|\s+)(-?\d+)\b(?![.,]\d)",
                        match.group(1))
         value = int(match.group(1))
         if not self.low <= value <= self.high:
