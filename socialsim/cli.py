@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                           "--retries, --json-schema, --breaker)")
     run.add_argument("--max-cost", type=_finite, help="stop cleanly once this many USD are spent")
     _price_argument(run, "needed with --max-cost")
-    run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls")
+    run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls answered (a call "
+                     "counts once, however many attempts its retries took; a call that failed is not counted)")
     run.add_argument("--concurrency", type=int, help="max LLM calls in flight at once (default 128: a 100-agent phase in one round)")
     run.add_argument("--rpm", type=_finite, help="requests-per-minute limit shared by the run")
     run.add_argument("--tpm", type=_finite, help="tokens-per-minute limit shared by the run")
@@ -568,7 +569,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"runs: {len(runs)} ({len(result.executed)} run now, {len(result.skipped)} already done, "
           f"{len(result.failed)} not completed)")
     now = runs[runs["run_id"].isin(result.executed)]  # the runs this command ran; the others were paid before
-    print(f"live LLM calls made now: {int(now['live_calls'].sum())}, live cost now: ${now['live_cost_usd'].sum():.4f}")
+    print(f"live LLM calls answered now: {int(now['live_calls'].sum())}, live cost now: ${now['live_cost_usd'].sum():.4f}")
     if fallbacks := int(now["fallbacks"].fillna(0).sum()) if "fallbacks" in now.columns else 0:
         # as a single run's closing line: an outage shorter than the breaker's count leaves runs "completed" on them
         print(f"unusable answers in the runs made now: {fallbacks} answered by the operation's fallback (a provider "
@@ -587,7 +588,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _not_completed(failed: pd.DataFrame, sweep_dir: Path) -> str:
     """Why a sweep's runs did not complete (how many of each status) and how they go on: the
     line "N not completed" alone left the user to open runs.csv."""
-    # "stopped by budget: max_calls=15 reached (15 live LLM calls made, 0 in flight)": counted without the
+    # "stopped by budget: max_calls=15 reached (15 live LLM calls answered, 0 in flight)": counted without the
     # run's own figures in brackets
     counts = failed["status"].fillna("no status recorded").str.split(" (", n=1, regex=False).str[0].value_counts()
     why = "; ".join(f"{n} {status}" for status, n in counts.items())

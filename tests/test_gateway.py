@@ -856,6 +856,22 @@ def test_the_runs_retries_reach_a_provider_that_failed_once(monkeypatch, model, 
         assert (answer.status, len(server.requests)) == ("fallback", 1)
 
 
+def test_a_live_call_counts_once_however_many_attempts_and_a_failed_one_not_at_all(monkeypatch):
+    """What ``live_calls`` (config.json, the runs table, the sweep's "live LLM calls answered now")
+    and ``--max-calls`` count: the calls the model answered, not the attempts litellm's retries made."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(fail_first=1) as server:
+        gateway = served_gateway(server, num_retries=1)
+        assert ask(gateway).status == "ok" and len(server.requests) == 2
+        assert gateway.ledger.live_calls == 1 and gateway.ledger.frame()["live_calls"].tolist() == [1]
+    with FakeOpenAIServer(fail_first=10) as server:
+        gateway = served_gateway(server, num_retries=1, breaker=0)
+        assert ask(gateway).status == "fallback" and len(server.requests) >= 2, len(server.requests)
+        assert gateway.ledger.live_calls == 0 and gateway.ledger.frame()["live_calls"].tolist() == [0]
+
+
 @pytest.mark.parametrize(("user_setting", "sdk_calls"), [(None, 0), ("false", 1)])
 def test_openai_compatible_calls_skip_the_openai_sdk_unless_the_user_keeps_it(monkeypatch, user_setting, sdk_calls):
     """litellm's own HTTP client answers openai/ calls (about 1 ms less client CPU a call than

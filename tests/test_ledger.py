@@ -20,10 +20,10 @@ def test_calls_in_flight_hold_their_place_in_the_budget_until_they_end():
     ledger = Ledger(Budget(max_calls=2))
     ledger.check_budget()
     ledger.check_budget()
-    with pytest.raises(BudgetExhausted, match=r"^max_calls=2 reached \(0 live LLM calls made, 2 in flight\)$"):
+    with pytest.raises(BudgetExhausted, match=r"^max_calls=2 reached \(0 live LLM calls answered, 2 in flight\)$"):
         ledger.check_budget()  # two in flight: a third would overshoot
     ledger.add_live(0.0)  # one answered: still two counted (one live, one in flight)
-    with pytest.raises(BudgetExhausted, match=r"\(1 live LLM calls made, 1 in flight\)$"):
+    with pytest.raises(BudgetExhausted, match=r"\(1 live LLM calls answered, 1 in flight\)$"):
         ledger.check_budget()
     ledger.release()  # the other failed: its place is free again
     ledger.check_budget()

@@ -1471,8 +1471,8 @@ def test_the_command_line_counts_only_what_this_command_paid(tmp_path, monkeypat
         asked = len(server.requests)
         assert main(argv) == 0
         assert len(server.requests) == asked
-    made = int(re.search(r"live LLM calls made now: (\d+)", first)[1])
-    assert made > 0 and "live LLM calls made now: 0, live cost now: $0.0000" in capsys.readouterr().out
+    made = int(re.search(r"live LLM calls answered now: (\d+)", first)[1])
+    assert made > 0 and "live LLM calls answered now: 0, live cost now: $0.0000" in capsys.readouterr().out
 
 
 def test_the_command_line_counts_the_fallbacks_of_the_runs_it_made(tmp_path, monkeypatch, capsys):

@@ -39,7 +39,7 @@ class LedgerRow:
     engine: str  # "llm", "rules"
     status: str  # ok, repaired, fallback, rules
     calls: int  # LLM round-trips this decision took (0 for rules, 2 with a repair)
-    live_calls: int  # of those, how many reached the model (not answered by the tape)
+    live_calls: int  # of those, how many the model answered now (not the tape); each once, however many attempts
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
@@ -84,7 +84,7 @@ class Ledger:
         b = self.budget
         with self._lock:
             if b.max_calls is not None and self.live_calls + self._in_flight >= b.max_calls:
-                raise BudgetExhausted(f"max_calls={b.max_calls} reached ({self.live_calls} live LLM calls made, "
+                raise BudgetExhausted(f"max_calls={b.max_calls} reached ({self.live_calls} live LLM calls answered, "
                                       f"{self._in_flight} in flight)")
             if b.max_cost is not None and self.live_cost + self._reserved_usd + reserve_usd > b.max_cost:
                 raise BudgetExhausted(f"max_cost=${b.max_cost:g} reached (${self.live_cost:.4f} spent, "
