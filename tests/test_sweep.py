@@ -6,6 +6,7 @@ shared-tape test, which talks to a local OpenAI-compatible server through the re
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -1147,6 +1148,22 @@ def test_a_sweep_reaches_dask_by_a_scheduler_address_or_a_local_cluster_of_its_o
         sweep(spec, tmp_path / "c", cluster="remote", progress=False)
 
 
+def test_a_local_cluster_s_workers_end_by_themselves_when_the_sweep_is_done(tmp_path, caplog):
+    """Every --cluster local sweep ended with distributed's "Worker process still alive after 4.0
+    seconds, killing": a worker that has run socialsim takes longer to end on a busy machine. Its
+    workers here take 5 s to exit whatever the machine (an exit handler of a worker preload)."""
+    import dask
+
+    preload = tmp_path / "slow_exit.py"
+    preload.write_text("import atexit, time\n\n\ndef dask_setup(worker):\n    atexit.register(time.sleep, 5)\n")
+    spec = {"name": "own", "seeds": [1], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}
+    with dask.config.set({"distributed.worker.preload": [str(preload)]}), \
+            caplog.at_level(logging.WARNING, logger="distributed"):
+        result = sweep(spec, tmp_path / "s", cluster="local", progress=False, figures=False)
+    assert (result.runs["status"] == "completed").all()
+    assert not [r.getMessage() for r in caplog.records if "still alive" in r.getMessage()]
+
+
 def test_a_nested_sweep_field_is_named_by_its_path_and_a_non_mapping_by_the_top_level():
     from socialsim.batch.sweepfile import validate_sweep
 
@@ -1388,8 +1405,14 @@ def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_o
             calls.append("client closed")
 
     class Cluster:
+        workers = {}
+
         def __init__(self, **kw):
             calls.append(("cluster", kw))
+
+        def sync(self, close_workers):
+            calls.append("workers closed")
+            asyncio.run(close_workers())
 
         def close(self):
             calls.append("cluster closed")
@@ -1427,7 +1450,8 @@ def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_o
     assert calls[0] == ("cluster", {"n_workers": 3, "threads_per_worker": 1, "processes": True,
                                     "dashboard_address": None, "host": "127.0.0.1"})
     assert calls[1][0] == "client" and isinstance(calls[1][1], Cluster)  # the client of the cluster it started
-    assert calls[2:] == ["result", "result", "client closed", "cluster closed"]
+    # its workers let end by themselves first (distributed's close kills them after 4 s)
+    assert calls[2:] == ["result", "result", "client closed", "workers closed", "cluster closed"]
 
     three = validate_sweep({"name": "o", "seeds": [1], "parameters": {"arch": "generic", "model": "rules",
                                                                       "steps": [3, 1]}})

@@ -44,6 +44,7 @@ def run_on_dask(
             client = own_client = Client(own_cluster)
         else:
             raise ValueError(f"unknown cluster {cluster!r}; expected 'local' (or give a scheduler address)")
+    finished = False
     try:
         max_steps = _max_steps(planned)
         # grid point by grid point, seeds innermost: the tasks running side by side are other seeds, so
@@ -69,6 +70,7 @@ def run_on_dask(
                 bar.update()
         if bar is not None:
             bar.close()
+        finished = True
     except BaseException:  # Ctrl-C, SIGTERM: a task running goes on until its run sees this, at its next step
         stop_runs(sweep_dir)
         raise
@@ -76,4 +78,19 @@ def run_on_dask(
         if own_client is not None:
             own_client.close()
         if own_cluster is not None:
+            if finished:  # stopped (Ctrl-C): its workers are killed after distributed's 4 s, as before
+                _let_workers_exit(own_cluster)
             own_cluster.close()
+
+
+def _let_workers_exit(cluster: Any, timeout_s: float = 60.0) -> None:
+    """Close each worker process of our own LocalCluster and let it end by itself: its close()
+    gives a worker 4 s, then kills it with a warning ("Worker process still alive after 4.0
+    seconds, killing") that ended every finished sweep, as a worker that has run socialsim takes
+    longer than that to shut its interpreter down on a busy machine."""
+    import asyncio
+
+    async def close_all() -> None:
+        await asyncio.gather(*(worker.close(timeout=timeout_s) for worker in list(cluster.workers.values())))
+
+    cluster.sync(close_all)
