@@ -325,6 +325,10 @@ def test_outsiders_with_few_ties_are_within_chance_where_ties_are_few():
     isolated = six(*((x, y) for x in "abcd" for y in "abcd" if x < y))  # the paper's: e and f hold no tie
     structure, chance = social_structure(isolated), chance_structure(isolated)
     assert structure["outside_ties"] == 0.0 and chance["outside_ties_p"] < 0.05
+    # the structure's own outsiders' ties passed in (the report and a reproduction do): the same figures,
+    # with the observed graph's cliques not searched for again; p is measured against the value given
+    assert chance_structure(isolated, structure["outside_ties"]) == chance
+    assert chance_structure(isolated, observed_outside_ties=99.0)["outside_ties_p"] == 1.0
     line = "".join(outsiders_line(0.0, chance))
     assert "within chance" not in line and f"fewer than chance gives (p = {chance['outside_ties_p']:.3g} < 0.05)" in line
     # p counts the draws whose outsiders hold as few ties or fewer, and the run itself among them

@@ -100,14 +100,18 @@ def outsiders_ties(ties: nx.Graph, cliques: list[list]) -> float:
 CHANCE_DRAWS = 200  # random graphs for the chance level of the society's structure
 
 
-def chance_structure(graph: nx.DiGraph, min_weight: int = 1, draws: int = CHANCE_DRAWS, seed: int = 0) -> dict:
+def chance_structure(graph: nx.DiGraph, observed_outside_ties: float | None = None, min_weight: int = 1,
+                     draws: int = CHANCE_DRAWS, seed: int = 0) -> dict:
     """What random ties give: the mean number of cliques (≥ 3 agents), the largest one's size (0
     without a clique) and the number of agents outside every clique, over ``draws`` random graphs
     with the same agents and as many ties (G(n, m), seeded). Among a few agents who meet often
     nearly any pattern of ties holds a clique; this says how much of the society's structure the
-    number of ties alone explains."""
+    number of ties alone explains. ``observed_outside_ties``: the graph's own outsiders' mean ties,
+    ``social_structure``'s (its cliques are not searched for again); None: measured here."""
     _, ties = _ties(graph, min_weight)
     n, m = ties.number_of_nodes(), ties.number_of_edges()
+    if observed_outside_ties is None:
+        observed_outside_ties = outsiders_ties(ties, _cliques(ties))
     if n == 0:
         return {"ties": 0, "cliques": math.nan, "largest_clique": math.nan, "outside_cliques": math.nan,
                 "outside_ties": math.nan, "outside_ties_p": math.nan}
@@ -117,7 +121,7 @@ def chance_structure(graph: nx.DiGraph, min_weight: int = 1, draws: int = CHANCE
     return {"ties": m, "cliques": sum(map(len, found)) / draws,
             "largest_clique": sum(len(cs[0]) if cs else 0 for cs in found) / draws,
             "outside_cliques": sum(outside(range(n), cs) for cs in found) / draws,
-            **outsiders_against_chance(outsiders_ties(ties, _cliques(ties)), isolation)}
+            **outsiders_against_chance(observed_outside_ties, isolation)}
 
 
 def outsiders_against_chance(observed: float, by_chance: list[float]) -> dict[str, float]:
@@ -325,7 +329,7 @@ def report_sections(model: SocietyModel, run_dir) -> list[str]:
     cfg = model.society.config
     written = plot_over_time(model, figures)
     structure = social_structure(model.interactions)
-    chance = chance_structure(model.interactions)
+    chance = chance_structure(model.interactions, structure["outside_ties"])
     actions = model.datacollector.get_table_dataframe("itcmas_actions")
     status_counts = actions["status"].value_counts().to_dict() if not actions.empty else {}
     memory = {a.name: len(a.consciousness.long_term) for a in sorted(model.agents, key=lambda a: a.name)}

@@ -65,7 +65,7 @@ def measure_run(run_dir: Path) -> dict[str, float]:
     for (a, b), n in interactions.groupby(["initiator", "receiver"]).size().items():
         graph.add_edge(a, b, weight=int(n))
     structure = social_structure(graph)
-    chance = chance_structure(graph)
+    chance = chance_structure(graph, structure["outside_ties"])
     out: dict[str, float] = {
         "cliques": float(len(structure["cliques"])),
         "cliques_chance": chance["cliques"],
