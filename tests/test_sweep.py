@@ -912,8 +912,14 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
     assert seen["parameters"] == {"arch": ["crsec"], "model": ["rules"], "enable_chat": [True, False], "steps": [3],
                                   "sweep_dir": [str(tmp_path / "s")], "max_cost": [0.5], "max_calls": [7],
                                   "api_base": ["http://127.0.0.1:9/v1"], "max_concurrency": [9], "price": [None],
-                                  "deployments": [None], "pool_parent": [os.getpid()], "replicate_seed": [5, 6]}
+                                  "deployments": [None], "deployments_left_out": [()], "deployments_checked": [None],
+                                  "pool_parent": [os.getpid()], "replicate_seed": [5, 6]}
     assert list(seen["parameters"])[-1] == "replicate_seed"  # innermost: side by side, a grid point's other seeds
+    # the settings every run shares, as a Dask task is handed them (one helper builds both)
+    task = plan(validate_sweep(spec))[0]
+    shared = {k: v for k, v in task.kwargs(tmp_path / "s", validate_sweep(spec), command).items()
+              if k not in task.params and k != "model"}
+    assert {k: [v] for k, v in shared.items()} == {k: seen["parameters"].get(k) for k in shared} | {"command": [command]}
     sweep(spec, tmp_path / "s", processes=1, progress=True, preflight=False)  # the argument wins over the file
     assert (seen["number_processes"], seen["display_progress"]) == (1, True)
     assert seen["parameters"]["command"] != [command]  # each command its own

@@ -528,10 +528,19 @@ class PlannedRun:
     def kwargs(self, sweep_dir: Path, spec: SweepSpec, command: str | None = None,
                left_out: frozenset[int] = frozenset(), checked: str | None = None) -> dict[str, Any]:
         """The SweepModel keyword arguments of this run (without rng)."""
-        return {**self.params, "model": self.config.model, "sweep_dir": str(sweep_dir),
-                "max_cost": spec.max_cost, "max_calls": spec.max_calls, "api_base": spec.api_base,
-                "max_concurrency": spec.max_concurrency, "price": spec.price, "deployments": spec.deployments,
-                "command": command, "deployments_left_out": tuple(sorted(left_out)), "deployments_checked": checked}
+        return {**self.params, "model": self.config.model, **sweep_settings(sweep_dir, spec, command, left_out, checked)}
+
+
+def sweep_settings(sweep_dir: Path, spec: SweepSpec, command: str | None, left_out: frozenset[int],
+                   checked: str | None) -> dict[str, Any]:
+    """The SweepModel keyword arguments every run of a sweep shares, as ``run_local``'s grid and a
+    Dask task (``PlannedRun.kwargs``) both hand them: limits, endpoint, deployments and the places in
+    its file of those found down (a sorted tuple: one value of batch_run's grid, the same in every
+    process), the command its runs follow."""
+    return {"sweep_dir": str(sweep_dir), "max_cost": spec.max_cost, "max_calls": spec.max_calls,
+            "api_base": spec.api_base, "max_concurrency": spec.max_concurrency, "price": spec.price,
+            "deployments": spec.deployments, "command": command, "deployments_left_out": tuple(sorted(left_out)),
+            "deployments_checked": checked}
 
 
 @dataclass
@@ -747,13 +756,9 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
     # the seeds are the grid's last (innermost) parameter, not batch_run's rng (its outer loop): the runs
     # a pool starts side by side are then other seeds of one grid point, and a run of the next grid point
     # finds on the shared tape the calls its seed shares with it, instead of making them at the same time
-    parameters = {**grid, "sweep_dir": [str(sweep_dir)], "max_cost": [spec.max_cost],
-                  "max_calls": [spec.max_calls], "api_base": [spec.api_base],
-                  "max_concurrency": [spec.max_concurrency], "price": [spec.price], "deployments": [spec.deployments],
+    settings = sweep_settings(sweep_dir, spec, command, left_out, checked)
+    parameters = {**grid, **{name: [value] for name, value in settings.items()},
                   **({"pool_parent": [os.getpid()]} if processes > 1 else {}),  # its workers stop if it dies
-                  **({"command": [command]} if command else {}),
-                  **({"deployments_left_out": [tuple(sorted(left_out))]} if left_out else {}),
-                  **({"deployments_checked": [checked]} if checked else {}),
                   "replicate_seed": spec.seed_list()}
     batch_run(SweepModel, parameters=parameters, rng=[None], max_steps=max_steps,
               number_processes=processes, data_collection_period=-1, display_progress=progress)
