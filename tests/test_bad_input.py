@@ -136,6 +136,19 @@ RAW_CASES = [  # (case id, file name, text, fragments)
      ["map.doors[0]: unknown area 'attic' (areas: ['r']), at line 8"]),
     ("toml-missing-agents", "s.toml", 'name = "x"\n[map]\nareas = [{name = "a", x = 0, y = 0, width = 1, height = 1}]\n',
      ["agents", "Field required"]),
+    # a TOML file's problems name their lines as a YAML file's do (tomllib keeps none: read again)
+    ("toml-line-of-a-typo", "s.toml", 'name = "x"\ncontext = """two\nlines"""\n[[agents]]\nname = "A"\ndescription = "d"\n'
+     '[[agents]]\nname = "B"\ndescription = "d"\nstart_aera = "r"\n[map]\n'
+     'areas = [{name = "r", x = 0, y = 0, width = 1, height = 1}]\n',
+     ["agents.1.start_aera: Extra inputs are not permitted (got 'r'), at line 10"]),
+    ("toml-line-of-a-missing-field", "s.toml", 'name = "x"\n[[agents]]\nname = "A"\n[map]\n'
+     'areas = [{name = "r", x = 0, y = 0, width = 1, height = 1}]\n', ["agents.0.description: Field required, at line 2"]),
+    ("toml-line-of-a-reference", "s.toml", 'name = "x"\n[[agents]]\nname = "A"\ndescription = "d"\n[map]\n'
+     'areas = [\n  {name = "r", x = 0, y = 0, width = 1, height = 1},\n]\ndoors = [["r", "attic"]]\n',
+     ["map.doors[0]: unknown area 'attic' (areas: ['r']), at line 9"]),
+    ("toml-no-line-but-the-nearest", "s.toml", 'name = "x"\n[[agents]]\nname = "A"\ndescription = "d"\n[map]\n'
+     'areas = [\n  {name = "r", x = 0, y = 0, width = 0, height = 1},\n]\n',  # multi-line: the table's line
+     ["map.areas.0.width: Input should be greater than or equal to 1 (got 0), at line 5"]),
 ]
 
 

@@ -190,6 +190,17 @@ def test_a_bad_crsec_field_of_a_yaml_file_is_named_with_its_line(tmp_path):
         load_settings(load_scenario(path))
 
 
+def test_a_bad_crsec_field_of_a_toml_file_is_named_with_its_line(tmp_path):
+    """tomllib keeps no positions: a TOML scenario's problems named no line, where a YAML one's did."""
+    path = tmp_path / "mine.toml"
+    path.write_text('name = "tiny"\n[[agents]]\nname = "Ann"\ndescription = "x"\n[map]\n'
+                    'areas = [{name = "room", x = 0, y = 0, width = 1, height = 1}]\n'
+                    '[crsec]\nfiller_behavior = "drink tea"\n')
+    with pytest.raises(ScenarioError, match="crsec.filler_behavior: Extra inputs are not permitted "
+                                            "\\(got 'drink tea'\\), at line 8$"):
+        load_settings(load_scenario(path))
+
+
 def test_a_bad_norm_hour_is_named():
     spec = copy.deepcopy(load_scenario("makerspace"))
     spec.crsec["tracked_norms"][2]["violated_by"]["from_time"] = "5pm"

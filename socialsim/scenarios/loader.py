@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from socialsim.scenarios.schema import Scenario, field_problems, yaml_lines
+from socialsim.scenarios.schema import Scenario, field_problems, toml_lines, yaml_lines
 from socialsim.yaml_files import NotUtf8Error, load_yaml, read_utf8
 
 log = logging.getLogger("socialsim")
@@ -81,12 +81,16 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: not valid {path.suffix.lstrip('.').upper()}{_other_format(text, path)}: {exc}") from None
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: expected a mapping of scenario fields at the top level{_other_format(text, path)}")
-    yaml_text = "" if path.suffix == ".toml" else text  # tomllib keeps no positions
+    toml = path.suffix == ".toml"
     try:
         scenario = Scenario.model_validate(data)
         scenario._file = str(path)
-        scenario._yaml = yaml_text
+        if toml:
+            scenario._toml = text
+        else:
+            scenario._yaml = text
         return scenario
     except ValidationError as exc:
-        problems = "".join(f"\n  {line}" for line in field_problems(exc, lines=yaml_lines(yaml_text)))
+        lines = toml_lines(text) if toml else yaml_lines(text)
+        problems = "".join(f"\n  {line}" for line in field_problems(exc, lines=lines))
         raise ScenarioError(f"{path}: invalid scenario{problems}") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import tomllib
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -66,6 +67,54 @@ def yaml_lines(text: str) -> dict[tuple, int]:
     if root is not None:
         walk(root, ())
     return lines
+
+
+_TOML_HEADER = re.compile(r"^\s*\[\[?([^\]]+)\]")  # [table] or [[array of tables]]
+_TOML_KEY = re.compile(r"^\s*([^=#\[][^=#]*?)\s*=")  # the key part of `key = value` (dotted too)
+
+
+def toml_lines(text: str) -> dict[tuple, int]:
+    """The line where each field of a TOML document is written, as ``yaml_lines`` gives YAML's.
+    tomllib keeps no positions, so the document is read again line by line: a field's line is the
+    first whose document so far holds it, kept only where that line writes it (its key before ``=``,
+    or the table or ``[[array]]`` header that opens it). Anything else (an item of an inline or
+    multi-line array, a key whose multi-line value ends lines later) gets no line of its own, and a
+    problem there names the line of the nearest field holding it: never a wrong one."""
+    lines: dict[tuple, int] = {}
+    seen: set[tuple] = set()
+    rows = text.splitlines(keepends=True)
+
+    def walk(data: Any, path: tuple, row: str, number: int) -> None:
+        items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+        for key, value in items:
+            where = (*path, key)
+            if where not in seen:  # only the line it first appears on can be where it is written
+                seen.add(where)
+                if _written_on(row, key, path):
+                    lines[where] = number
+            walk(value, where, row, number)
+
+    for number in range(1, len(rows) + 1):
+        try:
+            so_far = tomllib.loads("".join(rows[:number]))
+        except tomllib.TOMLDecodeError:  # a multi-line string or array not closed yet
+            continue
+        walk(so_far, (), rows[number - 1], number)
+    return lines
+
+
+def _written_on(row: str, key: str | int, path: tuple) -> bool:
+    """Whether ``row`` writes the field ``key`` (of ``path``): its key, or the header opening it (an
+    index: the ``[[...]]`` header of a new item of the array ``path`` ends with)."""
+    def parts(keys: str) -> list[str]:  # a dotted key's parts, a quoted one's dots kept
+        return [k.strip("\"'") for k in re.findall(r"\"[^\"]*\"|'[^']*'|[^.\s]+", keys)]
+
+    if header := _TOML_HEADER.match(row):
+        if isinstance(key, int):
+            return row.lstrip().startswith("[[") and bool(path) and parts(header[1])[-1] == path[-1]
+        return key in parts(header[1])
+    written = _TOML_KEY.match(row)
+    return isinstance(key, str) and written is not None and key in parts(written[1])
 
 
 def line_of(field: str, lines: dict[tuple, int]) -> int | None:
@@ -182,15 +231,16 @@ class Scenario(Strict):
     itcmas: dict[str, Any] | None = None
     _file: str = PrivateAttr(default="")  # the file it was loaded from (``load_scenario``)
     _yaml: str = PrivateAttr(default="")  # its file's YAML text, read again only to name a problem's line
+    _toml: str = PrivateAttr(default="")  # or its TOML text
     _lines: dict[tuple, int] | None = PrivateAttr(default=None)
 
     @property
     def lines(self) -> dict[tuple, int]:
-        """Where its fields are written in its YAML file (empty for TOML or no file), found when a
+        """Where its fields are written in its YAML or TOML file (empty for no file), found when a
         problem first needs a line: composing the file again costs more than loading it (65 ms for
         Hobbs Cafe), which every run, sweep run and test would otherwise pay."""
         if self._lines is None:
-            self._lines = yaml_lines(self._yaml) if self._yaml else {}
+            self._lines = yaml_lines(self._yaml) if self._yaml else toml_lines(self._toml) if self._toml else {}
         return self._lines
 
     @property
