@@ -20,8 +20,8 @@ from socialsim.model.runner import RunConfig, first_difference, replay, run
 # litellm's response model warns on the "wrong_type" fault's number as content
 pytestmark = pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
 
-RUNS = {  # steps enough for each architecture's later phases (CRSEC's talk starts once agents are up)
-    "crsec": ("hobbs-cafe", 20),
+RUNS = {  # steps enough for each architecture to ask all its questions (CRSEC: its 13 kinds by step 5)
+    "crsec": ("hobbs-cafe", 8),
     "asvo": ("workplace-meso", 3),
     "itcmas": ("irollan-valley", 3),
 }
