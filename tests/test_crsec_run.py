@@ -133,9 +133,10 @@ def test_a_short_runs_figure_2_shows_its_points(tmp_path, monkeypatch):
 
 
 def test_the_last_day_is_the_scenarios_day(tmp_path):
-    """100 steps (16.7 hours of 10 minutes) outlast Hobbs Cafe's 14-hour day: the window counted is the
-    last day's 84 steps, and the report says "the last day", not "the run's 16.7 hours"."""
-    main(["run", "hobbs-cafe", "--model", "rules", "--steps", "100", "--out", str(tmp_path / "r"), "--no-progress"])
+    """84 steps (14 hours of 10 minutes) last Hobbs Cafe's 14-hour day: the window counted is the last
+    day's 84 steps, and the report says "the last day", not "the run's 14 hours" (a run of a whole day
+    is the shortest that says it)."""
+    main(["run", "hobbs-cafe", "--model", "rules", "--steps", "84", "--out", str(tmp_path / "r"), "--no-progress"])
     report = (tmp_path / "r" / "report.md").read_text()
     assert "never breached it over the last day" in report and "over the run's" not in report
 
