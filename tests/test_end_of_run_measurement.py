@@ -58,8 +58,11 @@ def test_a_stop_inside_the_measurement_is_noted_and_anything_else_raises():
         end_of_run_measurement(model, "x", bug)
 
 
+CRSEC_STEPS = 3  # the questionnaire asks the same 22 ratings after 3 steps as after 8
+
+
 def _crsec(server, out, max_calls=None):
-    config = RunConfig(scenario="hobbs-cafe", arch="crsec", model="rules", steps=8, rng=1, api_base=server.api_base,
+    config = RunConfig(scenario="hobbs-cafe", arch="crsec", model="rules", steps=CRSEC_STEPS, rng=1, api_base=server.api_base,
                        max_calls=max_calls, arch_params={"judge": JUDGE, "questionnaire_items": 2})
     return run(config, out, progress=False, preflight=False)
 
@@ -77,7 +80,7 @@ def test_the_questionnaire_stopped_by_the_budget_keeps_the_run_and_resume_finish
     stopped = _crsec(server, tmp_path / "cut", max_calls=before_rating + rated // 2)
     assert stopped.status.startswith("stopped by budget in the end-of-run measurement (the Appendix-E questionnaire)")
     saved = json.loads((tmp_path / "cut" / "config.json").read_text())
-    assert saved["status"] == stopped.status and saved["steps_done"] == 8  # every step kept
+    assert saved["status"] == stopped.status and saved["steps_done"] == CRSEC_STEPS  # every step kept
     report = (tmp_path / "cut" / "report.md").read_text()
     assert f"Status: {stopped.status}" in report and "not measured: stopped by budget" in report
     assert not (tmp_path / "cut" / "tables" / "crsec_questionnaire.parquet").exists()
