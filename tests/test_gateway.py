@@ -1074,6 +1074,20 @@ def test_a_failed_embedding_is_a_provider_error_taped_and_replayed_with_its_row(
     assert going_on.reasked == {3: 1} and not going_on.off_tape
 
 
+def test_a_failed_embeddings_error_is_cut_after_its_key_is_redacted(monkeypatch):
+    """Cut first, a key across the 300th character kept its first part, too short to be found as the key's."""
+    secret = "test-secret-value-123456"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    fake_embeddings(monkeypatch, error=ValueError("x" * 283 + secret))  # "ValueError: " and 283 x: it starts at 295
+    g = Gateway(RouteTable("rules"))
+    with pytest.raises(ProviderError):
+        g.embed(EMBEDDER, ["a"])
+    said = "ValueError: " + "x" * 283  # the marker across the cut left out whole
+    (row,) = g.ledger.rows
+    (taped,) = g.tape.records()
+    assert row.error == taped.error == said
+
+
 def test_an_embedding_that_fails_as_a_bug_would_is_not_taken_for_a_provider_error(monkeypatch):
     fake_embeddings(monkeypatch, error=ZeroDivisionError("a bug"))
     g = Gateway(RouteTable("rules"))
