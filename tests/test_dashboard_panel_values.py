@@ -368,6 +368,16 @@ def test_the_inspector_shows_the_agent_s_own_row_thought_outcome_memory_and_answ
     assert panels.inspect_agent(f, "Nobody", 2)["memory"] == []
 
 
+def test_the_inspector_cuts_an_answer_after_its_key_is_redacted():
+    """Cut first, a key across the 300th character kept its first part ("sk-te"), too short to be found as a key."""
+    f = frames(pd.DataFrame({"step": [1], "AgentID": [1], "name": ["Ann"]}))
+    f.tape = [{"agent": 1, "step": 1, "op": "Choose", "raw": "x" * 294 + " " + FAKE_KEY},
+              {"agent": 1, "step": 1, "op": "Talk", "raw": f"said {FAKE_KEY} once"}]
+    assert panels.inspect_agent(f, "Ann", 1)["llm_exchanges"] == [
+        {"op": "Choose", "answer": "x" * 294 + " "},  # the marker across the cut left out whole
+        {"op": "Talk", "answer": "said [REDACTED] once"}]
+
+
 # --- the charts: which rows they plot, on which fields and scales ---------------------------------------
 
 
