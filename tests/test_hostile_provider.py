@@ -287,7 +287,7 @@ def test_a_parameter_whose_name_only_holds_a_credential_word_inside_another_pass
 @pytest.mark.parametrize("name", ["sig", "x_sig", "auth_token", "X-Auth", "XAuth", "apiKey", "APIKey", "apikey",
                                   "API_KEY", "accesstoken", "client.secret", "db-password", "passwd", "pwd", "creds",
                                   "Signature", "key2", "api_keys", "authorization", "oauth", "clientCredentials",
-                                  "api%5Fkey", "api%2Dkey", "My-Sig"])
+                                  "api%5Fkey", "api%2Dkey", "My-Sig", "apiKeyValue", "secretKeyV2"])
 def test_a_parameter_named_for_a_credential_in_any_of_its_parts_is_refused_and_redacted(name):
     from socialsim.llm.redact import no_credential_in_url, redact
 
