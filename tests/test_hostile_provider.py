@@ -298,6 +298,20 @@ def test_a_parameter_named_for_a_credential_in_any_of_its_parts_is_refused_and_r
         assert "hunter2" not in redact(endpoint), endpoint
 
 
+@pytest.mark.parametrize(("text", "redacted"), [
+    ("https://h/v1?api_key=hunter2&model=m", "https://h/v1?api_key=[REDACTED]&model=m"),  # to the next parameter
+    ("see https://h/v1?api_key=hunter2 for more", "see https://h/v1?api_key=[REDACTED] for more"),  # to a space
+    ('{"api_base": "https://h/v1?api_key=hunter2", "n": 1}', '{"api_base": "https://h/v1?api_key=[REDACTED]", "n": 1}'),
+    ("https://h/v1?next=https://i/cb?api_key=hunter2", "https://h/v1?next=https://i/cb?api_key=[REDACTED]"),  # inside
+    ("https://h/v1?token=&model=m", "https://h/v1?token=&model=m")])  # an empty slot: nothing to redact
+def test_a_credential_parameters_value_is_redacted_to_its_end_and_no_further(text, redacted):
+    """The value ends at the next parameter, a space or a quote (a log line, a JSON text), and a parameter
+    inside another's value (a callback address) is found too."""
+    from socialsim.llm.redact import redact
+
+    assert redact(text) == redacted
+
+
 def test_the_console_redacts_what_it_shows():
     code = ("import logging; from socialsim.cli import main; main(['models']); "
             f"logging.getLogger('socialsim').warning('the provider said: bad key {KEY}')")
