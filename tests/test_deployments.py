@@ -210,6 +210,8 @@ def test_the_router_is_given_router_settings_with_their_references_read(tmp_path
     ("model_list: [", "is not valid YAML: did not find expected node content at line 2, column 1"),
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: *hunter2hunter2}}\n",
      "is not valid YAML: found undefined alias at line 2, column 64"),
+    ("\n\nmodel_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: *hunter2hunter2}}\n",
+     "is not valid YAML: found undefined alias at line 4, column 64"),  # the file's lines, blank ones too
     ("model_list:\n  - {model_name: x, litellm_params: {model: openai/x, api_key: hunter2hunter2}}}\n",
      "is not valid YAML: did not find expected '-' indicator at line 2, column 80"),  # and no quote of the line
     ("routes: {}\n", "model_list: Field required; routes: Extra inputs are not permitted"),
