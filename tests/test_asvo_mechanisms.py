@@ -520,6 +520,29 @@ def test_the_report_says_when_the_rule_judge_s_labels_are_the_actors_declared_st
     assert actions_in_per_svo_table(judged_parts) == 3  # an LLM judge's labels are measurements: counted
 
 
+def test_the_report_counts_the_catalogue_actions_beside_the_declared_ones_in_both_tables(triad, monkeypatch, tmp_path):
+    """Only the self-reports are left out: an action from the catalogue is measured by its simulated effect, in
+    the per-SVO and the per-agent table alike, when the others' actions were outside the catalogue."""
+    from socialsim.agents.asvo.metrics import report_sections
+
+    def alice_from_the_catalogue(ctx, rng):
+        text = "competition move toward Bob" if ctx.name == "Alice" else f"invent a game with {ctx.name}"
+        return ops.candidates_model(ctx.n)(activities=[ops.Activity(text=text, stance="Competition"
+                                                                    if ctx.name == "Alice" else "Cooperation")] * ctx.n)
+
+    monkeypatch.setattr(ops.PROPOSE_ACTIONS, "rule", alice_from_the_catalogue)
+    model = SocietyModel(triad, model="rules", rng=1)
+    model.step()
+    actions = model.datacollector.get_table_dataframe("asvo_actions").set_index("agent")
+    assert actions["effect_source"].to_dict() == {"Alice": "catalogue", "Bob": "declared stance",
+                                                  "Carol": "declared stance"}
+    parts = report_sections(model, tmp_path)
+    assert next(p for p in parts if "not in the scenario's catalogue" in p).startswith("**2 of 3 actions")
+    assert actions_in_per_svo_table(parts) == 1
+    per_agent = parts[parts.index("Per agent:") + 2].splitlines()
+    assert len(per_agent) == 3 and per_agent[2].startswith("| Alice |")  # a header, its rule, Alice's row only
+
+
 def test_a_classification_that_fell_back_leaves_the_action_unlabelled_not_neutral(triad, tmp_path, scripted):
     """The classifier's fallback is 'Neutral': counted as a label it would lower every cooperation
     rate toward a judgement nobody made."""
