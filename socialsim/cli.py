@@ -767,16 +767,16 @@ class FailuresInBrief(logging.Filter):
 
 def main(argv: list[str] | None = None) -> int:
     _sigterm_stops_like_ctrl_c()  # from the start: a command terminated while it imports ends as Ctrl-C does (130)
-    console = logging.StreamHandler()
-    console.setLevel(logging.WARNING)  # a run's INFO notes (e.g. each reply cut at max_tokens) go to run.log only
-    console.addFilter(EngineNotesOnce())
-    console.addFilter(FailuresInBrief())
-    console.addFilter(RedactingFilter())  # what the console shows, as what run.log keeps, holds no key
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[console])
-    args = _parser().parse_args(argv)
-    handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep, "reproduce": cmd_reproduce,
-               "report": cmd_report, "dashboard": cmd_dashboard}[args.command]
-    try:
+    try:  # the setting up and the reading of the arguments too: interrupted there, a line, not a traceback
+        console = logging.StreamHandler()
+        console.setLevel(logging.WARNING)  # a run's INFO notes (e.g. each reply cut at max_tokens) go to run.log only
+        console.addFilter(EngineNotesOnce())
+        console.addFilter(FailuresInBrief())
+        console.addFilter(RedactingFilter())  # what the console shows, as what run.log keeps, holds no key
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[console])
+        args = _parser().parse_args(argv)
+        handler = {"run": cmd_run, "replay": cmd_replay, "models": cmd_models, "sweep": cmd_sweep,
+                   "reproduce": cmd_reproduce, "report": cmd_report, "dashboard": cmd_dashboard}[args.command]
         return handler(args)
     except KeyboardInterrupt:  # a command without a stop of its own (report, models --probe), or one still importing
         print("socialsim: interrupted", file=sys.stderr)

@@ -446,15 +446,19 @@ def test_a_budget_on_a_model_without_a_price_is_refused_alike_by_run_and_reprodu
     assert not (tmp_path / "out").exists()
 
 
-def test_sigterm_before_a_commands_own_stop_ends_in_a_line_and_130(tmp_path):
+@pytest.mark.parametrize("when", ["cli.cmd_report = lambda args: terminate() or 0",  # in a command without a stop
+                                  "real = cli._parser\ncli._parser = lambda: terminate() or real()"])  # reading argv
+def test_sigterm_before_a_commands_own_stop_ends_in_a_line_and_130(tmp_path, when):
     """SIGTERM while a command was still importing (before a run, replay, sweep or reproduction set its
-    own stop; any time in `report` or `models`) killed it by the default action: exit 143, no line."""
+    own stop; any time in `report` or `models`) killed it by the default action: exit 143, no line. While
+    main() read its arguments, it raised out of main(): a traceback."""
     import subprocess
     import sys
 
     terminated_at_start = ("import os, signal, sys\n"
                            "from socialsim import cli\n"
-                           "cli.cmd_report = lambda args: os.kill(os.getpid(), signal.SIGTERM) or 0\n"
+                           "def terminate():\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+                           f"{when}\n"
                            "sys.exit(cli.main(['report', sys.argv[1]]))\n")
     done = subprocess.run([sys.executable, "-c", terminated_at_start, str(tmp_path)], capture_output=True, text=True,
                           timeout=120)
