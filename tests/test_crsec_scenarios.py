@@ -154,13 +154,13 @@ def test_a_window_may_wrap_past_midnight(clock, holds):
     ({"time": "25:00", "behaviour": "saw a plank"}, "expected a time of day like '12:00'"),
     # a time outside the day (before it, at its end) is in no plan item: it was never planned, silently
     ({"time": "08:00", "behaviour": "saw a plank"}, "crsec.schedule[0].time: 08:00 is outside the day"),
+    ({"time": "08:59", "behaviour": "saw a plank"}, "crsec.schedule[0].time: 08:59 is outside the day (09:00 to 18:00)"),
     ({"time": "18:00", "behaviour": "saw a plank"}, "crsec.schedule[0].time: 18:00 is outside the day"),
 ])
 def test_a_bad_schedule_entry_is_named(entry, expected):
     spec = copy.deepcopy(load_scenario("makerspace"))
     spec.crsec = {**spec.crsec, "schedule": [entry]}
-    with pytest.raises(ScenarioError, match=re.escape(expected) if "referred" in expected else
-                       expected.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(")):
+    with pytest.raises(ScenarioError, match=re.escape(expected)):
         load_settings(spec)
 
 
@@ -231,13 +231,23 @@ def test_a_scheduled_activity_is_planned_in_the_plan_item_its_time_falls_in():
     assert load_settings(spec).schedule[0].time == "10:30"
 
 
+def test_the_days_first_and_last_minutes_take_a_scheduled_activity():
+    """The day runs from day_start up to, not including, day_end: an activity at its first minute is
+    planned in the first plan item, and one at its last minute is accepted too."""
+    plan = _rule_plan(schedule=[{"time": "09:00", "behaviour": "saw a plank"},
+                                {"time": "17:59", "behaviour": "saw a plank"}])
+    assert plan[0] == ("09:00", "saw a plank")
+
+
 def test_two_scheduled_activities_in_one_plan_item_are_refused():
     """A plan item holds one activity: of two scheduled in it, one would be dropped without a word."""
     with pytest.raises(ScenarioError, match=r"crsec.schedule\[1\].time: 10:45 falls in the plan item at 10:00, as "
-                                            r"schedule\[0\] does \(10:15\)"):
+                                            r"schedule\[0\] does \(10:15\); a plan item holds one activity \(plan "
+                                            r"items last 60 minutes from 09:00\)"):
         SocietyModel("makerspace", arch="crsec", model="rules", schedule=[
             {"time": "10:15", "behaviour": "saw a plank"}, {"time": "10:45", "behaviour": "saw a plank"}])
-    with pytest.raises(ScenarioError, match=r"crsec.schedule\[2\].time: 17:00 falls in the plan item at 15:00"):
+    with pytest.raises(ScenarioError, match=r"crsec.schedule\[2\].time: 17:00 falls in the plan item at 15:00, as "
+                                            r"schedule\[1\] does \(15:00\)"):
         SocietyModel("makerspace", arch="crsec", model="rules", plan_item_minutes=180)
 
 
