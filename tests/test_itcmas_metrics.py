@@ -33,6 +33,25 @@ def test_social_structure_finds_clique_leader_and_isolates():
     assert s["isolated"] == ["MD", "WL"]
 
 
+def test_the_leader_is_the_one_most_central_then_most_interacting_and_none_at_a_tie():
+    def graph(*edges):
+        return nx.DiGraph([(a, b, {"weight": w}) for a, b, w in edges])
+
+    # a and b have as many interactions; a has more partners
+    assert social_structure(graph(("a", "x", 1), ("a", "y", 1), ("b", "z", 2)))["leader"] == "a"
+    assert social_structure(graph(("a", "b", 1)))["leader"] is None  # two alike: no leader, not the first by name
+    # a and b alike at the top (three partners, three interactions), x and y below them: no leader
+    square = graph(("a", "x", 1), ("a", "y", 1), ("b", "x", 1), ("b", "y", 1), ("a", "b", 1))
+    assert social_structure(square)["leader"] is None
+
+
+def test_a_clique_needs_ties_of_min_weight_interactions():
+    triangle = nx.DiGraph([("a", "b", {"weight": 2}), ("b", "c", {"weight": 2}), ("c", "a", {"weight": 1})])
+    assert social_structure(triangle)["cliques"] == [["a", "b", "c"]]
+    weak = social_structure(triangle, min_weight=2)  # c-a is one interaction: no clique, so no one outside one
+    assert weak["cliques"] == [] and math.isnan(weak["outside_ties"])
+
+
 def actions_table():
     rows = []
     for step, (area, action, status) in enumerate([
