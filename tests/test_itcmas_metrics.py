@@ -357,3 +357,7 @@ def test_outsiders_with_few_ties_are_within_chance_where_ties_are_few():
     assert outsiders_against_chance(-1.0, [0.0])["outside_ties_p"] == 1 / 2
     assert math.isnan(outsiders_against_chance(math.nan, [0.0])["outside_ties_p"])
     assert outsiders_line(math.nan, chance) == []  # no clique or no outsider: nothing to compare
+    # at p = 0.05 the outsiders are within chance (significant below it, as every finding's test)
+    at_the_bound = "".join(outsiders_line(0.0, {"outside_ties": 1.0, "outside_ties_p": 0.05}))
+    assert "**within chance** (p = 0.05)" in at_the_bound and "fewer than chance" not in at_the_bound
+    assert at_the_bound.endswith("`p`: the share of those random graphs whose outsiders hold as few ties or fewer.")
