@@ -386,6 +386,37 @@ def test_a_sweeps_runs_check_again_a_deployments_file_edited_since_its_check(tmp
     assert len([r for r in b.requests if r.get("max_tokens") == 1]) == 1
 
 
+def test_a_runs_check_of_an_edited_file_asks_the_files_models_once_per_version_and_models(tmp_path, monkeypatch):
+    """A sweep's run that finds the deployments file edited since the sweep's check checks it again, as
+    a single run does: only the models the file serves (the sweep's check before its first run checked
+    the others, which the edit does not touch), once per file version and set of models in a process."""
+    from socialsim.batch import sweeps
+    from socialsim.llm import engines
+    from socialsim.llm.deployments import load_deployments
+    from socialsim.model.runner import RunConfig
+
+    path = tmp_path / "pool.yaml"
+    path.write_text(f"model_list:\n  - {{model_name: {MODEL}, litellm_params: {{model: {MODEL}}}}}\n"
+                    "  - {model_name: openai/second, litellm_params: {model: openai/second}}\n")
+    asked = []
+    monkeypatch.setattr(engines, "check_models", lambda models, **kw: asked.append(models) or frozenset({len(asked)}))
+    monkeypatch.setattr(sweeps, "_DOWN", {})
+
+    class Runs:  # what the check reads of a run's gateway
+        def __init__(self, *models):
+            self.deployments, self._models = load_deployments(path), set(models)
+
+        def models(self):
+            return self._models
+
+    config = RunConfig()
+    assert sweeps._deployments_down(Runs(MODEL, "openai/judge"), config, "r1") == {1}
+    assert asked == [{MODEL}]  # the judge is not in the file
+    assert sweeps._deployments_down(Runs(MODEL), config, "r2") == {1} and len(asked) == 1  # the same: once
+    assert sweeps._deployments_down(Runs(MODEL, "openai/second"), config, "r3") == {2}  # other models: again
+    assert asked[1] == {MODEL, "openai/second"}
+
+
 def test_a_file_that_serves_none_of_the_runs_models_says_so(tmp_path, servers, caplog):
     """A misspelt model_name would leave the pool unused, every call going to the model's own endpoint."""
     a, b = servers
