@@ -49,7 +49,7 @@ def test_a_clique_needs_ties_of_min_weight_interactions():
     triangle = nx.DiGraph([("a", "b", {"weight": 2}), ("b", "c", {"weight": 2}), ("c", "a", {"weight": 1})])
     assert social_structure(triangle)["cliques"] == [["a", "b", "c"]]
     weak = social_structure(triangle, min_weight=2)  # c-a is one interaction: no clique, so no one outside one
-    assert weak["cliques"] == [] and math.isnan(weak["outside_ties"])
+    assert weak["cliques"] == [] and weak["largest_clique"] == 0 and math.isnan(weak["outside_ties"])
 
 
 def actions_table():
@@ -217,6 +217,14 @@ def test_the_chance_level_of_the_society_is_what_random_ties_as_many_give():
 
     from socialsim.agents.itcmas.metrics import chance_structure
 
+    unmeasured = dict.fromkeys(["cliques", "largest_clique", "outside_cliques", "outside_ties", "outside_ties_p"],
+                               math.nan)
+    assert chance_structure(nx.DiGraph()) == pytest.approx({"ties": 0, **unmeasured}, nan_ok=True)  # no agent
+    alone = nx.DiGraph()
+    alone.add_node("a")  # one agent: no tie and no clique, and the one agent outside every clique
+    assert chance_structure(alone) == pytest.approx(
+        {"ties": 0, "cliques": 0.0, "largest_clique": 0.0, "outside_cliques": 1.0, "outside_ties": math.nan,
+         "outside_ties_p": math.nan}, nan_ok=True)
     everyone = nx.complete_graph(["a", "b", "c", "d"], create_using=nx.DiGraph)  # every tie: no other graph
     nothing_left_out = {"outside_ties": math.nan, "outside_ties_p": math.nan}  # no random graph leaves anyone out
     assert chance_structure(everyone) == pytest.approx(
