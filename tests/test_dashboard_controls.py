@@ -1032,3 +1032,34 @@ def test_a_clicks_rerender_landing_after_the_polls_never_stops_the_page_followin
     finally:
         rc.close()
         clock.go.release()  # the cancelled poll leaves its last sleep
+
+
+def test_a_click_redraws_the_page_at_once_not_at_the_next_poll(monkeypatch):
+    """A command's button re-renders the page itself: with the poll parked, Step shows its step
+    started (or done) at once."""
+    import ipyvuetify as v
+    import solara
+
+    from socialsim.dashboards import app
+
+    session = LiveSession(LiveConfig(scenario="makerspace", arch="generic", model="rules", seed=1))
+    session.step(1)
+    assert session.wait(60)
+    clock = _GatedPollClock()
+    monkeypatch.setattr(app, "time", clock)
+    monkeypatch.setattr(app, "initial_session", lambda: session)
+    box, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
+
+    def shown() -> tuple[str, str]:  # the step counter and the worker's state, as the page shows them now
+        return (rc.find(v.Html, class_="step-counter").widget.children[0].split(" · ")[0],
+                rc.find(v.Html, class_="run-state").widget.children[0].split(" · ")[0])
+
+    try:
+        assert clock.arrived.acquire(timeout=60)  # the poll asked its first re-render, and is parked
+        assert shown() == ("Step 1", "idle")
+        rc.find(v.Btn, class_="btn-step").widget.click()
+        assert shown() != ("Step 1", "idle")  # "stepping", or already step 2
+        assert session.wait(60)
+    finally:
+        rc.close()
+        clock.go.release()  # the cancelled poll leaves its last sleep
