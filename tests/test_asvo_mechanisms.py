@@ -553,7 +553,12 @@ def test_a_classification_that_fell_back_leaves_the_action_unlabelled_not_neutra
     model.step()
     actions = model.datacollector.get_table_dataframe("asvo_actions")
     assert len(actions) == 3 and set(actions["label"]) == {""}
-    assert model.datacollector.get_model_vars_dataframe()["cooperation_rate"].isna().all()
+    frame = model.datacollector.get_model_vars_dataframe()
+    assert frame["cooperation_rate"].isna().all()
+    # nor are they counted in the run's rates, with or without self-declared labels: nothing was labelled
+    run = ["cooperation_rate_run", "competition_index_run", "cooperation_rate_run_simulated",
+           "competition_index_run_simulated", "self_declared_run"]
+    assert frame[run].isna().all().all()
     assert model.llm.ledger.failures.get("ClassifyBehaviour", 0) >= 3
     assert any(p.startswith("**3 of 3 actions are unlabelled**") for p in report_sections(model, tmp_path))
 
