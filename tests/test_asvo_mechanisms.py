@@ -713,3 +713,7 @@ def test_the_model_frame_carries_its_rates_without_self_declared_labels(triad, m
     assert row["self_declared_run"] == 0.0
     assert row[f"{rate}_simulated"] == row[rate]
     assert row[f"{rate}_run_simulated"] == row[f"{rate}_run"]
+    # the label is the first judge's: the rule judge after an LLM judge declares nothing
+    judged = SocietyModel(triad, model="rules", rng=1, judges=["openai/scripted-judge", "rules"])
+    judged.step()
+    assert judged.datacollector.get_model_vars_dataframe().iloc[-1]["self_declared_run"] == 0.0
