@@ -429,6 +429,24 @@ def test_a_file_that_serves_none_of_the_runs_models_says_so(tmp_path, servers, c
     assert chats(a) == [] and chats(b)
 
 
+def test_a_model_list_is_known_by_its_deployments_not_by_how_the_file_writes_them(tmp_path):
+    """A sweep's runs compare the fingerprint of the model_list they read with the one the sweep
+    checked: the same deployments written with their keys in another order are the same list (no
+    check again), another deployment or another order of them is not (places in the list change)."""
+    from socialsim.llm.deployments import load_deployments
+
+    def fingerprint(name, text):
+        (path := tmp_path / name).write_text(text)
+        return load_deployments(path).fingerprint
+
+    one = "{model_name: m, litellm_params: {model: openai/x, api_base: 'http://a', timeout: 5}, model_info: {id: 1}}"
+    same = "{model_info: {id: 1}, litellm_params: {timeout: 5, api_base: 'http://a', model: openai/x}, model_name: m}"
+    two = "{model_name: m, litellm_params: {model: openai/x, api_base: 'http://b'}}"
+    assert fingerprint("a.yaml", f"model_list: [{one}]") == fingerprint("b.yaml", f"model_list: [{same}]")
+    assert fingerprint("c.yaml", f"model_list: [{one}, {two}]") != fingerprint("d.yaml", f"model_list: [{two}, {one}]")
+    assert fingerprint("e.yaml", f"model_list: [{one}]") != fingerprint("f.yaml", f"model_list: [{two}]")
+
+
 def test_counts_named_like_secrets_pass_and_an_edited_file_is_read_again(tmp_path):
     import os
 
