@@ -324,3 +324,18 @@ def test_a_network_without_ties_is_warned_of_and_said_in_the_report(tmp_path, ca
     with caplog.at_level("WARNING", logger="socialsim"):
         SocietyModel("school-meso", model="rules", rng=1)
     assert "observe" not in caplog.text  # the shipped network: everyone observes someone
+
+
+def test_the_agents_who_observe_no_one_are_named_one_or_several_and_a_network_without_ties_says_what_to_give():
+    from socialsim.agents.asvo.agent import unobserving_note
+
+    assert unobserving_note([], 4) == ""
+    assert unobserving_note(["Ann"], 4) == ("Ann observes no one on the social network: it sees no one act and its "
+                                            "actions reach no one")
+    assert unobserving_note(["Ann", "Bo"], 4) == ("Ann, Bo observe no one on the social network: they see no one "
+                                                  "act and their actions reach no one")
+    no_ties = ("the social network has no ties: no agent observes anyone, so no one is seen acting and no action "
+               "reaches another agent (others' gains are 0, theory of mind only guesses); give network.edges, or "
+               "network.complete: true for everyone to observe everyone")
+    assert unobserving_note(["Ann", "Bo"], 2) == no_ties
+    assert unobserving_note(["Ann"], 1) == no_ties  # one agent alone: no ties either
