@@ -111,12 +111,20 @@ def test_cli_run_writes_itcmas_report(tmp_path):
     assert "## ITCMA-S + LTRHA" in report and "Leader (most central)" in report
     assert "| chance: random graphs with the same agents and as many ties (" in report
     from socialsim.agents.itcmas.metrics import outsiders_line
-    from socialsim.agents.itcmas.reproduce import measure_run
+    from socialsim.agents.itcmas.reproduce import AGENTS, measure_run
 
     got = measure_run(tmp_path / "run")  # the outsiders' ties beside chance's, as reproduce measures them
     said = outsiders_line(got["outside_ties"], {"outside_ties": got["outside_ties_chance"],
                                                 "outside_ties_p": got["outside_ties_p"]})
     assert said and said[0] in report
+    # the society table: this run's figures beside chance's, as reproduce measures them
+    pairs = pd.read_parquet(tmp_path / "run" / "tables" / "interactions.parquet")[["initiator", "receiver"]]
+    ties = len({frozenset(p) for p in pairs.itertuples(index=False) if p[0] != p[1]})
+    outside = int(got["outside_cliques"]) if got["cliques"] else len(AGENTS)
+    assert (f"| this run | {int(got['cliques'])} | {int(got['largest_clique'])} | {outside} |\n"
+            f"| chance: random graphs with the same agents and as many ties ({ties}), 200 draws | "
+            f"{got['cliques_chance']:.2f} | {got['largest_clique_chance']:.2f} | {got['outside_cliques_chance']:.2f} |"
+            ) in report
     # counts, names and cliques written for a reader, not as Python's or JSON's repr
     society = next(line for line in report.splitlines() if line.startswith("Cliques"))
     actions = next(line for line in report.splitlines() if line.startswith("Ablation"))
