@@ -5,13 +5,18 @@ naming the file and the field."""
 
 import json
 import logging
+import random
 import uuid
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from socialsim.cli import main
 from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
+from socialsim.llm.loop import run_sync
+from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
+from socialsim.llm.routing import RouteTable
 
 MODEL = "openai/fake-model"
 
@@ -517,8 +522,6 @@ def test_a_deployments_own_timeout_and_max_tokens_pass_the_check_before_step_1(t
 def test_a_pooled_embedding_model_is_asked_through_the_pool(tmp_path, monkeypatch):
     """Embeddings (CRSEC's memory, ASVO's separability) went to litellm directly, where a pool's
     model name means nothing, and fell back."""
-    from types import SimpleNamespace
-
     from socialsim.llm.gateway import Gateway
     from socialsim.llm.litellm_setup import litellm
 
@@ -630,3 +633,24 @@ def test_a_file_serves_each_of_its_model_names_and_a_models_deployments_are_its_
     assert pool.serves("big") and pool.serves("small") and not pool.serves("openai/b")
     assert [d.litellm_params.get("api_base") for d in pool.of("big")] == ["http://h1/v1", "http://h2/v1"]
     assert [d.litellm_params["model"] for d in pool.of("small")] == ["openai/s"]
+
+
+def test_a_pooled_call_is_retried_by_its_router_alone(tmp_path, monkeypatch):
+    """A pool's Router retries on its own terms (another deployment, its cooldowns): it gets the run's
+    retries, and the gateway, which retries a single provider's calls itself, asks it once."""
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.litellm_setup import litellm
+
+    asked = []
+
+    async def acompletion(self, model, messages, **kwargs):
+        asked.append(kwargs["num_retries"])
+        raise litellm.RateLimitError("busy", llm_provider="openai", model=model)
+
+    monkeypatch.setattr(litellm.Router, "acompletion", acompletion)
+    pool = pool_file(tmp_path / "pool.yaml", SimpleNamespace(api_base="http://127.0.0.1:9/v1"))
+    gateway = Gateway(RouteTable(MODEL), deployments=pool, num_retries=2, breaker=0)
+    answer = run_sync(gateway.ask(CHOOSE_ACTION, ActionContext("Ann", "A poet.", "A cafe.", "In the cafe.",
+                                                               ["sit", "leave"]), agent_id=1, rng=random.Random(1)))
+    assert (answer.status, asked) == ("fallback", [2])
+    assert "attempts" not in answer.error  # the Router says its own retries

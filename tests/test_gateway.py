@@ -30,7 +30,8 @@ def ask(gateway, context=None, seed=1, agent=1):
 
 
 def provider_gateway(**kw):
-    return Gateway(RouteTable("openai/fake-model"), **kw)
+    """A gateway whose one attempt a test's fake stands in for, unless retries are asked."""
+    return Gateway(RouteTable("openai/fake-model"), **{"num_retries": 0, **kw})
 
 
 def served_gateway(server, model="openai/fake-model", **kw):
@@ -744,8 +745,9 @@ def test_a_calls_price_is_litellms_for_a_model_it_prices_else_the_users_and_noth
     assert token_cost("codestral/codestral-latest", 2 * 10**6, 10**6, price=(2.0, 4.0)) == 8.0  # listed at $0
 
 
-def test_a_call_goes_to_litellm_with_the_runs_timeout_retries_and_endpoint_and_drops_unknown_settings(monkeypatch):
-    """``drop_params`` per call: a provider that takes no ``seed`` (say) still answers."""
+def test_a_call_goes_to_litellm_with_the_runs_timeout_and_endpoint_and_drops_unknown_settings(monkeypatch):
+    """``drop_params`` per call: a provider that takes no ``seed`` (say) still answers. litellm makes
+    one attempt: the run's retries are the gateway's, each through the rate limiter."""
     from socialsim.llm.litellm_setup import litellm
 
     sent = []
@@ -766,7 +768,7 @@ def test_a_call_goes_to_litellm_with_the_runs_timeout_retries_and_endpoint_and_d
     assert ask(g).value.text == ACTIONS[1]
     (kwargs,) = sent
     assert {k: kwargs[k] for k in ("model", "timeout", "num_retries", "drop_params", "api_base", "max_tokens")} == {
-        "model": "openai/fake-model", "timeout": 7.0, "num_retries": 3, "drop_params": True,
+        "model": "openai/fake-model", "timeout": 7.0, "num_retries": 0, "drop_params": True,
         "api_base": "http://127.0.0.1:9/v1", "max_tokens": CHOOSE_ACTION.max_tokens}
     assert kwargs["messages"] == CHOOSE_ACTION.messages(ctx())
     ask(provider_gateway())
@@ -842,8 +844,8 @@ HTTP_HANDLER = "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"  # litellm's switch; 
 @pytest.mark.parametrize(("model", "http_handler"), [("openai/fake-model", "true"), ("openai/fake-model", "false"),
                                                      ("hosted_vllm/fake-model", "true")])
 def test_the_runs_retries_reach_a_provider_that_failed_once(monkeypatch, model, http_handler):
-    """Both of litellm's request paths retry: litellm's retry wrapper around its own HTTP client
-    (which needs ``tenacity`` and otherwise gives up silently) and the OpenAI SDK's retries."""
+    """The gateway's retries reach the provider on both of litellm's request paths: its own HTTP
+    client and the OpenAI SDK's."""
     from socialsim.llm.fake_server import FakeOpenAIServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
@@ -1250,3 +1252,53 @@ def test_importing_litellm_through_socialsim_leaves_it_offline_quiet_and_the_use
         importlib.reload(litellm_setup)
     assert [os.environ[name] for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_LOG", HTTP_HANDLER)] == [
         "True", "DEBUG", "false"]  # never a download of the cost map, whatever the environment says
+
+
+def test_every_attempt_of_a_call_takes_a_request_from_the_rate_limit(monkeypatch):
+    """--rpm is the provider's quota: a retry after a 429 is a request too, and waits its turn. The
+    limit was taken once per call, and litellm's retry went to a provider already refusing."""
+    import socialsim.llm.gateway as gateway_module
+    from socialsim.llm.fake_server import FakeOpenAIServer
+    from socialsim.llm.limiter import RateLimiter
+
+    now = [0.0]
+
+    async def sleep(seconds):  # the limiter's clock, moved on by its waits only
+        now[0] += seconds
+
+    limiter = RateLimiter(rpm=1, clock=lambda: now[0], sleep=sleep)
+    monkeypatch.setattr(gateway_module, "shared_limiter", lambda *limits: limiter)
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    sent_at = []
+    with FakeOpenAIServer(faults=lambda n, messages: sent_at.append(now[0]) or ("429" if n == 1 else None)) as server:
+        answer = ask(served_gateway(server, num_retries=1))
+    assert answer.status == "ok"
+    assert sent_at == [0.0, 60.0]  # one request a minute, the retry included
+
+
+@pytest.mark.parametrize("http_handler", ["true", "false"])
+def test_a_call_makes_one_attempt_and_its_retries_on_either_of_litellms_request_paths(monkeypatch, http_handler):
+    """--retries 2 is three attempts: through the OpenAI SDK (litellm's switch false) litellm passed
+    the retries to the SDK and then retried the SDK's failure as many times again, five."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    monkeypatch.setenv(HTTP_HANDLER, http_handler)
+    with FakeOpenAIServer(faults=lambda n, messages: "500") as server:
+        answer = ask(served_gateway(server, num_retries=2, breaker=0))
+    assert answer.status == "fallback"
+    assert len(server.requests) == 3
+    assert answer.error.endswith("; after 3 attempts")
+
+
+def test_a_retry_waits_as_litellms_own_retries_did():
+    """The first retry at once; after a rate-limit refusal 1, 2, 4, 8 then at most 10 s (litellm's
+    exponential backoff, which it used for a RateLimitError); after any other error none."""
+    import litellm
+
+    from socialsim.llm.gateway import _retry_wait
+
+    refused = litellm.RateLimitError("busy", llm_provider="openai", model="fake-model")
+    assert [_retry_wait(refused, retry) for retry in range(7)] == [0.0, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    failed = litellm.InternalServerError("down", llm_provider="openai", model="fake-model")
+    assert [_retry_wait(failed, retry) for retry in range(3)] == [0.0, 0.0, 0.0]

@@ -204,6 +204,14 @@ def is_embedded(model: str) -> bool:
     return model.startswith("local/")
 
 
+def _retry_wait(exc: BaseException, retry: int) -> float:
+    """Seconds before retry ``retry + 1``, as litellm's own retries waited: the first at once, and after
+    a rate-limit refusal 1, 2, 4, 8 then 10 s (its ``exponential_backoff_retry``); other errors none."""
+    import openai
+
+    return min(10.0, 2.0 ** (retry - 1)) if retry and isinstance(exc, openai.RateLimitError) else 0.0
+
+
 async def _start(coroutine: Awaitable[Any], started: list[asyncio.Task]) -> None:
     """Start one agent's coroutine of a phase, add it to ``started`` and give it one turn of the
     loop before the next (listed before the turn: a phase cancelled during it cancels this one too).
@@ -568,16 +576,28 @@ class Gateway:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
         limiter = shared_limiter(model, self.rpm, self.tpm)
+        tokens = sum(len(m["content"]) for m in messages) // 4 + params["max_tokens"]
+        retries = 0 if self._pooled(model) else self.num_retries  # a pool's Router retries on its own terms
         async with self._semaphore:
-            await limiter.acquire(tokens=sum(len(m["content"]) for m in messages) // 4 + params["max_tokens"])
-            start = time.perf_counter()
+            start = None
             try:
-                response = await self._acompletion(model, messages, params, fmt)
+                for retry in range(retries + 1):
+                    # every attempt is a request the provider counts: a retry waits its turn as the first did
+                    await limiter.acquire(tokens=tokens)
+                    start = time.perf_counter() if start is None else start
+                    try:
+                        response = await self._acompletion(model, messages, params, fmt)
+                        break
+                    except _provider_exceptions() as exc:
+                        if retry == retries:
+                            raise
+                        await asyncio.sleep(_retry_wait(exc, retry))
             except BaseException as exc:
                 self.ledger.release(reserve)
                 if not isinstance(exc, _provider_exceptions()):
                     raise
-                error = cut(redact(f"{type(exc).__name__}: {exc}"), 300)  # cut after redacting: no piece of a key
+                said = f"{type(exc).__name__}: {exc}" + (f"; after {retries + 1} attempts" if retries else "")
+                error = cut(redact(said), 300)  # cut after redacting: no piece of a key
                 raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
             latency = time.perf_counter() - start
         try:
@@ -711,8 +731,8 @@ class Gateway:
         return token_cost(model, prompt_tokens, max_tokens, self.price) or 0.0
 
     async def _acompletion(self, model, messages, params, fmt):
-        """The one place that calls litellm (retries and timeouts are litellm's): its Router where
-        the model has deployments, ``litellm.acompletion`` otherwise."""
+        """The one place that calls litellm: one attempt (``_call`` retries it, each attempt through the
+        rate limiter), or its Router where the model has deployments, with the Router's retries."""
         from socialsim.llm.litellm_setup import litellm
 
         pooled = self._pooled(model)
@@ -723,7 +743,8 @@ class Gateway:
             model=model,
             messages=messages,
             timeout=self.timeout_s,
-            num_retries=self.num_retries,
+            # 0: litellm's retries went past the rate limiter (and, through the OpenAI SDK, were made twice over)
+            num_retries=self.num_retries if pooled else 0,
             drop_params=True,  # per call, not a global switch: a provider without e.g. `seed` still answers
             **({"api_base": self.api_base} if self.api_base and not is_embedded(model) and not pooled else {}),
             **params,
