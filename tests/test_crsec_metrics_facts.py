@@ -72,6 +72,13 @@ def test_sawing_needs_a_sweep_the_step_after_unless_one_is_still_sawing(model, w
 def test_a_missed_follow_up_is_named_by_the_follow_ups_behaviour_or_plainly_without_one(model):
     assert metrics.follow_up_text(model.world, "sweep") == "sweeping the workbench"
     assert metrics.follow_up_text(model.world, "applause") == "a follow-up"  # no behaviour of the world has it
+    # two behaviours with the tag: the first by its text, the one the rules plan (follow_up_for)
+    sweep = model.world.behaviours["sweep the workbench"]
+    model.world.behaviours["clear the sawdust"] = sweep.model_copy(update={"text": "clear the sawdust"})
+    try:
+        assert metrics.follow_up_text(model.world, "sweep") == "clearing the sawdust"
+    finally:
+        del model.world.behaviours["clear the sawdust"]
 
 
 def test_an_act_is_judged_by_its_tags_place_and_hour(model):

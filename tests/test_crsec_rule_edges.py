@@ -143,6 +143,17 @@ def test_actions_give_the_follow_up_of_the_activity_done_not_of_the_planned_one_
     assert actions({**lunch, "time": "13:00"}, plan, paths={})[:4] == ["eat lunch"] * 3 + ["tip the cook"]
 
 
+def test_actions_give_the_follow_up_of_an_alternative_that_asks_for_one():
+    """A norm held since the plan replaced its drums at noon by lunch: the actions tip after that
+    lunch, though the drums planned asked for no follow-up."""
+    no_drums = TrackedNorm(name="no drums at noon", type="injunctive", keywords=["drum"],
+                           violated_by={"tags": ["loud"], "where": "anywhere", "from_time": "12:00",
+                                        "until_time": "13:00"}, alternatives={"play drums": "eat lunch"})
+    plan = plan_ctx(norms=held(TIP, no_drums), tracked=[*TRACKED, no_drums])
+    drums = {"time": "12:00", "activity": "play drums", "place": HOME, "then": None}
+    assert actions(drums, plan, paths={}) == ["eat lunch"] * 3 + ["tip the cook"] + ["drink tea"] * 2
+
+
 def test_a_rule_plan_keeps_a_held_norm_only_within_its_hours():
     items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, plan_ctx(norms=held(QUIET), start=18 * 60, end=23 * 60)))
     places = {i["time"]: i["place"] for i in items if i["activity"] == "play drums"}
@@ -236,6 +247,7 @@ def test_a_plan_item_is_judged_while_it_lasts_not_only_at_its_start():
     assert verdict(QUIET, tea, drums, day_end=22 * 60).index == 0  # the next item by its time, in any order
     assert verdict(QUIET, drums, day_end=20 * 60).index == 0  # the day ends as the quiet hours begin
     assert verdict(QUIET, drums).index == 0  # no day's end known: the last item is judged at its start
+    assert verdict(QUIET, drums, {**tea, "time": "19:30"}, {**tea, "time": "21:00"}, day_end=22 * 60).index == 0  # the next ends it
     lunch = {"time": "10:00", "activity": "eat lunch", "place": HOME}
     assert verdict(TIP, lunch, {**tea, "time": "12:00"}).index == 1
     assert verdict(TIP, lunch, {**tea, "time": "11:00"}).index == 0
