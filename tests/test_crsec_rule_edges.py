@@ -118,6 +118,16 @@ def test_a_scheduled_activity_a_norm_replaces_gets_the_follow_up_of_its_alternat
         ("13:00", "eat lunch", "tip the cook"), ("14:00", "read a book", None)]
 
 
+def test_a_habit_a_held_norm_asks_a_follow_up_of_is_planned_with_it():
+    """An agent holding 'tip after lunch' whose habit is lunch: only a scheduled lunch was planned with
+    its tip, so the rule plan's habit lunch had none (its actions tip) and the plan judge found the
+    plan breaking the norm the agent holds."""
+    ctx = plan_ctx(norms=held(TIP), habits=("eat lunch",), start=12 * 60, end=14 * 60)
+    items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx))
+    assert [(i["activity"], i["then"]) for i in items] == [("eat lunch", "tip the cook"), ("drink tea", None)]
+    assert verdict(TIP, *items, day_end=14 * 60).index == 0
+
+
 def test_a_scheduled_activity_in_a_long_plan_item_is_judged_at_its_own_time_not_the_items_start():
     """With 90-minute items the 20:00 drums fall in the item at 19:30 and the 14:00 lunch in the one at
     13:30: each is judged at its scheduled time (quiet from 20:00; no lunch after 14:00), not at 19:30
