@@ -128,6 +128,12 @@ def test_a_habit_a_held_norm_asks_a_follow_up_of_is_planned_with_it():
     assert verdict(TIP, *items, day_end=14 * 60).index == 0
 
 
+def test_a_scheduled_activity_the_plan_does_not_know_leaves_its_item_to_the_habits():
+    ctx = plan_ctx(start=12 * 60, end=14 * 60, schedule={12 * 60: ("juggle", HALL), 13 * 60: ("eat lunch", HALL)})
+    items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx))
+    assert [(i["activity"], i["place"]) for i in items] == [("play drums", HOME), ("eat lunch", HALL)]
+
+
 def test_a_scheduled_activity_in_a_long_plan_item_is_judged_at_its_own_time_not_the_items_start():
     """With 90-minute items the 20:00 drums fall in the item at 19:30 and the 14:00 lunch in the one at
     13:30: each is judged at its scheduled time (quiet from 20:00; no lunch after 14:00), not at 19:30
