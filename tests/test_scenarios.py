@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from socialsim.scenarios.loader import ScenarioError, available_scenarios, load_scenario
+from socialsim.scenarios.schema import toml_lines
 
 GOOD = """
 name: tiny
@@ -410,3 +411,16 @@ def test_a_preset_ones_own_scenario_file_lacks_is_refused_naming_that_file(tmp_p
     with pytest.raises(ValueError) as refused:
         RunConfig(scenario=str(copy), preset="fast", model="rules").resolved()
     assert str(refused.value) == f"{copy} has no preset 'fast' (presets: paper)"
+
+
+def test_toml_lines_names_the_line_that_writes_each_field_indented_quoted_dotted_or_by_its_header():
+    """A field's line is the first to write it: an indented key or header, a quoted key, each part of a
+    dotted key or header; a later [[agents]] item's keys are its own, not the first item's."""
+    text = ('name = "x"\n[[agents]]\nname = "A"\n  description = "d"\ntraits.stance = {a = "for"}\n[[agents]]\n'
+            'name = "B"\n"description" = "d"\n  [map]\nareas = [{name = "r", x = 0, y = 0, width = 1, height = 1}]\n'
+            '[crsec.extra]\na = 1\n')
+    assert toml_lines(text) == {
+        ("name",): 1, ("agents",): 2, ("agents", 0): 2, ("agents", 0, "name"): 3, ("agents", 0, "description"): 4,
+        ("agents", 0, "traits"): 5, ("agents", 0, "traits", "stance"): 5, ("agents", 1): 6, ("agents", 1, "name"): 7,
+        ("agents", 1, "description"): 8, ("map",): 9, ("map", "areas"): 10, ("crsec",): 11, ("crsec", "extra"): 11,
+        ("crsec", "extra", "a"): 12}
