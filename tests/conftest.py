@@ -18,19 +18,28 @@ _suite_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _suite_workers > 1 and hasattr(os, "sched_getaffinity"):
     os.environ.setdefault("SOCIALSIM_EMBEDDED_CPUS", str(max(1, len(os.sched_getaffinity(0)) // _suite_workers)))
 
-# The modules that take longest (seconds on one worker of 2 AMD EPYC cores) go to the workers first, so
-# that they end together: the last minute is short modules on both workers, not one long module on one.
+# The modules that take longest (seconds on one of 3 workers on 2 AMD EPYC cores, 2026-11-28) go to the
+# workers first, so that they end together: the last minute is short modules on every worker, not one
+# long module on one (test_sweep.py, left to its place in the file order, ran last and alone for 40 s).
 # `make test` keeps this order (--no-loadscope-reorder: xdist would otherwise send the modules with
 # the most tests first).
 LONGEST_FIRST = (
-    "test_dashboard_browser.py",  # 104 (much of it waiting on the browser and a slow test server)
-    "test_embedded.py",  # 102
-    "test_crash_resume.py",  # 50
-    "test_asvo_embedded.py",  # 33
-    "test_check_order.py",  # 32
-    "test_gateway.py",  # 30
+    "test_dashboard_browser.py",  # 107 (much of it waiting on the browser and a slow test server)
+    "test_embedded.py",  # 91
+    "test_crash_resume.py",  # 67
+    "test_end_of_run_measurement.py",  # 60
+    "test_sweep.py",  # 48
+    "test_adversarial_answers.py",  # 45
+    "test_deployments.py",  # 40
+    "test_gateway.py",  # 36
+    "test_asvo_embedded.py",  # 35
+    "test_faults.py",  # 31
+    "test_dashboard_panels.py",  # 29
     "test_itcmas_embedded.py",  # 28
-    "test_end_of_run_measurement.py",  # 24
+    "test_reproduce.py",  # 28
+    "test_runner.py",  # 27
+    "test_crsec_mechanism.py",  # 27
+    "test_check_order.py",  # 26
 )
 
 
