@@ -329,7 +329,7 @@ def sweep_on(backend: str, grid: dict, out):
     if backend == "dask":
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
                 Client(cluster) as client:
             result = sweep(grid, out, client=client, progress=False, figures=False)
     else:

@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import re
+import socket
 import sys
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -166,7 +168,7 @@ def test_dask_local_cluster_equals_local_run(tmp_path):
     from distributed import Client, LocalCluster, get_task_stream
 
     local = sweep(GRID, tmp_path / "local", progress=False)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as client, get_task_stream(client) as stream:
         distributed = sweep(GRID, tmp_path / "dask", client=client, progress=False)
     assert len(dask_tasks(stream)) == 8  # run on the cluster, not locally
@@ -1135,7 +1137,7 @@ def test_a_sweep_reaches_dask_by_a_scheduler_address_or_a_local_cluster_of_its_o
     from distributed import Client, LocalCluster, get_task_stream
 
     spec = {"name": "d", "seeds": [1, 2], "steps": 1, "parameters": {"arch": "generic", "model": "rules"}}
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as watcher, get_task_stream(watcher) as stream:
         by_address = sweep(spec, tmp_path / "a", scheduler=cluster.scheduler_address, progress=False)
     assert len(dask_tasks(stream)) == 2 and (by_address.runs["status"] == "completed").all()
@@ -1147,7 +1149,13 @@ def test_a_sweep_reaches_dask_by_a_scheduler_address_or_a_local_cluster_of_its_o
         return LocalCluster(**{k: v for k, v in kw.items() if k not in ("host", "processes")}, processes=False)
 
     monkeypatch.setattr(distributed, "LocalCluster", in_process_cluster)
-    own = sweep({**spec, "processes": 2}, tmp_path / "b", cluster="local", progress=False)
+    with socket.socket() as taken, warnings.catch_warnings(record=True) as warned:  # dask's default port in use:
+        warnings.simplefilter("always")  # its own cluster was moved off it with a warning
+        with contextlib.suppress(OSError):  # taken already (another cluster): as good
+            taken.bind(("", 8787))
+            taken.listen()
+        own = sweep({**spec, "processes": 2}, tmp_path / "b", cluster="local", progress=False)
+    assert not [w for w in warned if "8787" in str(w.message)]
     assert [(kw["n_workers"], kw["threads_per_worker"], kw["processes"]) for kw in built] == [(2, 1, True)]
     assert (own.runs["status"] == "completed").all()
     with pytest.raises(ValueError, match="unknown cluster 'remote'"):

@@ -39,8 +39,9 @@ def run_on_dask(
         if scheduler:
             client = own_client = Client(scheduler)
         elif cluster == "local":
+            # ":0": its HTTP server on a free port (None still tried 8787, and warned where it was taken)
             own_cluster = LocalCluster(n_workers=processes, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, host="127.0.0.1")
+                                       dashboard_address=":0", host="127.0.0.1")
             client = own_client = Client(own_cluster)
         else:
             raise ValueError(f"unknown cluster {cluster!r}; expected 'local' (or give a scheduler address)")
