@@ -1462,7 +1462,7 @@ def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_o
     calls.clear()
     run_on_dask(planned, spec, tmp_path, set(), cluster="local", processes=3, progress=False)
     assert calls[0] == ("cluster", {"n_workers": 3, "threads_per_worker": 1, "processes": True,
-                                    "dashboard_address": None, "host": "127.0.0.1"})
+                                    "dashboard_address": ":0", "host": "127.0.0.1"})
     assert calls[1][0] == "client" and isinstance(calls[1][1], Cluster)  # the client of the cluster it started
     # its workers let end by themselves first (distributed's close kills them after 4 s)
     assert calls[2:] == ["result", "result", "client closed", "workers closed", "cluster closed"]
