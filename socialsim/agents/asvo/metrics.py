@@ -54,6 +54,12 @@ def setting_of(scenario_name: str) -> str | None:
     return {"school": "School", "workplace": "Workplace", "family": "Family"}.get(head)
 
 
+def declared_stances(actions: pd.DataFrame) -> pd.Series:
+    """Per action, whether the rule judge's label of it is its actor's own stance: an action outside
+    the catalogue has no simulated effect but the payoff of the stance declared for it."""
+    return (actions["effect_source"] == "declared stance") & actions["label"].isin(STANCES)
+
+
 def cooperation_table(actions: pd.DataFrame, by: str = "agent") -> pd.DataFrame:
     """Label counts, cooperation rate and competition index per ``agent`` or per ``svo``."""
     df = actions[actions["label"].isin(STANCES)]
@@ -297,7 +303,7 @@ def report_sections(model: SocietyModel, run_dir: Path) -> list[str]:
     if declared and rule_judge:
         # the rule judge's label of such an action is the actor's own stance: counted, the tables would
         # report what the agents said of themselves (the reproduction and the `_simulated` columns leave them out too)
-        counted = actions[~((actions["effect_source"] == "declared stance") & actions["label"].isin(STANCES))]
+        counted = actions[~declared_stances(actions)]
         parts += [f"**{declared} of {len(actions)} actions are not in the scenario's catalogue**: their simulated "
                   "effect is the payoff of the stance the actor declared for them, so the rule judge's label of "
                   "those is the actor's own stance, a self-report rather than a measurement. They are left out "

@@ -19,8 +19,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from socialsim.agents.asvo.metrics import SEPARABILITY_FILE, action_separability, cooperation_table, setting_of
-from socialsim.agents.asvo.svo import STANCES, SVO_TYPES
+from socialsim.agents.asvo.metrics import (
+    SEPARABILITY_FILE,
+    action_separability,
+    cooperation_table,
+    declared_stances,
+    setting_of,
+)
+from socialsim.agents.asvo.svo import SVO_TYPES
 from socialsim.llm.routing import RULES
 from socialsim.metrics.separability import PAPER_TABLE_2
 from socialsim.model.reproduce import Finding, Protocol, ProtocolRun, compare
@@ -71,7 +77,7 @@ def self_declared(run_dir: Path, actions: pd.DataFrame) -> pd.Series:
     judges = pd.read_parquet(judgements, columns=["judge"])["judge"] if judgements.is_file() else pd.Series(dtype=str)
     if "effect_source" not in actions or judges.empty or judges.iloc[0] != RULES:
         return pd.Series(False, index=actions.index)
-    return (actions["effect_source"] == "declared stance") & actions["label"].isin(STANCES)
+    return declared_stances(actions)
 
 
 def paper_table() -> pd.DataFrame:
