@@ -1002,10 +1002,11 @@ class GenerateNormativePlans(Operation):
     def rule(self, ctx: PlanContext, rng: random.Random) -> PlanRecord:
         """The scenario's scheduled activities at their times, habits and quiet hours in turn, each
         made to respect the held tracked norms, with the follow-up a held norm asks for (a habit's
-        too, as its actions do it). The follow-up is that of the activity planned: a scheduled one a norm replaced by its compliant
-        alternative does not keep the replaced one's (sketching, then sweeping after sawing). A
-        scheduled activity is planned in the item its time falls in and judged at its own time: with
-        90-minute items the 17:00 saw is planned at 16:30 and breaks a norm that holds from 17:00."""
+        too, as its actions do it). The follow-up is that of the activity planned: a scheduled one a
+        norm replaced by its compliant alternative does not keep the replaced one's (sketching, then
+        sweeping after sawing). A scheduled activity is planned in the item its time falls in and
+        judged at its own time: with 90-minute items the 17:00 saw is planned at 16:30 and breaks a
+        norm that holds from 17:00."""
         items = []
         habits = ctx.habits or [ctx.filler]
         for k in range(ctx.items):
