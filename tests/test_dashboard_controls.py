@@ -998,13 +998,8 @@ class _GatedPollClock:
         assert self.arrived.acquire(timeout=60), "the page's poll did not come round"
 
 
-def test_a_clicks_rerender_landing_after_the_polls_never_stops_the_page_following_the_worker(monkeypatch):
-    """The poll asked a re-render with the time and waited for a render at or after it; a click
-    asked one with its own time. A click whose time was taken before the poll's, and set after,
-    left the page's last render "older" than the poll's request, and the poll never asked again:
-    the page stopped following the worker until the next click (a browser test under load waited
-    90 s for the map to catch up with the counter)."""
-    import ipyvuetify as v
+def _page_after_one_step_with_its_poll_gated(monkeypatch):
+    """A live makerspace session one step in, and its page rendered with the poll's clock gated."""
     import solara
 
     from socialsim.dashboards import app
@@ -1015,7 +1010,19 @@ def test_a_clicks_rerender_landing_after_the_polls_never_stops_the_page_followin
     clock = _GatedPollClock()
     monkeypatch.setattr(app, "time", clock)
     monkeypatch.setattr(app, "initial_session", lambda: session)
-    box, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
+    _, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
+    return session, clock, rc
+
+
+def test_a_clicks_rerender_landing_after_the_polls_never_stops_the_page_following_the_worker(monkeypatch):
+    """The poll asked a re-render with the time and waited for a render at or after it; a click
+    asked one with its own time. A click whose time was taken before the poll's, and set after,
+    left the page's last render "older" than the poll's request, and the poll never asked again:
+    the page stopped following the worker until the next click (a browser test under load waited
+    90 s for the map to catch up with the counter)."""
+    import ipyvuetify as v
+
+    session, clock, rc = _page_after_one_step_with_its_poll_gated(monkeypatch)
 
     def counter() -> str:  # what this page's step counter shows now
         return rc.find(v.Html, class_="step-counter").widget.children[0].split(" · ")[0]
@@ -1038,17 +1045,8 @@ def test_a_click_redraws_the_page_at_once_not_at_the_next_poll(monkeypatch):
     """A command's button re-renders the page itself: with the poll parked, Step shows its step
     started (or done) at once."""
     import ipyvuetify as v
-    import solara
 
-    from socialsim.dashboards import app
-
-    session = LiveSession(LiveConfig(scenario="makerspace", arch="generic", model="rules", seed=1))
-    session.step(1)
-    assert session.wait(60)
-    clock = _GatedPollClock()
-    monkeypatch.setattr(app, "time", clock)
-    monkeypatch.setattr(app, "initial_session", lambda: session)
-    box, rc = solara.render(solara.AppLayout(children=[app.Page()]), handle_error=False)
+    session, clock, rc = _page_after_one_step_with_its_poll_gated(monkeypatch)
 
     def shown() -> tuple[str, str]:  # the step counter and the worker's state, as the page shows them now
         return (rc.find(v.Html, class_="step-counter").widget.children[0].split(" · ")[0],
