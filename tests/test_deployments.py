@@ -654,3 +654,24 @@ def test_a_pooled_call_is_retried_by_its_router_alone(tmp_path, monkeypatch):
                                                                ["sit", "leave"]), agent_id=1, rng=random.Random(1)))
     assert (answer.status, asked) == ("fallback", [2])
     assert "attempts" not in answer.error  # the Router says its own retries
+
+
+def test_a_pooled_embedding_is_retried_by_its_router_alone(tmp_path, monkeypatch):
+    """As a pooled chat call: the Router gets the run's retries, and the gateway asks it once."""
+    from socialsim.llm.gateway import Gateway, ProviderError
+    from socialsim.llm.litellm_setup import litellm
+
+    asked = []
+
+    async def aembedding(self, model, input, **kwargs):
+        asked.append(kwargs["num_retries"])
+        raise litellm.RateLimitError("busy", llm_provider="openai", model=model)
+
+    monkeypatch.setattr(litellm.Router, "aembedding", aembedding)
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("model_list:\n  - {model_name: embed-pool, litellm_params: {model: openai/e, api_base: "
+                    "'http://127.0.0.1:9/v1'}}\n")
+    gateway = Gateway(deployments=pool, num_retries=2, breaker=0)
+    with pytest.raises(ProviderError) as failed:
+        gateway.embed("embed-pool", ["hello"])
+    assert asked == [2] and "attempts" not in str(failed.value)  # the Router says its own retries

@@ -1048,7 +1048,7 @@ def test_a_failed_embedding_is_a_provider_error_taped_and_replayed_with_its_row(
     """A provider error, or a reply of the wrong shape, raises ProviderError (the caller falls back),
     releases the budget it reserved, and is taped so a replay raises it again with the same row."""
     fake_embeddings(monkeypatch, error=error, vectors=[{"embedding": [1]}] if error is None else None)
-    g = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=1.0)))
+    g = Gateway(RouteTable("rules"), ledger=Ledger(Budget(max_cost=1.0)), num_retries=0)
     g.step = 2
     with pytest.raises(ProviderError, match=re.escape(said)):
         g.embed(EMBEDDER, ["a", "bb"], purpose="EmbedThings", agent_id=1)
@@ -1114,7 +1114,8 @@ def test_an_embedding_reserves_its_texts_at_three_characters_a_token_before_the_
     assert unpriced.embed(model, ["abcdefg"]) == [[7.0, 0.0]] and unpriced.ledger.live_cost == 0
 
 
-def test_an_embedding_goes_to_litellm_with_the_runs_endpoint_timeout_and_retries(monkeypatch):
+def test_an_embedding_goes_to_litellm_with_the_runs_endpoint_and_timeout_for_one_attempt(monkeypatch):
+    """The run's retries are the gateway's, each attempt through the rate limiter."""
     from socialsim.llm.litellm_setup import litellm
 
     sent = []
@@ -1126,7 +1127,7 @@ def test_an_embedding_goes_to_litellm_with_the_runs_endpoint_timeout_and_retries
     monkeypatch.setattr(litellm, "aembedding", aembedding)
     g = Gateway(RouteTable("rules"), api_base="http://127.0.0.1:9/v1", timeout_s=7.0, num_retries=2)
     assert g.embed(EMBEDDER, ["a"]) == [[0.5]]
-    assert sent == [{"model": EMBEDDER, "input": ["a"], "timeout": 7.0, "num_retries": 2,
+    assert sent == [{"model": EMBEDDER, "input": ["a"], "timeout": 7.0, "num_retries": 0,
                      "api_base": "http://127.0.0.1:9/v1"}]
     assert g.ledger.rows[0].prompt_tokens == 0  # no usage in the reply: no tokens
     assert g.ledger.rows[0].op == "Embed"  # the purpose, unless named
@@ -1302,3 +1303,104 @@ def test_a_retry_waits_as_litellms_own_retries_did():
     assert [_retry_wait(refused, retry) for retry in range(7)] == [0.0, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
     failed = litellm.InternalServerError("down", llm_provider="openai", model="fake-model")
     assert [_retry_wait(failed, retry) for retry in range(3)] == [0.0, 0.0, 0.0]
+
+
+def fake_clock_limiter(monkeypatch, **limits):
+    """The gateway's limiter replaced by one on a clock that only its own waits move on: (limiter, clock)."""
+    import socialsim.llm.gateway as gateway_module
+    from socialsim.llm.limiter import RateLimiter
+
+    now = [0.0]
+
+    async def sleep(seconds):
+        now[0] += seconds
+
+    limiter = RateLimiter(**limits, clock=lambda: now[0], sleep=sleep)
+    monkeypatch.setattr(gateway_module, "shared_limiter", lambda *run_limits: limiter)
+    return limiter, now
+
+
+def test_every_attempt_of_an_embedding_takes_a_request_from_the_rate_limit(monkeypatch):
+    """Embeddings took nothing from --rpm and --tpm: at rpm 1 a memory's embedding went out in the same
+    second as the chat call before it, and litellm's retry of a 429 at once."""
+    from socialsim.llm.litellm_setup import litellm
+
+    _, now = fake_clock_limiter(monkeypatch, rpm=1)
+    sent_at = []
+
+    async def embedding(self, model, texts):
+        sent_at.append(now[0])
+        if len(sent_at) == 1:
+            raise litellm.RateLimitError("busy", llm_provider="openai", model=model)
+        return SimpleNamespace(data=[{"embedding": [1.0]} for _ in texts], usage=SimpleNamespace(prompt_tokens=1))
+
+    monkeypatch.setattr(Gateway, "_aembedding", embedding)
+    g = Gateway(RouteTable("rules"), num_retries=1)
+    assert g.embed(EMBEDDER, ["a"]) == [[1.0]]
+    assert g.embed(EMBEDDER, ["b"]) == [[1.0]]
+    assert sent_at == [0.0, 60.0, 120.0]  # one request a minute: the retry, then the next call
+    assert g.ledger.live_calls == 2
+
+
+def test_an_embedding_takes_its_models_limits_and_its_texts_tokens(monkeypatch):
+    """As a chat call's prompt: about 4 characters a token (an embedding has no reply)."""
+    import socialsim.llm.gateway as gateway_module
+
+    asked = []
+
+    class Limiter:
+        async def acquire(self, tokens=0):
+            asked.append(tokens)
+
+    monkeypatch.setattr(gateway_module, "shared_limiter", lambda *limits: asked.append(limits) or Limiter())
+    fake_embeddings(monkeypatch)
+    Gateway(RouteTable("rules"), rpm=30.0, tpm=9000.0).embed(EMBEDDER, ["a" * 10, "b" * 13])
+    assert asked == [(EMBEDDER, 30.0, 9000.0), 23 // 4]
+
+
+def test_an_embedding_is_retried_by_the_gateway_as_often_as_the_run_says(monkeypatch):
+    """--retries 2 is three attempts; a failure after the last says them; a reply of the wrong shape is
+    not a provider's refusal and is not asked again."""
+    attempts = []
+
+    async def embedding(self, model, texts):
+        attempts.append(texts)
+        if len(attempts) <= failures:
+            raise httpx.ConnectError("connection refused")
+        return SimpleNamespace(data=[{"embedding": [len(t)]} for t in texts], usage=SimpleNamespace(prompt_tokens=2))
+
+    monkeypatch.setattr(Gateway, "_aembedding", embedding)
+    failures = 2
+    g = Gateway(RouteTable("rules"), num_retries=2, breaker=0)
+    assert g.embed(EMBEDDER, ["ab"]) == [[2.0]]
+    assert len(attempts) == 3
+    (row,) = g.ledger.rows
+    assert (row.status, row.live_calls, row.prompt_tokens, g.ledger.live_calls) == ("ok", 1, 2, 1)
+    attempts.clear()
+    failures = 3
+    with pytest.raises(ProviderError, match=r"ConnectError: connection refused; after 3 attempts$"):
+        g.embed(EMBEDDER, ["abc"])
+    assert len(attempts) == 3
+    fake_embeddings(monkeypatch, vectors=[{"embedding": [1]}])  # one vector for two texts
+    with pytest.raises(ProviderError, match=r"^ValueError: 1 vectors for 2 texts$"):
+        g.embed(EMBEDDER, ["a", "bb"])
+
+
+@pytest.mark.parametrize("http_handler", ["true", "false"])
+@pytest.mark.parametrize("model", [EMBEDDER, "hosted_vllm/fake-embedder"])
+def test_an_embedding_makes_the_runs_attempts_on_either_of_litellms_request_paths(monkeypatch, model, http_handler):
+    """--retries had no say over embeddings: an OpenAI-compatible one made the OpenAI SDK's 3 attempts
+    whatever it said (litellm reads no num_retries for embeddings, and takes max_retries 0 for its
+    default of 2), a hosted_vllm one a single attempt."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    monkeypatch.setenv(HTTP_HANDLER, http_handler)
+    with FakeOpenAIServer(faults=lambda n, messages: "500") as down:
+        with pytest.raises(ProviderError, match="after 2 attempts"):
+            Gateway(RouteTable("rules"), api_base=down.api_base, num_retries=1, breaker=0).embed(model, ["a"])
+    assert len(down.requests) == 2
+    with FakeOpenAIServer(faults=lambda n, messages: "500" if n <= 2 else None) as flaky:
+        g = Gateway(RouteTable("rules"), api_base=flaky.api_base, num_retries=2)
+        assert g.embed(model, ["ab", "c"]) == [[2.0, 0.0], [1.0, 1.0]]
+    assert len(flaky.requests) == 3 and g.ledger.live_calls == 1

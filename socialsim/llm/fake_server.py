@@ -2,7 +2,7 @@
 
 It answers ``POST /v1/chat/completions`` after a fixed delay with a reply chosen by a policy
 function of the messages (default: "1", a valid answer to any pick-one question), and reports
-token usage. It lets tests and ``bench/`` exercise the real provider path of litellm (HTTP,
+token usage; ``POST /v1/embeddings`` with one vector per text, [its length, its place]. It lets tests and ``bench/`` exercise the real provider path of litellm (HTTP,
 retries, cost, concurrency) with no network and no key.
 
 Fault injection: ``faults(n, messages)`` names a fault (one of FAULTS) for the n-th request or
@@ -131,6 +131,9 @@ class FakeOpenAIServer:
                         return
                     if fault == "hang":
                         time.sleep(server.hang_s)
+                    if self.path.rstrip("/").endswith("/embeddings"):
+                        self._send_embeddings(body)
+                        return
                     if fault == "not_json":
                         self._send_raw(200, b"<html>502 bad gateway</html>")
                         return
@@ -157,6 +160,14 @@ class FakeOpenAIServer:
                 finally:
                     with server._lock:
                         server.in_flight -= 1
+
+            def _send_embeddings(self, body: dict) -> None:
+                texts = [body["input"]] if isinstance(body.get("input"), str) else body.get("input", [])
+                tokens = sum(len(str(t).split()) for t in texts)
+                self._send(200, {"object": "list", "model": body.get("model", "fake"),
+                                 "data": [{"object": "embedding", "index": i, "embedding": [float(len(t)), float(i)]}
+                                          for i, t in enumerate(texts)],
+                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
             def _send(self, status: int, payload: dict) -> None:
                 self._send_raw(status, json.dumps(payload).encode())

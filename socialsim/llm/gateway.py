@@ -32,7 +32,7 @@ from pydantic import AfterValidator, Field
 
 from socialsim.llm.deployments import Deployments, load_deployments
 from socialsim.llm.ledger import Ledger, LedgerRow
-from socialsim.llm.limiter import DEFAULT_CONCURRENCY, shared_limiter
+from socialsim.llm.limiter import DEFAULT_CONCURRENCY, RateLimiter, shared_limiter
 from socialsim.llm.loop import run_sync
 from socialsim.llm.operation import Answer, Operation
 from socialsim.llm.questions import AnswerError, QuestionKind, RecordQuestion
@@ -68,7 +68,7 @@ class ProviderOutage(RuntimeError):
 
 
 class ProviderError(RuntimeError):
-    """The model could not be reached or refused the call (after litellm's retries)."""
+    """The model could not be reached or refused the call (after its retries)."""
 
 
 class EmptyReply(RuntimeError):
@@ -210,6 +210,34 @@ def _retry_wait(exc: BaseException, retry: int) -> float:
     import openai
 
     return min(10.0, 2.0 ** (retry - 1)) if retry and isinstance(exc, openai.RateLimitError) else 0.0
+
+
+def request_tokens(texts: Sequence[str], reply_tokens: int = 0) -> int:
+    """What a request takes from --tpm: its texts at about 4 characters a token, and its longest reply."""
+    return sum(len(t) for t in texts) // 4 + reply_tokens
+
+
+async def with_retries[T](attempt: Callable[[], Awaitable[T]], retries: int, limiter: RateLimiter,
+                          tokens: int) -> tuple[T, float]:
+    """``attempt()`` made up to ``retries + 1`` times (a provider error after the last raises), each
+    attempt a request the provider counts: it takes its request and ``tokens`` from ``limiter`` first,
+    a retry too, after ``_retry_wait``. The answer, and the seconds since the first attempt began."""
+    start = None
+    for retry in range(retries + 1):
+        await limiter.acquire(tokens=tokens)
+        start = time.perf_counter() if start is None else start
+        try:
+            return await attempt(), time.perf_counter() - start
+        except _provider_exceptions() as exc:
+            if retry == retries:
+                raise
+            await asyncio.sleep(_retry_wait(exc, retry))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _attempts_said(retries: int) -> str:
+    """What a failed call's error adds about its attempts (nothing for a single one)."""
+    return f"; after {retries + 1} attempts" if retries else ""
 
 
 async def _start(coroutine: Awaitable[Any], started: list[asyncio.Task]) -> None:
@@ -575,31 +603,20 @@ class Gateway:
         self.ledger.check_budget(reserve)
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
-        limiter = shared_limiter(model, self.rpm, self.tpm)
-        tokens = sum(len(m["content"]) for m in messages) // 4 + params["max_tokens"]
-        retries = 0 if self._pooled(model) else self.num_retries  # a pool's Router retries on its own terms
+        retries = self._retries(model)
         async with self._semaphore:
-            start = None
             try:
-                for retry in range(retries + 1):
-                    # every attempt is a request the provider counts: a retry waits its turn as the first did
-                    await limiter.acquire(tokens=tokens)
-                    start = time.perf_counter() if start is None else start
-                    try:
-                        response = await self._acompletion(model, messages, params, fmt)
-                        break
-                    except _provider_exceptions() as exc:
-                        if retry == retries:
-                            raise
-                        await asyncio.sleep(_retry_wait(exc, retry))
+                response, latency = await with_retries(
+                    lambda: self._acompletion(model, messages, params, fmt), retries,
+                    shared_limiter(model, self.rpm, self.tpm),
+                    request_tokens([m["content"] for m in messages], params["max_tokens"]))
             except BaseException as exc:
                 self.ledger.release(reserve)
                 if not isinstance(exc, _provider_exceptions()):
                     raise
-                said = f"{type(exc).__name__}: {exc}" + (f"; after {retries + 1} attempts" if retries else "")
+                said = f"{type(exc).__name__}: {exc}" + _attempts_said(retries)
                 error = cut(redact(said), 300)  # cut after redacting: no piece of a key
                 raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
-            latency = time.perf_counter() - start
         try:
             content = response.choices[0].message.content
             finish_reason = getattr(response.choices[0], "finish_reason", None)
@@ -676,9 +693,10 @@ class Gateway:
     async def _embed_live(self, op, agent_id, model, texts, messages, key, path) -> list[list[float]]:
         reserve = token_cost(model, sum(len(t) for t in texts) // 3 + len(texts), 0, self.price) or 0.0
         self.ledger.check_budget(reserve)
-        start = time.perf_counter()
+        retries = self._retries(model)
         try:
-            response = await self._aembedding(model, texts)
+            response, latency = await with_retries(lambda: self._aembedding(model, texts), retries,
+                                                   shared_limiter(model, self.rpm, self.tpm), request_tokens(texts))
             vectors = [list(map(float, item["embedding"])) for item in response.data]
             if len(vectors) != len(texts):
                 raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
@@ -686,10 +704,12 @@ class Gateway:
             self.ledger.release(reserve)
             if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
                 raise
-            error = cut(redact(f"{type(exc).__name__}: {exc}"), 300)  # cut after redacting: no piece of a key
+            # a reply of the wrong shape was asked once: no retry to tell of
+            retried = _attempts_said(retries) if isinstance(exc, _provider_exceptions()) else ""
+            error = cut(redact(f"{type(exc).__name__}: {exc}{retried}"), 300)  # cut after redacting: no piece of a key
             self._record(op, agent_id, model, "llm", "fallback", [], error, path)
             raise self._failed(key, op, agent_id, model, messages, {"embedding": True}, error) from None
-        latency = round(time.perf_counter() - start, 6)
+        latency = round(latency, 6)
         tokens = int(getattr(getattr(response, "usage", None), "prompt_tokens", 0) or 0)
         cost = self._cost(model, tokens, 0)
         self.ledger.add_live(cost, reserve)
@@ -700,16 +720,21 @@ class Gateway:
         return vectors
 
     async def _aembedding(self, model: str, texts: list[str]):
-        """The one place that calls litellm's embeddings (retries and timeouts are litellm's): its
-        Router where the model has deployments."""
+        """The one place that calls litellm's embeddings: one attempt (``_embed_live`` retries it, each
+        attempt through the rate limiter), or its Router where the model has deployments, with the
+        Router's retries."""
         from socialsim.llm.litellm_setup import litellm
 
         pooled = self._pooled(model)
         embed = self._router().aembedding if pooled else litellm.aembedding
         return await embed(
-            model=model, input=texts, timeout=self.timeout_s, num_retries=self.num_retries,
+            model=model, input=texts, timeout=self.timeout_s, num_retries=self.num_retries if pooled else 0,
             **({"api_base": self.api_base} if self.api_base and not pooled else {}),
         )
+
+    def _retries(self, model: str) -> int:
+        """The retries the gateway makes of a call: none for a pool's, whose Router retries on its own terms."""
+        return 0 if self._pooled(model) else self.num_retries
 
     def _pooled(self, model: str) -> bool:
         return self.deployments is not None and self.deployments.serves(model)

@@ -19,6 +19,12 @@ import litellm  # noqa: E402
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
+# An OpenAI-compatible embedding request went through the OpenAI SDK with this many retries (2), unseen
+# by our rate limiter and whatever num_retries said (litellm reads none for embeddings, and takes a
+# max_retries of 0 for "not set"): 3 attempts at --retries 0 or 5. The gateway retries each call itself,
+# through the limiter. litellm reads this default for embeddings only (OpenAI-compatible and Azure);
+# a --deployments entry's own max_retries still reaches its SDK.
+litellm.DEFAULT_MAX_RETRIES = 0
 # litellm's own warnings (a model missing from its cost map, said at each registration) are ours to say
 logging.getLogger("LiteLLM").setLevel(logging.ERROR)
 # litellm builds a request's coroutine in a worker thread and awaits it back on the loop; a call
