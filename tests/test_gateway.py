@@ -1404,3 +1404,26 @@ def test_an_embedding_makes_the_runs_attempts_on_either_of_litellms_request_path
         g = Gateway(RouteTable("rules"), api_base=flaky.api_base, num_retries=2)
         assert g.embed(model, ["ab", "c"]) == [[2.0, 0.0], [1.0, 1.0]]
     assert len(flaky.requests) == 3 and g.ledger.live_calls == 1
+
+
+def test_embeddings_in_flight_at_once_are_bounded_by_the_runs_concurrency(monkeypatch):
+    """--concurrency is the LLM calls in flight at once: a phase's embeddings (CRSEC's memories, one per
+    agent) all went out together, whatever it said."""
+    in_flight, most = [0], [0]
+
+    async def embedding(self, model, texts):
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        for _ in range(10):  # turns of the loop, in which every other call that may start has started
+            await asyncio.sleep(0)
+        in_flight[0] -= 1
+        return SimpleNamespace(data=[{"embedding": [1.0]} for _ in texts], usage=None)
+
+    monkeypatch.setattr(Gateway, "_aembedding", embedding)
+    g = Gateway(RouteTable("rules"), max_concurrency=2)
+
+    async def phase():
+        return await asyncio.gather(*(g.aembed(EMBEDDER, [f"memory {i}"]) for i in range(6)))
+
+    assert run_sync(phase()) == [[[1.0]]] * 6
+    assert most[0] == 2 and g.ledger.live_calls == 6

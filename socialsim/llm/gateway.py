@@ -601,22 +601,16 @@ class Gateway:
         """One live round-trip: budget reserved, limits kept, the reply capped, charged and taped."""
         reserve = self.worst_case_cost(model, messages, params["max_tokens"])
         self.ledger.check_budget(reserve)
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.max_concurrency)
-        retries = self._retries(model)
-        async with self._semaphore:
-            try:
-                response, latency = await with_retries(
-                    lambda: self._acompletion(model, messages, params, fmt), retries,
-                    shared_limiter(model, self.rpm, self.tpm),
-                    request_tokens([m["content"] for m in messages], params["max_tokens"]))
-            except BaseException as exc:
-                self.ledger.release(reserve)
-                if not isinstance(exc, _provider_exceptions()):
-                    raise
-                said = f"{type(exc).__name__}: {exc}" + _attempts_said(retries)
-                error = cut(redact(said), 300)  # cut after redacting: no piece of a key
-                raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
+        try:
+            response, latency = await self._attempts(model, lambda: self._acompletion(model, messages, params, fmt),
+                                                     request_tokens([m["content"] for m in messages], params["max_tokens"]))
+        except BaseException as exc:
+            self.ledger.release(reserve)
+            if not isinstance(exc, _provider_exceptions()):
+                raise
+            said = f"{type(exc).__name__}: {exc}" + _attempts_said(self._retries(model))
+            error = cut(redact(said), 300)  # cut after redacting: no piece of a key
+            raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
         try:
             content = response.choices[0].message.content
             finish_reason = getattr(response.choices[0], "finish_reason", None)
@@ -693,10 +687,8 @@ class Gateway:
     async def _embed_live(self, op, agent_id, model, texts, messages, key, path) -> list[list[float]]:
         reserve = token_cost(model, sum(len(t) for t in texts) // 3 + len(texts), 0, self.price) or 0.0
         self.ledger.check_budget(reserve)
-        retries = self._retries(model)
         try:
-            response, latency = await with_retries(lambda: self._aembedding(model, texts), retries,
-                                                   shared_limiter(model, self.rpm, self.tpm), request_tokens(texts))
+            response, latency = await self._attempts(model, lambda: self._aembedding(model, texts), request_tokens(texts))
             vectors = [list(map(float, item["embedding"])) for item in response.data]
             if len(vectors) != len(texts):
                 raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
@@ -705,7 +697,7 @@ class Gateway:
             if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
                 raise
             # a reply of the wrong shape was asked once: no retry to tell of
-            retried = _attempts_said(retries) if isinstance(exc, _provider_exceptions()) else ""
+            retried = _attempts_said(self._retries(model)) if isinstance(exc, _provider_exceptions()) else ""
             error = cut(redact(f"{type(exc).__name__}: {exc}{retried}"), 300)  # cut after redacting: no piece of a key
             self._record(op, agent_id, model, "llm", "fallback", [], error, path)
             raise self._failed(key, op, agent_id, model, messages, {"embedding": True}, error) from None
@@ -731,6 +723,14 @@ class Gateway:
             model=model, input=texts, timeout=self.timeout_s, num_retries=self.num_retries if pooled else 0,
             **({"api_base": self.api_base} if self.api_base and not pooled else {}),
         )
+
+    async def _attempts[T](self, model: str, attempt: Callable[[], Awaitable[T]], tokens: int) -> tuple[T, float]:
+        """A live call's attempts (a chat's or an embedding's) on the run's terms: in one of --concurrency's
+        places, each attempt through the model's rate limiter, as many as --retries allows (``with_retries``)."""
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        async with self._semaphore:
+            return await with_retries(attempt, self._retries(model), shared_limiter(model, self.rpm, self.tpm), tokens)
 
     def _retries(self, model: str) -> int:
         """The retries the gateway makes of a call: none for a pool's, whose Router retries on its own terms."""
