@@ -185,6 +185,19 @@ def test_live_session_checks_its_model_with_its_own_timeout_and_retries(monkeypa
     assert session.error == "" and session.frames is not None and flaky.injected["500"] == 1
 
 
+def test_live_session_checks_its_model_within_its_own_rate_limits(monkeypatch):
+    """The check's attempts take from the limiter the society's calls take from (its --rpm, --tpm)."""
+    from socialsim.llm import engines
+
+    asked = []
+    monkeypatch.setattr(engines, "check_models", lambda models, **settings: asked.append(settings) or frozenset())
+    session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=1, steps=1,
+                                     call_options={"rpm": 30.0, "tpm": 900.0}))
+    session.start()
+    assert session.wait(60)
+    assert session.error == "" and [(a["rpm"], a["tpm"]) for a in asked] == [(30.0, 900.0)]
+
+
 def test_live_session_says_a_negative_seed_is_refused_by_name():
     """The seed box takes any whole number: -1 showed numpy's "expected non-negative integer"."""
     session = LiveSession(LiveConfig("hobbs-cafe", "generic", "rules", seed=-1))

@@ -268,6 +268,51 @@ def test_the_check_before_step_1_asks_with_the_runs_timeout_and_retries(tmp_path
         assert result.status == "completed" and flaky.injected["500"] == 1  # the check's first try, retried
 
 
+HTTP_HANDLER = "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"  # litellm's switch between its client and the SDK's
+
+
+@pytest.mark.parametrize("http_handler", ["true", "false"])
+def test_the_check_before_step_1_makes_the_runs_attempts_on_either_of_litellms_request_paths(monkeypatch,
+                                                                                             http_handler):
+    """--retries 2 is three attempts, as a call's: through the OpenAI SDK (litellm's switch false) litellm
+    passed the retries to the SDK and then retried the SDK's failure as many times again, five."""
+    from socialsim.llm.engines import check_models
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    monkeypatch.setenv(HTTP_HANDLER, http_handler)
+    with FakeOpenAIServer(faults=lambda n, messages: "500") as down:
+        with pytest.raises(ModelUnavailable, match="is unreachable: InternalServerError"):
+            check_models({"openai/fake-model"}, api_base=down.api_base, num_retries=2)
+    assert len(down.requests) == 3
+
+
+def test_the_check_before_step_1_takes_its_requests_from_the_runs_rate_limit(tmp_path, monkeypatch):
+    """The provider counts the check's requests against the quota --rpm states, a retry's too: they went
+    past the limiter, and at rpm 1 the check's retry and step 1's first call were sent in the same second."""
+    import socialsim.llm.gateway as gateway_module
+    import socialsim.llm.limiter as limiter_module
+    from socialsim.llm.limiter import RateLimiter
+
+    now = [0.0]
+
+    async def sleep(seconds):  # the limiter's clock, moved on by its waits only
+        now[0] += seconds
+
+    limiter, limits = RateLimiter(rpm=1, clock=lambda: now[0], sleep=sleep), []
+    for module in (limiter_module, gateway_module):
+        monkeypatch.setattr(module, "shared_limiter", lambda *asked: limits.append(asked) or limiter)
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    sent_at = []
+    with FakeOpenAIServer(policy=by_prompt, faults=lambda n, messages: sent_at.append(now[0]) or (
+            "429" if n == 1 else None)) as server:
+        result = run(provider_config(server, rpm=1, num_retries=1), tmp_path / "r", progress=False)
+    assert result.status == "completed"
+    # the check and its retry a minute apart, and step 1's calls (read at the server: each after its own
+    # turn at the limiter) a minute later at the earliest
+    assert sent_at[:2] == [0.0, 60.0] and min(sent_at[2:]) >= 120.0
+    assert limits[0] == ("openai/fake-model", 1, None)  # the model's own limiter, which its calls take from
+
+
 @pytest.mark.filterwarnings("ignore:Items .*ReadOnly:UserWarning")  # litellm's Ollama types, on import
 def test_a_local_ollama_needs_no_key_and_an_unreachable_one_says_how_to_point_at_it(monkeypatch):
     """OLLAMA_API_BASE is no key: litellm calls a local Ollama without it, and --api-base names
@@ -449,7 +494,7 @@ def stand_in_litellm(monkeypatch):
 def test_the_check_asks_each_provider_model_for_one_token_with_the_runs_settings(stand_in_litellm, monkeypatch):
     from socialsim.llm import engines
     from socialsim.llm.engines import embedded
-    from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S
+    from socialsim.llm.gateway import DEFAULT_TIMEOUT_S
 
     local = []
     monkeypatch.setattr(embedded, "check_embedded", local.append)
@@ -457,15 +502,15 @@ def test_the_check_asks_each_provider_model_for_one_token_with_the_runs_settings
                          api_base="http://here/v1", timeout_s=7, num_retries=3)
     say_ok = [{"role": "user", "content": "Say OK."}]
     assert stand_in_litellm.asked == [
-        {"model": model, "messages": say_ok, "timeout": 7, "num_retries": 3, "api_base": "http://here/v1",
-         "max_tokens": 1} for model in ("openai/a", "openai/b", "together_ai/c")]  # in name order
+        {"model": model, "messages": say_ok, "timeout": 7, "num_retries": 0, "api_base": "http://here/v1",
+         "max_tokens": 1} for model in ("openai/a", "openai/b", "together_ai/c")]  # in name order; retries are ours
     assert stand_in_litellm.validated == [{"model": model, "api_base": "http://here/v1", "api_key": None}
                                           for model in ("openai/a", "openai/b", "together_ai/c")]
     assert local == ["local/smollm2"]  # the embedded engine is checked as such; the rules need nothing
     stand_in_litellm.asked.clear()
     engines.check_models({"openai/a"})  # no settings: the gateway's own, and no api_base at all
     assert stand_in_litellm.asked == [{"model": "openai/a", "messages": say_ok, "timeout": DEFAULT_TIMEOUT_S,
-                                       "num_retries": DEFAULT_RETRIES, "max_tokens": 1}]
+                                       "num_retries": 0, "max_tokens": 1}]
     engines.check_models({"openai/a", "rules"}, ping=False)
     assert len(stand_in_litellm.asked) == 1 and len(stand_in_litellm.validated) == 5  # keys still checked
     with pytest.raises(ModelUnavailable) as raised:
@@ -549,10 +594,10 @@ def test_a_pool_is_checked_deployment_by_deployment_each_with_its_own_parameters
     assert down == {0}  # the first of the file's model_list: the run's Router leaves it out
     say_ok = [{"role": "user", "content": "Say OK."}]
     assert stand_in_litellm.asked == [  # a deployment's own api_base, key and timeout; never the run's api_base
-        {"model": "openai/m1", "messages": say_ok, "timeout": 5, "num_retries": 2, "api_base": "http://one/v1",
+        {"model": "openai/m1", "messages": say_ok, "timeout": 5, "num_retries": 0, "api_base": "http://one/v1",
          "api_key": "placeholder-pool-key", "max_tokens": 1},
-        {"model": "openai/m2", "messages": say_ok, "timeout": 7, "num_retries": 2, "max_tokens": 1},
-        {"model": "openai/x", "messages": say_ok, "timeout": 7, "num_retries": 2, "api_base": "http://run/v1",
+        {"model": "openai/m2", "messages": say_ok, "timeout": 7, "num_retries": 0, "max_tokens": 1},
+        {"model": "openai/x", "messages": say_ok, "timeout": 7, "num_retries": 0, "api_base": "http://run/v1",
          "max_tokens": 1}]  # a model the file does not serve: as without it
     assert stand_in_litellm.validated == [
         {"model": "openai/m1", "api_base": "http://one/v1", "api_key": "placeholder-pool-key"},

@@ -406,7 +406,8 @@ class LiveSession:
                          budget="max cost ")
         # the routes' and a judge's models too, before step 1, asked as the run will ask them
         gateway.deployments_left_out = check_models(gateway.models(), api_base=c.api_base, timeout_s=gateway.timeout_s,
-                                                    num_retries=gateway.num_retries, deployments=gateway.deployments)
+                                                    num_retries=gateway.num_retries, deployments=gateway.deployments,
+                                                    rpm=gateway.rpm, tpm=gateway.tpm)
         self.model = model
         self.notes = [n for m in sorted(gateway.models()) if (n := engine_note(m))]
         self.settings = effective_settings(self.model)

@@ -243,7 +243,7 @@ def _checked_model(config: RunConfig, gateway: Gateway, source: str, *, replay: 
         if preflight and not replay:  # ... an unknown or unreachable model, asked as the run will ask it
             gateway.deployments_left_out = check_models(models, api_base=config.api_base, timeout_s=config.timeout_s,
                                                         num_retries=config.num_retries,
-                                                        deployments=gateway.deployments)
+                                                        deployments=gateway.deployments, rpm=config.rpm, tpm=config.tpm)
         return model
     except BaseException:
         if claimed is not None:

@@ -7,7 +7,8 @@
 
 ``check_models`` runs before step 1, so an unknown or unreachable model fails with a message
 naming it instead of filling a run with fallbacks. It asks each provider model one request of one
-token ("Say OK."), with the run's timeout and retries; that request is in no ledger or count.
+token ("Say OK."), with the run's timeout and retries, each attempt through the run's rate limits
+as a call's; that request is in no ledger or count.
 """
 
 from __future__ import annotations
@@ -62,14 +63,16 @@ def describe_engines() -> list[tuple[str, str]]:
 
 def check_models(models: set[str], ping: bool = True, api_base: str | None = None, *,
                  timeout_s: float | None = None, num_retries: int | None = None,
-                 deployments: Deployments | None = None) -> frozenset[int]:
+                 deployments: Deployments | None = None, rpm: float | None = None,
+                 tpm: float | None = None) -> frozenset[int]:
     """Raise ModelUnavailable naming the first model that is unknown or unreachable; return the
     places in ``deployments``' model_list of the deployments that did not answer (the run leaves them
     out of its Router: see ``Gateway.deployments_left_out``). A provider is
     asked with the run's timeout and retries (None: the gateway's defaults), so a slow-loading local
-    server or one transient error does not refuse a run that would have waited or retried. A model
-    with ``deployments`` is checked deployment by deployment: one that fails is named in a warning
-    (the Router sends the calls to the others), all failing refuse the run."""
+    server or one transient error does not refuse a run that would have waited or retried; each
+    attempt takes its request from the model's ``rpm``/``tpm`` limiter, the one its calls will take
+    from. A model with ``deployments`` is checked deployment by deployment: one that fails is named
+    in a warning (the Router sends the calls to the others), all failing refuse the run."""
     if deployments is not None and not any(deployments.serves(m) for m in models):
         log.warning("%s serves none of the run's models (%s), only %s: its deployments are not used",
                     deployments.path, ", ".join(sorted(models)), ", ".join(sorted(deployments.names)))
@@ -81,7 +84,7 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
     down: set[int] = set()
     for model in sorted(models):
         if deployments is not None and deployments.serves(model):
-            down |= _check_deployments(model, deployments, ping, timeout_s, num_retries)
+            down |= _check_deployments(model, deployments, ping, timeout_s, num_retries, (rpm, tpm))
             continue
         if model == RULES:
             continue
@@ -90,12 +93,12 @@ def check_models(models: set[str], ping: bool = True, api_base: str | None = Non
 
             check_embedded(model)
             continue
-        _check_provider(model, ping, api_base, timeout_s, num_retries)
+        _check_provider(model, ping, api_base, timeout_s, num_retries, limits=(model, rpm, tpm))
     return frozenset(down)
 
 
 def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout_s: float | None,
-                       num_retries: int | None) -> set[int]:
+                       num_retries: int | None, limits: tuple[float | None, float | None] = (None, None)) -> set[int]:
     failed, down = [], set()
     pool = deployments.placed(model)
     for number, (place, deployment) in enumerate(pool, 1):
@@ -106,7 +109,7 @@ def _check_deployments(model: str, deployments: Deployments, ping: bool, timeout
         where = deployment.litellm_params.get("api_base") or params["model"]  # as written: os.environ/X, not X
         try:
             _check_provider(params.pop("model"), ping, params.pop("api_base", None), timeout_s, num_retries,
-                            extra=params)
+                            extra=params, limits=(model, *limits))  # the pool's limiter: its calls take from it
         except ModelUnavailable as exc:
             failed.append(f"deployment {number} ({where}): {exc}")
             down.add(place)
@@ -145,7 +148,9 @@ def _known_provider(model: str) -> None:
 
 
 def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: float | None,
-                    num_retries: int | None, extra: dict | None = None) -> None:
+                    num_retries: int | None, extra: dict | None = None,
+                    limits: tuple[str, float | None, float | None] | None = None) -> None:
+    """``limits``: (model, rpm, tpm) of the rate limiter the ping's attempts take from (None: none)."""
     from socialsim.llm.litellm_setup import litellm
     from socialsim.llm.redact import cut, redact
 
@@ -162,15 +167,21 @@ def _check_provider(model: str, ping: bool, api_base: str | None, timeout_s: flo
         )
     if not ping:
         return
-    from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S  # not at the top: `models` asks none
+    # not at the top: `models` asks none
+    from socialsim.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, request_tokens, with_retries
+    from socialsim.llm.limiter import RateLimiter, shared_limiter
     from socialsim.llm.loop import run_sync
 
+    # a deployment's own timeout or retries (as its Router will use them) over the run's; one token. The
+    # retries are ours, as a call's: litellm makes one attempt (through the OpenAI SDK it made 2N+1)
+    retries = extra.get("num_retries", DEFAULT_RETRIES if num_retries is None else num_retries)
+    request = {"timeout": DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
+               **({"api_base": api_base} if api_base else {}), **extra, "num_retries": 0, "max_tokens": 1}
+    say_ok = [{"role": "user", "content": "Say OK."}]
+    limiter = shared_limiter(*limits) if limits else RateLimiter()
     try:
-        # a deployment's own timeout or retries (as its Router will use them) over the run's; one token
-        request = {"timeout": DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
-                   "num_retries": DEFAULT_RETRIES if num_retries is None else num_retries,
-                   **({"api_base": api_base} if api_base else {}), **extra, "max_tokens": 1}
-        run_sync(litellm.acompletion(model=model, messages=[{"role": "user", "content": "Say OK."}], **request))
+        run_sync(with_retries(lambda: litellm.acompletion(model=model, messages=say_ok, **request), retries, limiter,
+                              request_tokens([m["content"] for m in say_ok], 1)))
     except Exception as exc:
         detail = cut(redact(re.sub(r"ssl:<[^>]*> ?", "", str(exc))), 200)  # aiohttp names its SSL context's address
         hint = ("; is its server running? --api-base URL gives its address"
