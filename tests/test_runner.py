@@ -571,6 +571,37 @@ def test_the_deployments_found_down_are_named_by_their_places_in_the_whole_file(
     assert engines.check_models({"a-pool", "b-pool"}, deployments=load_deployments(path)) == {1, 2}
 
 
+def test_the_check_takes_from_the_limiter_the_calls_will_and_retries_as_a_deployment_says(stand_in_litellm,
+                                                                                         monkeypatch, tmp_path):
+    """A pool's calls take from the pool's limiter, so do its deployments' checks; a ping takes its prompt's
+    tokens and its one-token reply; a deployment's own num_retries (its Router's) is the check's retries."""
+    import socialsim.llm.limiter as limiter_module
+    from socialsim.llm import engines
+    from socialsim.llm.deployments import load_deployments
+    from socialsim.llm.litellm_setup import litellm
+
+    asked = []
+
+    class Limiter:
+        async def acquire(self, tokens=0):
+            asked.append(tokens)
+
+    monkeypatch.setattr(limiter_module, "shared_limiter", lambda *limits: asked.append(limits) or Limiter())
+    path = tmp_path / "pool.yaml"
+    path.write_text("model_list:\n  - {model_name: a-pool, litellm_params: {model: openai/m1, api_base: "
+                    "'http://one/v1', num_retries: 2}}\n")
+    stand_in_litellm.failing["http://one/v1"] = litellm.InternalServerError("down", llm_provider="openai",
+                                                                            model="openai/m1")
+    with pytest.raises(ModelUnavailable, match="no deployment"):
+        engines.check_models({"a-pool"}, num_retries=0, deployments=load_deployments(path), rpm=5.0, tpm=900.0)
+    assert len(stand_in_litellm.asked) == 3  # the deployment's 2 retries, not the run's none
+    ping = len("Say OK.") // 4 + 1
+    assert asked == [("a-pool", 5.0, 900.0), ping, ping, ping]
+    asked.clear()
+    engines.check_models({"openai/x"}, rpm=5.0)
+    assert asked == [("openai/x", 5.0, None), ping]
+
+
 def test_a_pool_is_checked_deployment_by_deployment_each_with_its_own_parameters(stand_in_litellm, monkeypatch,
                                                                                    tmp_path, caplog):
     import logging
