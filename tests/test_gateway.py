@@ -1427,3 +1427,29 @@ def test_embeddings_in_flight_at_once_are_bounded_by_the_runs_concurrency(monkey
 
     assert run_sync(phase()) == [[[1.0]]] * 6
     assert most[0] == 2 and g.ledger.live_calls == 6
+
+
+def test_a_judges_calls_share_the_runs_concurrency(monkeypatch):
+    """--concurrency is the run's calls in flight at once: a judge's gateway (derive) takes its
+    places from the run's, so the two together never exceed it (each had its own, 2 + 2 at once)."""
+    in_flight, most = [0], [0]
+
+    async def completion(self, model, messages, params, fmt):
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        for _ in range(10):  # turns of the loop, in which every other call that may start has started
+            await asyncio.sleep(0)
+        in_flight[0] -= 1
+        return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content="1"), finish_reason="stop")],
+                               usage=SimpleNamespace(prompt_tokens=10, completion_tokens=1))
+
+    monkeypatch.setattr(Gateway, "_acompletion", completion)
+    run_gateway = Gateway(RouteTable("openai/fake-model"), max_concurrency=2)
+    judge = run_gateway.derive(RouteTable("openai/fake-model"))
+
+    async def both():
+        return await asyncio.gather(*(g.ask(CHOOSE_ACTION, ctx(name=f"agent {i}"), agent_id=i, rng=random.Random(i))
+                                      for i in range(4) for g in (run_gateway, judge)))
+
+    assert [a.status for a in run_sync(both())] == ["ok"] * 8
+    assert most[0] == 2

@@ -314,7 +314,7 @@ class Gateway:
         # a cost projection's dry run: every decision is answered by its operation's rule, never by
         # a model, and recorded under its route's model with the tokens its prompt would take
         self.dry_run = dry_run
-        self._semaphore: asyncio.Semaphore | None = None
+        self._semaphore: asyncio.Semaphore | None = None  # --concurrency's places, the root's (see _attempts)
         self._derived: list[Gateway] = []  # see derive() and models()
         if not dry_run and not replay and any(is_embedded(m) for m in self.routes.models()):
             from socialsim.llm.engines.embedded import register
@@ -726,10 +726,12 @@ class Gateway:
 
     async def _attempts[T](self, model: str, attempt: Callable[[], Awaitable[T]], tokens: int) -> tuple[T, float]:
         """A live call's attempts (a chat's or an embedding's) on the run's terms: in one of --concurrency's
-        places, each attempt through the model's rate limiter, as many as --retries allows (``with_retries``)."""
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.max_concurrency)
-        async with self._semaphore:
+        places (the run's, which its judges' gateways share), each attempt through the model's rate limiter,
+        as many as --retries allows (``with_retries``)."""
+        root = self._root()
+        if root._semaphore is None:
+            root._semaphore = asyncio.Semaphore(root.max_concurrency)
+        async with root._semaphore:
             return await with_retries(attempt, self._retries(model), shared_limiter(model, self.rpm, self.tpm), tokens)
 
     def _retries(self, model: str) -> int:
