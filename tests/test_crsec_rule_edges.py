@@ -150,6 +150,27 @@ def test_a_scheduled_activity_in_a_long_plan_item_is_judged_at_its_own_time_not_
         ("18:00", "play drums", HOME, None), ("19:30", "play drums", OUT, None)]
 
 
+def test_a_rule_plan_keeps_a_held_norm_over_each_item_as_the_plan_judge_reads_it():
+    """An item lasts until the next one starts: the 19:00 drums (a habit, 90-minute items) go on to
+    20:30, into the quiet hours from 20:00. The rule judged a habit at its item's start, where the
+    norm is silent, and planned the drums indoors: the plan judge found its holder's own plan breaking
+    the norm."""
+    ctx = dataclasses.replace(plan_ctx(norms=held(QUIET), start=19 * 60, end=22 * 60), item_minutes=90)
+    items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx))
+    assert [(i["time"], i["activity"], i["place"]) for i in items] == [("19:00", "play drums", OUT),
+                                                                       ("20:30", "drink tea", HOME)]
+    assert verdict(QUIET, *items, day_end=22 * 60).index == 0
+    over_before = dataclasses.replace(ctx, start=18 * 60 + 30)  # 18:30 to 20:00: over as the quiet hours begin
+    assert [i["place"] for i in ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, over_before))][0] == HOME
+
+
+def test_the_normative_choice_reads_the_whole_span_it_is_given():
+    quiet = plan_ctx(norms=held(QUIET))
+    assert ops.normative_choice("play drums", HOME, quiet, 19 * 60, 20 * 60 + 30) == ("play drums", OUT)
+    assert ops.normative_choice("play drums", HOME, quiet, 19 * 60, 20 * 60) == ("play drums", HOME)
+    assert ops.normative_choice("play drums", HOME, quiet, 19 * 60) == ("play drums", HOME)  # no end: its start
+
+
 def test_actions_give_the_follow_up_of_the_activity_done_not_of_the_planned_one_a_norm_replaced():
     """A plan made before the norm was held: at 14:00 the actions read instead of eating, and leave
     out the tip the plan had for the meal (and tip after a meal the norm leaves alone)."""

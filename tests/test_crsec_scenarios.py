@@ -56,18 +56,38 @@ def test_a_scheduled_saw_in_a_long_plan_item_is_judged_at_its_own_time():
     assert all(late[name]["activity"] == "saw a plank" for name in set(late) - holders)
 
 
-def test_a_plan_that_saws_on_into_the_quiet_hours_is_judged_to_break_them():
+@pytest.mark.parametrize("compliance", [False, True])
+def test_a_plan_that_saws_on_into_the_quiet_hours_is_judged_to_break_them(compliance):
     """With 3-hour items a 16:00 saw is planned in the item at 15:00, which lasts to the day's end
     (18:00): the saw is fine at 16:00, but the plan saws on past 17:00. The plan judge read the item
-    at 15:00 only and found the plan of an agent holding 'no sawing after 17:00' compliant."""
+    at 15:00 only and found the plan of an agent holding 'no sawing after 17:00' compliant. Planned
+    without regard to norms (``enable_compliance`` off) the plan saws; with it, its holder sketches in
+    that item, and the judge finds the plan compliant."""
     spec = load_scenario("makerspace")
-    spec.crsec = {**spec.crsec, "plan_item_minutes": 180,
+    spec.crsec = {**spec.crsec, "plan_item_minutes": 180, "enable_compliance": compliance,
                   "schedule": [{"time": "16:00", "behaviour": "saw a plank", "place": "the workshop floor"}]}
     model = SocietyModel(spec, arch="crsec", model="rules", rng=1)
     model.step()
     lars = model.agent_named("Lars Nyberg")
     assert lars.norms.adopted("no sawing after 17:00") and lars.plan[-1]["time"] == "15:00"
-    assert lars.plan_ok == {"no phone calls indoors": True, "sweep after sawing": True, "no sawing after 17:00": False}
+    assert lars.plan[-1]["activity"] == ("sketch a design" if compliance else "saw a plank")
+    assert lars.plan_ok["no sawing after 17:00"] is compliance
+
+
+def test_a_holders_habit_that_saws_on_into_the_quiet_hours_is_planned_to_keep_them():
+    """A day from 08:30 puts Lars Nyberg's habit (a saw, here) in the item at 16:30, which lasts until
+    the day's end: he holds 'no sawing after 17:00', yet the plan rule read the item at 16:30 only and
+    planned the saw, and the plan judge, reading the item until 18:00, found his plan breaking it."""
+    spec = load_scenario("makerspace")
+    spec.crsec = {**spec.crsec, "day_start": "08:30", "schedule": []}
+    lars = next(a for a in spec.agents if a.name == "Lars Nyberg")
+    lars.traits = {**lars.traits, "habits": ["saw a plank"]}
+    model = SocietyModel(spec, arch="crsec", model="rules", rng=1)
+    model.step()
+    lars = model.agent_named("Lars Nyberg")
+    assert lars.norms.adopted("no sawing after 17:00")
+    assert [(i["time"], i["activity"]) for i in lars.plan[-2:]] == [("15:30", "drink tea"), ("16:30", "sketch a design")]
+    assert lars.plan_ok["no sawing after 17:00"] and "saw a plank" in {i["activity"] for i in lars.plan}
 
 
 def test_a_missed_follow_up_reads_as_plain_english_in_breaches_thoughts_and_chats():

@@ -17,6 +17,7 @@ import itertools
 import math
 import random
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
@@ -917,13 +918,17 @@ class PlanContext:
         return tuple(clock_text(t) for t in range(self.start, self.end, self.item_minutes))
 
 
-def normative_choice(activity: str, place: str, ctx: PlanContext, minute: int | None = None) -> tuple[str, str]:
-    """Make (activity, place) at ``minute`` of the day respect the agent's qualified tracked norms: a
-    compliant alternative behaviour if the norm names one, else the same behaviour outside."""
+def normative_choice(activity: str, place: str, ctx: PlanContext, start: int | None = None,
+                     end: int | None = None) -> tuple[str, str]:
+    """Make (activity, place) from ``start`` until ``end`` (minutes of the day; no end: at its start
+    only) respect the agent's qualified tracked norms at every minute the plan judge reads
+    (``span_minutes``): a compliant alternative behaviour if the norm names one, else the same
+    behaviour outside."""
     for t in ctx.tracked:
         if t.name not in ctx.covered or t.violated_by.unless_followed_by:
             continue
-        if breaches(ctx.tags.get(activity, ()), ctx.inside.get(place, True), t, minute):
+        inside = ctx.inside.get(place, True)
+        if any(breaches(ctx.tags.get(activity, ()), inside, t, m) for m in span_minutes(start, end, t.violated_by)):
             if activity in t.alternatives:
                 activity = t.alternatives[activity]
             elif t.violated_by.where == "inside":
@@ -1004,13 +1009,14 @@ class GenerateNormativePlans(Operation):
         made to respect the held tracked norms, with the follow-up a held norm asks for (a habit's
         too, as its actions do it). The follow-up is that of the activity planned: a scheduled one a
         norm replaced by its compliant alternative does not keep the replaced one's (sketching, then
-        sweeping after sawing). A scheduled activity is planned in the item its time falls in and
-        judged at its own time: with 90-minute items the 17:00 saw is planned at 16:30 and breaks a
-        norm that holds from 17:00."""
+        sweeping after sawing). Each item is made to keep the norms while it lasts, as the plan judge
+        reads it (``item_end``, ``span_minutes``): with 90-minute items a saw at 16:30, a habit or the
+        17:00 scheduled one, lasts until 18:00 and breaks a norm that holds from 17:00."""
         items = []
         habits = ctx.habits or [ctx.filler]
-        for k in range(ctx.items):
-            start = ctx.start + k * ctx.item_minutes
+        starts = [ctx.start + k * ctx.item_minutes for k in range(ctx.items)]
+        for k, start in enumerate(starts):
+            end = item_end(start, starts, ctx.end)
             place = ctx.home
             # the scheduled time within this item, if any (at most one: settings check it)
             at = next((m for m in sorted(ctx.schedule) if start <= m < start + ctx.item_minutes), start)
@@ -1022,7 +1028,7 @@ class GenerateNormativePlans(Operation):
                 activity = habits[(k // 2) % len(habits)]
             else:
                 activity = ctx.filler
-            activity, place = normative_choice(activity, place, ctx, at if scheduled else start)
+            activity, place = normative_choice(activity, place, ctx, start, end)  # over the item, as judged
             then = follow_up_for(activity, ctx)  # a habit's too: its actions have it, the plan judge asks it
             items.append({"time": clock_text(start), "activity": activity, "place": place, "then": then})
         return PlanRecord(items=items)
@@ -1114,16 +1120,29 @@ class JudgePlanContext:
 PLAN_VERDICTS = ("complies", "breaks it")
 
 
-def item_times(item: dict, items: list[dict], spec: ViolationSpec, day_end: int | None) -> list[int | None]:
-    """The minutes of the day an item is judged at: its start, and the start of the norm's hours if they
-    begin while it lasts (until the next item starts, the last until ``day_end``): an item at 16:00 with
-    none after it saws into quiet hours from 17:00."""
-    start = item_minute(item)
+def item_end(start: int | None, starts: Iterable[int | None], day_end: int | None) -> int | None:
+    """The minute of the day a plan item starting at ``start`` lasts until: the next item's start
+    (whatever order the items come in), the last item's the day's end (None: not known)."""
+    if start is None:
+        return None
+    return min((m for m in starts if m is not None and m > start), default=day_end)
+
+
+def span_minutes(start: int | None, end: int | None, spec: ViolationSpec) -> list[int | None]:
+    """The minutes of the day something done from ``start`` until ``end`` is judged at against a norm:
+    its start, and the start of the norm's hours if they begin while it lasts (a saw from 16:00 until
+    18:00 saws into quiet hours from 17:00). The norm holds at some minute of the span exactly when it
+    holds at one of these. No end known: its start only."""
     if start is None or spec.from_time is None:
         return [start]
-    end = min((m for m in map(item_minute, items) if m is not None and m > start), default=day_end)
     opens = minutes(spec.from_time)
     return [start, opens] if end is not None and start < opens < end else [start]
+
+
+def item_times(item: dict, items: list[dict], spec: ViolationSpec, day_end: int | None) -> list[int | None]:
+    """The minutes of the day a plan item is judged at: over its span (``item_end``, ``span_minutes``)."""
+    start = item_minute(item)
+    return span_minutes(start, item_end(start, map(item_minute, items), day_end), spec)
 
 
 class JudgePlanCompliance(Operation):
