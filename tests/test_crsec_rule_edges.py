@@ -200,10 +200,10 @@ def test_a_rule_plan_keeps_a_held_norm_only_within_its_hours():
 # --- actions -----------------------------------------------------------------------------------------------
 
 
-def actions_ctx(item, plan, now=None, count=6, paths=None):
+def actions_ctx(item, plan, now=None, count=6, paths=None, until=None):
     paths = {HOME: [HALL, HOME], OUT: [HALL, OUT]} if paths is None else paths
     return ops.ActionsContext("Ann", "d", item, ops.plan_text([item]), plan.norms, HALL, paths, count,
-                              (), plan, now)
+                              (), plan, now, until)
 
 
 def actions(item, plan, **kw):
@@ -234,6 +234,18 @@ def test_actions_use_the_time_they_start_at_before_the_plan_items_time():
     assert actions(drums, plan)[:2] == ["go to the hall", "go to the lounge"]  # 10:00: the norm is silent
     assert actions(drums, plan, now=21 * 60)[:2] == ["go to the hall", "go to the garden"]
     assert actions({**drums, "time": "21:00"}, plan)[:2] == ["go to the hall", "go to the garden"]
+
+
+def test_actions_keep_a_held_norm_over_the_whole_call_not_only_its_first_minute():
+    """A call from 19:50 lasts until 20:20 and plays its drums at 20:00, in the quiet hours: judged at
+    19:50 only, a holder played them indoors. A call over before 20:00 may."""
+    drums = {"time": "19:00", "activity": "play drums", "place": HOME, "then": None}
+    plan = plan_ctx(norms=held(QUIET))
+    assert actions(drums, plan, now=19 * 60 + 50, until=20 * 60 + 20)[:2] == ["go to the hall", "go to the garden"]
+    assert actions(drums, plan, now=19 * 60 + 30, until=20 * 60)[:2] == ["go to the hall", "go to the lounge"]
+    tempted = dataclasses.replace(plan, temptation=1.0)  # the habit done indoors: the norm moved it over the call
+    assert actions(drums, tempted, now=19 * 60 + 50, until=20 * 60 + 20)[:3] == [
+        "go to the hall", "go to the lounge", "play drums"]
 
 
 def test_temptation_takes_the_habit_home_only_when_the_norm_moved_it_from_there():

@@ -1,6 +1,7 @@
 """CRSEC on a second setting written from the docs alone (the makerspace): its own places, behaviours,
 hours and norms drive the run; a bad schedule entry is named with the field and what was expected."""
 
+import asyncio
 import copy
 import re
 
@@ -88,6 +89,22 @@ def test_a_holders_habit_that_saws_on_into_the_quiet_hours_is_planned_to_keep_th
     assert lars.norms.adopted("no sawing after 17:00")
     assert [(i["time"], i["activity"]) for i in lars.plan[-2:]] == [("15:30", "drink tea"), ("16:30", "sketch a design")]
     assert lars.plan_ok["no sawing after 17:00"] and "saw a plank" in {i["activity"] for i in lars.plan}
+
+
+def test_an_actions_call_that_runs_past_17_00_keeps_the_quiet_hours(monkeypatch):
+    """A saw planned at 16:50 (before the norm was held, say) in an item lasting until 18:00: the call
+    from 16:50 covers six 5-minute actions, to 17:20. The actions rule judged it at 16:50 only, and
+    Lars Nyberg, who holds 'no sawing after 17:00', sawed at 17:00."""
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1)
+    model.step()
+    lars = model.agent_named("Lars Nyberg")
+    lars.plan = [{"time": "09:00", "activity": "drink tea", "place": "the break room", "then": None},
+                 {"time": "16:50", "activity": "saw a plank", "place": "the workshop floor", "then": None}]
+    monkeypatch.setattr(lars, "clock", lambda: (1, 16 * 60 + 50))
+    asyncio.run(lars._plan())
+    assert [m for m, _ in lars.actions] == list(range(16 * 60 + 50, 17 * 60 + 20, 5))
+    done = {text for _, text in lars.actions}
+    assert "sketch a design" in done and "saw a plank" not in done
 
 
 def test_a_missed_follow_up_reads_as_plain_english_in_breaches_thoughts_and_chats():

@@ -409,7 +409,8 @@ class CRSECAgent(GenerativeAgent):
         count = max(1, min(self.settings.actions_per_call, (end - now) // self.settings.action_minutes))
         paths = {a: self.shared.path(self.area, a) for a in self.shared.inside}
         actx = ops.ActionsContext(self.name, self.description, item, ops.plan_text([item]), ctx.norms, self.area,
-                                  paths, count, self.shared.options, ctx, now)
+                                  paths, count, self.shared.options, ctx, now,
+                                  now + count * self.settings.action_minutes)
         texts = ops.action_list((await self.ask(ops.GENERATE_NORMATIVE_ACTIONS, actx)).value)
         self.actions = [(now + k * self.settings.action_minutes, t) for k, t in enumerate(texts)]
         self.actions_item, self.actions_cover = index, covered
@@ -437,9 +438,9 @@ class CRSECAgent(GenerativeAgent):
         return index
 
     def _item_end(self, index: int) -> int:
-        if index + 1 < len(self.plan):
-            return max(ops.time_of(self.plan[index + 1]), ops.time_of(self.plan[index]) + self.settings.action_minutes)
-        return minutes(self.settings.day_end)
+        """When the current item ends, as the plan judge reads it: the next item's start, or day_end."""
+        starts = [ops.time_of(i) for i in self.plan]
+        return ops.item_end(starts[index], starts, minutes(self.settings.day_end))
 
     async def _detect(self, facts: list[ObservedFact]) -> tuple[ObservedFact, dict] | None:
         """Sender, first half: DetectConflict on each attended fact against my qualified norms (each

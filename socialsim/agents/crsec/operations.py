@@ -1051,6 +1051,7 @@ class ActionsContext:
     options: tuple[str, ...]  # every action text the world offers anywhere
     plan: PlanContext  # for the normative choice (tracked norms, tags, areas)
     now: int | None = None  # minute of the day the first of these actions starts at
+    until: int | None = None  # minute of the day the last of them ends at (None: judged at their start)
 
 
 class GenerateNormativeActions(Operation):
@@ -1080,12 +1081,14 @@ class GenerateNormativeActions(Operation):
 
     def rule(self, ctx: ActionsContext, rng: random.Random) -> ActionRecord:
         """Walk there; do the (norm-respecting) activity for half the time, its follow-up, then the filler.
-        With chance ``temptation`` a habit is done as the agent likes it, breaking a held norm."""
+        The activity keeps the held norms over the whole call, as a plan item over its span: a call
+        from 16:50 saws at 17:00 too. With chance ``temptation`` a habit is done as the agent likes it,
+        breaking a held norm."""
         minute = ctx.now if ctx.now is not None else item_minute(ctx.item)
-        activity, place = normative_choice(ctx.item["activity"], ctx.item["place"], ctx.plan, minute)
+        activity, place = normative_choice(ctx.item["activity"], ctx.item["place"], ctx.plan, minute, ctx.until)
         home = ctx.plan.home
         tempting = [h for h in ctx.plan.habits if (h, home) != (activity, place)
-                    and normative_choice(h, home, ctx.plan, minute) == (activity, place)]
+                    and normative_choice(h, home, ctx.plan, minute, ctx.until) == (activity, place)]
         if tempting and rng.random() < ctx.plan.temptation:
             activity, place = rng.choice(tempting), home  # the habit as the agent likes it: a held norm broken
         actions = [f"go to {a}" for a in ctx.paths.get(place, [])]
