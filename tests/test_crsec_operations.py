@@ -415,7 +415,7 @@ def plan_ctx(norms=(), habits=("smoke a cigarette",), stance=None):
 
 def judge(ctx, items, name):
     t = next(t for t in TRACKED if t.name == name)
-    return rule(ops.JUDGE_PLAN_COMPLIANCE, ops.JudgePlanContext("x", ops.plan_text(items), t, items, ctx.tags,
+    return rule(ops.JUDGE_PLAN_COMPLIANCE, ops.JudgePlanContext("x", t, items, ctx.tags,
                                                                ctx.inside)).index == 0
 
 

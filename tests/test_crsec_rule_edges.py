@@ -267,7 +267,7 @@ def test_temptation_takes_the_habit_home_only_when_the_norm_moved_it_from_there(
 
 def verdict(norm, *items, day_end=None):
     items = [{"then": None, **i} for i in items]
-    return rule(ops.JUDGE_PLAN_COMPLIANCE, ops.JudgePlanContext("Ann", ops.plan_text(items), norm, items, TAGS, INSIDE,
+    return rule(ops.JUDGE_PLAN_COMPLIANCE, ops.JudgePlanContext("Ann", norm, items, TAGS, INSIDE,
                                                                day_end))
 
 
@@ -301,6 +301,24 @@ def test_a_plan_item_is_judged_while_it_lasts_not_only_at_its_start():
     assert verdict(TIP, lunch, {**tea, "time": "12:00"}).index == 1
     assert verdict(TIP, lunch, {**tea, "time": "11:00"}).index == 0
     assert verdict(TIP, {**lunch, "then": "tip the cook"}, {**tea, "time": "12:00"}).index == 0
+
+
+def test_the_plan_judges_prompt_gives_each_item_its_span():
+    """An LLM judge saw each item at its start time alone ("2) 16:30: play drums ..."), and nothing said
+    an item goes on until the next one starts: it could not read the drums into the quiet hours."""
+    tea = {"time": "09:00", "activity": "drink tea", "place": HOME, "then": None}
+    drums = {"time": "16:30", "activity": "play drums", "place": HOME, "then": "drink tea"}
+
+    def prompt(*items, day_end=18 * 60):
+        ctx = ops.JudgePlanContext("Ann", QUIET, list(items), TAGS, INSIDE, day_end)
+        return ops.JUDGE_PLAN_COMPLIANCE.messages(ctx)[-1]["content"]
+
+    said = prompt(tea, drums)
+    assert "\n1) 09:00-16:30: drink tea at the lounge\n2) 16:30-18:00: play drums, then drink tea at the lounge" in said
+    assert "until the next item starts, the last until 18:00" in said
+    assert "1) 16:30-18:00: play drums" in prompt(drums, tea) and "2) 09:00-16:30: drink tea" in prompt(drums, tea)
+    unknown_end = prompt(tea, drums, day_end=None)
+    assert "2) 16:30: play drums" in unknown_end and "the last until" not in unknown_end
 
 
 @pytest.mark.parametrize(("time", "minute"), [("09:30", 570), (" 7:05 pm", 425), ("21:00", 1260), ("noon", None),

@@ -387,12 +387,11 @@ class CRSECAgent(GenerativeAgent):
             self.memorize("plan", ops.plan_memory(day, self.plan), 4)
             self.plan_day = day
             self.actions_item = -1
-            text = ops.plan_text(self.plan)
             for t in self.settings.tracked_norms:
                 # compliance in plans: the plan was made with the norm held, and the judge finds it kept
                 self.plan_ok[t.name] = False
                 if self.norms.adopted(t.name):  # measurement: held by the judge's labels
-                    judge = ops.JudgePlanContext(self.name, text, t, self.plan, self.shared.tags, self.shared.inside,
+                    judge = ops.JudgePlanContext(self.name, t, self.plan, self.shared.tags, self.shared.inside,
                                                  minutes(self.settings.day_end))
                     self.plan_ok[t.name] = (await self.judged(ops.JUDGE_PLAN_COMPLIANCE, judge))[0].index == 0
             for item in self.plan:

@@ -1112,7 +1112,6 @@ class GenerateNormativeActions(Operation):
 @dataclass
 class JudgePlanContext:
     name: str
-    plan_text: str
     norm: TrackedNorm
     items: list[dict]
     tags: dict[str, tuple[str, ...]]
@@ -1160,8 +1159,12 @@ class JudgePlanCompliance(Operation):
         return PickOneQuestion(PLAN_VERDICTS)
 
     def prompt(self, ctx: JudgePlanContext) -> str:
-        return (f"TASK: does {ctx.name}'s PLAN comply with the norm '{ctx.norm.name}'? A plan that never does what "
-                f"the norm speaks about complies.\n\nPLAN:\n{ctx.plan_text}")
+        """The plan with each item's span, as the rule reads it: an item goes on until the next starts."""
+        last = "" if ctx.day_end is None else f", the last until {clock_text(ctx.day_end)}"
+        return (f"TASK: does {ctx.name}'s PLAN comply with the norm '{ctx.norm.name}'? Each item goes on from its "
+                f"time until the next item starts{last}: judge what it does over all that time, not only when it "
+                f"starts. A plan that never does what the norm speaks about complies.\n\n"
+                f"PLAN:\n{plan_text(ctx.items, ctx.day_end)}")
 
     def rule(self, ctx: JudgePlanContext, rng: random.Random) -> Choice:
         """Reads the plan's items: a breaching activity/place, or a meal without the required follow-up,
@@ -1223,11 +1226,16 @@ def action_list(value: BaseModel) -> list[str]:
     return list(value.actions)  # type: ignore[attr-defined]
 
 
-def plan_text(items: list[dict]) -> str:
+def plan_text(items: list[dict], day_end: int | None = None) -> str:
+    """The plan, an item a line; with ``day_end``, each item's span ("16:30-18:00": until the next
+    item starts, the last until the day's end), as the plan judge reads it."""
     lines = []
-    for i, item in enumerate(items, 1):
+    starts = [item_minute(i) for i in items]
+    for i, (item, start) in enumerate(zip(items, starts, strict=True), 1):
         then = f", then {item['then']}" if item.get("then") else ""
-        lines.append(f"{i}) {item['time']}: {item['activity']}{then} at {item['place']}")
+        end = item_end(start, starts, day_end) if day_end is not None else None
+        span = f"{item['time']}-{clock_text(end)}" if end is not None else item["time"]
+        lines.append(f"{i}) {span}: {item['activity']}{then} at {item['place']}")
     return "\n".join(lines)
 
 
