@@ -15,7 +15,7 @@ from socialsim.agents.crsec.operations import ObservedFact
 from socialsim.model.society import SocietyModel
 from socialsim.spaces.world import WorldEvent
 
-FLOOR, YARD, BREAK = "the workshop floor", "the yard", "the break room"
+FLOOR, YARD, BREAK = "the workshop", "the yard", "the break room"
 CALL, SAW, SWEEP, TEXT, SKETCH = ("take a phone call", "saw a plank", "sweep the workbench", "send a text message",
                                   "sketch a design")
 TAGS = {CALL: ("call",), SAW: ("saw",), SWEEP: ("sweep",), TEXT: ("quiet",), SKETCH: ("quiet",)}

@@ -66,7 +66,7 @@ def test_a_plan_that_saws_on_into_the_quiet_hours_is_judged_to_break_them(compli
     that item, and the judge finds the plan compliant."""
     spec = load_scenario("makerspace")
     spec.crsec = {**spec.crsec, "plan_item_minutes": 180, "enable_compliance": compliance,
-                  "schedule": [{"time": "16:00", "behaviour": "saw a plank", "place": "the workshop floor"}]}
+                  "schedule": [{"time": "16:00", "behaviour": "saw a plank", "place": "the workshop"}]}
     model = SocietyModel(spec, arch="crsec", model="rules", rng=1)
     model.step()
     lars = model.agent_named("Lars Nyberg")
@@ -99,7 +99,7 @@ def test_an_actions_call_that_runs_past_17_00_keeps_the_quiet_hours(monkeypatch)
     model.step()
     lars = model.agent_named("Lars Nyberg")
     lars.plan = [{"time": "09:00", "activity": "drink tea", "place": "the break room", "then": None},
-                 {"time": "16:50", "activity": "saw a plank", "place": "the workshop floor", "then": None}]
+                 {"time": "16:50", "activity": "saw a plank", "place": "the workshop", "then": None}]
     monkeypatch.setattr(lars, "clock", lambda: (1, 16 * 60 + 50))
     asyncio.run(lars._plan())
     assert [m for m, _ in lars.actions] == list(range(16 * 60 + 50, 17 * 60 + 20, 5))
@@ -120,7 +120,7 @@ def test_a_missed_follow_up_reads_as_plain_english_in_breaches_thoughts_and_chat
     observed = tables["thoughts"]["observation"]
     assert observed.str.contains(" finished sawing a plank without sweeping the workbench in ").any()
     said = tables["conversations"]["text"]
-    assert said.str.contains(": sawing a plank without sweeping the workbench in the workshop floor bothers").any()
+    assert said.str.contains(": sawing a plank without sweeping the workbench in the workshop bothers").any()
     for text in [*missed, *observed, *tables["thoughts"]["thought"], *said]:
         assert "follow-up" not in text and " did saw" not in text and "doing saw" not in text, text
 
