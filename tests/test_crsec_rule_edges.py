@@ -134,6 +134,20 @@ def test_a_scheduled_activity_the_plan_does_not_know_leaves_its_item_to_the_habi
     assert [(i["activity"], i["place"]) for i in items] == [("play drums", HOME), ("eat lunch", HALL)]
 
 
+def test_a_day_that_is_no_whole_number_of_items_ends_with_a_shorter_one():
+    """08:00-09:30 in hourly items: the slots (an LLM's times) are 08:00 and 09:00, and the settings put
+    a 09:15 activity in the 09:00 item; the rule made one item, at 08:00, and never planned it. A day
+    shorter than one item had no item at all."""
+    ctx = plan_ctx(start=8 * 60, end=9 * 60 + 30, schedule={9 * 60 + 15: ("eat lunch", HALL)})
+    assert ctx.slots == ("08:00", "09:00") and ctx.items == 2
+    items = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, ctx))
+    assert [(i["time"], i["activity"], i["place"]) for i in items] == [("08:00", "play drums", HOME),
+                                                                       ("09:00", "eat lunch", HALL)]
+    short = plan_ctx(start=8 * 60, end=8 * 60 + 30)
+    assert [i["time"] for i in ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, short))] == ["08:00"]
+    assert [i["time"] for i in ops.plan_items(ops.GENERATE_NORMATIVE_PLANS.fallback(short))] == ["08:00"]
+
+
 def test_a_scheduled_activity_in_a_long_plan_item_is_judged_at_its_own_time_not_the_items_start():
     """With 90-minute items the 20:00 drums fall in the item at 19:30 and the 14:00 lunch in the one at
     13:30: each is judged at its scheduled time (quiet from 20:00; no lunch after 14:00), not at 19:30

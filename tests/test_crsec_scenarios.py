@@ -57,6 +57,17 @@ def test_a_scheduled_saw_in_a_long_plan_item_is_judged_at_its_own_time():
     assert all(late[name]["activity"] == "saw a plank" for name in set(late) - holders)
 
 
+def test_with_two_hour_items_the_17_00_saw_is_still_planned():
+    """09:00-18:00 in 2-hour items: the settings put the 17:00 saw in an item at 17:00, and the rule
+    made four items (the last 15:00-18:00, which planned the 15:00 saw): the 17:00 saw was never planned."""
+    model = SocietyModel("makerspace", arch="crsec", model="rules", rng=1, plan_item_minutes=120)
+    model.step()
+    late = {a.name: a.plan[-1] for a in model.agents}
+    holders = {a.name for a in model.agents if a.norms.holds("no sawing after 17:00")}
+    assert {i["time"] for i in late.values()} == {"17:00"} and holders < set(late)
+    assert all(late[name]["activity"] == ("sketch a design" if name in holders else "saw a plank") for name in late)
+
+
 @pytest.mark.parametrize("compliance", [False, True])
 def test_a_plan_that_saws_on_into_the_quiet_hours_is_judged_to_break_them(compliance):
     """With 3-hour items a 16:00 saw is planned in the item at 15:00, which lasts to the day's end
@@ -77,8 +88,8 @@ def test_a_plan_that_saws_on_into_the_quiet_hours_is_judged_to_break_them(compli
 
 def test_a_holders_habit_that_saws_on_into_the_quiet_hours_is_planned_to_keep_them():
     """A day from 08:30 puts Lars Nyberg's habit (a saw, here) in the item at 16:30, which lasts until
-    the day's end: he holds 'no sawing after 17:00', yet the plan rule read the item at 16:30 only and
-    planned the saw, and the plan judge, reading the item until 18:00, found his plan breaking it."""
+    17:30: he holds 'no sawing after 17:00', yet the plan rule read the item at 16:30 only and planned
+    the saw, and the plan judge, reading the item until 17:30, found his plan breaking it."""
     spec = load_scenario("makerspace")
     spec.crsec = {**spec.crsec, "day_start": "08:30", "schedule": []}
     lars = next(a for a in spec.agents if a.name == "Lars Nyberg")
@@ -87,7 +98,8 @@ def test_a_holders_habit_that_saws_on_into_the_quiet_hours_is_planned_to_keep_th
     model.step()
     lars = model.agent_named("Lars Nyberg")
     assert lars.norms.adopted("no sawing after 17:00")
-    assert [(i["time"], i["activity"]) for i in lars.plan[-2:]] == [("15:30", "drink tea"), ("16:30", "sketch a design")]
+    assert [(i["time"], i["activity"]) for i in lars.plan[-3:]] == [("15:30", "drink tea"), ("16:30", "sketch a design"),
+                                                                    ("17:30", "drink tea")]
     assert lars.plan_ok["no sawing after 17:00"] and "saw a plank" in {i["activity"] for i in lars.plan}
 
 

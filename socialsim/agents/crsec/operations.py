@@ -910,7 +910,8 @@ class PlanContext:
 
     @property
     def items(self) -> int:
-        return (self.end - self.start) // self.item_minutes
+        """One item a slot: a day that is no whole number of items ends with a shorter one."""
+        return len(self.slots)
 
     @property
     def slots(self) -> tuple[str, ...]:
