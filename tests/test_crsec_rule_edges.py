@@ -176,6 +176,10 @@ def test_a_rule_plan_keeps_a_held_norm_over_each_item_as_the_plan_judge_reads_it
     assert verdict(QUIET, *items, day_end=22 * 60).index == 0
     over_before = dataclasses.replace(ctx, start=18 * 60 + 30)  # 18:30 to 20:00: over as the quiet hours begin
     assert [i["place"] for i in ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, over_before))][0] == HOME
+    # hourly from 17:30, a day over at 20:00: the last item (drums) lasts until 20:00, not an hour
+    day_over = plan_ctx(norms=held(QUIET), start=17 * 60 + 30, end=20 * 60)
+    last = ops.plan_items(rule(ops.GENERATE_NORMATIVE_PLANS, day_over))[-1]
+    assert (last["time"], last["activity"], last["place"]) == ("19:30", "play drums", HOME)
 
 
 def test_the_normative_choice_reads_the_whole_span_it_is_given():
@@ -183,6 +187,7 @@ def test_the_normative_choice_reads_the_whole_span_it_is_given():
     assert ops.normative_choice("play drums", HOME, quiet, 19 * 60, 20 * 60 + 30) == ("play drums", OUT)
     assert ops.normative_choice("play drums", HOME, quiet, 19 * 60, 20 * 60) == ("play drums", HOME)
     assert ops.normative_choice("play drums", HOME, quiet, 19 * 60) == ("play drums", HOME)  # no end: its start
+    assert ops.normative_choice("play drums", HOME, quiet, 23 * 60, 23 * 60 + 30) == ("play drums", HOME)  # after them
 
 
 def test_actions_give_the_follow_up_of_the_activity_done_not_of_the_planned_one_a_norm_replaced():
@@ -290,6 +295,7 @@ def test_a_plan_is_judged_by_its_follow_ups_hours_and_places():
     assert verdict(TIP, {**lunch, "then": "tip the cook"}) == ops.Choice(index=0, text="complies")
     assert verdict(TIP, lunch) == ops.Choice(index=1, text="breaks it")
     assert verdict(TIP, {**lunch, "time": "18:00"}).index == 0  # dinner: outside the norm's hours
+    assert verdict(TIP, {**lunch, "time": "18:00"}, day_end=22 * 60).index == 0  # they began before it
     assert verdict(TIP, {"time": "12:00", "activity": "drink tea", "place": HOME}).index == 0
     assert verdict(TIP, {"time": "12:00", "activity": "dance a jig", "place": HOME}).index == 0
     drums = {"time": "21:00", "activity": "play drums", "place": HOME}
