@@ -96,6 +96,9 @@ def test_an_llm_judge_rates_and_the_report_gives_its_scores(scripted, tmp_path):
     ratings = pd.read_parquet(tmp_path / "tables" / QUESTIONNAIRE_FILE)
     rated = [c for c in fake.calls if any(RATE in m["content"] for m in c["messages"])]
     assert len(rated) == len(ratings) > 0 and {c["model"] for c in rated} == {"openai/judge-model"}
+    # a plan pair gives its items' spans up to the scenario's day end, as the plan judge reads them
+    plans = [m["content"] for c in rated for m in c["messages"] if "PLAN (each item goes on" in m["content"]]
+    assert plans and all(f"the last until {model.society.settings.day_end})" in p for p in plans)
     assert set(ratings["status"]) == {"ok"} and ratings.groupby("task").size().max() <= 4 * 2
     summary = q.summary(ratings).set_index("task")
     assert summary.loc["Creation", "mean"] == 6.0 and summary.loc["Plan", "mean"] == 6.0

@@ -147,7 +147,17 @@ def test_a_synthesis_pair_shows_the_specific_norms_and_the_abstract_one(tables):
 def test_a_plan_pair_shows_the_whole_plan_with_its_follow_ups(tables):
     assert materials(tables, "Plan") == [
         ("A", 2, "PERSONAL NORMS:\n- no smoking indoors\n- tip the server\n\n"
-                 "PLAN:\n08:00 open the cafe at counter\n09:00 smoke at street, then wash hands")]
+                 "PLAN:\n1) 08:00: open the cafe at counter\n2) 09:00: smoke, then wash hands at street")]
+
+
+def test_a_plan_pair_shows_each_items_span_as_the_plan_judge_reads_it(tables):
+    """A rater, like the plan judge, is told an item goes on until the next starts: smoking from
+    09:00 to the day's end is judged over all that time, not only at 09:00."""
+    plans = [i for i in q.sample_items(tables, random.Random(1), per_task=3, day_end=22 * 60) if i.task == "Plan"]
+    assert [(i.agent, i.step, i.material) for i in plans] == [
+        ("A", 2, "PERSONAL NORMS:\n- no smoking indoors\n- tip the server\n\n"
+                 "PLAN (each item goes on until the next starts, the last until 22:00):\n"
+                 "1) 08:00-09:00: open the cafe at counter\n2) 09:00-22:00: smoke, then wash hands at street")]
 
 
 def test_an_action_pair_shows_what_was_done_not_refused_actions_or_chats(tables):

@@ -18,7 +18,7 @@ import pandas as pd
 from socialsim.agents.crsec import operations as ops
 from socialsim.agents.crsec.operations import ObservedFact
 from socialsim.agents.crsec.operations import breaches as act_breaches
-from socialsim.agents.crsec.settings import CRSECSettings, TrackedNorm
+from socialsim.agents.crsec.settings import CRSECSettings, TrackedNorm, minutes
 from socialsim.agents.norms import norm_key
 from socialsim.metrics.markdown import markdown_table, one_line
 from socialsim.metrics.report import figures_drawn
@@ -572,8 +572,9 @@ def ask_questionnaire_of_judge(model: SocietyModel, rng: random.Random) -> pd.Da
     if not asks_questionnaire(model):
         return None
     dc = model.datacollector
+    settings = model.society.settings
     items = q.sample_items({name: dc.get_table_dataframe(name) for name in dc.tables}, rng,
-                           model.society.settings.questionnaire_items)
+                           settings.questionnaire_items, minutes(settings.day_end))
     return q.ask_questionnaire(model.society.judge, items, {a.name: a.description for a in model.agents}, rng)
 
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import partial
 
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from socialsim.agents.crsec.operations import plan_text
+from socialsim.agents.crsec.settings import clock_text
 from socialsim.llm.operation import Operation
 from socialsim.llm.questions import QUOTED, RecordQuestion
 
@@ -251,15 +254,17 @@ def _synthesis(t: dict[str, pd.DataFrame]) -> list[Item]:
                  f"SPECIFIC NORMS:\n{r['source']}\n\nABSTRACT NORM: {_norm(r)}") for r in made.to_dict("records")]
 
 
-def _plan(t: dict[str, pd.DataFrame]) -> list[Item]:
+def _plan(t: dict[str, pd.DataFrame], day_end: int | None = None) -> list[Item]:
+    """The plan as the plan judge reads it: with the day's end known, each item's span (it goes on
+    until the next item starts), so a rater judges what the item does over all its time."""
     plans = _table(t, "plans")
     changes = _table(t, "norm_changes")
+    spans = "" if day_end is None else f" (each item goes on until the next starts, the last until {clock_text(day_end)})"
     items = []
     for (agent, step), rows in plans.groupby(["agent", "step"], sort=True):
-        lines = "\n".join(f"{r['time']} {r['activity']} at {r['place']}" + (f", then {r['then']}" if r["then"] else "")
-                          for r in rows.to_dict("records"))
+        lines = plan_text(rows.to_dict("records"), day_end)
         items.append(Item("Plan", agent, int(step), (
-            f"PERSONAL NORMS:\n{_norm_list(held_norms(changes, agent, int(step)))}\n\nPLAN:\n{lines}")))
+            f"PERSONAL NORMS:\n{_norm_list(held_norms(changes, agent, int(step)))}\n\nPLAN{spans}:\n{lines}")))
     return items
 
 
@@ -281,11 +286,14 @@ BUILDERS = {"Creation": _creation, "Sender": _sender, "Receiver": _receiver, "Ob
             "Immediate evaluation": _evaluation, "Long-term synthesis": _synthesis, "Plan": _plan, "Action": _action}
 
 
-def sample_items(tables: dict[str, pd.DataFrame], rng: random.Random, per_task: int) -> list[Item]:
-    """Up to ``per_task`` pairs per task, drawn without replacement with ``rng`` (the paper: 20)."""
+def sample_items(tables: dict[str, pd.DataFrame], rng: random.Random, per_task: int,
+                 day_end: int | None = None) -> list[Item]:
+    """Up to ``per_task`` pairs per task, drawn without replacement with ``rng`` (the paper: 20);
+    ``day_end`` (a minute of the day) gives plan pairs their items' spans."""
+    builders = {**BUILDERS, "Plan": partial(_plan, day_end=day_end)}
     items: list[Item] = []
     for task in TASKS:
-        pool = BUILDERS[task.name](tables)
+        pool = builders[task.name](tables)
         items += rng.sample(pool, per_task) if len(pool) > per_task else pool
     return items
 
