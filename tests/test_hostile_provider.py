@@ -284,10 +284,24 @@ def test_a_parameter_whose_name_only_holds_a_credential_word_inside_another_pass
     assert redact(f"see {endpoint}") == f"see {endpoint}"
 
 
+@pytest.mark.parametrize("name", ["input_cost_per_token", "inputCostPerToken", "cache_read_input_token_cost",
+                                  "configurable_clientside_auth_params", "authParams"])
+def test_a_price_or_a_list_of_parameters_named_with_a_credential_word_is_no_credential(name):
+    """litellm's prices (``input_cost_per_token``) and its list of the parameters a caller may set
+    (``configurable_clientside_auth_params``) hold a credential word as a whole part; a deployments file
+    writing one (``1e-6`` is a YAML string) was refused as holding a secret."""
+    from socialsim.llm.redact import names_a_credential, no_credential_in_url
+
+    assert not names_a_credential(name)
+    endpoint = f"https://host.example/v1?{name}=x1&model=m"
+    assert no_credential_in_url(endpoint) == endpoint
+
+
 @pytest.mark.parametrize("name", ["sig", "x_sig", "auth_token", "X-Auth", "XAuth", "apiKey", "APIKey", "apikey",
                                   "API_KEY", "accesstoken", "client.secret", "db-password", "passwd", "pwd", "creds",
                                   "Signature", "key2", "api_keys", "authorization", "oauth", "clientCredentials",
-                                  "api%5Fkey", "api%2Dkey", "My-Sig", "apiKeyValue", "secretKeyV2"])
+                                  "api%5Fkey", "api%2Dkey", "My-Sig", "apiKeyValue", "secretKeyV2",
+                                  "paramsSignature", "costco_api_key"])  # no price; not parameters' names
 def test_a_parameter_named_for_a_credential_in_any_of_its_parts_is_refused_and_redacted(name):
     from socialsim.llm.redact import no_credential_in_url, redact
 

@@ -223,15 +223,22 @@ def _without_pieces(text: str, value: str) -> str:
 
 # A parameter's name is cut into parts at ``_ - .``, spaces, digits and changes of case (``apiKey``, ``XAuth``);
 # it names a credential when a part is one of these words or ends with one (``apikey``, ``accesstoken``), so
-# ``design``, ``signal``, ``author`` and ``keyword`` do not. ``tokens`` is a count (``max_tokens``).
+# ``design``, ``signal``, ``author`` and ``keyword`` do not. ``tokens`` is a count (``max_tokens``); a name with
+# the part ``cost`` is a price (``input_cost_per_token``, as litellm's own masker has it) and one ending with
+# ``params`` names parameters (litellm's ``configurable_clientside_auth_params``: which ones a caller may set).
 _CREDENTIAL_WORDS = re.compile(r"(?:key|keys|token|secret|secrets|password|passwords|passwd|pwd|auth|authorization"
                                r"|authentication|signature|signatures|sig|cred|creds|credential|credentials)$")
+_PRICE, _PARAMETERS = "cost", "params"
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
 
 def names_a_credential(name: str) -> bool:
-    """Whether a parameter named ``name`` (decoded) holds a credential: see ``_CREDENTIAL_WORDS``."""
-    return any(_CREDENTIAL_WORDS.search(part.lower()) for part in _NAME_PARTS.findall(name))
+    """Whether a parameter named ``name`` (decoded: an address's, a deployments file's) holds a credential: see
+    ``_CREDENTIAL_WORDS``."""
+    parts = [part.lower() for part in _NAME_PARTS.findall(name)]
+    if _PRICE in parts or parts[-1:] == [_PARAMETERS]:
+        return False
+    return any(_CREDENTIAL_WORDS.search(part) for part in parts)
 
 
 def _parameters(parts) -> list[tuple[str, str]]:
