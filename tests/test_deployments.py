@@ -6,6 +6,7 @@ naming the file and the field."""
 import json
 import logging
 import random
+import re
 import uuid
 from types import SimpleNamespace
 
@@ -555,6 +556,62 @@ def test_a_secret_named_by_a_variable_is_redacted_whatever_the_variable_is_calle
                     f"api_key: os.environ/{variable}}}}}\n")
     load_deployments(path)
     assert redact(f"sent {value}") == "sent [REDACTED]"
+
+
+# where a credential is given in a deployment: litellm's parameters that hold one (GenericLiteLLMParams, 1.106),
+# and headers a provider or a gateway in front of a server reads a key from
+CREDENTIAL_NAMES = [
+    "api_key", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "aws_web_identity_token",
+    "azure_ad_token", "azure_password", "client_secret", "vertex_credentials", "s3_access_key_id",
+    "s3_secret_access_key", "valkey_password", "anthropic_identity_token", "anthropic_keycloak_client_secret_ref",
+    "anthropic_issuer_signing_key_ref", "zen_api_key", "token",
+    "extra_headers.Authorization", "extra_headers.X-Auth", "extra_headers.x-api-key", "extra_headers.api-key",
+    "extra_headers.Ocp-Apim-Subscription-Key", "extra_headers.X-Amz-Security-Token", "extra_headers.x_sig"]
+# a word of a credential's inside another word, a price, a count, which parameters a caller may set
+NOT_CREDENTIAL_NAMES = [
+    "author", "design_temperature", "keyword_boost", "signal", "tokenizer", "anthropic_keycloak_client_id",
+    "anthropic_keycloak_scope", "max_tokens_per_doc", "input_cost_per_token", "configurable_clientside_auth_params"]
+
+
+def _deployment_with(path, name, value):
+    """A file whose one deployment gives ``name`` (``extra_headers.X-Auth``: nested) the YAML ``value``."""
+    *outer, leaf = name.split(".")
+    given = f"{{{leaf}: {value}}}"
+    for field in reversed(outer):
+        given = f"{{{field}: {given}}}"
+    path.write_text(f"model_list:\n  - {{model_name: one, litellm_params: {{model: openai/x, {given[1:-1]}}}}}\n")
+    return path
+
+
+@pytest.mark.parametrize("name", CREDENTIAL_NAMES)
+def test_a_credential_is_refused_written_out_and_redacted_named_by_a_variable(tmp_path, monkeypatch, name):
+    from socialsim.llm.deployments import DeploymentsError, load_deployments
+    from socialsim.llm.redact import redact
+
+    with pytest.raises(DeploymentsError, match=re.escape(f"model_list[0].litellm_params.{name} holds a secret")):
+        load_deployments(_deployment_with(tmp_path / "written.yaml", name, "hunter2hunter2"))
+    value = "named-" + "z9" * 10
+    variable = f"POOL_{uuid.uuid4().hex[:8].upper()}"  # named by no earlier test of this process
+    monkeypatch.setenv(variable, value)
+    load_deployments(_deployment_with(tmp_path / "named.yaml", name, f"os.environ/{variable}"))
+    assert redact(f"sent {value}") == "sent [REDACTED]"
+
+
+@pytest.mark.parametrize("name", NOT_CREDENTIAL_NAMES)
+def test_a_parameter_named_with_a_credentials_word_but_for_none_is_written_out_and_not_redacted(tmp_path, monkeypatch,
+                                                                                              name):
+    """Found by a word inside a name (``key`` in ``keyword_boost``, ``keycloak``), such a parameter's value
+    was refused as a secret written out; redact's names_a_credential judges names by their whole parts."""
+    from socialsim.llm.deployments import load_deployments
+    from socialsim.llm.redact import redact
+
+    value = "[api_base]" if name.startswith("configurable") else "1e-6" if "cost" in name else "plain-1"
+    assert load_deployments(_deployment_with(tmp_path / "written.yaml", name, value)).names == {"one"}
+    plain = "plain-" + "z9" * 10
+    variable = f"POOL_{uuid.uuid4().hex[:8].upper()}"
+    monkeypatch.setenv(variable, plain)
+    load_deployments(_deployment_with(tmp_path / "named.yaml", name, f"os.environ/{variable}"))
+    assert redact(f"sent {plain}") == f"sent {plain}"
 
 
 def test_a_deployment_is_named_as_the_file_writes_it_not_by_its_variables_value(tmp_path, servers, caplog,

@@ -32,13 +32,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from socialsim.llm.redact import name_secret, no_credential_in_url
+from socialsim.llm.redact import name_secret, names_a_credential, no_credential_in_url
 
 ENV_REFERENCE = "os.environ/"
 POINTER_SUFFIX = "_ref"  # litellm's workload-identity fields: a pointer it resolves itself, never read here
-# words in a parameter's name that make its value a secret (api_key, aws_secret_access_key,
-# vertex_credentials, azure_ad_token, redis_password ...): named by an environment variable only
-SECRET_WORDS = ("key", "secret", "token", "password", "credential", "authorization")
+# a parameter whose name names a credential (api_key, aws_secret_access_key, vertex_credentials, azure_ad_token,
+# redis_password, an extra_headers' X-Auth ...: redact's names_a_credential, as an address's parameters are judged)
+# holds a secret: named by an environment variable only
 # what a server that checks no key is given (vLLM's documented "EMPTY"): no secret to write out
 NOT_SECRETS = (None, "", "EMPTY")
 
@@ -190,9 +190,9 @@ def _load(path: Path, text: str) -> Deployments:
                 for i, d in enumerate(spec.model_list) if not d.litellm_params.get("model")]
     for where, name, value in _values(spec.model_dump()):
         if isinstance(value, str) and value.startswith(ENV_REFERENCE):
-            if _secret(name):
+            if names_a_credential(name):
                 name_secret(value[len(ENV_REFERENCE):])  # redacted wherever it shows, whatever it is called
-        elif _secret(name) and isinstance(value, str) and value not in NOT_SECRETS:  # not a count or a price
+        elif names_a_credential(name) and isinstance(value, str) and value not in NOT_SECRETS:  # not a count or a price
             problems.append(f"{where} holds a secret written out: write {ENV_REFERENCE}NAME and set NAME in the "
                             f"environment (the file's path is kept in the run's config.json)")
         elif isinstance(value, str) and "://" in value:
@@ -219,11 +219,6 @@ def _values(node: Any, where: str = "", name: str = ""):
             yield from _values(value, f"{where}[{i}]", name)
     else:
         yield where, name, node
-
-
-def _secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS) and not lowered.endswith("tokens")  # max_tokens: a count
 
 
 @functools.cache
