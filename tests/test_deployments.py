@@ -460,7 +460,8 @@ def test_counts_named_like_secrets_pass_and_an_edited_file_is_read_again(tmp_pat
 
     path = tmp_path / "pool.yaml"
     path.write_text("model_list:\n  - {model_name: one, litellm_params: {model: openai/x, max_tokens: 100, "
-                    "api_key: os.environ/ANY, tpm: 1000, max_completion_tokens: '256'}, "  # a count, though a string
+                    "api_key: os.environ/ANY, tpm: 1000, max_completion_tokens: '256', "  # a count, though a string
+                    "default_api_key_tpm_limit: 100, use_xai_oauth: true}, "  # a count, a yes: named for a key
                     "model_info: {input_cost_per_token: 0.000001}}\n"
                     "  - {model_name: one, litellm_params: {model: openai/x, api_key: EMPTY}}\n"  # vLLM's no-key
                     "  - {model_name: one, litellm_params: {model: openai/x, api_key: ''}}\n")
@@ -566,7 +567,8 @@ CREDENTIAL_NAMES = [
     "s3_secret_access_key", "valkey_password", "anthropic_identity_token", "anthropic_keycloak_client_secret_ref",
     "anthropic_issuer_signing_key_ref", "zen_api_key", "token",
     "extra_headers.Authorization", "extra_headers.X-Auth", "extra_headers.x-api-key", "extra_headers.api-key",
-    "extra_headers.Ocp-Apim-Subscription-Key", "extra_headers.X-Amz-Security-Token", "extra_headers.x_sig"]
+    "extra_headers.Ocp-Apim-Subscription-Key", "extra_headers.X-Amz-Security-Token", "extra_headers.x_sig",
+    "extra_body.AccessKeyId"]  # cut at its capitals (lowered first, "accesskeyid" ends with no credential's word)
 # a word of a credential's inside another word, a price, a count, which parameters a caller may set
 NOT_CREDENTIAL_NAMES = [
     "author", "design_temperature", "keyword_boost", "signal", "tokenizer", "anthropic_keycloak_client_id",
