@@ -254,6 +254,10 @@ def test_the_router_is_given_router_settings_with_their_references_read(tmp_path
      "model_list[0].litellm_params.azure_ad_token holds a secret"),
     ("model_list:\n  - {model_name: x, litellm_params: {model: vertex_ai/x, vertex_credentials: hunter2hunter2}}\n",
      "model_list[0].litellm_params.vertex_credentials holds a secret"),
+    # a mapping's fields each by its own name: the service account's key, not its type
+    ("model_list:\n  - {model_name: x, litellm_params: {model: vertex_ai/x, vertex_credentials: "
+     "{type: service_account, private_key: hunter2hunter2}}}\n",
+     "model_list[0].litellm_params.vertex_credentials.private_key holds a secret written out"),
     ("model_list:\n  - {model_name: '', litellm_params: {model: openai/x}}\n",
      "model_list.0.model_name: String should have at least 1 character"),
     ("- {model_name: x, litellm_params: {model: openai/x}}\n", "the file: Input should be a valid dictionary"),
