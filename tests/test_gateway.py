@@ -1453,3 +1453,44 @@ def test_a_judges_calls_share_the_runs_concurrency(monkeypatch):
 
     assert [a.status for a in run_sync(both())] == ["ok"] * 8
     assert most[0] == 2
+def replying(text):
+    """A provider's reply to a chat call, as litellm returns it."""
+    return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content=text), finish_reason="stop")],
+                           usage=None)
+
+
+def test_a_call_waits_between_its_attempts_as_the_error_each_failed_with_asks(monkeypatch):
+    """After a 429 the retry backs off (at once, then 1, 2, 4 s) and after another error it goes at once;
+    the wait falls between the failed attempt and the next, none after the last. ``_retry_wait`` was
+    checked, but not that its waits are taken, nor where."""
+    import litellm
+
+    import socialsim.llm.gateway as gateway_module
+
+    refused = litellm.RateLimitError("busy", llm_provider="openai", model="fake-model")
+    failed = litellm.InternalServerError("down", llm_provider="openai", model="fake-model")
+    errors = [refused, refused, failed, refused]
+    happened = []
+
+    async def acompletion(self, model, messages, params, fmt):
+        happened.append("attempt")
+        if happened.count("attempt") <= len(errors):
+            raise errors[happened.count("attempt") - 1]
+        return replying("2")
+
+    class GatewaysAsyncio:  # the gateway's asyncio, its waits written down instead of slept
+        def __getattr__(self, name):
+            return getattr(asyncio, name)
+
+        async def sleep(self, seconds):
+            if seconds:
+                happened.append(seconds)
+
+    monkeypatch.setattr(Gateway, "_acompletion", acompletion)
+    monkeypatch.setattr(gateway_module, "asyncio", GatewaysAsyncio())
+    assert ask(provider_gateway(num_retries=4)).status == "ok"
+    assert happened == ["attempt", "attempt", 1.0, "attempt", "attempt", 4.0, "attempt"]
+    happened.clear()
+    errors[:] = [refused] * 3  # refused at every attempt: no wait after the last, the failure is said at once
+    assert ask(provider_gateway(num_retries=2, breaker=0)).status == "fallback"
+    assert happened == ["attempt", "attempt", 1.0, "attempt"]
