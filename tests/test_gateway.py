@@ -1494,3 +1494,20 @@ def test_a_call_waits_between_its_attempts_as_the_error_each_failed_with_asks(mo
     errors[:] = [refused] * 3  # refused at every attempt: no wait after the last, the failure is said at once
     assert ask(provider_gateway(num_retries=2, breaker=0)).status == "fallback"
     assert happened == ["attempt", "attempt", 1.0, "attempt"]
+
+
+def test_a_programming_error_in_a_call_raises_at_once_neither_retried_nor_taken_for_the_providers(monkeypatch):
+    """Only a provider's failures are retried and fall back; a bug of ours (a TypeError) is raised from
+    its first attempt, and the call's reservation is given back."""
+    attempts = []
+
+    async def acompletion(self, model, messages, params, fmt):
+        attempts.append(model)
+        raise TypeError("a bug of ours")
+
+    monkeypatch.setattr(Gateway, "_acompletion", acompletion)
+    gateway = provider_gateway(num_retries=2)
+    with pytest.raises(TypeError, match="a bug of ours"):
+        ask(gateway)
+    assert attempts == ["openai/fake-model"]
+    assert gateway.ledger._in_flight == 0
