@@ -1511,3 +1511,24 @@ def test_a_programming_error_in_a_call_raises_at_once_neither_retried_nor_taken_
         ask(gateway)
     assert attempts == ["openai/fake-model"]
     assert gateway.ledger._in_flight == 0
+
+
+def test_a_call_that_failed_after_its_retries_gives_back_its_place_in_the_budget(monkeypatch):
+    """A failed call is no call answered: under --max-calls 1 the next call is still made, and the
+    worst-case cost it reserved is free again."""
+    import litellm
+
+    attempts = []
+
+    async def acompletion(self, model, messages, params, fmt):
+        attempts.append(model)
+        if len(attempts) <= 2:  # the first call and its one retry
+            raise litellm.InternalServerError("down", llm_provider="openai", model="fake-model")
+        return replying("2")
+
+    monkeypatch.setattr(Gateway, "_acompletion", acompletion)
+    gateway = provider_gateway(num_retries=1, price=(1.0, 1.0), ledger=Ledger(Budget(max_calls=1, max_cost=1.0)))
+    assert ask(gateway).status == "fallback"
+    assert (gateway.ledger._in_flight, gateway.ledger._reserved_usd) == (0, 0.0)
+    assert ask(gateway, seed=2, context=ctx(name="Tom Gomez")).status == "ok"
+    assert len(attempts) == 3 and gateway.ledger.live_calls == 1
