@@ -1532,3 +1532,27 @@ def test_a_call_that_failed_after_its_retries_gives_back_its_place_in_the_budget
     assert (gateway.ledger._in_flight, gateway.ledger._reserved_usd) == (0, 0.0)
     assert ask(gateway, seed=2, context=ctx(name="Tom Gomez")).status == "ok"
     assert len(attempts) == 3 and gateway.ledger.live_calls == 1
+
+
+def test_a_calls_latency_is_its_whole_round_trip_its_retries_included(monkeypatch):
+    """As when litellm made the retries inside the one call: the tape's latency runs from the first
+    attempt to the reply, not from the attempt that answered."""
+    import litellm
+
+    import socialsim.llm.gateway as gateway_module
+
+    now = [100.0]
+    takes = iter([2.0, 3.0])  # the failed attempt, then the one answered
+
+    async def acompletion(self, model, messages, params, fmt):
+        now[0] += next(takes)
+        if now[0] < 105.0:
+            raise litellm.InternalServerError("down", llm_provider="openai", model="fake-model")
+        return replying("2")
+
+    monkeypatch.setattr(Gateway, "_acompletion", acompletion)
+    monkeypatch.setattr(gateway_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    gateway = provider_gateway(num_retries=1)
+    assert ask(gateway).status == "ok"
+    (record,) = gateway.tape.records()
+    assert record.latency_s == 5.0
