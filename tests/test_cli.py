@@ -447,11 +447,13 @@ def test_a_budget_on_a_model_without_a_price_is_refused_alike_by_run_and_reprodu
 
 
 @pytest.mark.parametrize("when", ["cli.cmd_report = lambda args: terminate() or 0",  # in a command without a stop
-                                  "real = cli._parser\ncli._parser = lambda: terminate() or real()"])  # reading argv
+                                  "real = cli._parser\ncli._parser = lambda: terminate() or real()",  # reading argv
+                                  "real = cli.logging.basicConfig\n"  # setting up the console
+                                  "cli.logging.basicConfig = lambda **kw: terminate() or real(**kw)"])
 def test_sigterm_before_a_commands_own_stop_ends_in_a_line_and_130(tmp_path, when):
     """SIGTERM while a command was still importing (before a run, replay, sweep or reproduction set its
     own stop; any time in `report` or `models`) killed it by the default action: exit 143, no line. While
-    main() read its arguments, it raised out of main(): a traceback."""
+    main() set up its console or read its arguments, it raised out of main(): a traceback."""
     import subprocess
     import sys
 
