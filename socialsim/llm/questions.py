@@ -244,8 +244,10 @@ class IntegerQuestion(QuestionKind):
         match = re.match(r"^(-?\d+)\b(?![.,]\d)", text)  # "3.9" is no whole number: asked again
         if not match:
             raise AnswerError(f"expected a whole number, got {raw[:60]!r}")
-        # "3/5" and "3 out of 5" are one answer on its scale; "3-4", "3 or 4", "3 4" and 3 and 4 on two lines are two
-        _second_answer(text[match.end():], r"(?:\s*(?:or|and|to|,|-|–|&)\s*|\s+)(-?\d+)\b(?![.,]\d)",
+        # "3/5" and "3 out of 5" are one answer on its scale; "3-4", "3 or 4", "3 4" and 3 and 4 on two lines are two.
+        # A hyphen after a space and before a digit is a sign, not a range's dash: "2 -2" is 2 and -2
+        _second_answer(text[match.end():],
+                       r"(?:\s*(?:or|and|to|,|–|&)\s*|-\s*|\s+(?:-(?!\d)\s*)?)(-?\d+)\b(?![.,]\d)",
                        match.group(1))
         value = int(match.group(1))
         if not self.low <= value <= self.high:
