@@ -299,11 +299,12 @@ def test_a_bare_letter_that_stands_alone_is_read():
     (IntegerQuestion(1, 5), "2 3"), (IntegerQuestion(1, 5), "2\t3"), (PickOneQuestion(("a", "b", "c")), "2 3"),
     (PickOneQuestion(("a", "b", "c")), "Option 2 Option 3"), (IntegerQuestion(-3, 3), "2 or -3"),
     (IntegerQuestion(-3, 3), "2 -2"), (IntegerQuestion(-3, 3), "2\n-2"), (IntegerQuestion(-3, 3), "2 \t-2"),
+    (IntegerQuestion(-3, 3), "2/-2"), (IntegerQuestion(-3, 3), "2 / -3"),
 ])
 def test_two_different_answers_in_a_row_are_no_answer(question, raw):
     """'Yes or No' (a small model echoing the instruction) was read as Yes, '2 or 3' as option 2; '2 3'
     (two numbers on one line) was read as 2, where '2 or 3' and 2 and 3 on two lines were refused; '2 -2'
-    was read as 2, its minus sign taken for the dash of the range 2-2."""
+    was read as 2, its minus sign taken for the dash of the range 2-2, and '2/-2' as 2 on a scale of -2."""
     with pytest.raises(AnswerError, match="^two answers, "):
         question.parse(raw)
 
@@ -318,7 +319,7 @@ def test_two_different_answers_in_a_row_are_no_answer(question, raw):
     (IntegerQuestion(1, 5), "2: 3 of them", 2), (IntegerQuestion(1, 5), "2 because 3 of them", 2),
     (IntegerQuestion(1, 5), "2 2", 2), (PickOneQuestion(("a", "b", "c")), "2 (3 is worse)", 1),
     (PickOneQuestion(("a", "b", "c")), "Answer: 2. 3 agents agreed", 1), (PickOneQuestion(("a", "b", "c")), "2 3.5 points", 1),
-    (IntegerQuestion(-3, 3), "-2 -2", -2), (IntegerQuestion(-3, 3), "2 - 2", 2),
+    (IntegerQuestion(-3, 3), "-2 -2", -2), (IntegerQuestion(-3, 3), "2 - 2", 2), (IntegerQuestion(-3, 3), "-2/3", -2),
 ])
 def test_one_answer_with_words_after_it_is_still_read(question, raw, read):
     parsed = question.parse(raw)

@@ -245,9 +245,10 @@ class IntegerQuestion(QuestionKind):
         if not match:
             raise AnswerError(f"expected a whole number, got {raw[:60]!r}")
         # "3/5" and "3 out of 5" are one answer on its scale; "3-4", "3 or 4", "3 4" and 3 and 4 on two lines are two.
-        # A hyphen after a space and before a digit is a sign, not a range's dash: "2 -2" is 2 and -2
+        # A hyphen after a space and before a digit is a sign, not a range's dash: "2 -2" is 2 and -2; no scale
+        # ends below zero, so "2/-2" is two answers too
         _second_answer(text[match.end():],
-                       r"(?:\s*(?:or|and|to|,|–|&)\s*|-\s*|\s+(?:-(?!\d)\s*)?)(-?\d+)\b(?![.,]\d)",
+                       r"(?:\s*(?:or|and|to|,|–|&)\s*|-\s*|\s+(?:-(?!\d)\s*)?|\s*/\s*(?=-))(-?\d+)\b(?![.,]\d)",
                        match.group(1))
         value = int(match.group(1))
         if not self.low <= value <= self.high:
