@@ -364,10 +364,10 @@ class SweepModel(SocietyModel):
         self.recorded_through = earlier_attempt_through(self.sweep_dir / RUNS / self.run_id)
         super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
         # the deployments file is not the one the sweep checked (``deployments_checked``: its model_list's
-        # fingerprint): edited since, the places found down may be other deployments; checked again at step 1
+        # fingerprint): edited since, the places found down may be other deployments; checked again at step 1,
+        # whose check replaces the places before the run's first call (nothing calls before step 1)
         if deployments_checked is not None and gateway.deployments is not None \
                 and gateway.deployments.fingerprint != deployments_checked:
-            gateway.deployments_left_out = frozenset()
             self.deployments_to_check = True
 
     def step(self) -> None:
