@@ -221,6 +221,26 @@ def test_a_run_stops_at_its_next_step_once_its_sweep_command_has_stopped(tmp_pat
     assert is_done(tmp_path, alone.run_id)
 
 
+@pytest.mark.parametrize("params,refusal", [
+    ({"model": "opnai/gpt-4o-mini"}, "unknown model 'opnai/gpt-4o-mini'"),
+    ({"scenario": "makerspace", "arch": "crsec", "judge": "opnai/gpt-4o"}, "unknown model 'opnai/gpt-4o'"),
+    ({"model": "hosted_vllm/our-model", "max_cost": 1.0},
+     "max_cost=1 cannot be kept: hosted_vllm/our-model has no price in litellm's cost map; give price=(IN, OUT)"),
+])
+def test_a_users_own_batch_run_of_sweep_models_is_refused_what_the_sweep_command_refuses(tmp_path, params, refusal):
+    """``mesa.batch_run(SweepModel, ...)`` of the user's own has no sweep command to check its grid first:
+    a misspelt model (an actor's or a judge's) was built and failed call after call in step 1, and a
+    max_cost on a model with no price counted its calls at $0, so the budget never stopped a run."""
+    run = {"scenario": "hobbs-cafe", "arch": "generic", "model": "rules", "steps": 1, "sweep_dir": str(tmp_path)}
+    with pytest.raises((ModelUnavailable, ValueError), match=re.escape(refusal)):
+        SweepModel(**{**run, **params}, rng=1)
+    assert not (tmp_path / RUNS).exists()
+    priced = SweepModel(**{**run, **params, "price": (1.0, 2.0)}, rng=1) if "max_cost" in params else None
+    assert priced is None or priced.running  # a price given, the budget can be kept
+    checked = SweepModel(**{**run, **params}, rng=1, command="the sweep command")  # its grid checked first
+    assert checked.running
+
+
 def test_repeating_a_sweep_costs_no_calls(tmp_path, monkeypatch):
     from socialsim.llm.fake_server import FakeOpenAIServer
 

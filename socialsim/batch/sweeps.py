@@ -329,7 +329,10 @@ class SweepModel(SocietyModel):
     """A SocietyModel that writes its own run directory into a sweep when it finishes.
 
     ``mesa.batch_run(SweepModel, parameters={..., "sweep_dir": [DIR]}, rng=[...])`` runs a sweep;
-    a run already done in DIR builds no society and stops at once.
+    a run already done in DIR builds no society and stops at once. Such a run of the user's own (no
+    ``command``) is refused a bad parameter, an unknown model or an unpriced ``max_cost`` when it is built,
+    as ``socialsim sweep`` refuses its grid; a model that does not answer stops its run (the status in its
+    run directory says so), and a deployments file's dead deployments are not left out.
     """
 
     def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
@@ -363,6 +366,8 @@ class SweepModel(SocietyModel):
         self.notes = [n for m in sorted(routes.models()) if (n := engine_note(m))]
         self.recorded_through = earlier_attempt_through(self.sweep_dir / RUNS / self.run_id)
         super().__init__(cfg.scenario, arch=cfg.arch, gateway=gateway, rng=cfg.rng, **cfg.arch_params)
+        if command is None:  # a batch_run of the user's own: no sweep command checked its grid (check_grid)
+            _check_own_run(cfg, gateway.models())
         # the deployments file is not the one the sweep checked (``deployments_checked``: its model_list's
         # fingerprint): edited since, the places found down may be other deployments; checked again at step 1,
         # whose check replaces the places before the run's first call (nothing calls before step 1)
@@ -434,6 +439,20 @@ class SweepModel(SocietyModel):
 
 
 _DOWN: dict[tuple[str, frozenset[str]], frozenset[int]] = {}  # (model_list, models) -> places found down
+
+
+def _check_own_run(config: RunConfig, models: set[str]) -> None:
+    """What a run of a user's own ``mesa.batch_run(SweepModel, ...)`` is refused before step 1, asking no
+    model: one no engine knows (an actor's or a judge's; it failed call after call), and a ``max_cost``
+    on a model with no price (its calls were counted at $0, so the budget never stopped the run).
+    Whether they answer is not asked here: that is a call each run makes, where the sweep command asks
+    once before its first run (``check_grid``), and leaves out the deployments found down."""
+    from socialsim.llm.engines import check_model_names
+    from socialsim.model.runner import check_priced
+
+    check_model_names(models)
+    if config.max_cost is not None:
+        check_priced(config, models, budget="max_cost=", price="price=(IN, OUT)")
 
 
 def _deployments_down(gateway: Gateway, config: RunConfig, run_id: str) -> frozenset[int]:
