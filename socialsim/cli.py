@@ -668,7 +668,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from socialsim.dashboards.server import check_target, host_warning, port_in_use, serve
+    from socialsim.dashboards.server import PortUnavailable, check_target, host_warning, port_in_use, serve
     from socialsim.scenarios.loader import ScenarioError
 
     if not 1 <= args.port <= 65535:  # 0 would let the server pick a port the line above it never names
@@ -717,8 +717,12 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         return _fail(busy)
     if warning := host_warning(args.host):
         logging.getLogger("socialsim").warning(warning)
-    return serve(target, args.host, args.port, arch=args.arch, model=args.model, seed=42 if args.rng is None else args.rng,
-                 **{name: value for name, value in live.items() if value is not None})
+    try:
+        return serve(target, args.host, args.port, arch=args.arch, model=args.model,
+                     seed=42 if args.rng is None else args.rng,
+                     **{name: value for name, value in live.items() if value is not None})
+    except PortUnavailable as exc:  # taken since the check above (the server is handed the port it binds)
+        return _fail(str(exc))
 
 
 class EngineNotesOnce(logging.Filter):

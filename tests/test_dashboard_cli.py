@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 from types import SimpleNamespace
@@ -103,6 +104,91 @@ def test_a_port_in_use_is_refused_before_the_server_starts(monkeypatch, capsys):
     err = capsys.readouterr()
     assert f"127.0.0.1:{port}" in err.err and "--port" in err.err and not started
     assert "socialsim dashboard on" not in err.out
+
+
+class _Exited:
+    """Stands in for the server's process: uvicorn failing to bind exits 1."""
+
+    def __init__(self, code: int = 1) -> None:
+        self.code = code
+
+    def wait(self) -> int:
+        return self.code
+
+
+def test_a_port_taken_after_the_check_is_refused_before_the_address_is_printed(monkeypatch, capsys):
+    """The command checked the port, then printed its address and started Solara, whose uvicorn bound
+    the port seconds later: a port taken in between (a second dashboard started meanwhile) left an
+    address printed and uvicorn's traceback, or showed the other dashboard's page at that address."""
+    import socket
+
+    started = []
+    monkeypatch.setattr(server.subprocess, "Popen", lambda *a, **kw: started.append(a) or _Exited())
+    monkeypatch.setattr(server, "port_in_use", lambda host, port: None)  # free when checked ...
+    with socket.socket() as other:  # ... taken by the time the server binds it
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        assert cli.main(["dashboard", "hobbs-cafe", "--model", "rules", "--port", str(port)]) == 2
+    said = capsys.readouterr()
+    assert f"socialsim: error: cannot listen on 127.0.0.1:{port} (Address already in use)" in said.err
+    assert not started and "socialsim dashboard on" not in said.out
+
+
+def test_the_server_is_handed_the_port_already_listening_so_nothing_takes_it_while_it_starts(monkeypatch, capsys):
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    handed = {}
+
+    def start(command, env, pass_fds):
+        handed.update(command=command, fd=int(env[server.FD_VARIABLE]), pass_fds=pass_fds)
+        listener = socket.socket(fileno=os.dup(handed["fd"]))
+        handed["address"] = listener.getsockname()
+        listener.close()
+        with socket.socket() as other, pytest.raises(OSError):  # another process starting meanwhile
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            other.bind(("127.0.0.1", port))
+            other.listen()
+        return _Exited(0)
+
+    monkeypatch.setattr(server.subprocess, "Popen", start)
+    assert server.serve("hobbs-cafe", "127.0.0.1", port) == 0
+    assert handed["pass_fds"] == (handed["fd"],) and handed["address"] == ("127.0.0.1", port)
+    assert handed["command"] == server.server_command("127.0.0.1", port)
+    assert f"socialsim dashboard on http://127.0.0.1:{port}" in capsys.readouterr().out
+    with socket.socket() as again:  # the command's own copy is closed once the server has its own
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+
+
+def test_the_server_serves_on_the_socket_it_was_handed(monkeypatch):
+    """Solara's `run` takes no socket: uvicorn's Server.run is given the one the command listens on;
+    without one it binds the port itself, as `python -m solara` does."""
+    import socket
+
+    import solara.__main__
+    import uvicorn
+
+    from socialsim.dashboards import solara_run
+
+    given = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: given.append(sockets))
+    monkeypatch.setattr(solara.__main__, "main", lambda: uvicorn.Server.run(object()))
+    monkeypatch.setattr(solara_run.sys, "argv", ["solara_run.py", "run", "socialsim.dashboards.app"])
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        monkeypatch.setenv(server.FD_VARIABLE, str(os.dup(listener.fileno())))
+        solara_run.main()
+        assert [[sock.getsockname() for sock in sockets] for sockets in given] == [[listener.getsockname()]]
+        given[0][0].close()
+    assert solara_run.sys.argv[0] == "solara" and server.FD_VARIABLE not in os.environ
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: given.append(sockets))
+    solara_run.main()
+    assert given[1] is None
 
 
 def test_stopping_the_command_stops_its_server(tmp_path):
@@ -377,8 +463,8 @@ def test_a_setting_is_held_as_text_nothing_as_empty_and_a_price_as_in_comma_out(
 
 def test_the_server_command_runs_solara_on_the_dashboard_quietly_and_offline():
     assert server.server_command("::1", 9001) == [
-        server.sys.executable, "-m", "solara", "run", "socialsim.dashboards.app", "--host", "::1", "--port", "9001",
-        "--production", "--no-open", "--no-check-version", "--log-level", "warning"]
+        server.sys.executable, "-m", "socialsim.dashboards.solara_run", "run", "socialsim.dashboards.app",
+        "--host", "::1", "--port", "9001", "--production", "--no-open", "--no-check-version", "--log-level", "warning"]
     command = server.server_command()
     assert command[command.index("--host") + 1:command.index("--port") + 2] == ["127.0.0.1", "--port", "8765"]
 
@@ -481,8 +567,11 @@ class _Server:
 
 
 def _serving(monkeypatch, codes, while_waiting=lambda: None):
+    import socket
+
     started = []
-    monkeypatch.setattr(server.subprocess, "Popen", lambda command, env: started.append(
+    monkeypatch.setattr(server, "_listening", lambda host, port: socket.socket())  # whatever this machine runs
+    monkeypatch.setattr(server.subprocess, "Popen", lambda command, env, pass_fds: started.append(
         _Server(command, env, codes, while_waiting)) or started[-1])
     return started
 

@@ -19,6 +19,7 @@ from typing import Any
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 DEFAULT_PORT = 8765
+FD_VARIABLE = "SOCIALSIM_DASHBOARD_FD"  # the listening socket's file descriptor, handed to the server
 
 
 def check_target(target: str, arch: str | None = None) -> str:
@@ -149,23 +150,43 @@ def _as_text(value: Any) -> str:
 
 
 def server_command(host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[str]:
-    return [sys.executable, "-m", "solara", "run", "socialsim.dashboards.app", "--host", host, "--port", str(port),
+    """``solara run`` on the dashboard, through ``solara_run``, which serves on a socket this command
+    hands it (``serve``) and is ``python -m solara`` otherwise."""
+    return [sys.executable, "-m", "socialsim.dashboards.solara_run", "run", "socialsim.dashboards.app",
+            "--host", host, "--port", str(port),
             "--production", "--no-open", "--no-check-version", "--log-level", "warning"]
+
+
+class PortUnavailable(ValueError):
+    """The dashboard cannot listen on the host and port it was given; the message says why."""
+
+
+def _listening(host: str, port: int, listen: bool = True) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        sock.bind((host, port))
+        if listen:
+            sock.listen(2048)  # uvicorn's backlog
+    except socket.gaierror as exc:  # a host name that does not resolve: no dashboard to blame
+        sock.close()
+        raise PortUnavailable(f"cannot listen on {host}: {exc.strerror or exc} (--host takes this machine's name "
+                              f"or address)") from None
+    except OSError as exc:
+        sock.close()
+        raise PortUnavailable(f"cannot listen on {host}:{port} ({exc.strerror or exc}): is another dashboard "
+                              f"running? --port N picks another port") from None
+    return sock
 
 
 def port_in_use(host: str, port: int) -> str | None:
     """Why the server could not listen on ``host:port`` (None when it can), said before it starts,
     so a second dashboard does not print its address and then die in uvicorn's traceback."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            probe.bind((host, port))
-        except socket.gaierror as exc:  # a host name that does not resolve: no dashboard to blame
-            return f"cannot listen on {host}: {exc.strerror or exc} (--host takes this machine's name or address)"
-        except OSError as exc:
-            return (f"cannot listen on {host}:{port} ({exc.strerror or exc}): is another dashboard running? "
-                    f"--port N picks another port")
+    try:
+        _listening(host, port, listen=False).close()
+    except PortUnavailable as exc:
+        return str(exc)
     return None
 
 
@@ -173,9 +194,24 @@ def serve(target: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT, arch: 
           model: str | None = None, seed: int = 42, **live: Any) -> int:
     """Run the server in the foreground until Ctrl-C, or until this process is told to stop:
     SIGTERM or SIGHUP (a closed terminal, ``kill``) is passed on to the server, which would
-    otherwise be left running on the port with nobody to stop it."""
-    print(f"socialsim dashboard on http://{host if ':' not in host else f'[{host}]'}:{port}  (Ctrl-C stops it)")
-    proc = subprocess.Popen(server_command(host, port), env=server_env(target, arch, model, seed, **live))
+    otherwise be left running on the port with nobody to stop it.
+
+    The port is bound and listened on here, before the address is printed, and the server is handed
+    the socket (``solara_run``): a port found free and bound by uvicorn only once Solara had started,
+    seconds later, could be taken in between (a second dashboard started meanwhile printed its address,
+    then died in uvicorn's traceback, and its address showed the first one's page). Raises
+    PortUnavailable, saying why, when the port cannot be listened on."""
+    env = server_env(target, arch, model, seed, **live)
+    listener = _listening(host, port) if os.name == "posix" else None  # pass_fds is POSIX's
+    try:
+        if listener is not None:
+            env[FD_VARIABLE] = str(listener.fileno())
+        print(f"socialsim dashboard on http://{host if ':' not in host else f'[{host}]'}:{port}  (Ctrl-C stops it)")
+        proc = subprocess.Popen(server_command(host, port), env=env,
+                                pass_fds=() if listener is None else (listener.fileno(),))
+    finally:
+        if listener is not None:
+            listener.close()  # the server holds its own copy
     stop_signals = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
     previous = {sig: signal.signal(sig, lambda sig, _frame: proc.send_signal(sig)) for sig in stop_signals}
     try:
