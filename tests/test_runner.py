@@ -125,7 +125,7 @@ def test_unknown_model_fails_before_step_one(tmp_path):
 
 def test_a_misspelt_model_in_python_is_named_when_the_model_is_built():
     """``SocietyModel(model="rulez")`` was built, then failed call after call in step 1 (13 s) before
-    an outage named it; the command line checks models before step 1, Python now too."""
+    an outage named it; the command line checks models before step 1, Python now too, a judge's too."""
     from socialsim.model.society import SocietyModel
 
     for kwargs, named in [({"model": "rulez"}, "unknown model 'rulez'"),
@@ -139,6 +139,10 @@ def test_a_misspelt_model_in_python_is_named_when_the_model_is_built():
     with pytest.raises(ModelUnavailable, match="unknown model 'typo-00/x'"):  # the same one named every time
         check_model_names({f"typo-{i:02}/x" for i in range(20)})
     assert SocietyModel("hobbs-cafe", arch="generic", model="openai/gpt-4o-mini", rng=1).steps == 0  # no key read
+    # a judge CRSEC's settings name (ASVO checks its own judges): built, it failed when first asked
+    with pytest.raises(ModelUnavailable, match="unknown model 'opnai/gpt-4o'"):
+        SocietyModel("makerspace", arch="crsec", model="rules", rng=1, judge="opnai/gpt-4o")
+    assert SocietyModel("makerspace", arch="crsec", model="rules", rng=1, judge="openai/gpt-4o").steps == 0
 
 
 @pytest.mark.parametrize("scenario", [None, 5, ["hobbs-cafe"]])

@@ -62,6 +62,7 @@ class SocietyModel(Model):
         if gateway is not None and given:  # the gateway's own would be used, and these dropped silently
             raise ValueError(f"{', '.join(given)} and gateway= were both given: a Gateway carries its own routes "
                              f"and budget (its RouteTable and Ledger); give them to it, or leave gateway= out")
+        own_gateway = gateway is None
         if gateway is None:
             routes_table = RouteTable(default_model(model), dict(routes or {}))
             check_model_names(routes_table.models())  # a misspelt model is named now, not after step 1's calls
@@ -109,6 +110,8 @@ class SocietyModel(Model):
             agent_reporters={"name": "name", **cls.agent_reporters()},
             tables={"events": EVENT_COLUMNS, "interactions": INTERACTION_COLUMNS, **cls.tables()},
         )
+        if own_gateway:  # and a judge's the architecture's settings name (a gateway derived as agents are built)
+            check_model_names(self.llm.models())
 
     def _check_space(self, space: str) -> None:
         """An architecture on a scenario without its space fails here, not as a crash in step 1."""
