@@ -1556,3 +1556,71 @@ def test_a_calls_latency_is_its_whole_round_trip_its_retries_included(monkeypatc
     assert ask(gateway).status == "ok"
     (record,) = gateway.tape.records()
     assert record.latency_s == 5.0
+
+
+@pytest.mark.parametrize("status", ["400", "401", "403", "404", "422"])
+def test_a_refusal_the_same_request_gets_again_is_not_retried(monkeypatch, status):
+    """A bad request, a bad key, a model that does not exist, no access: asking again gets the same
+    refusal, so the call is made once whatever --retries says (it was made --retries + 1 times)."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(faults=lambda n, messages: status) as server:
+        answer = ask(served_gateway(server, num_retries=3, breaker=0))
+    assert answer.status == "fallback"
+    assert len(server.requests) == 1
+    assert "attempts" not in answer.error
+
+
+@pytest.mark.parametrize("status", ["408", "409", "429", "500", "503"])
+def test_a_refusal_that_may_pass_is_retried(monkeypatch, status):
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    monkeypatch.setattr("socialsim.llm.gateway._retry_wait", lambda exc, retry: 0.0)
+    with FakeOpenAIServer(faults=lambda n, messages: status if n <= 2 else None) as server:
+        answer = ask(served_gateway(server, num_retries=2, breaker=0))
+    assert answer.status == "ok"
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize(("header", "waits"), [("3", [3.0, 3.0]), ("0.5", [0.5, 0.5]),
+                                               ("120", [1.0]), ("soon", [1.0])])  # not kept: at once, then 1 s
+def test_a_rate_limit_refusal_waits_what_its_retry_after_asks_up_to_a_minute(monkeypatch, header, waits):
+    """A provider's 429 says when to come back (Retry-After); the retry waits that long, where it asks
+    for a minute or less, instead of our own backoff (1 s before the second retry here)."""
+    import socialsim.llm.gateway as gateway_module
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    slept = []
+
+    async def sleep(seconds):
+        slept.append(seconds)
+
+    monkeypatch.setattr(gateway_module.asyncio, "sleep", sleep)
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(faults=lambda n, messages: "429" if n <= 2 else None) as server:
+        server.retry_after = header
+        answer = ask(served_gateway(server, num_retries=2, breaker=0))
+    assert answer.status == "ok" and len(server.requests) == 3
+    assert [w for w in slept if w] == waits
+
+
+def test_a_retry_after_given_as_a_date_or_in_milliseconds_is_read():
+    import email.utils
+    import time
+
+    import litellm
+
+    from socialsim.llm.gateway import _retry_wait
+
+    def refused(**headers):
+        error = litellm.RateLimitError("busy", llm_provider="openai", model="fake-model")
+        error.litellm_response_headers = headers
+        return error
+
+    assert _retry_wait(refused(**{"retry-after-ms": "2500"}), 3) == 2.5
+    assert _retry_wait(refused(**{"Retry-After": "7"}), 0) == 7.0
+    in_20_s = email.utils.formatdate(time.time() + 20, usegmt=True)
+    assert 15 <= _retry_wait(refused(**{"retry-after": in_20_s}), 1) <= 20
+    assert _retry_wait(refused(**{"retry-after": "-4"}), 2) == 2.0  # not a wait: our own backoff

@@ -7,9 +7,9 @@ retries, cost, concurrency) with no network and no key.
 
 Fault injection: ``faults(n, messages)`` names a fault (one of FAULTS) for the n-th request or
 returns None; ``down = True`` answers every request with HTTP 500 until set back (an outage
-mid-run). Faults: HTTP 429 and 500, a hang longer than any sane timeout, an empty answer, a
-number instead of text, no choices, a body that is not JSON, an oversized answer, and an answer
-that carries instructions to the model's reader.
+mid-run). Faults: HTTP 429 and 500 (or any other error status named by its number, e.g. "401"), a
+hang longer than any sane timeout, an empty answer, a number instead of text, no choices, a body that
+is not JSON, an oversized answer, and an answer that carries instructions to the model's reader.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class FakeOpenAIServer:
         self.hold_until = hold_until
         self.honour_max_tokens = honour_max_tokens  # cut replies at max_tokens words, finish_reason "length"
         self.refuse_response_format = False  # answer HTTP 400 to a request with a response_format
+        self.retry_after: str | None = None  # a 429's Retry-After header (seconds or an HTTP date)
         self.faults = faults
         self.hang_s = hang_s
         self.down = False
@@ -121,13 +122,14 @@ class FakeOpenAIServer:
                         server.faults(count, messages) if server.faults else None)
                     if fault is not None:
                         with server._lock:
-                            server.injected[fault] += 1
+                            server.injected[fault] = server.injected.get(fault, 0) + 1
                     if server.refuse_response_format and "response_format" in body:
                         self._send(400, {"error": {"message": "response_format is not supported by this model",
                                                    "type": "invalid_request_error"}})
                         return
-                    if fault in ("429", "500"):
-                        self._send(int(fault), {"error": {"message": "fake fault", "type": "server_error"}})
+                    if fault is not None and fault.isdigit():  # "429", "500", or any other error status ("401")
+                        retry_after = {"Retry-After": server.retry_after} if fault == "429" and server.retry_after else {}
+                        self._send(int(fault), {"error": {"message": "fake fault", "type": "server_error"}}, retry_after)
                         return
                     if fault == "hang":
                         time.sleep(server.hang_s)
@@ -169,17 +171,19 @@ class FakeOpenAIServer:
                                           for i, t in enumerate(texts)],
                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
-            def _send(self, status: int, payload: dict) -> None:
-                self._send_raw(status, json.dumps(payload).encode())
+            def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+                self._send_raw(status, json.dumps(payload).encode(), headers)
 
-            def _send_raw(self, status: int, data: bytes) -> None:
+            def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
                 try:
-                    self._write(status, data)
+                    self._write(status, data, headers or {})
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a hang it timed out)
                     pass
 
-            def _write(self, status: int, data: bytes) -> None:
+            def _write(self, status: int, data: bytes, headers: dict[str, str]) -> None:
                 self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

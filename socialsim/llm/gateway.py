@@ -204,12 +204,58 @@ def is_embedded(model: str) -> bool:
     return model.startswith("local/")
 
 
+RETRY_AFTER_MAX_S = 60.0  # a provider's Retry-After is kept up to this (the OpenAI SDK's bound); longer: our own wait
+
+
 def _retry_wait(exc: BaseException, retry: int) -> float:
-    """Seconds before retry ``retry + 1``, as litellm's own retries waited: the first at once, and after
-    a rate-limit refusal 1, 2, 4, 8 then 10 s (its ``exponential_backoff_retry``); other errors none."""
+    """Seconds before retry ``retry + 1``: what a rate-limit refusal's Retry-After asks (up to a minute),
+    else as litellm's own retries waited: the first at once, and after a rate-limit refusal 1, 2, 4, 8
+    then 10 s (its ``exponential_backoff_retry``); other errors none."""
     import openai
 
-    return min(10.0, 2.0 ** (retry - 1)) if retry and isinstance(exc, openai.RateLimitError) else 0.0
+    if not isinstance(exc, openai.RateLimitError):
+        return 0.0
+    asked = _retry_after(exc)
+    if asked is not None:
+        return asked
+    return min(10.0, 2.0 ** (retry - 1)) if retry else 0.0
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """The seconds a provider's refusal asks to wait (``retry-after-ms``, or ``retry-after`` in seconds
+    or as a date), when it asks for 0 to RETRY_AFTER_MAX_S; None otherwise. litellm keeps the reply's
+    headers on its exception (``litellm_response_headers``); the OpenAI SDK's on its ``response``."""
+    import email.utils
+
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in dict(headers).items()}
+    seconds = None
+    try:
+        if "retry-after-ms" in lowered:
+            seconds = float(lowered["retry-after-ms"]) / 1000
+        elif "retry-after" in lowered:
+            text = lowered["retry-after"]
+            try:
+                seconds = float(text)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(text)
+                seconds = when.timestamp() - time.time()
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return seconds if seconds is not None and 0 <= seconds <= RETRY_AFTER_MAX_S else None
+
+
+FINAL_REFUSALS = {400, 401, 403, 404, 422}  # HTTP statuses the same request gets again
+
+
+def _worth_retrying(exc: BaseException) -> bool:
+    """A refusal that the same request gets again (a bad request, a bad key, no such model, no access:
+    400, 401, 403, 404, 422) is not retried, as the OpenAI SDK does not; a rate limit, a timeout, a
+    conflict, a server's or the connection's failure is."""
+    # by the status, not the class: litellm gives e.g. a 403 as its APIError, not PermissionDeniedError
+    return getattr(exc, "status_code", None) not in FINAL_REFUSALS
 
 
 def request_tokens(texts: Sequence[str], reply_tokens: int = 0) -> int:
@@ -229,15 +275,16 @@ async def with_retries[T](attempt: Callable[[], Awaitable[T]], retries: int, lim
         try:
             return await attempt(), time.perf_counter() - start
         except _provider_exceptions() as exc:
-            if retry == retries:
+            if retry == retries or not _worth_retrying(exc):
                 raise
             await asyncio.sleep(_retry_wait(exc, retry))
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _attempts_said(retries: int) -> str:
-    """What a failed call's error adds about its attempts (nothing for a single one)."""
-    return f"; after {retries + 1} attempts" if retries else ""
+def _attempts_said(exc: BaseException, retries: int) -> str:
+    """What a failed call's error adds about its attempts (nothing for a single one: no retries, or
+    an error not worth retrying)."""
+    return f"; after {retries + 1} attempts" if retries and _worth_retrying(exc) else ""
 
 
 async def _start(coroutine: Awaitable[Any], started: list[asyncio.Task]) -> None:
@@ -608,7 +655,7 @@ class Gateway:
             self.ledger.release(reserve)
             if not isinstance(exc, _provider_exceptions()):
                 raise
-            said = f"{type(exc).__name__}: {exc}" + _attempts_said(self._retries(model))
+            said = f"{type(exc).__name__}: {exc}" + _attempts_said(exc, self._retries(model))
             error = cut(redact(said), 300)  # cut after redacting: no piece of a key
             raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
         try:
@@ -697,7 +744,7 @@ class Gateway:
             if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
                 raise
             # a reply of the wrong shape was asked once: no retry to tell of
-            retried = _attempts_said(self._retries(model)) if isinstance(exc, _provider_exceptions()) else ""
+            retried = _attempts_said(exc, self._retries(model)) if isinstance(exc, _provider_exceptions()) else ""
             error = cut(redact(f"{type(exc).__name__}: {exc}{retried}"), 300)  # cut after redacting: no piece of a key
             self._record(op, agent_id, model, "llm", "fallback", [], error, path)
             raise self._failed(key, op, agent_id, model, messages, {"embedding": True}, error) from None
