@@ -924,7 +924,7 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
     seen = {}
     monkeypatch.setattr(mesa.batchrunner, "batch_run", lambda model_cls, **kw: seen.update(kw, cls=model_cls))
     spec = {"name": "args", "seeds": [5, 6], "steps": 3, "processes": 2, "max_cost": 0.5, "max_calls": 7,
-            "max_concurrency": 9, "api_base": "http://127.0.0.1:9/v1",
+            "max_concurrency": 9, "rpm": 90, "tpm": 3000, "api_base": "http://127.0.0.1:9/v1",
             "parameters": {"arch": "crsec", "model": "rules", "enable_chat": [True, False]}}
     result = sweep(spec, tmp_path / "s", progress=False, preflight=False)
     (command,) = seen["parameters"].pop("command")  # the command its runs follow, gone once it ends
@@ -934,16 +934,18 @@ def test_a_sweep_hands_mesa_batch_run_its_grid_seeds_limits_and_process_count(tm
     assert seen["parameters"] == {"arch": ["crsec"], "model": ["rules"], "enable_chat": [True, False], "steps": [3],
                                   "sweep_dir": [str(tmp_path / "s")], "max_cost": [0.5], "max_calls": [7],
                                   "api_base": ["http://127.0.0.1:9/v1"], "max_concurrency": [9], "price": [None],
+                                  "rpm": [45.0], "tpm": [1500.0],  # each of the 2 processes its half of the quota
                                   "deployments": [None], "deployments_left_out": [()], "deployments_checked": [None],
                                   "pool_parent": [os.getpid()], "replicate_seed": [5, 6]}
     assert list(seen["parameters"])[-1] == "replicate_seed"  # innermost: side by side, a grid point's other seeds
     # the settings every run shares, as a Dask task is handed them (one helper builds both)
     task = plan(validate_sweep(spec))[0]
-    shared = {k: v for k, v in task.kwargs(tmp_path / "s", validate_sweep(spec), command).items()
+    shared = {k: v for k, v in task.kwargs(tmp_path / "s", validate_sweep(spec), command, processes=2).items()
               if k not in task.params and k != "model"}
     assert {k: [v] for k, v in shared.items()} == {k: seen["parameters"].get(k) for k in shared} | {"command": [command]}
     sweep(spec, tmp_path / "s", processes=1, progress=True, preflight=False)  # the argument wins over the file
     assert (seen["number_processes"], seen["display_progress"]) == (1, True)
+    assert (seen["parameters"]["rpm"], seen["parameters"]["tpm"]) == ([90.0], [3000.0])  # one process: all of it
     assert seen["parameters"]["command"] != [command]  # each command its own
     assert "pool_parent" not in seen["parameters"]  # one process: no pool, no worker to stop
     # nothing ran: every planned run is listed, as not run
@@ -958,12 +960,15 @@ def test_a_planned_run_hands_its_sweep_model_the_grid_point_its_model_and_the_sw
 
     spec = SweepSpec.model_validate({"seeds": [5], "steps": 2, "max_cost": 0.5, "max_calls": 7, "max_concurrency": 9,
                            "api_base": "http://127.0.0.1:9/v1", "price": [1.0, 2.0], "deployments": "d.yaml",
-                           "parameters": {"arch": "crsec", "model": "rules", "enable_chat": False}})
+                           "rpm": 60, "parameters": {"arch": "crsec", "model": "rules", "enable_chat": False}})
     (planned,) = plan(spec)
     assert planned.kwargs(tmp_path, spec, "host 1 2") == {
         **planned.params, "model": "rules", "sweep_dir": str(tmp_path), "max_cost": 0.5, "max_calls": 7,
-        "api_base": "http://127.0.0.1:9/v1", "max_concurrency": 9, "price": spec.price, "deployments": "d.yaml",
-        "command": "host 1 2", "deployments_left_out": (), "deployments_checked": None}
+        "api_base": "http://127.0.0.1:9/v1", "max_concurrency": 9, "rpm": 60.0, "tpm": None, "price": spec.price,
+        "deployments": "d.yaml", "command": "host 1 2", "deployments_left_out": (), "deployments_checked": None}
+    # a LocalCluster's task: its worker's share of the quota (one of 4)
+    assert (planned.kwargs(tmp_path, spec, processes=4)["rpm"], planned.kwargs(tmp_path, spec, processes=4)["tpm"]) \
+        == (15.0, None)
     assert planned.params["enable_chat"] is False and planned.kwargs(tmp_path, spec)["command"] is None
     assert planned.kwargs(tmp_path, spec, left_out=frozenset({8, 1}))["deployments_left_out"] == (1, 8)  # sorted: a set gives (8, 1)
     assert planned.kwargs(tmp_path, spec, checked="0123abcd")["deployments_checked"] == "0123abcd"
@@ -1620,3 +1625,87 @@ def test_a_sweep_run_cut_in_its_report_says_the_sweep_command_goes_on(tmp_path, 
     warned = [r.getMessage() for r in caplog.records if "end-of-run measurement" in r.getMessage()]
     assert warned == ["interrupted in the end-of-run measurement; everything recorded so far is saved; the same "
                       "sweep command goes on from it"]
+
+
+def test_a_sweeps_rpm_holds_every_request_of_its_check_and_its_runs(tmp_path, monkeypatch):
+    """A sweep file had no rpm or tpm (as --rpm/--tpm): a sweep against a provider's quota could not be
+    held to it. Now the check before the first run and both runs (one process) take each request from
+    one limiter at the file's rpm: after its burst of 6, each of the others waits 10 s (a fake clock)."""
+    from socialsim.llm import limiter
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    now = [0.0]
+
+    async def sleep(seconds):
+        now[0] += seconds
+
+    real = limiter.RateLimiter
+    monkeypatch.setattr(limiter, "_SHARED", {})
+    monkeypatch.setattr(limiter, "RateLimiter", lambda rpm, tpm: real(rpm, tpm, clock=lambda: now[0], sleep=sleep))
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
+    with FakeOpenAIServer(policy=by_prompt) as server:
+        spec = {"name": "quota", "seeds": [1, 2], "steps": 1, "api_base": server.api_base, "rpm": 6, "tpm": 10**9,
+                "parameters": {"arch": "generic", "model": "openai/fake-model"}}
+        result = sweep(spec, tmp_path / "s", progress=False, figures=False)
+    assert (result.runs["status"] == "completed").all()
+    (shared,) = limiter._SHARED.items()
+    assert shared[0] == f"openai/fake-model|6.0|{1e9}"
+    requests = len(server.requests)
+    assert requests > 6 and shared[1].waited_s == pytest.approx((requests - 6) * 10.0)
+    config = json.loads((tmp_path / "s" / RUNS / result.runs["run_id"][0] / "config.json").read_text())["config"]
+    assert (config["rpm"], config["tpm"]) == (6.0, 1e9)  # what its gateway kept to, recorded
+
+
+def test_a_sweeps_check_before_its_first_run_asks_within_one_processs_share(tmp_path, monkeypatch):
+    import mesa.batchrunner
+
+    from socialsim.llm import engines
+
+    asked = {}
+    monkeypatch.setattr(engines, "check_models", lambda models, **kw: asked.update(kw, models=models) or frozenset())
+    monkeypatch.setattr(mesa.batchrunner, "batch_run", lambda model_cls, **kw: None)
+    spec = {"name": "share", "seeds": [1], "steps": 1, "processes": 4, "rpm": 100, "tpm": 8000,
+            "parameters": {"arch": "generic", "model": "openai/fake-model"}}
+    sweep(spec, tmp_path / "s", progress=False, figures=False)
+    assert (asked["models"], asked["rpm"], asked["tpm"]) == ({"openai/fake-model"}, 25.0, 2000.0)
+    sweep(spec, tmp_path / "t", processes=1, progress=False, figures=False)
+    assert (asked["rpm"], asked["tpm"]) == (100.0, 8000.0)
+
+
+def test_a_sweeps_quota_is_shared_out_among_a_local_clusters_workers_and_refused_on_a_scheduler(tmp_path, monkeypatch):
+    """Each Dask worker is a process with its own limiter: N workers each at the file's rpm made N times
+    it. A LocalCluster's workers each get their share; a scheduler's workers are not known to the sweep."""
+    from socialsim.batch import dask_backend
+
+    handed = []
+    monkeypatch.setattr(dask_backend, "run_on_dask", lambda planned, spec, sweep_dir, done, **kw: handed.append(
+        [p.kwargs(sweep_dir, spec, kw["command"], processes=kw["processes"]) for p in planned]))
+    spec = {"name": "dask", "seeds": [1, 2], "steps": 1, "processes": 2, "rpm": 30, "tpm": 5000,
+            "parameters": {"arch": "generic", "model": "rules"}}
+    sweep(spec, tmp_path / "s", cluster="local", progress=False, figures=False)
+    assert [(task["rpm"], task["tpm"]) for task in handed[0]] == [(15.0, 2500.0)] * 2
+    for where, given, named in [({"scheduler": "tcp://127.0.0.1:9"}, {}, "rpm, tpm"),
+                                ({"client": object()}, {"tpm": None}, "rpm"),
+                                ({"scheduler": "tcp://127.0.0.1:9"}, {"rpm": None}, "tpm")]:
+        with pytest.raises(SweepFileError, match=f"^sweep: {named}: a quota is kept by each process's limiter, "
+                                                 "and the workers of a Dask scheduler are not known"):
+            sweep({**spec, **given}, tmp_path / "r", progress=False, **where)
+        assert not (tmp_path / "r").exists()  # refused before anything is asked or written
+    # without a quota a scheduler is used as before
+    sweep({**spec, "rpm": None, "tpm": None}, tmp_path / "o", scheduler="tcp://127.0.0.1:9", progress=False,
+          figures=False)
+    assert [(task["rpm"], task["tpm"]) for task in handed[-1]] == [(None, None)] * 2
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ("rpm: 0", "rpm: Input should be greater than 0 (got 0)"),
+    ("rpm: -1", "rpm: Input should be greater than 0 (got -1)"),
+    ("rpm: fast", "rpm: Input should be a valid number, unable to parse string as a number"),
+    ("tpm: .inf", "tpm: Input should be a finite number (got inf)"),
+    ("tpm: 0.0", "tpm: Input should be greater than 0 (got 0.0)"),
+])
+def test_a_sweep_files_rpm_or_tpm_that_is_no_positive_number_is_refused_by_name(tmp_path, line, problem):
+    with pytest.raises(SweepFileError, match="^" + re.escape(f"{tmp_path / 'bad.yaml'}: invalid sweep file\n  {problem}")):
+        load_sweep_text(tmp_path, f"name: x\n{line}\nparameters: {{arch: generic, model: rules}}\n")
+    with pytest.raises(SweepFileError, match="rpm: set it at the top level of the sweep file"):
+        load_sweep_text(tmp_path, "name: x\nparameters: {arch: generic, model: rules, rpm: [10, 20]}\n")

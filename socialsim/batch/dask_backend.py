@@ -53,8 +53,9 @@ def run_on_dask(
         points = len(spec.combinations())
         todo = [planned[i] for i in sorted(range(len(planned)), key=lambda i: (i % points, i // points))
                 if planned[i].run_id not in done]
-        futures = [client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec, command, left_out, checked), p.rng, max_steps, pure=False)
-                   for p in todo]
+        # processes: a LocalCluster's workers, among which rpm and tpm are shared out (a scheduler's are refused)
+        futures = [client.submit(run_one, p.kwargs(sweep_dir.resolve(), spec, command, left_out, checked, processes),
+                                 p.rng, max_steps, pure=False) for p in todo]
         bar = None
         if progress:
             from tqdm.auto import tqdm

@@ -45,7 +45,7 @@ from socialsim.yaml_files import NotUtf8Error, load_yaml, read_utf8
 # Per-run settings the sweep owns; they are not grid parameters.
 RESERVED = {"rng", "seed", "seeds", "gateway", "sweep_dir"}
 # Per-run limits and endpoint: one value for the whole sweep, given at the top level.
-LIMITS = ("max_cost", "max_calls", "api_base", "max_concurrency", "price", "deployments")
+LIMITS = ("max_cost", "max_calls", "api_base", "max_concurrency", "rpm", "tpm", "price", "deployments")
 # Grid parameters that are RunConfig fields (everything else is an architecture parameter).
 CONFIG_PARAMS = ("scenario", "arch", "model", "routes", "preset", "steps")
 
@@ -78,6 +78,10 @@ class SweepSpec(BaseModel):
     max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # per run, USD of live calls
     max_calls: int | None = Field(default=None, ge=0)  # per run, live calls
     max_concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
+    # a provider's quota per model, as --rpm/--tpm: the whole sweep's, shared out among its processes
+    # (``sweeps.process_limits``)
+    rpm: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    tpm: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     api_base: ApiBase | None = None  # endpoint of provider models; never a key
     # USD per 1M prompt and completion tokens, for a model litellm has no price for (as --price)
     price: UnitPrice | None = None

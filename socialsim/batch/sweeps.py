@@ -337,8 +337,8 @@ class SweepModel(SocietyModel):
 
     def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
-                 max_concurrency: int = DEFAULT_CONCURRENCY, price: tuple[float, float] | None = None,
-                 deployments: str | None = None, replicate_seed: int | None = None, pool_parent: int | None = None,
+                 max_concurrency: int = DEFAULT_CONCURRENCY, rpm: float | None = None, tpm: float | None = None,
+                 price: tuple[float, float] | None = None, deployments: str | None = None, replicate_seed: int | None = None, pool_parent: int | None = None,
                  command: str | None = None, deployments_left_out: tuple[int, ...] = (),
                  deployments_checked: str | None = None, **params: Any) -> None:
         if pool_parent is not None:  # a worker of run_local's process pool
@@ -348,7 +348,7 @@ class SweepModel(SocietyModel):
         rng = replicate_seed if replicate_seed is not None else rng  # the seed, when the grid hands it (run_local)
         params = {"scenario": scenario, **params}
         extra = {"max_cost": max_cost, "max_calls": max_calls, "api_base": api_base, "max_concurrency": max_concurrency,
-                 "price": price, "deployments": deployments}
+                 "rpm": rpm, "tpm": tpm, "price": price, "deployments": deployments}
         self.run_config = run_config({**params, **extra}, rng)
         self.run_id = run_id_of(self.run_config)
         self.sweep_dir = Path(sweep_dir)
@@ -545,21 +545,32 @@ class PlannedRun:
     config: RunConfig
 
     def kwargs(self, sweep_dir: Path, spec: SweepSpec, command: str | None = None,
-               left_out: frozenset[int] = frozenset(), checked: str | None = None) -> dict[str, Any]:
+               left_out: frozenset[int] = frozenset(), checked: str | None = None,
+               processes: int = 1) -> dict[str, Any]:
         """The SweepModel keyword arguments of this run (without rng)."""
-        return {**self.params, "model": self.config.model, **sweep_settings(sweep_dir, spec, command, left_out, checked)}
+        return {**self.params, "model": self.config.model,
+                **sweep_settings(sweep_dir, spec, command, left_out, checked, processes)}
 
 
 def sweep_settings(sweep_dir: Path, spec: SweepSpec, command: str | None, left_out: frozenset[int],
-                   checked: str | None) -> dict[str, Any]:
+                   checked: str | None, processes: int = 1) -> dict[str, Any]:
     """The SweepModel keyword arguments every run of a sweep shares, as ``run_local``'s grid and a
-    Dask task (``PlannedRun.kwargs``) both hand them: limits, endpoint, deployments and the places in
-    its file of those found down (a sorted tuple: one value of batch_run's grid, the same in every
-    process), the command its runs follow."""
+    Dask task (``PlannedRun.kwargs``) both hand them: limits (rpm and tpm each process's share of
+    them, :func:`process_limits`), endpoint, deployments and the places in its file of those found
+    down (a sorted tuple: one value of batch_run's grid, the same in every process), the command its
+    runs follow."""
+    rpm, tpm = process_limits(spec, processes)
     return {"sweep_dir": str(sweep_dir), "max_cost": spec.max_cost, "max_calls": spec.max_calls,
-            "api_base": spec.api_base, "max_concurrency": spec.max_concurrency, "price": spec.price,
-            "deployments": spec.deployments, "command": command, "deployments_left_out": tuple(sorted(left_out)),
-            "deployments_checked": checked}
+            "api_base": spec.api_base, "max_concurrency": spec.max_concurrency, "rpm": rpm, "tpm": tpm,
+            "price": spec.price, "deployments": spec.deployments, "command": command,
+            "deployments_left_out": tuple(sorted(left_out)), "deployments_checked": checked}
+
+
+def process_limits(spec: SweepSpec, processes: int) -> tuple[float | None, float | None]:
+    """The rpm and tpm each of a sweep's ``processes`` worker processes keeps to: the sweep file's
+    shared out evenly. A limiter is one per model and process (``llm/limiter.py``), so N processes
+    each given the whole quota made N times it together; the runs of one process share its part."""
+    return tuple(None if limit is None else limit / processes for limit in (spec.rpm, spec.tpm))
 
 
 @dataclass
@@ -655,7 +666,14 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
     skipped = [p.run_id for p in planned if is_done(sweep_dir, p.run_id)]
     # the deployments found down before the first run: every run leaves them out, as a single run does
     # (and which model_list they are places in: a run reading the file edited since checks it again)
-    left_out, checked = check_grid(planned, spec, done=set(skipped)) if preflight else (frozenset(), None)
+    workers = processes or spec.processes
+    quota = [name for name in ("rpm", "tpm") if getattr(spec, name) is not None]
+    if (scheduler or client is not None) and quota:
+        raise SweepFileError(f"{spec.source}: {', '.join(quota)}: a quota is kept by each process's limiter, and the workers "
+                             "of a Dask scheduler are not known to the sweep (how many, how many threads), so it "
+                             "cannot share the quota out among them; run it with --cluster local or processes")
+    left_out, checked = (check_grid(planned, spec, done=set(skipped), processes=workers) if preflight
+                         else (frozenset(), None))
     # run_ids: the runs of this grid, so an export leaves out those of an earlier grid in the same folder;
     # written once the grid is accepted: a refused edit left the folder exporting none of its runs
     (sweep_dir / SWEEP_FILE).write_text(redacted_json(
@@ -667,11 +685,9 @@ def _sweep_in(spec: SweepSpec, sweep_dir: Path, *, processes: int | None, cluste
             from socialsim.batch.dask_backend import run_on_dask
 
             run_on_dask(planned, spec, sweep_dir, set(skipped), cluster=cluster, scheduler=scheduler, client=client,
-                        processes=processes or spec.processes, progress=progress, command=command, left_out=left_out,
-                        checked=checked)
+                        processes=workers, progress=progress, command=command, left_out=left_out, checked=checked)
         else:
-            run_local(spec, sweep_dir, processes or spec.processes, progress, _max_steps(planned), command, left_out,
-                      checked)
+            run_local(spec, sweep_dir, workers, progress, _max_steps(planned), command, left_out, checked)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the runs table says what is done; the same command goes on
         stop_runs(sweep_dir)
         release_claims(sweep_dir)
@@ -698,11 +714,12 @@ RUN_COLUMNS = ("run_id", "replicate", "rng", "status", "steps_done", "live_calls
 RUN_SETTINGS = ("preset", "steps")
 
 
-def check_grid(planned: list[PlannedRun], spec: SweepSpec,
-               done: set[str] = frozenset()) -> tuple[frozenset[int], str | None]:
+def check_grid(planned: list[PlannedRun], spec: SweepSpec, done: set[str] = frozenset(),
+               processes: int = 1) -> tuple[frozenset[int], str | None]:
     """Fail before the first run, naming the sweep file, if a grid point cannot be built (an
     architecture parameter it rejects), a model of a run still to do cannot be reached, or a
-    figure asks for an outcome no run records; a sweep should not stop hours in on a typo. Returns
+    figure asks for an outcome no run records; a sweep should not stop hours in on a typo (a model is
+    asked within one process's share of ``rpm``/``tpm``, as its runs will ask it). Returns
     the places in the deployments file of those that did not answer, which the runs leave out, and the
     fingerprint of the file's model_list they are places in (None: no file)."""
     from socialsim.llm.engines import check_models
@@ -739,8 +756,9 @@ def check_grid(planned: list[PlannedRun], spec: SweepSpec,
             raise SweepFileError(f"{spec.source}: {exc}") from None
     calls = planned[0].config  # a sweep file sets no timeout or retries: every run has RunConfig's defaults
     deployments = load_deployments(spec.deployments)
+    rpm, tpm = process_limits(spec, processes)
     down = check_models(models, api_base=spec.api_base, timeout_s=calls.timeout_s, num_retries=calls.num_retries,
-                        deployments=deployments)
+                        deployments=deployments, rpm=rpm, tpm=tpm)
     return down, None if deployments is None else deployments.fingerprint
 
 
@@ -775,7 +793,7 @@ def run_local(spec: SweepSpec, sweep_dir: Path, processes: int, progress: bool, 
     # the seeds are the grid's last (innermost) parameter, not batch_run's rng (its outer loop): the runs
     # a pool starts side by side are then other seeds of one grid point, and a run of the next grid point
     # finds on the shared tape the calls its seed shares with it, instead of making them at the same time
-    settings = sweep_settings(sweep_dir, spec, command, left_out, checked)
+    settings = sweep_settings(sweep_dir, spec, command, left_out, checked, processes)
     parameters = {**grid, **{name: [value] for name, value in settings.items()},
                   **({"pool_parent": [os.getpid()]} if processes > 1 else {}),  # its workers stop if it dies
                   "replicate_seed": spec.seed_list()}

@@ -2,7 +2,8 @@
 number of calls in flight at once.
 
 All gateways in a process that talk to the same model share one limiter, so a sweep's parallel
-models never exceed a provider's quota together. The clock and sleep are injectable for tests.
+models never exceed a provider's quota together; a sweep on several processes gives each its share
+of the quota (``batch.sweeps.process_limits``). The clock and sleep are injectable for tests.
 """
 
 from __future__ import annotations
