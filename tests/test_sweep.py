@@ -1420,9 +1420,11 @@ def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_o
     from socialsim.batch.sweeps import _max_steps, run_one
 
     calls = []
+    handed = []  # each task's SweepModel arguments
 
     class Future:
         def __init__(self, kwargs):
+            handed.append(kwargs)
             self.failed = kwargs["steps"] == 3
             self.command = kwargs["command"]
 
@@ -1491,6 +1493,10 @@ def test_dask_is_given_each_runs_arguments_counts_them_and_closes_only_what_it_o
     assert calls[1][0] == "client" and isinstance(calls[1][1], Cluster)  # the client of the cluster it started
     # its workers let end by themselves first (distributed's close kills them after 4 s)
     assert calls[2:] == ["result", "result", "client closed", "workers closed", "cluster closed"]
+    quota = validate_sweep({**spec.model_dump(), "rpm": 30, "tpm": 900})
+    handed.clear()
+    run_on_dask(planned, quota, tmp_path, set(), cluster="local", processes=3, progress=False)
+    assert [(task["rpm"], task["tpm"]) for task in handed] == [(10.0, 300.0)] * 2  # each of the 3 workers its third
 
     three = validate_sweep({"name": "o", "seeds": [1], "parameters": {"arch": "generic", "model": "rules",
                                                                       "steps": [3, 1]}})
