@@ -140,3 +140,36 @@ def test_a_rebuilt_frame_keeps_every_digit_its_values_and_types(tmp_path):
     assert rebuilt["n"][0] == 1 and pd.isna(rebuilt["n"][1]) and pd.isna(rebuilt["when"][1])
     assert rebuilt["n"].dtype == "Int64"  # not the float JSON's null made it (the ledger's agent column)
     assert rebuilt["when"][0] == "2026-11-27 00:00:00"
+
+
+@pytest.mark.parametrize("scenario,arch", [("hobbs-cafe", "crsec"), ("school-meso", "asvo"), ("irollan-valley", "itcmas")])
+def test_each_steps_new_rows_are_the_tails_of_the_whole_frames_written_alike(tmp_path, scenario, arch):
+    """``new_rows`` builds only the rows a step added; the step log writes the same bytes from them
+    as from the whole frames (a killed run's rebuilt frames would otherwise differ)."""
+    from socialsim.model.runner import _tidy, frames, new_rows
+    from socialsim.model.society import SocietyModel
+
+    model = SocietyModel(scenario, arch=arch, model="rules", rng=2)
+    whole, tails = StepLog(tmp_path / "whole", _tidy), StepLog(tmp_path / "tails", _tidy)
+    for step in range(1, 4):
+        model.step()
+        whole.append(frames(model), steps_done=step)
+        tails.append_new(new_rows(model, tails.rows), steps_done=step)
+    written = sorted(p.name for p in (tmp_path / "whole" / PARTS).iterdir())
+    assert written == sorted(p.name for p in (tmp_path / "tails" / PARTS).iterdir()) and len(written) > 3
+    for name in written:
+        assert (tmp_path / "whole" / PARTS / name).read_bytes() == (tmp_path / "tails" / PARTS / name).read_bytes()
+
+
+def test_a_run_builds_its_whole_frames_only_when_it_saves_them_not_after_each_step(tmp_path, monkeypatch):
+    """Each step's rows reach the step log without every whole frame being built again (by step 84 of
+    a rules Hobbs Cafe run that took as long as the steps); the whole frames are built to be written at
+    the start and at the end."""
+    from socialsim.model import runner
+
+    built = []
+    monkeypatch.setattr(runner, "frames", lambda model, whole=runner.frames: built.append(model.steps) or whole(model))
+    result = runner.run(runner.RunConfig(scenario="hobbs-cafe", model="rules", steps=5, rng=1), tmp_path / "r",
+                        progress=False)
+    assert result.status == "completed" and result.steps_done == 5
+    assert built == [0, 5]  # the save before the first step, the save after the last

@@ -161,11 +161,12 @@ class Ledger:
             row.call, previous = n, (row.step, row.agent)
         return rows
 
-    def frame(self) -> pd.DataFrame:
-        """The rows in record order (a row's fields are plain values: a shallow copy is enough,
-        and much cheaper than ``dataclasses.asdict`` when a long run saves after every step)."""
+    def frame(self, start: int = 0) -> pd.DataFrame:
+        """The rows in record order, from the ``start``-th on (a row's fields are plain values: a
+        shallow copy is enough, and much cheaper than ``dataclasses.asdict`` when a long run saves
+        after every step)."""
         columns = [c for c in LedgerRow.__dataclass_fields__ if c != "path"]
-        frame = pd.DataFrame.from_records([vars(r) for r in self.ordered_rows()], columns=columns)
+        frame = pd.DataFrame.from_records([vars(r) for r in self.ordered_rows()[start:]], columns=columns)
         # a nullable integer: a model-level row (an end-of-run judge) has no agent, and with a
         # plain column pandas made every agent of that run a float
         return frame.astype({"agent": "Int64"})

@@ -12,6 +12,7 @@ error); the tape is appended call by call, so nothing recorded is lost and a kil
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -279,7 +280,7 @@ def _step_all(model: SocietyModel, run_dir: Path, config: RunConfig, notes: list
                 log.warning("%s; everything recorded so far is saved; resume with --resume "
                             "when the provider is back", status)
                 break
-            step_log.append(frames(model), _steps_done(model))  # every complete step is on disk
+            step_log.append_new(new_rows(model, step_log.rows), _steps_done(model))  # every complete step is on disk
             save_meta(model, run_dir, config, "running", notes)
             if recorded_through is not None and off_tape_told(model, recorded_through):
                 recorded_through = None  # said once, or no longer to be told
@@ -540,6 +541,23 @@ def frames(model: SocietyModel) -> dict[str, pd.DataFrame]:
         out[f"tables/{name}.parquet"] = dc.get_table_dataframe(name)
     out["llm_calls.parquet"] = model.llm.ledger.frame()
     return {name: df.reset_index() if not isinstance(df.index, pd.RangeIndex) else df for name, df in out.items()}
+
+
+def new_rows(model: SocietyModel, since: dict[str, int]) -> dict[str, pd.DataFrame]:
+    """The rows of each of ``frames(model)`` from the ``since[name]``-th on, the same rows and
+    columns, built without the rows before: a run appends each step's rows (``StepLog``), and
+    building every whole frame after each step took as long as the steps themselves by step 84
+    of a rules Hobbs Cafe run, and longer with every step."""
+    dc = model.datacollector
+    first = {name: since.get(name, 0) for name in ("model.parquet", "agents.parquet", "llm_calls.parquet")}
+    out = {"model.parquet": pd.DataFrame({k: v[first["model.parquet"]:] for k, v in dc.model_vars.items()})}
+    records = itertools.islice(itertools.chain.from_iterable(dc._agent_records.values()), first["agents.parquet"], None)
+    out["agents.parquet"] = pd.DataFrame.from_records(list(records), columns=["Step", "AgentID", *dc.agent_reporters])
+    for name, table in dc.tables.items():
+        start = since.get(f"tables/{name}.parquet", 0)
+        out[f"tables/{name}.parquet"] = pd.DataFrame({column: values[start:] for column, values in table.items()})
+    out["llm_calls.parquet"] = model.llm.ledger.frame(first["llm_calls.parquet"])
+    return out
 
 
 def save(model: SocietyModel, run_dir: Path, config: RunConfig, status: str, notes: list[str]) -> None:

@@ -45,19 +45,23 @@ class StepLog:
 
     def append(self, frames: dict[str, pd.DataFrame], steps_done: int) -> None:
         """Append the rows each frame gained since the last call, then mark the step complete."""
-        for name, frame in frames.items():
-            start = self.rows.get(name, 0)
-            if len(frame) > start:
-                tail = self.tidy(frame.iloc[start:].reset_index(drop=True))
+        self.append_new({name: frame.iloc[self.rows.get(name, 0):].reset_index(drop=True)
+                         for name, frame in frames.items()}, steps_done)
+
+    def append_new(self, new: dict[str, pd.DataFrame], steps_done: int) -> None:
+        """Append each frame's rows added since the last call (``new`` holds only those, with all
+        the frame's columns), then mark the step complete."""
+        for name, tail in new.items():
+            if len(tail):
                 # Python's own JSON floats, the shortest text that reads back to the same double: pandas'
                 # to_json keeps 10 digits, and a killed run rebuilt from them replayed as "not identical"
                 text = "".join(json.dumps(row, ensure_ascii=False, default=_plain) + "\n"
-                               for row in tail.to_dict("records"))
+                               for row in self.tidy(tail).to_dict("records"))
                 with _part_path(self.parts, name).open("a", encoding="utf-8") as out:
                     out.write(text)  # one line a row, each ended by a newline
-            self.rows[name] = len(frame)
-            self.columns[name] = [str(c) for c in frame.columns]
-            nullable = {str(c): str(t) for c, t in frame.dtypes.items()
+            self.rows[name] = self.rows.get(name, 0) + len(tail)
+            self.columns[name] = [str(c) for c in tail.columns]
+            nullable = {str(c): str(t) for c, t in tail.dtypes.items()
                         if isinstance(t, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(t)}
             if nullable:
                 self.nullable[name] = nullable
