@@ -6,6 +6,7 @@ used, not replaced), every unusable one is a counted fallback, and the run repla
 same run with every answer's delay reversed (the calls of a phase finish in another order)
 records the same frames: results never depend on which concurrent call finishes first."""
 
+import contextlib
 import json
 import time
 import zlib
@@ -15,6 +16,7 @@ import pytest
 from adversary import answer
 
 from socialsim.llm.fake_server import FAULTS, FakeOpenAIServer
+from socialsim.metrics.report import without_figures
 from socialsim.model.runner import RunConfig, first_difference, replay, run
 
 # litellm's response model warns on the "wrong_type" fault's number as content
@@ -63,7 +65,10 @@ def test_an_adversarial_model_crashes_nothing_its_answers_are_used_or_counted_an
     scenario, steps = RUNS[arch]
     results = {}
     for reverse in (False, True):
-        with FakeOpenAIServer(policy=delayed(reverse), faults=some_faults) as server:
+        # the reversed run's report draws no figures: its frames must equal the first run's, whose
+        # report drew them from the same answers
+        with (FakeOpenAIServer(policy=delayed(reverse), faults=some_faults) as server,
+              without_figures() if reverse else contextlib.nullcontext()):
             config = RunConfig(scenario=scenario, arch=arch, model="openai/fake-model", steps=steps, rng=2,
                                api_base=server.api_base, num_retries=0, breaker=0)
             results[reverse] = run(config, tmp_path / ("reversed" if reverse else "run"), progress=False,
@@ -71,6 +76,7 @@ def test_an_adversarial_model_crashes_nothing_its_answers_are_used_or_counted_an
             injected = sum(server.injected.values())
     result = results[False]
     assert result.status == "completed" and result.steps_done == steps
+    assert any((tmp_path / "run" / "figures").glob("*.png"))  # drawn from the adversary's answers
     assert injected > 0
 
     calls = pd.read_parquet(tmp_path / "run" / "llm_calls.parquet")
@@ -87,6 +93,7 @@ def test_an_adversarial_model_crashes_nothing_its_answers_are_used_or_counted_an
     for name, frame in first.items():
         pd.testing.assert_frame_equal(frame, reversed_[name], obj=name)
 
-    replayed, same = replay(tmp_path / "run", progress=False)
+    with without_figures():  # nor does the replay's (its frames are compared, not its figures)
+        replayed, same = replay(tmp_path / "run", progress=False)
     assert same, first_difference(tmp_path / "run", replayed.run_dir)
     assert replayed.model.llm.ledger.live_calls == 0
