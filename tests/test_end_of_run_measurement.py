@@ -10,7 +10,7 @@ import pytest
 from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.llm.gateway import ProviderOutage
 from socialsim.llm.ledger import BudgetExhausted
-from socialsim.metrics.report import end_of_run_measurement
+from socialsim.metrics.report import end_of_run_measurement, without_figures
 from socialsim.model.runner import RunConfig, replay, run
 from socialsim.model.society import SocietyModel
 
@@ -27,6 +27,13 @@ def judge_policy(messages):
         return json.dumps({"score": 5, "reason": "plausible"})
     return "1"
 
+
+
+def replay_unfigured(*args, **kwargs):
+    """A replay whose report draws no figures: the replays here are compared by their frames and
+    status, and their recordings drew the same figures."""
+    with without_figures():
+        return replay(*args, **kwargs)
 
 @pytest.fixture
 def server(monkeypatch):
@@ -107,7 +114,7 @@ def test_the_itcmas_judge_scores_the_run_on_its_route_tape_and_outage_rules(serv
     assert stopped.steps_done == 3 and not (tmp_path / "r" / "tables" / "itcmas_judge.parquet").exists()
     assert "Not measured: stopped by provider outage" in (tmp_path / "r" / "report.md").read_text()
     # its replay judges as far as the tape goes and stops where the recording did (it raised TapeMiss)
-    replayed, same = replay(tmp_path / "r", tmp_path / "rr", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "r", tmp_path / "rr", progress=False)
     assert same and replayed.status == stopped.status
 
     server.down = False
@@ -121,7 +128,7 @@ def test_the_itcmas_judge_scores_the_run_on_its_route_tape_and_outage_rules(serv
     assert len(answered) == 6 and len(taped) - len(answered) == 2  # one per agent; the outage's 2 failures kept
 
     requests = len(server.requests)
-    replayed, same = replay(tmp_path / "r", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "r", progress=False)
     assert same and replayed.status == "completed" and len(server.requests) == requests  # the judge from the tape
 
     from socialsim.agents.itcmas.reproduce import measure_run
@@ -141,7 +148,7 @@ def test_a_finished_run_judged_again_keeps_its_calls_on_a_tape_of_their_own(serv
     assert rejudge([str(tmp_path / "r"), "--judge", JUDGE, "--api-base", server.api_base]) == 0
     assert "live calls 0" in capsys.readouterr().out and len(server.requests) == 6  # answered by its tape
     assert all(p.read_bytes() == data for p, data in recorded.items())  # the run's own files untouched
-    replayed, same = replay(tmp_path / "r", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "r", progress=False)
     assert same
 
 
@@ -198,7 +205,7 @@ def test_a_run_stopped_before_its_last_step_asks_no_judge_and_replays_equal(serv
     assert "Not measured: the run stopped before its last step (stopped by budget" in (
         tmp_path / "r" / "report.md").read_text()
     requests = len(server.requests)
-    replayed, same = replay(tmp_path / "r", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "r", progress=False)
     assert same and len(server.requests) == requests
     assert replayed.status == "completed"  # the steps it was given, all done; nothing was to be measured
 
@@ -213,7 +220,7 @@ def test_a_run_whose_judge_the_budget_stopped_replays_to_the_same_stop(server, t
     stopped = run(config, tmp_path / "r", progress=False, preflight=False)
     assert stopped.status.startswith("stopped by budget in the end-of-run measurement") and stopped.steps_done == 2
     requests = len(server.requests)
-    replayed, same = replay(tmp_path / "r", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "r", progress=False)
     assert same and replayed.status == stopped.status and len(server.requests) == requests
 
 
@@ -237,7 +244,7 @@ def test_ctrl_c_in_the_judge_stops_cleanly_unmeasured_and_its_replay_and_resume_
     meta = json.loads((tmp_path / "r" / "config.json").read_text())
     assert stopped.status == meta["status"] == "interrupted in the end-of-run measurement"
     assert meta["steps_done"] == 3 and not (tmp_path / "r" / "tables" / "itcmas_judge.parquet").exists()
-    replayed, same = replay(tmp_path / "r", tmp_path / "rr", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "r", tmp_path / "rr", progress=False)
     assert same and replayed.status.startswith("stopped where the recording did, in its end-of-run measurement")
     resumed = _itcmas(server, tmp_path / "r")  # --resume: the steps from the tape, the judge finished
     assert resumed.status == "completed" and len(pd.read_parquet(tmp_path / "r" / "tables" / "itcmas_judge.parquet")) == 6
@@ -252,7 +259,7 @@ def test_a_judge_that_answers_nothing_until_the_breaker_trips_replays_to_the_sam
                        api_base=server.api_base, routes={"itcmas_judge": JUDGE}, breaker=2, max_concurrency=1)
     stopped = run(config, tmp_path / "r", progress=False, preflight=False)
     assert stopped.status.startswith("stopped by provider outage in the end-of-run measurement")
-    replayed, same = replay(tmp_path / "r", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "r", progress=False)
     assert same and replayed.status == stopped.status
     failures = [json.loads((d / "config.json").read_text())["failures_by_operation"]
                 for d in (tmp_path / "r", tmp_path / "r" / "replay")]
@@ -266,7 +273,7 @@ def test_a_failed_embedding_replays_with_the_row_it_recorded(server, tmp_path):
     recorded = run(config, tmp_path / "r", progress=False, preflight=False)
     calls = pd.read_parquet(tmp_path / "r" / "llm_calls.parquet")
     assert calls[calls["engine"] == "llm"]["status"].tolist() == ["fallback"]  # the embedding, failed
-    replayed, same = replay(tmp_path / "r", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "r", progress=False)
     assert same and replayed.status == recorded.status
 
 
