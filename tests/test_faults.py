@@ -13,7 +13,15 @@ import pytest
 
 from socialsim.llm.fake_server import FAULTS, FakeOpenAIServer, by_prompt
 from socialsim.llm.gateway import CHARS_PER_TOKEN_CAP
+from socialsim.metrics.report import without_figures
 from socialsim.model.runner import RunConfig, first_difference, replay, run
+
+
+def replay_unfigured(*args, **kwargs):
+    """A replay whose report draws no figures: it is compared by its frames, and its recording drew
+    the same figures."""
+    with without_figures():
+        return replay(*args, **kwargs)
 
 # litellm's own response model warns when a hostile provider sends a number as the content (the
 # "wrong_type" fault); the gateway's handling of that answer is what these tests check
@@ -74,7 +82,7 @@ def test_a_hundred_bad_answers_crash_nothing_lose_nothing_and_replay(tmp_path):
     usage = pd.read_csv(tmp_path / "run" / "usage.csv")
     assert list(usage.columns) == list(ledger.by_operation().columns) and len(usage) == len(ledger.by_operation())
 
-    replayed, same = replay(tmp_path / "run", progress=False)
+    replayed, same = replay_unfigured(tmp_path / "run", progress=False)
     assert same, first_difference(tmp_path / "run", replayed.run_dir)
     assert replayed.model.llm.ledger.live_calls == 0
 
@@ -159,7 +167,7 @@ def test_an_outage_of_empty_replies_resumes_to_the_uninterrupted_frames(tmp_path
     assert list(got) == list(want)
     for name in want:
         pd.testing.assert_frame_equal(got[name], want[name], obj=name)
-    replayed, same = replay(tmp_path / "run", progress=False)  # the tape's answers, not its empty replies
+    replayed, same = replay_unfigured(tmp_path / "run", progress=False)  # the tape's answers, not its empty replies
     assert same, first_difference(tmp_path / "run", replayed.run_dir)
 
 

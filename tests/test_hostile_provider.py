@@ -21,7 +21,15 @@ from socialsim.agents.generic import GenerativeAgent
 from socialsim.batch.sweeps import SharedTape
 from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.llm.tape import Tape, TapeRecord
+from socialsim.metrics.report import without_figures
 from socialsim.model.runner import RunConfig, RunFailed, replay, run
+
+
+def replay_unfigured(*args, **kwargs):
+    """A replay whose report draws no figures: it is compared by its frames, and its recording drew
+    the same figures."""
+    with without_figures():
+        return replay(*args, **kwargs)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
 KEY = "sk-" + "AuditSecret7" * 2  # built at run time: no key-shaped literal in the repository
@@ -62,7 +70,7 @@ def test_a_run_whose_model_writes_line_separators_replays_and_resumes(tmp_path, 
         recorded = itcmas_run(tmp_path, "run", server)
     assert recorded.status == "completed"
     assert "\u2028" in (tmp_path / "run" / "tape.jsonl").read_text(encoding="utf-8")
-    result, same = replay(tmp_path / "run", progress=False)
+    result, same = replay_unfigured(tmp_path / "run", progress=False)
     assert same and result.model.llm.ledger.live_calls == 0
 
 
@@ -161,7 +169,7 @@ def test_a_key_in_a_scenario_is_read_redacted_so_the_run_replays_from_its_copy(t
     assert f"{scenario} holds a secret value" in caplog.text
     assert KEY not in everything_in(tmp_path / "run")
     caplog.clear()
-    result, same = replay(tmp_path / "run", progress=False)
+    result, same = replay_unfigured(tmp_path / "run", progress=False)
     assert same and result.model.llm.ledger.live_calls == 0
     assert "is not what" not in caplog.text  # the file was not edited: its copy differs only by the redaction
 

@@ -18,7 +18,15 @@ from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
 from socialsim.llm.redact import redact
 from socialsim.llm.routing import RouteTable
 from socialsim.llm.tape import Tape, TapeRecord, record_of
+from socialsim.metrics.report import without_figures
 from socialsim.model.runner import RunConfig, first_difference, recorded_files, replay, run
+
+
+def replay_unfigured(*args, **kwargs):
+    """A replay whose report draws no figures: it is compared by its frames, and its recording drew
+    the same figures."""
+    with without_figures():
+        return replay(*args, **kwargs)
 
 ORDINARY = ["She kept the secret conversation to herself.", "Each made a token contribution to the pot.",
             "The bearer of bad news left.", "Our api key rotation policy is documented.",
@@ -196,7 +204,7 @@ def test_a_run_whose_text_has_ordinary_secret_words_replays(tmp_path, monkeypatc
         recorded = provider_run(tmp_path, "run", server)
     assert recorded.model.llm.ledger.frame()["status"].eq("repaired").any()
     assert "secret conversation" in (tmp_path / "run" / "tape.jsonl").read_text()
-    result, same = replay(tmp_path / "run", progress=False)
+    result, same = replay_unfigured(tmp_path / "run", progress=False)
     assert same and result.model.llm.ledger.live_calls == 0
 
 
@@ -208,7 +216,7 @@ def test_a_run_that_met_provider_errors_replays_with_the_same_fallbacks(tmp_path
     assert fallbacks > 0
     errors = [json.loads(line)["error"] for line in (tmp_path / "run" / "tape.jsonl").read_text().splitlines()]
     assert sum(e is not None for e in errors) == fallbacks
-    result, same = replay(tmp_path / "run", progress=False)
+    result, same = replay_unfigured(tmp_path / "run", progress=False)
     assert same, first_difference(tmp_path / "run", result.run_dir)
     assert result.model.llm.ledger.live_calls == 0
     assert result.model.llm.ledger.totals()["fallbacks"] == fallbacks

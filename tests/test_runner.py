@@ -14,7 +14,15 @@ import pytest
 
 from socialsim.llm.engines import ModelUnavailable, check_model_names
 from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
+from socialsim.metrics.report import without_figures
 from socialsim.model.runner import RunConfig, first_difference, replay, run
+
+
+def replay_unfigured(*args, **kwargs):
+    """A replay whose report draws no figures: it is compared by its frames, and its recording drew
+    the same figures."""
+    with without_figures():
+        return replay(*args, **kwargs)
 
 
 @pytest.fixture
@@ -59,7 +67,7 @@ def test_provider_run_replays_identically_with_zero_calls(tmp_path, server):
     assert calls > 0 and original.model.llm.ledger.live_calls == calls
     assert (tmp_path / "run" / "tape.jsonl").read_text().count("\n") == calls
 
-    result, same = replay(tmp_path / "run", progress=False)
+    result, same = replay_unfigured(tmp_path / "run", progress=False)
     assert same
     assert len(server.requests) == calls + 1  # no request reached the server
     assert result.model.llm.ledger.live_calls == 0
@@ -73,7 +81,7 @@ def test_a_replay_directory_is_neither_resumed_nor_replayed_it_names_the_recordi
 
     run(provider_config(server), tmp_path / "run", progress=False)
     calls = len(server.requests)
-    result, same = replay(tmp_path / "run", progress=False)
+    result, same = replay_unfigured(tmp_path / "run", progress=False)
     assert same and result.run_dir == tmp_path / "run" / "replay"  # the default folder, inside the recording
     assert json.loads((result.run_dir / "config.json").read_text())["replay_of"] == str(tmp_path / "run")
     assert "replay_of" not in json.loads((tmp_path / "run" / "config.json").read_text())
@@ -414,7 +422,7 @@ def test_a_budget_stopped_run_replays_its_complete_steps_and_one_with_none_is_re
     stopped = run(provider_config(server, max_calls=25), tmp_path / "run", progress=False)
     assert stopped.status.startswith("stopped by budget") and stopped.steps_done == 2 < 3
     asked = len(server.requests)
-    result, same = replay(tmp_path / "run", tmp_path / "replay", progress=False)  # its two complete steps
+    result, same = replay_unfigured(tmp_path / "run", tmp_path / "replay", progress=False)  # its two complete steps
     assert same and result.steps_done == 2 and result.status == "completed" and len(server.requests) == asked
     # the recording's ledger also holds the paid calls of the step the budget cut: not replayed, not compared
     whole = first_difference(tmp_path / "run", tmp_path / "replay")
