@@ -1606,13 +1606,16 @@ def test_a_rate_limit_refusal_waits_what_its_retry_after_asks_up_to_a_minute(mon
     assert [w for w in slept if w] == waits
 
 
-def test_a_retry_after_given_as_a_date_or_in_milliseconds_is_read():
+def test_a_retry_after_given_as_a_date_or_in_milliseconds_is_read(monkeypatch):
     import email.utils
-    import time
 
     import litellm
 
+    import socialsim.llm.gateway as gateway_module
     from socialsim.llm.gateway import _retry_wait
+
+    now = 1_800_000_000.0  # the gateway's clock, fixed: a date is read against it
+    monkeypatch.setattr(gateway_module, "time", SimpleNamespace(time=lambda: now))
 
     def refused(**headers):
         error = litellm.RateLimitError("busy", llm_provider="openai", model="fake-model")
@@ -1621,6 +1624,6 @@ def test_a_retry_after_given_as_a_date_or_in_milliseconds_is_read():
 
     assert _retry_wait(refused(**{"retry-after-ms": "2500"}), 3) == 2.5
     assert _retry_wait(refused(**{"Retry-After": "7"}), 0) == 7.0
-    in_20_s = email.utils.formatdate(time.time() + 20, usegmt=True)
-    assert 15 <= _retry_wait(refused(**{"retry-after": in_20_s}), 1) <= 20
+    assert _retry_wait(refused(**{"retry-after": email.utils.formatdate(now + 20, usegmt=True)}), 1) == 20.0
+    assert _retry_wait(refused(**{"retry-after": email.utils.formatdate(now + 90, usegmt=True)}), 1) == 1.0  # too far
     assert _retry_wait(refused(**{"retry-after": "-4"}), 2) == 2.0  # not a wait: our own backoff
