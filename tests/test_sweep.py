@@ -1709,6 +1709,11 @@ def test_a_sweeps_quota_is_shared_out_among_a_local_clusters_workers_and_refused
     ("rpm: fast", "rpm: Input should be a valid number, unable to parse string as a number"),
     ("tpm: .inf", "tpm: Input should be a finite number (got inf)"),
     ("tpm: 0.0", "tpm: Input should be greater than 0 (got 0.0)"),
+    # YAML's yes and true are booleans, which a lax number took as 1: 1 request a minute
+    ("rpm: yes", "rpm: expected a number, and YAML reads yes/no and true/false as booleans (got True)"),
+    ("processes: true", "processes: expected a number, and YAML reads yes/no and true/false as booleans (got True)"),
+    ("max_calls: no", "max_calls: expected a number, and YAML reads yes/no and true/false as booleans (got False)"),
+    ("seeds: [1, true]", "seeds: expected a number, and YAML reads yes/no and true/false as booleans (got [1, True])"),
 ])
 def test_a_sweep_files_rpm_or_tpm_that_is_no_positive_number_is_refused_by_name(tmp_path, line, problem):
     with pytest.raises(SweepFileError, match="^" + re.escape(f"{tmp_path / 'bad.yaml'}: invalid sweep file\n  {problem}")):

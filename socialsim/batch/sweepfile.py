@@ -95,6 +95,19 @@ class SweepSpec(BaseModel):
     def source(self) -> str:
         return self._source
 
+    @field_validator("seeds", "replicates", "seed", "steps", "processes", "max_cost", "max_calls", "max_concurrency",
+                     "rpm", "tpm", mode="before")
+    @classmethod
+    def _no_boolean_number(cls, value: Any) -> Any:
+        """YAML reads ``yes`` and ``true`` as booleans, which pydantic takes for 1 (``rpm: yes`` was one
+        request a minute); a number here is written as one. (numpy's numbers still pass.)"""
+        said = "expected a number, and YAML reads yes/no and true/false as booleans"
+        if isinstance(value, bool):
+            raise ValueError(said)  # the value is shown beside the message
+        if isinstance(value, list) and any(isinstance(v, bool) for v in value):
+            raise ValueError(f"{said} (got {value!r})")
+        return value
+
     @field_validator("name")
     @classmethod
     def _no_secret_in_name(cls, name: str) -> str:
