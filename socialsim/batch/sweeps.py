@@ -338,7 +338,8 @@ class SweepModel(SocietyModel):
     def __init__(self, scenario: str = "hobbs-cafe", *, sweep_dir: str, rng: Any = None,
                  max_cost: float | None = None, max_calls: int | None = None, api_base: str | None = None,
                  max_concurrency: int = DEFAULT_CONCURRENCY, rpm: float | None = None, tpm: float | None = None,
-                 price: tuple[float, float] | None = None, deployments: str | None = None, replicate_seed: int | None = None, pool_parent: int | None = None,
+                 price: tuple[float, float] | None = None, deployments: str | None = None,
+                 replicate_seed: int | None = None, pool_parent: int | None = None,
                  command: str | None = None, deployments_left_out: tuple[int, ...] = (),
                  deployments_checked: str | None = None, **params: Any) -> None:
         if pool_parent is not None:  # a worker of run_local's process pool

@@ -2,8 +2,9 @@
 
 It answers ``POST /v1/chat/completions`` after a fixed delay with a reply chosen by a policy
 function of the messages (default: "1", a valid answer to any pick-one question), and reports
-token usage; ``POST /v1/embeddings`` with one vector per text, [its length, its place]. It lets tests and ``bench/`` exercise the real provider path of litellm (HTTP,
-retries, cost, concurrency) with no network and no key.
+token usage; ``POST /v1/embeddings`` with one vector per text, [its length, its place]. It lets
+tests and ``bench/`` exercise the real provider path of litellm (HTTP, retries, cost, concurrency)
+with no network and no key.
 
 Fault injection: ``faults(n, messages)`` names a fault (one of FAULTS) for the n-th request or
 returns None; ``down = True`` answers every request with HTTP 500 until set back (an outage

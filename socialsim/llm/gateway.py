@@ -759,7 +759,7 @@ class Gateway:
         return vectors
 
     async def _aembedding(self, model: str, texts: list[str]):
-        """The one place that calls litellm's embeddings: one attempt (``_embed_live`` retries it, each
+        """The one place that calls litellm's embeddings: one attempt (``_attempts`` retries it, each
         attempt through the rate limiter), or its Router where the model has deployments, with the
         Router's retries."""
         from socialsim.llm.litellm_setup import litellm
@@ -805,7 +805,7 @@ class Gateway:
         return token_cost(model, prompt_tokens, max_tokens, self.price) or 0.0
 
     async def _acompletion(self, model, messages, params, fmt):
-        """The one place that calls litellm: one attempt (``_call`` retries it, each attempt through the
+        """The one place that calls litellm: one attempt (``_attempts`` retries it, each attempt through the
         rate limiter), or its Router where the model has deployments, with the Router's retries."""
         from socialsim.llm.litellm_setup import litellm
 
