@@ -1636,7 +1636,7 @@ def test_a_sweep_run_cut_in_its_report_says_the_sweep_command_goes_on(tmp_path, 
 def test_a_sweeps_rpm_holds_every_request_of_its_check_and_its_runs(tmp_path, monkeypatch):
     """A sweep file had no rpm or tpm (as --rpm/--tpm): a sweep against a provider's quota could not be
     held to it. Now the check before the first run and both runs (one process) take each request from
-    one limiter at the file's rpm: after its burst of 6, each of the others waits 10 s (a fake clock)."""
+    one limiter at the file's rpm: 6 at once, then 6 more each minute (a fake clock)."""
     from socialsim.llm import limiter
     from socialsim.llm.fake_server import FakeOpenAIServer
 
@@ -1647,7 +1647,8 @@ def test_a_sweeps_rpm_holds_every_request_of_its_check_and_its_runs(tmp_path, mo
 
     real = limiter.RateLimiter
     monkeypatch.setattr(limiter, "_SHARED", {})
-    monkeypatch.setattr(limiter, "RateLimiter", lambda rpm, tpm: real(rpm, tpm, clock=lambda: now[0], sleep=sleep))
+    monkeypatch.setattr(limiter, "RateLimiter", lambda rpm, tpm, **kw: real(rpm, tpm, clock=lambda: now[0], sleep=sleep,
+                                                                          **kw))
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder-key")
     with FakeOpenAIServer(policy=by_prompt) as server:
         spec = {"name": "quota", "seeds": [1, 2], "steps": 1, "api_base": server.api_base, "rpm": 6, "tpm": 10**9,
@@ -1657,7 +1658,8 @@ def test_a_sweeps_rpm_holds_every_request_of_its_check_and_its_runs(tmp_path, mo
     (shared,) = limiter._SHARED.items()
     assert shared[0] == f"openai/fake-model|6.0|{1e9}"
     requests = len(server.requests)
-    assert requests > 6 and shared[1].waited_s == pytest.approx((requests - 6) * 10.0)
+    minutes = -(-requests // 6)  # the clock moves on only by the limiter's waits: a minute for each 6 sent
+    assert requests > 6 and shared[1].waited_s == (minutes - 1) * 60.0
     config = json.loads((tmp_path / "s" / RUNS / result.runs["run_id"][0] / "config.json").read_text())["config"]
     assert (config["rpm"], config["tpm"]) == (6.0, 1e9)  # what its gateway kept to, recorded
 
