@@ -60,8 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-calls", type=int, help="stop cleanly after this many live LLM calls answered (a call "
                      "counts once, however many attempts its retries took; a call that failed is not counted)")
     run.add_argument("--concurrency", type=int, help="max LLM calls in flight at once (default 128: a 100-agent phase in one round)")
-    run.add_argument("--rpm", type=_finite, help="requests-per-minute limit shared by the run (each attempt, a retry too)")
-    run.add_argument("--tpm", type=_finite, help="tokens-per-minute limit shared by the run (each attempt, a retry too)")
+    run.add_argument("--rpm", type=_finite, help="at most this many requests in any 60 s, shared by the run "
+                     "(each attempt, a retry too)")
+    run.add_argument("--tpm", type=_finite, help="at most this many tokens in any 60 s, shared by the run "
+                     "(each attempt, a retry too)")
     run.add_argument("--api-base", help="endpoint of provider models, e.g. http://127.0.0.1:8000/v1 (vLLM)")
     run.add_argument("--deployments", type=Path, metavar="FILE",
                      help="several deployments behind a model name (a pool of vLLM servers, several keys), in "
