@@ -142,6 +142,9 @@ def test_tokens_are_counted_by_size_and_wait_for_as_many_of_the_oldest_as_make_r
         assert now[0] == 60.0 and limiter.tokens.total == 500
         await limiter.acquire(tokens=200)  # the 200 sent at 30 s leaves at 90 s
         assert now[0] == 90.0
+        waits = len(limiter.slept)
+        await limiter.acquire(tokens=600)  # both the 300 (leaving at 120 s) and the 200 (150 s) must leave
+        assert now[0] == 150.0 and limiter.slept[waits:] == [60.0]  # one wait, until the later of them
 
     asyncio.run(go())
 
@@ -164,22 +167,61 @@ def test_a_request_larger_than_tpm_waits_for_an_empty_minute_goes_alone_and_hold
     limiter, now = simulated(tpm=600)
     limiter.model = "openai/x"
 
+    sizes = (600, 100, 1800, 0, 50, 1800)
+
     async def go():
         sent = []
-        for size in (100, 1800, 50, 1800, 600):
+        for size in sizes:
             await limiter.acquire(tokens=size)
             sent.append(now[0])
         return sent
 
     with caplog.at_level(logging.WARNING, logger="socialsim.llm"):
         sent = asyncio.run(go())
-    # the 1800 waits for the 100 to leave (60 s), then holds three minutes: a tpm's rate kept, not just a window
-    assert sent == [0.0, 60.0, 240.0, 300.0, 480.0]
-    assert busiest_minute(list(zip(sent, (100, 1800, 50, 1800, 600), strict=True))) == 1800  # alone in its minute
+    # a whole --tpm fits, alone; the 1800 waits for the 100 to leave (120 s), then holds three minutes (a
+    # tpm's rate kept, not just a window) except from a request with no token count
+    assert sent == [0.0, 60.0, 120.0, 120.0, 300.0, 360.0]
+    assert busiest_minute(list(zip(sent, sizes, strict=True))) == 1800  # alone in its minute
     warned = [r.getMessage() for r in caplog.records]
-    assert len(warned) == 1  # once for the model, however many
+    assert len(warned) == 1  # once for the model, however many; none for one of exactly --tpm
     assert warned[0].startswith("openai/x: a request of 1800 tokens is more than --tpm 600 allows in a minute")
     assert "the next waits 180 s" in warned[0]
+
+
+def test_a_request_that_would_fit_waits_behind_an_earlier_one_still_waiting():
+    """First come, first served: a small request never overtakes a larger one held back, which would
+    otherwise wait for as long as smaller ones keep arriving."""
+    now, wakes = [0.0], []
+
+    async def sleep(seconds):  # a wait that lets other callers run until the test moves the clock on
+        woken = asyncio.get_running_loop().create_future()
+        wakes.append((now[0] + seconds, woken))
+        await woken
+
+    limiter = RateLimiter(tpm=600, clock=lambda: now[0], sleep=sleep)
+    sent = []
+
+    async def ask(name, tokens):
+        await limiter.acquire(tokens=tokens)
+        sent.append((name, now[0]))
+
+    async def go():
+        await ask("first", 500)
+        held = asyncio.create_task(ask("held", 400))  # waits for the 500 to leave at 60 s
+        await asyncio.sleep(0)
+        small = asyncio.create_task(ask("small", 50))  # would fit beside the 500 now
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert sent == [("first", 0.0)]
+        while not (held.done() and small.done()):  # the clock moved on to each wait's end, in turn
+            await asyncio.sleep(0)
+            if wakes:
+                until, woken = wakes.pop(0)
+                now[0] = until
+                woken.set_result(None)
+
+    asyncio.run(go())
+    assert sent == [("first", 0.0), ("held", 60.0), ("small", 60.0)]
 
 
 def test_an_rpm_under_one_sends_one_request_every_60_over_rpm_seconds():

@@ -46,8 +46,6 @@ class _Window:
     def forget(self, now: float) -> None:
         while self.sent and self.sent[0][0] <= now:
             self.total -= self.sent.popleft()[1]
-        if not self.sent:
-            self.total = 0.0  # no rounding left over from the sums
 
     def wait_for(self, amount: float, now: float) -> float:
         """Seconds until ``amount`` fits in the window (0 if it does now). More than the quota fits
