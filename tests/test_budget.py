@@ -189,3 +189,35 @@ def test_a_model_interrupted_mid_step_refuses_to_step_again(monkeypatch):
                                       "more; build a new SocietyModel (a run directory goes on with "
                                       "`socialsim run --resume`)")
     assert model.steps == 2 and len(model.datacollector.get_model_vars_dataframe()) == 1
+
+
+def test_a_society_models_budget_on_an_unpriced_model_is_kept_at_its_price(server, monkeypatch):
+    """SocietyModel had no price to give: its max_cost on a model litellm cannot price counted every
+    call at $0 and never stopped the run. Now ``price=`` prices them, and without it the budget is
+    refused as ``run --max-cost`` refuses it."""
+    from socialsim.model.society import SocietyModel
+
+    monkeypatch.setenv("OPENAI_API_BASE", server.api_base)
+    with pytest.raises(ValueError, match=r"max_cost=0.001 cannot be kept: openai/fake-model has no price .*"
+                                         r"give price=\(IN, OUT\)"):
+        SocietyModel("hobbs-cafe", arch="generic", model="openai/fake-model", rng=2, max_cost=0.001)
+    assert server.requests == []
+    model = SocietyModel("hobbs-cafe", arch="generic", model="openai/fake-model", rng=2, max_cost=0.05,
+                         price=(20.0, 20.0))
+    with pytest.raises(BudgetExhausted, match=r"max_cost=\$0.05"):
+        for _ in range(10):
+            model.step()
+    ledger = model.llm.ledger
+    assert 0 < ledger.live_cost <= 0.05 and ledger.live_calls == len(server.requests) > 0
+    calls = pd.DataFrame([vars(row) for row in ledger.rows])
+    assert ledger.live_cost == pytest.approx(((calls["prompt_tokens"] + calls["completion_tokens"]) * 20.0 / 1e6).sum())
+
+
+@pytest.mark.parametrize("price", [(float("nan"), 1.0), (-1.0, 1.0), (1.0,), "cheap"])
+def test_a_society_models_price_is_checked_as_the_command_lines_is(price):
+    from pydantic import ValidationError
+
+    from socialsim.model.society import SocietyModel
+
+    with pytest.raises(ValidationError):
+        SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1, price=price)

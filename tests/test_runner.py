@@ -163,7 +163,7 @@ def test_a_scenario_that_is_no_name_path_or_scenario_is_refused_by_what_it_is(sc
 
 
 @pytest.mark.parametrize("given", [{"model": "openai/gpt-4o-mini"}, {"routes": {"ChooseAction": "rules"}},
-                                   {"max_cost": 1.0}, {"max_calls": 0}])
+                                   {"max_cost": 1.0}, {"max_calls": 0}, {"price": (1.0, 2.0)}])
 def test_a_model_route_or_budget_beside_a_gateway_is_refused_not_dropped(given):
     """``SocietyModel(gateway=g, max_calls=10)`` ran on the gateway's own routes and budget: the
     limit the user set was ignored without a word."""

@@ -1,8 +1,9 @@
 """``socialsim.batch.batch_run``: Mesa's own ``batch_run`` over SocietyModel, its DataFrame returned.
 
 ``SocietyModel`` takes every run option as a keyword (``scenario``, ``arch``, ``model``, ``routes``,
-``max_cost``, ``max_calls`` and any architecture parameter or switch), so ``mesa.batch_run`` sweeps it
-directly; this wrapper only fixes the model class, turns Mesa's list of dicts into a DataFrame and
+``max_cost``, ``max_calls``, ``price`` and any architecture parameter or switch), so ``mesa.batch_run``
+sweeps it directly (a ``price`` is a pair, given in a list, ``"price": [(0.15, 0.6)]``: Mesa sweeps a bare
+pair's two numbers); this wrapper only fixes the model class, turns Mesa's list of dicts into a DataFrame and
 documents the columns. Every row carries the run's usage as model reporters: ``llm_calls``,
 ``rule_decisions``, ``prompt_tokens``, ``completion_tokens``, ``llm_latency_s``, ``cost_usd``,
 ``llm_failures`` and ``fallbacks`` (running totals at that step). For resumable sweeps with their own

@@ -41,6 +41,7 @@ class SocietyModel(Model):
         gateway: Gateway | None = None,
         max_cost: float | None = None,
         max_calls: int | None = None,
+        price: tuple[float, float] | None = None,
         rng: Any = None,
         **arch_params: Any,
     ) -> None:
@@ -58,15 +59,17 @@ class SocietyModel(Model):
         self.scenario_spec = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         self.arch = arch or self.scenario_spec.default_arch
         given = [name for name, value in (("model", model), ("routes", routes), ("max_cost", max_cost),
-                                          ("max_calls", max_calls)) if value is not None]
+                                          ("max_calls", max_calls), ("price", price)) if value is not None]
         if gateway is not None and given:  # the gateway's own would be used, and these dropped silently
             raise ValueError(f"{', '.join(given)} and gateway= were both given: a Gateway carries its own routes "
-                             f"and budget (its RouteTable and Ledger); give them to it, or leave gateway= out")
+                             f"and budget (its RouteTable and Ledger) and price; give them to it, or leave gateway= out")
         own_gateway = gateway is None
         if gateway is None:
             routes_table = RouteTable(default_model(model), dict(routes or {}))
             check_model_names(routes_table.models())  # a misspelt model is named now, not after step 1's calls
-            gateway = Gateway(routes_table, ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)))
+            # ``price``: USD per 1M (prompt, completion) tokens for a model litellm cannot price (as --price)
+            gateway = Gateway(routes_table, ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
+                              price=_checked_price(price))
         self.llm = gateway
         if self.llm.routes.routes:
             check_route_names(self.llm.routes.routes)  # a misspelt route sends nothing to its model
@@ -112,6 +115,11 @@ class SocietyModel(Model):
         )
         if own_gateway:  # and a judge's the architecture's settings name (a gateway derived as agents are built)
             check_model_names(self.llm.models())
+            if max_cost is not None:  # a budget on a model with no price counted every call at $0: refused as --max-cost is
+                from socialsim.model.runner import RunConfig, check_priced
+
+                check_priced(RunConfig(max_cost=max_cost, price=price), self.llm.models(),
+                             budget="max_cost=", price="price=(IN, OUT)")
 
     def _check_space(self, space: str) -> None:
         """An architecture on a scenario without its space fails here, not as a crash in step 1."""
@@ -186,6 +194,15 @@ class SocietyModel(Model):
 
     def agent_named(self, name: str):
         return next(a for a in self.agents if a.name == name)
+
+
+def _checked_price(price: Any) -> tuple[float, float] | None:
+    """``price`` checked as --price is: two finite numbers >= 0 (a NaN priced every call at NaN)."""
+    from pydantic import TypeAdapter
+
+    from socialsim.llm.gateway import UnitPrice
+
+    return None if price is None else TypeAdapter(UnitPrice).validate_python(price)
 
 
 def _usage(key: str):
