@@ -141,7 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     dash.add_argument("target", nargs="?", default="hobbs-cafe", metavar="SCENARIO | RUN_DIR",
                       help="a scenario to run live, or a run directory to replay (default: hobbs-cafe)")
     dash.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only)")
-    dash.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    dash.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free port, the address "
+                                                             "printed names it)")
     dash.add_argument("--arch", help="architecture of a live society (default: the scenario's)")
     dash.add_argument("--model", help="model of a live society (default: $SOCIALSIM_MODEL, else local/smollm2)")
     dash.add_argument("--rng", type=int, help="seed of a live society (default 42)")
@@ -673,8 +674,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     from socialsim.dashboards.server import PortUnavailable, check_target, host_warning, port_in_use, serve
     from socialsim.scenarios.loader import ScenarioError
 
-    if not 1 <= args.port <= 65535:  # 0 would let the server pick a port the line above it never names
-        return _fail(f"--port expects a port number from 1 to 65535, got {args.port}")
+    if not 0 <= args.port <= 65535:  # 0: the system picks a free one as the command binds it, and names it
+        return _fail(f"--port expects a port number from 0 to 65535 (0: any free port), got {args.port}")
     from socialsim.llm.engines import ModelUnavailable, check_models
     from socialsim.model.run_dir import is_run_dir
 

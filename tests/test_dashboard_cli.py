@@ -164,6 +164,28 @@ def test_the_server_is_handed_the_port_already_listening_so_nothing_takes_it_whi
         again.bind(("127.0.0.1", port))
 
 
+@pytest.mark.skipif(os.name != "posix", reason="the socket is handed to the server on POSIX only")
+def test_port_0_serves_on_a_port_the_system_picks_and_prints_it(monkeypatch, capsys):
+    """--port 0 was refused: the server would have picked a port the printed address never named.
+    The command binds the port before it prints the address, so it can name the system's pick."""
+    import socket
+
+    handed = {}
+
+    def start(command, env, pass_fds):
+        listener = socket.socket(fileno=os.dup(int(env[server.FD_VARIABLE])))
+        handed.update(command=command, address=listener.getsockname())
+        listener.close()
+        return _Exited(0)
+
+    monkeypatch.setattr(server.subprocess, "Popen", start)
+    assert cli.main(["dashboard", "hobbs-cafe", "--model", "rules", "--port", "0"]) == 0
+    host, port = handed["address"]
+    assert host == "127.0.0.1" and port > 0
+    assert handed["command"][handed["command"].index("--port") + 1] == str(port)
+    assert f"socialsim dashboard on http://127.0.0.1:{port}  (Ctrl-C stops it)" in capsys.readouterr().out
+
+
 def test_the_server_serves_on_the_socket_it_was_handed(monkeypatch):
     """Solara's `run` takes no socket: uvicorn's Server.run is given the one the command listens on;
     without one it binds the port itself, as `python -m solara` does."""
@@ -256,9 +278,9 @@ def test_a_target_with_an_unknown_architecture_a_folder_named_like_a_scenario_an
         server.check_target("hobbs-cafe")
     with pytest.raises(ValueError, match="does not exist"):
         server.check_target(str(tmp_path / "runs" / "nowhere"))  # a path: not taken for a scenario's name
-    for port in ("99999", "0", "-1"):
+    for port in ("99999", "-1"):
         assert cli.main(["dashboard", "--port", port]) == 2
-        assert f"--port expects a port number from 1 to 65535, got {port}" in capsys.readouterr().err
+        assert f"--port expects a port number from 0 to 65535 (0: any free port), got {port}" in capsys.readouterr().err
     assert "--host takes this machine's name or address" in server.port_in_use("no.such.host.invalid", 8765)
 
 

@@ -199,13 +199,17 @@ def serve(target: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT, arch: 
     The port is bound and listened on here, before the address is printed, and the server is handed
     the socket (``solara_run``): a port found free and bound by uvicorn only once Solara had started,
     seconds later, could be taken in between (a second dashboard started meanwhile printed its address,
-    then died in uvicorn's traceback, and its address showed the first one's page). Raises
-    PortUnavailable, saying why, when the port cannot be listened on."""
+    then died in uvicorn's traceback, and its address showed the first one's page). Port 0 is the one
+    the system picks as it binds, and the address printed names it. Raises PortUnavailable, saying
+    why, when the port cannot be listened on."""
     env = server_env(target, arch, model, seed, **live)
     listener = _listening(host, port) if os.name == "posix" else None  # pass_fds is POSIX's
+    if listener is None and port == 0:  # the server would bind a port this line could not name
+        raise PortUnavailable("--port 0 (a port the system picks) needs a POSIX system; --port N picks one here")
     try:
         if listener is not None:
             env[FD_VARIABLE] = str(listener.fileno())
+            port = port or listener.getsockname()[1]  # the system's pick for port 0
         print(f"socialsim dashboard on http://{host if ':' not in host else f'[{host}]'}:{port}  (Ctrl-C stops it)")
         proc = subprocess.Popen(server_command(host, port), env=env,
                                 pass_fds=() if listener is None else (listener.fileno(),))
