@@ -43,6 +43,21 @@ LONGEST_FIRST = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _report_figures(request):
+    """A run's report figures are drawn only by the tests marked ``figures``, which look at them (or at
+    the report's links to them). Drawing was four fifths of a short rules run's CPU, and the suite's
+    runs that never look at a figure spent about 90 s of its ~640 s of CPU on them (measured
+    2026-11-28). A run in a process of its own (the command-line tests) still draws them."""
+    if request.node.get_closest_marker("figures"):
+        yield
+        return
+    from socialsim.metrics.report import without_figures
+
+    with without_figures():
+        yield
+
+
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order

@@ -58,6 +58,7 @@ def some_faults(count, messages):
     return QUICK_FAULTS[(digest // 8) % len(QUICK_FAULTS)] if digest % 8 == 0 else None
 
 
+@pytest.mark.figures
 @pytest.mark.parametrize("arch", RUNS)
 def test_an_adversarial_model_crashes_nothing_its_answers_are_used_or_counted_and_the_run_replays(
         arch, tmp_path, monkeypatch):

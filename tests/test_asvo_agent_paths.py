@@ -461,6 +461,7 @@ def test_a_model_judges_requests_are_the_same_for_the_same_seed(scripted):
     assert judge_seeds(4) != first
 
 
+@pytest.mark.figures
 def test_the_reports_desire_figure_draws_the_desires_the_agents_have(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 

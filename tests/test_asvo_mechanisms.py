@@ -477,6 +477,7 @@ def actions_in_per_svo_table(parts: list[str]) -> int:
     return sum(int(row.strip("|").split("|")[column]) for row in rows)
 
 
+@pytest.mark.figures
 def test_the_report_says_when_the_rule_judge_s_labels_are_the_actors_declared_stances(triad, monkeypatch, tmp_path,
                                                                                      scripted):
     """An action outside the catalogue has no simulated effect but its declared stance's payoff, so

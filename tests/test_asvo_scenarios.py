@@ -19,6 +19,7 @@ SIZES = {"school-micro": 2, "school-meso": 4, "school-macro": 20, "workplace-mic
          "workplace-macro": 10, "family-micro": 2, "family-meso": 4}
 
 
+@pytest.mark.figures
 @pytest.mark.parametrize("name", ASVO_SCENARIOS)
 def test_each_scenario_runs_a_step_from_the_cli_on_the_rules_engine(name, tmp_path):
     out = tmp_path / name

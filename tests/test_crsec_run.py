@@ -11,6 +11,7 @@ from socialsim.cli import main
 from socialsim.scenarios.loader import scenario_path
 
 
+@pytest.mark.figures
 def test_rules_run_writes_norm_tables_figure_and_paper_comparison(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["run", "hobbs-cafe", "--model", "rules", "--steps", "8", "--out", str(out), "--no-progress"]) == 0
@@ -114,6 +115,7 @@ def test_provider_run_survives_crude_answers_and_replays_identically(tmp_path, m
             pd.read_parquet(tmp_path / "run" / "tables" / f"{table}.parquet"))
 
 
+@pytest.mark.figures
 def test_a_short_runs_figure_2_shows_its_points(tmp_path, monkeypatch):
     """One step is one point a line: without markers the figure was empty."""
     import matplotlib.pyplot as plt

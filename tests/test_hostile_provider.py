@@ -440,6 +440,7 @@ def test_a_report_shows_a_hostile_text_without_its_control_characters(tmp_path):
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e]", report)
 
 
+@pytest.mark.figures
 def test_an_interaction_heat_map_with_no_interaction_says_so(tmp_path, monkeypatch):
     """An all-zero matrix drew a uniform blue block with a colour bar from -0.1 to 0.1: like data."""
     import matplotlib.pyplot as plt

@@ -105,6 +105,7 @@ def test_paper_table_has_the_five_architectures():
     assert PAPER_TABLE["full"][0] == 6.29 and PAPER_TABLE["base"][1] == 2.46
 
 
+@pytest.mark.figures
 def test_cli_run_writes_itcmas_report(tmp_path):
     result = run(RunConfig(scenario="irollan-valley", model="rules", steps=5), tmp_path / "run", progress=False)
     report = (tmp_path / "run" / "report.md").read_text()

@@ -36,6 +36,7 @@ def lines_of(path):
 # --- report.md ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.figures
 def test_the_report_says_the_runs_title_status_steps_agents_notes_and_usage(tmp_path):
     model = cafe()
     n = len(model.agents)
@@ -99,6 +100,7 @@ def test_the_calls_per_agent_step_are_over_the_completed_agent_steps_and_never_o
     assert text[6].startswith("LLM calls: 3 (3.00 per agent-step), ")
 
 
+@pytest.mark.figures
 def test_a_run_cut_short_in_its_first_step_links_no_usage_figure_it_has_not_drawn(tmp_path):
     """Ctrl-C in an embedded run's first step left a link to a missing figures/llm_usage.png."""
     model = cafe(steps=0)
@@ -110,6 +112,7 @@ def test_a_run_cut_short_in_its_first_step_links_no_usage_figure_it_has_not_draw
     assert (tmp_path / "figures" / "interactions.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.figures
 def test_the_architectures_sections_come_after_the_figures_and_before_them_their_measurements_status(
         tmp_path, monkeypatch):
     """The sections are written first: a measurement the budget stops there turns the status."""
@@ -127,6 +130,7 @@ def test_the_architectures_sections_come_after_the_figures_and_before_them_their
     assert text[at + 1:] == ["", "## Mine", "", "One line.", "![mine](figures/mine.png)"]
 
 
+@pytest.mark.figures
 def test_a_sweeps_run_links_no_figure_and_says_where_their_data_are(tmp_path, monkeypatch):
     model = cafe()
     monkeypatch.setattr(GenerativeAgent, "report_sections",
@@ -165,6 +169,7 @@ def closed(monkeypatch):
     return kept
 
 
+@pytest.mark.figures
 def test_the_interaction_matrix_counts_initiator_by_receiver_in_agent_order(tmp_path, closed):
     model = SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1)
     agents = sorted(model.agents, key=lambda a: a.unique_id)
@@ -185,6 +190,7 @@ def test_the_interaction_matrix_counts_initiator_by_receiver_in_agent_order(tmp_
     assert (tmp_path / "i.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.figures
 def test_the_usage_figure_shows_calls_and_rule_decisions_per_step_not_their_running_totals(tmp_path, closed):
     model = cafe(steps=3)
     frame = model.datacollector.get_model_vars_dataframe()
@@ -199,6 +205,7 @@ def test_the_usage_figure_shows_calls_and_rule_decisions_per_step_not_their_runn
     assert (tmp_path / "u.png").is_file()
 
 
+@pytest.mark.figures
 def test_no_figure_is_drawn_for_a_sweeps_run_or_a_run_with_no_step(tmp_path, closed):
     model = cafe(steps=1)
     with report.without_figures():
@@ -259,3 +266,14 @@ def test_a_budget_stop_in_the_measurement_is_logged_with_the_way_to_resume(caplo
     assert [r.getMessage() for r in caplog.records] == [
         "stopped by budget in the end-of-run measurement (the judge): max_calls=3 reached; everything recorded "
         "so far is saved; resume with --resume"]
+
+
+def test_only_the_tests_marked_figures_draw_a_runs_figures():
+    """tests/conftest.py runs every test without report figures unless it is marked ``figures`` (the
+    tests that look at a figure, or at the report's link to one, are)."""
+    assert not report.figures_drawn()
+
+
+@pytest.mark.figures
+def test_a_test_marked_figures_draws_them():
+    assert report.figures_drawn()

@@ -37,6 +37,7 @@ def provider_config(server, **kw):
                      api_base=server.api_base, **kw)
 
 
+@pytest.mark.figures
 def test_rules_run_writes_a_complete_run_directory(tmp_path):
     result = run(RunConfig(arch="generic", model="rules", steps=3), tmp_path / "run", progress=False)
     d = result.run_dir
@@ -340,6 +341,7 @@ def test_a_local_ollama_needs_no_key_and_an_unreachable_one_says_how_to_point_at
     assert "ssl:<" not in str(down.value)  # aiohttp's SSL context, by its memory address
 
 
+@pytest.mark.figures
 def test_names_the_figure_font_lacks_are_noted_once_not_warned_per_glyph(tmp_path, caplog, recwarn):
     """A scenario with CJK names: matplotlib's default font has no such glyphs and warns once per
     character per figure; the run says it once, naming the characters and the remedy."""

@@ -702,6 +702,7 @@ def test_an_edited_sweep_file_s_figures_replace_the_ones_an_earlier_version_of_i
     assert not (tmp_path / "s" / "figures").exists()  # nor an empty folder where they were
 
 
+@pytest.mark.figures
 def test_a_sweep_s_run_and_a_sweep_without_figures_leave_no_empty_figures_folder(tmp_path):
     """A sweep's run draws no figure, yet kept an empty figures/ folder, as did a sweep whose
     figures none could be drawn; a run on its own keeps its figures."""
@@ -1339,6 +1340,7 @@ def load_sweep_text(tmp_path, text):
     return load_sweep(tmp_path / "bad.yaml")
 
 
+@pytest.mark.figures
 def test_a_sweeps_run_is_measured_and_reported_as_a_single_run_is_only_its_figures_left_out(tmp_path):
     """Sweep runs skipped every end-of-run measurement (ITCMA-S's judge, CRSEC's questionnaire, ASVO's
     embeddings) and wrote no report."""
