@@ -738,3 +738,51 @@ def test_a_pooled_embedding_is_retried_by_its_router_alone(tmp_path, monkeypatch
     with pytest.raises(ProviderError) as failed:
         gateway.embed("embed-pool", ["hello"])
     assert asked == [2] and "attempts" not in str(failed.value)  # the Router says its own retries
+
+
+def test_a_runs_router_leaves_litellms_callbacks_when_the_run_is_gone(tmp_path, servers):
+    """litellm's Router hooks its methods into litellm's process-wide callback lists and leaves them
+    there: every later call of the process (a dashboard's Reset, a sweep's next run, a notebook's next
+    model) ran every earlier run's Router's callbacks, a failed call formatting a traceback for each."""
+    import weakref
+
+    from socialsim.llm.litellm_setup import litellm
+
+    def hooked() -> set[int]:
+        lists = (litellm._async_success_callback, litellm.success_callback, litellm._async_failure_callback,
+                 litellm.failure_callback)
+        return {id(c.__self__) for cbs in lists for c in cbs if isinstance(getattr(c, "__self__", None), litellm.Router)}
+
+    pool = pool_file(tmp_path / "pool.yaml", *servers)
+    built = []
+    new_router = litellm.Router.__init__
+
+    def remember(self, *args, **kwargs):
+        built.append(weakref.ref(self))
+        new_router(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(litellm.Router, "__init__", remember)
+        for n in range(2):
+            assert main([*RUN, "--steps", "1", "--out", str(tmp_path / f"run{n}"), "--deployments", str(pool)]) == 0
+    assert len(built) == 2  # one Router a run
+    assert not {id(router) for ref in built if (router := ref()) is not None} & hooked()  # neither still called
+
+
+def test_a_gateway_given_up_without_closing_unhooks_its_router_once_it_is_gone(tmp_path, servers):
+    """A notebook's or a dashboard's model is dropped, not closed: its Router leaves litellm's
+    callback lists when its gateway is collected."""
+    import gc
+
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.litellm_setup import litellm
+
+    def hooked(router) -> int:
+        return sum(getattr(c, "__self__", None) is router for c in litellm._async_failure_callback)
+
+    gateway = Gateway(deployments=pool_file(tmp_path / "pool.yaml", *servers))
+    router = gateway._router()
+    assert gateway.derive(gateway.routes)._router() is router and hooked(router) == 1
+    del gateway
+    gc.collect()
+    assert hooked(router) == 0

@@ -21,6 +21,7 @@ import json
 import logging
 import random
 import time
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
@@ -338,6 +339,7 @@ class Gateway:
         self.deployments = (deployments if isinstance(deployments, Deployments) or deployments is None
                             else None if replay or dry_run else load_deployments(deployments))
         self._pool = None  # its Router, built at the first pooled call (see _router)
+        self._unhook: weakref.finalize | None = None  # takes the Router out of litellm's callback lists
         self.deployments_left_out: frozenset[int] = frozenset()  # found down before step 1 (check_models)
         # JSON-schema mode: None = where litellm knows the model supports it; True = the user
         # declares the models capable (e.g. an openai/<name> behind a vLLM endpoint); False = never
@@ -795,7 +797,23 @@ class Gateway:
         root = self._root()
         if root._pool is None:
             root._pool = self.deployments.new_router(root.models(), root.deployments_left_out)
+            # A Router hooks its methods into litellm's process-wide callback lists and leaves them there:
+            # every later call of the process ran every earlier run's Router's callbacks (a failed one
+            # formatting a traceback for each), and no Router was freed. Unhooked when the run closes its
+            # gateway (``close``), or else once the gateway is gone (a notebook's or dashboard's model).
+            discard = getattr(root._pool, "discard", None)
+            if discard is not None:
+                root._unhook = weakref.finalize(root, discard)
         return root._pool
+
+    def close(self) -> None:
+        """The run is done with its calls: its Router (if it had one) leaves litellm's callback lists
+        (see ``_router``); a later pooled call builds a new one."""
+        root = self._root()
+        root._pool = None
+        if root._unhook is not None:
+            root._unhook()  # once: a finalizer called is dead
+            root._unhook = None
 
     def worst_case_cost(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
         """What a call can cost at most: its prompt (3 characters a token, more tokens than the

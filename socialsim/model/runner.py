@@ -163,6 +163,7 @@ def run(
         if going_on:
             held.enter_context(writing(run_dir))
         gateway = _gateway(config, Path(replay_from) if replay else run_dir, replay, order_probe)
+        held.callback(gateway.close)  # after the end-of-run measurements, which may still ask its models
         # a completed run gone over again (a reproduction rewriting its report) finds every call on its
         # tape: its model need not be reachable, as a replay's need not
         preflight = preflight and not (going_on and _completed_before(run_dir))
