@@ -1627,3 +1627,44 @@ def test_a_retry_after_given_as_a_date_or_in_milliseconds_is_read(monkeypatch):
     assert _retry_wait(refused(**{"retry-after": email.utils.formatdate(now + 20, usegmt=True)}), 1) == 20.0
     assert _retry_wait(refused(**{"retry-after": email.utils.formatdate(now + 90, usegmt=True)}), 1) == 1.0  # too far
     assert _retry_wait(refused(**{"retry-after": "-4"}), 2) == 2.0  # not a wait: our own backoff
+
+
+def test_a_call_waiting_to_retry_leaves_its_concurrency_place_to_the_others(monkeypatch):
+    """A retry's wait (a 429's Retry-After, up to a minute) held its --concurrency place: at
+    --concurrency 1 every other call of the run waited out the refused one's minute too."""
+    import litellm
+
+    import socialsim.llm.gateway as gateway_module
+
+    others_done = asyncio.Event()
+    answered = []
+
+    async def completion(self, model, messages, params, fmt):
+        text = messages[-1]["content"]
+        if "agent 0" in text and not answered:
+            answered.append("refused")
+            raise litellm.RateLimitError("busy", llm_provider="openai", model="fake-model")
+        answered.append("agent 0" if "agent 0" in text else "other")
+        if answered.count("other") == 3:
+            others_done.set()
+        return replying("1")
+
+    real_sleep = asyncio.sleep
+
+    async def retry_wait(seconds):
+        if seconds:  # the refused call's wait ends once the other calls are answered
+            await asyncio.wait_for(others_done.wait(), timeout=60)  # a guard against a hang, not a timing
+        else:
+            await real_sleep(0)
+
+    monkeypatch.setattr(Gateway, "_acompletion", completion)
+    monkeypatch.setattr(gateway_module, "_retry_wait", lambda exc, retry: 5.0)
+    monkeypatch.setattr(gateway_module.asyncio, "sleep", retry_wait)
+    g = Gateway(RouteTable("openai/fake-model"), max_concurrency=1, num_retries=1, breaker=0)
+
+    async def phase():
+        return await asyncio.gather(*(g.ask(CHOOSE_ACTION, ctx(name=f"agent {i}"), agent_id=i, rng=random.Random(i))
+                                      for i in range(4)))
+
+    assert [a.status for a in run_sync(phase())] == ["ok"] * 4
+    assert answered == ["refused", "other", "other", "other", "agent 0"]  # the others went during its wait

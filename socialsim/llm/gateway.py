@@ -24,6 +24,7 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,20 +266,25 @@ def request_tokens(texts: Sequence[str], reply_tokens: int = 0) -> int:
 
 
 async def with_retries[T](attempt: Callable[[], Awaitable[T]], retries: int, limiter: RateLimiter,
-                          tokens: int) -> tuple[T, float]:
+                          tokens: int, slot: Callable[[], AbstractAsyncContextManager[Any]] = nullcontext,
+                          ) -> tuple[T, float]:
     """``attempt()`` made up to ``retries + 1`` times (a provider error after the last raises), each
     attempt a request the provider counts: it takes its request and ``tokens`` from ``limiter`` first,
-    a retry too, after ``_retry_wait``. The answer, and the seconds since the first attempt began."""
+    a retry too, after ``_retry_wait``. Each attempt holds a ``slot()`` (a --concurrency place) while
+    it waits for the limiter and is made; the wait between attempts (up to a minute's Retry-After)
+    holds none, so other calls go meanwhile. The answer, and the seconds since the first attempt began."""
     start = None
     for retry in range(retries + 1):
-        await limiter.acquire(tokens=tokens)
-        start = time.perf_counter() if start is None else start
-        try:
-            return await attempt(), time.perf_counter() - start
-        except _provider_exceptions() as exc:
-            if retry == retries or not _worth_retrying(exc):
-                raise
-            await asyncio.sleep(_retry_wait(exc, retry))
+        async with slot():
+            await limiter.acquire(tokens=tokens)
+            start = time.perf_counter() if start is None else start
+            try:
+                return await attempt(), time.perf_counter() - start
+            except _provider_exceptions() as exc:
+                if retry == retries or not _worth_retrying(exc):
+                    raise
+                wait = _retry_wait(exc, retry)
+        await asyncio.sleep(wait)
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -774,14 +780,14 @@ class Gateway:
         )
 
     async def _attempts[T](self, model: str, attempt: Callable[[], Awaitable[T]], tokens: int) -> tuple[T, float]:
-        """A live call's attempts (a chat's or an embedding's) on the run's terms: in one of --concurrency's
-        places (the run's, which its judges' gateways share), each attempt through the model's rate limiter,
-        as many as --retries allows (``with_retries``)."""
+        """A live call's attempts (a chat's or an embedding's) on the run's terms: each attempt in one of
+        --concurrency's places (the run's, which its judges' gateways share; the wait before a retry in
+        none) and through the model's rate limiter, as many as --retries allows (``with_retries``)."""
         root = self._root()
         if root._semaphore is None:
             root._semaphore = asyncio.Semaphore(root.max_concurrency)
-        async with root._semaphore:
-            return await with_retries(attempt, self._retries(model), shared_limiter(model, self.rpm, self.tpm), tokens)
+        return await with_retries(attempt, self._retries(model), shared_limiter(model, self.rpm, self.tpm), tokens,
+                                  slot=lambda: root._semaphore)
 
     def _retries(self, model: str) -> int:
         """The retries the gateway makes of a call: none for a pool's, whose Router retries on its own terms."""
