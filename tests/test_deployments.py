@@ -548,12 +548,12 @@ def test_a_pooled_embedding_model_is_asked_through_the_pool(tmp_path, monkeypatc
 
 
 def test_a_secret_named_by_a_variable_is_redacted_whatever_the_variable_is_called(tmp_path, monkeypatch):
-    """``api_key: os.environ/VLLM_AUTH``: the variable's name says nothing of a secret, the file does."""
+    """``api_key: os.environ/VLLM_ACCESS``: the variable's name says nothing of a secret, the file does."""
     from socialsim.llm.deployments import load_deployments
     from socialsim.llm.redact import redact
 
     value = "vllm-auth-" + "z9" * 10  # no other secret of the environment in it (e.g. a test's "placeholder")
-    variable = f"VLLM_AUTH_{uuid.uuid4().hex[:8].upper()}"  # named by no earlier test of this process
+    variable = f"VLLM_ACCESS_{uuid.uuid4().hex[:8].upper()}"  # named by no earlier test of this process
     monkeypatch.setenv(variable, value)
     assert redact(f"sent {value}") == f"sent {value}"
     path = tmp_path / "pool.yaml"

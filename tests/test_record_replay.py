@@ -632,3 +632,15 @@ def test_a_tapes_last_step_is_its_latest_calls_whatever_the_order_written():
     for key, step in (("a", 2), ("b", 5), ("c", 3)):
         tape.add(TapeRecord(key, "m", "Op", 1, step, [], {}, "x", 1, 1, 0.1, 0.0))
     assert tape.last_step() == 5
+
+
+@pytest.mark.parametrize(("name", "secret"), [("SNOWFLAKE_JWT", True), ("DB_PASS", True), ("SMTP_PASSWD", True),
+                                              ("VERTEX_CREDENTIALS", True), ("SIGNING_KEY_PASSPHRASE", True),
+                                              ("X_AUTH", True), ("AUTH_HEADER", True), ("PWD", False),
+                                              ("OLDPWD", False), ("GIT_AUTHOR_NAME", False), ("PASSAGE_TITLE", False)])
+def test_an_environment_variable_is_a_secret_by_its_name(monkeypatch, name, secret):
+    """A JWT, a database's PASS or a credentials variable was left in texts: only KEY, TOKEN, SECRET and
+    PASSWORD were read as naming a secret."""
+    value = "value-of-the-variable-" + name.lower()
+    monkeypatch.setenv(name, value)
+    assert (redact(f"it said {value}.") == "it said [REDACTED].") is secret

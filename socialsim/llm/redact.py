@@ -39,7 +39,9 @@ _URL_CREDENTIALS = [
 ]
 # a parameter's name and (looked ahead at, so that a parameter inside another's value is found too) its value
 _URL_PARAMETER = re.compile(r"[?&;#]([\w.%-]*)=(?=([^&;#\s'\"]+))")
-_SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD)")
+# An environment variable holding a secret, by its name: one of these words anywhere in it, or PASS or AUTH
+# as a whole part (DB_PASS, X_AUTH; not the shell's PWD, a path, nor GIT_AUTHOR_NAME)
+_SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|JWT|CREDENTIAL)|(?:^|_)(PASS|AUTH)(?:_|$)")
 MIN_SECRET_LENGTH = 8  # shorter environment values ("1", "true") would redact ordinary text
 
 
@@ -67,7 +69,7 @@ _NAMED: set[str] = set()  # variables a configuration names as holding a secret 
 
 def name_secret(variable: str) -> None:
     """Treat ``variable``'s value as a secret whatever its name says: a deployments file's
-    ``api_key: os.environ/VLLM_AUTH`` names one."""
+    ``api_key: os.environ/VLLM_ACCESS`` names one."""
     global _known
     if variable not in _NAMED:
         _NAMED.add(variable)
