@@ -1292,6 +1292,17 @@ def test_a_call_makes_one_attempt_and_its_retries_on_either_of_litellms_request_
     assert answer.error.endswith("; after 3 attempts")
 
 
+def test_a_call_made_once_under_no_retries_says_nothing_of_attempts(monkeypatch):
+    """--retries 0: a failure is its one request's, and its error tells no count ("after 1 attempts")."""
+    from socialsim.llm.fake_server import FakeOpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
+    with FakeOpenAIServer(faults=lambda n, messages: "500") as server:
+        answer = ask(served_gateway(server, num_retries=0, breaker=0))
+    assert answer.status == "fallback" and len(server.requests) == 1
+    assert "attempts" not in answer.error
+
+
 def test_a_retry_waits_as_litellms_own_retries_did():
     """The first retry at once; after a rate-limit refusal 1, 2, 4, 8 then at most 10 s (litellm's
     exponential backoff, which it used for a RateLimitError); after any other error none."""
@@ -1584,7 +1595,7 @@ def test_a_refusal_that_may_pass_is_retried(monkeypatch, status):
     assert len(server.requests) == 3
 
 
-@pytest.mark.parametrize(("header", "waits"), [("3", [3.0, 3.0]), ("0.5", [0.5, 0.5]),
+@pytest.mark.parametrize(("header", "waits"), [("3", [3.0, 3.0]), ("0.5", [0.5, 0.5]), ("0", []),  # 0: at once
                                                ("120", [1.0]), ("soon", [1.0])])  # not kept: at once, then 1 s
 def test_a_rate_limit_refusal_waits_what_its_retry_after_asks_up_to_a_minute(monkeypatch, header, waits):
     """A provider's 429 says when to come back (Retry-After); the retry waits that long, where it asks
@@ -1668,3 +1679,18 @@ def test_a_call_waiting_to_retry_leaves_its_concurrency_place_to_the_others(monk
 
     assert [a.status for a in run_sync(phase())] == ["ok"] * 4
     assert answered == ["refused", "other", "other", "other", "agent 0"]  # the others went during its wait
+    assert _retry_wait(refused(**{"retry-after": "60"}), 1) == 60.0  # a minute is kept
+    # both, as OpenAI sends them: the milliseconds are the finer of the two, as the OpenAI SDK reads them
+    assert _retry_wait(refused(**{"retry-after": "3", "retry-after-ms": "2500"}), 1) == 2.5
+
+
+def test_a_retry_after_on_an_openai_sdk_refusal_is_read_from_its_response():
+    """An OpenAI SDK exception (not one litellm mapped) keeps the reply's headers on its ``response``."""
+    import openai
+
+    from socialsim.llm.gateway import _retry_wait
+
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    refused = openai.RateLimitError("busy", response=httpx.Response(429, headers={"Retry-After": "4"}, request=request),
+                                    body=None)
+    assert _retry_wait(refused, 1) == 4.0
