@@ -1724,3 +1724,22 @@ def test_a_sweep_files_rpm_or_tpm_that_is_no_positive_number_is_refused_by_name(
         load_sweep_text(tmp_path, f"name: x\n{line}\nparameters: {{arch: generic, model: rules}}\n")
     with pytest.raises(SweepFileError, match="rpm: set it at the top level of the sweep file"):
         load_sweep_text(tmp_path, "name: x\nparameters: {arch: generic, model: rules, rpm: [10, 20]}\n")
+
+
+@pytest.mark.parametrize("field", ["seeds", "replicates", "seed", "steps", "processes", "max_cost", "max_calls",
+                                   "max_concurrency", "rpm", "tpm"])
+def test_every_count_seed_and_limit_of_a_sweep_file_refuses_yamls_yes_which_a_number_took_as_1(tmp_path, field):
+    """``steps: yes`` was a sweep of one-step runs, ``max_cost: true`` a budget of $1, ``seed: true``
+    seed 1: each is refused by name; the same numbers from numpy (a script's grid) are taken."""
+    import numpy as np
+
+    from socialsim.batch.sweepfile import SweepSpec
+
+    value = "[yes]" if field == "seeds" else "yes"
+    got = "[True]" if field == "seeds" else "True"
+    with pytest.raises(SweepFileError, match=re.escape(f"\n  {field}: expected a number, and YAML reads yes/no "
+                                                       f"and true/false as booleans (got {got})")):
+        load_sweep_text(tmp_path, f"name: x\n{field}: {value}\nparameters: {{arch: generic, model: rules}}\n")
+    number = [np.int64(2)] if field == "seeds" else np.float64(2) if field in ("max_cost", "rpm", "tpm") else np.int64(2)
+    spec = SweepSpec(parameters={"arch": "generic", "model": "rules"}, **{field: number})
+    assert getattr(spec, field) == ([2] if field == "seeds" else 2)
