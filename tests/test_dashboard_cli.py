@@ -143,6 +143,16 @@ def test_the_server_is_handed_the_port_already_listening_so_nothing_takes_it_whi
         port = free.getsockname()[1]
     handed = {}
 
+    class _ServerThatExits:
+        def wait(self):
+            # the command's own copy is closed once the server has its own: a server that has stopped
+            # leaves the port free while the command still waits on it (this stand-in holds no copy)
+            with socket.socket() as again:
+                again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                again.bind(("127.0.0.1", port))
+                again.listen()
+            return 0
+
     def start(command, env, pass_fds):
         handed.update(command=command, fd=int(env[server.FD_VARIABLE]), pass_fds=pass_fds)
         listener = socket.socket(fileno=os.dup(handed["fd"]))
@@ -152,16 +162,13 @@ def test_the_server_is_handed_the_port_already_listening_so_nothing_takes_it_whi
             other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             other.bind(("127.0.0.1", port))
             other.listen()
-        return _Exited(0)
+        return _ServerThatExits()
 
     monkeypatch.setattr(server.subprocess, "Popen", start)
     assert server.serve("hobbs-cafe", "127.0.0.1", port) == 0
     assert handed["pass_fds"] == (handed["fd"],) and handed["address"] == ("127.0.0.1", port)
     assert handed["command"] == server.server_command("127.0.0.1", port)
     assert f"socialsim dashboard on http://127.0.0.1:{port}" in capsys.readouterr().out
-    with socket.socket() as again:  # the command's own copy is closed once the server has its own
-        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        again.bind(("127.0.0.1", port))
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the socket is handed to the server on POSIX only")
