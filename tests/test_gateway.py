@@ -1638,6 +1638,9 @@ def test_a_retry_after_given_as_a_date_or_in_milliseconds_is_read(monkeypatch):
     assert _retry_wait(refused(**{"retry-after": email.utils.formatdate(now + 20, usegmt=True)}), 1) == 20.0
     assert _retry_wait(refused(**{"retry-after": email.utils.formatdate(now + 90, usegmt=True)}), 1) == 1.0  # too far
     assert _retry_wait(refused(**{"retry-after": "-4"}), 2) == 2.0  # not a wait: our own backoff
+    assert _retry_wait(refused(**{"retry-after": "60"}), 1) == 60.0  # a minute is kept
+    # both, as OpenAI sends them: the milliseconds are the finer of the two, as the OpenAI SDK reads them
+    assert _retry_wait(refused(**{"retry-after": "3", "retry-after-ms": "2500"}), 1) == 2.5
 
 
 def test_a_call_waiting_to_retry_leaves_its_concurrency_place_to_the_others(monkeypatch):
@@ -1679,9 +1682,6 @@ def test_a_call_waiting_to_retry_leaves_its_concurrency_place_to_the_others(monk
 
     assert [a.status for a in run_sync(phase())] == ["ok"] * 4
     assert answered == ["refused", "other", "other", "other", "agent 0"]  # the others went during its wait
-    assert _retry_wait(refused(**{"retry-after": "60"}), 1) == 60.0  # a minute is kept
-    # both, as OpenAI sends them: the milliseconds are the finer of the two, as the OpenAI SDK reads them
-    assert _retry_wait(refused(**{"retry-after": "3", "retry-after-ms": "2500"}), 1) == 2.5
 
 
 def test_a_retry_after_on_an_openai_sdk_refusal_is_read_from_its_response():
