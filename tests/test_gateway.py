@@ -6,6 +6,7 @@ import logging
 import random
 import re
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
@@ -759,11 +760,8 @@ def test_a_call_goes_to_litellm_with_the_runs_timeout_and_endpoint_and_drops_unk
     monkeypatch.setattr(litellm, "acompletion", acompletion)
     import gc
 
-    from socialsim.llm import gateway as gateway_module
-
     freezes = []
     monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
-    monkeypatch.setattr(gateway_module, "_first_call_done", False)  # as in a fresh process
     g = provider_gateway(api_base="http://127.0.0.1:9/v1", timeout_s=7.0, num_retries=3)
     assert ask(g).value.text == ACTIONS[1]
     (kwargs,) = sent
@@ -774,37 +772,42 @@ def test_a_call_goes_to_litellm_with_the_runs_timeout_and_endpoint_and_drops_unk
     ask(provider_gateway())
     ask(Gateway(RouteTable("local/smollm2"), api_base="http://127.0.0.1:9/v1"))  # not the embedded engine's
     assert ["api_base" in kwargs for kwargs in sent] == [True, False, False]
-    assert freezes == [1]  # after the process's first call only: later garbage stays collectable
+    assert freezes == []  # no call freezes: the society alive then would be kept for good
 
 
-def test_litellms_import_and_first_call_are_left_out_of_later_garbage_collections(tmp_path):
-    """A full collection walking litellm's ~300k objects paused a phase for 0.25-0.5 s; they are
-    frozen after import and again after the first provider call (lazy provider modules)."""
+def test_litellms_import_is_left_out_of_later_garbage_collections_and_a_first_run_is_not(tmp_path):
+    """A full collection walking litellm's ~300k objects paused a phase for 0.25-0.5 s: they are
+    frozen at its import, which a live gateway makes when built, before its society. The society of
+    a process's first run was frozen with them (at the pre-flight's import, again at its first call)
+    and never freed, with everything it held."""
     import subprocess
     import sys
 
     script = """
-import gc, os, random
+import gc, os, weakref
 os.environ["OPENAI_API_KEY"] = "placeholder"
-from socialsim.llm import litellm_setup  # how socialsim imports litellm (on its first need)
-after_import = gc.get_freeze_count()
-from socialsim.llm.gateway import Gateway
-from socialsim.llm.fake_server import FakeOpenAIServer
-from socialsim.llm.loop import run_sync
-from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
-from socialsim.llm.routing import RouteTable
-with FakeOpenAIServer() as server:
-    g = Gateway(RouteTable("openai/fake-model"), api_base=server.api_base, num_retries=0)
-    ctx = ActionContext("Ann", "A poet.", "A cafe.", "You are in the cafe.", ["sit", "leave"])
-    answer = run_sync(g.ask(CHOOSE_ACTION, ctx, agent_id=1, rng=random.Random(1)))
-print(answer.status, after_import, gc.get_freeze_count())
+from socialsim.llm.fake_server import FakeOpenAIServer, by_prompt
+from socialsim.metrics.report import without_figures
+from socialsim.model.runner import RunConfig, run
+print("litellm" in __import__("sys").modules)
+with FakeOpenAIServer(policy=by_prompt) as server, without_figures():
+    result = run(RunConfig(scenario="hobbs-cafe", arch="generic", model="openai/fake-model", steps=2, rng=1,
+                           api_base=server.api_base), "run", progress=False)
+first = weakref.ref(result.model)
+print(result.status, gc.get_freeze_count())
+del result
+gc.collect()
+print(first() is None)
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path, env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
-    status, after_import, after_call = out.stdout.split()
-    assert status == "ok"
-    assert int(after_import) > 100_000  # litellm's import, frozen
-    assert int(after_call) > int(after_import) + 10_000  # and what its first call imported
+    import socialsim
+
+    here = str(Path(socialsim.__file__).parents[1])  # this checkout's socialsim, from the run's directory
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": here})
+    imported_before, status, frozen, freed = out.stdout.split()
+    assert imported_before == "False" and status == "completed"  # the run's was the first import and call
+    assert int(frozen) > 100_000  # litellm's import, frozen
+    assert freed == "True"  # the run's society is gone with its last reference
 
 
 def test_by_default_a_hundred_agents_phase_is_asked_in_one_round(monkeypatch):

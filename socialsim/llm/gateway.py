@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import importlib
 import json
 import logging
@@ -112,7 +111,6 @@ def token_cost(model: str, prompt_tokens: int, completion_tokens: int,
 
 
 _MAPPED_UNPRICED: set[str] = set()  # models this process added to litellm's map, without a price
-_first_call_done = False  # a provider call has returned in this process (see _acompletion)
 
 
 def map_unknown_model(model: str) -> None:
@@ -371,6 +369,11 @@ class Gateway:
         self.dry_run = dry_run
         self._semaphore: asyncio.Semaphore | None = None  # --concurrency's places, the root's (see _attempts)
         self._derived: list[Gateway] = []  # see derive() and models()
+        if not dry_run and not replay and any(m != RULES for m in self.routes.models()):
+            # litellm's import freezes every object alive (litellm_setup): imported here, before the
+            # run's society is built, and not at its first call or pre-flight check, it leaves the
+            # society out, which a freeze keeps for the life of the process (agents <-> model cycles)
+            import socialsim.llm.litellm_setup  # noqa: F401
         if not dry_run and not replay and any(is_embedded(m) for m in self.routes.models()):
             from socialsim.llm.engines.embedded import register
 
@@ -848,10 +851,6 @@ class Gateway:
             **params,
             **fmt,
         )
-        global _first_call_done
-        if not _first_call_done:  # the first call imported litellm's provider modules: freeze them too
-            _first_call_done = True  # (see litellm_setup; once: the society alive now is frozen with them)
-            gc.freeze()
         return response
 
     def _cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
