@@ -786,3 +786,58 @@ def test_a_gateway_given_up_without_closing_unhooks_its_router_once_it_is_gone(t
     del gateway
     gc.collect()
     assert hooked(router) == 0
+
+
+def test_a_runs_end_of_run_judge_on_the_pool_asks_the_runs_router_and_leaves_none_hooked(tmp_path, servers):
+    """The gateway is closed after the end-of-run measurements, not before: closed before, ITCMA-S's
+    judge (asked after the last step) built a second Router for the run, which started without the
+    first one's record of the deployments (their cooldowns, their usage)."""
+    import weakref
+
+    from socialsim.llm.litellm_setup import litellm
+
+    judge = "openai/fake-judge"
+    a, _ = servers
+    pool = pool_file(tmp_path / "pool.yaml", a, extra=f"""  - model_name: {judge}
+    litellm_params:
+      model: {judge}
+      api_base: {a.api_base}
+      api_key: os.environ/POOL_KEY
+""")
+    built = []
+    new_router = litellm.Router.__init__
+
+    def remember(self, *args, **kwargs):
+        built.append(weakref.ref(self))
+        new_router(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(litellm.Router, "__init__", remember)
+        assert main(["run", "irollan-valley", "--arch", "itcmas", "--model", MODEL, "--route", f"itcmas_judge={judge}",
+                     "--steps", "1", "--no-progress", "--out", str(tmp_path / "run"), "--deployments", str(pool)]) == 0
+    judged = pd.read_parquet(tmp_path / "run" / "llm_calls.parquet")
+    assert (judged["model"] == judge).any() and (judged["model"] == MODEL).any()  # both asked of the pool
+    assert len(built) == 1  # the run's one Router answered the judge too
+    router = built[0]()
+    assert router is None or not any(getattr(c, "__self__", None) is router for c in litellm._async_failure_callback)
+
+
+def test_a_closed_gateways_next_pooled_call_gets_a_router_of_its_own_which_the_next_close_unhooks(tmp_path, servers):
+    """``close`` is the run's, whichever of its gateways is closed (a judge's is derived), and a pooled
+    call after it (a notebook's model stepped again) is made by a new Router hooked into litellm's
+    callbacks, as a Router needs to be to put a failing deployment in cooldown, not by the one unhooked."""
+    from socialsim.llm.gateway import Gateway
+    from socialsim.llm.litellm_setup import litellm
+
+    def hooked(router) -> int:
+        return sum(getattr(c, "__self__", None) is router for c in litellm._async_failure_callback)
+
+    gateway = Gateway(deployments=pool_file(tmp_path / "pool.yaml", *servers))
+    first = gateway._router()
+    gateway.derive(gateway.routes).close()
+    assert hooked(first) == 0
+    second = gateway._router()
+    assert second is not first and hooked(second) == 1
+    gateway.close()
+    gateway.close()  # twice: nothing more to do
+    assert hooked(second) == 0
