@@ -1697,3 +1697,32 @@ def test_a_retry_after_on_an_openai_sdk_refusal_is_read_from_its_response():
     refused = openai.RateLimitError("busy", response=httpx.Response(429, headers={"Retry-After": "4"}, request=request),
                                     body=None)
     assert _retry_wait(refused, 1) == 4.0
+
+
+def test_a_request_takes_its_place_in_the_rate_limit_when_it_goes_not_while_waiting_for_a_concurrency_place():
+    """Taken before its --concurrency place, a request's place in --rpm's minute was stamped long before
+    it was sent (behind slow calls), and later ones sent meanwhile made more than --rpm in a minute: at
+    rpm 2 and concurrency 1, with each call taking a second, five went in five seconds."""
+    from socialsim.llm.gateway import with_retries
+    from socialsim.llm.limiter import RateLimiter
+
+    now = [0.0]
+
+    async def clock_sleep(seconds):
+        now[0] += seconds
+
+    limiter = RateLimiter(rpm=2, clock=lambda: now[0], sleep=clock_sleep)
+    sent = []
+
+    async def attempt():
+        sent.append(now[0])
+        await asyncio.sleep(0)  # the others queue meanwhile
+        now[0] += 1.0  # a call takes a second
+        return "answer"
+
+    async def calls():
+        place = asyncio.Semaphore(1)
+        return await asyncio.gather(*(with_retries(attempt, 0, limiter, 0, slot=lambda: place) for _ in range(6)))
+
+    assert [answer for answer, _ in asyncio.run(calls())] == ["answer"] * 6
+    assert sent == [0.0, 1.0, 60.0, 61.0, 120.0, 121.0]  # never more than 2 in any 60 s
