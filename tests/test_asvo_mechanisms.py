@@ -491,6 +491,7 @@ def test_the_report_says_when_the_rule_judge_s_labels_are_the_actors_declared_st
     honest_parts = report_sections(honest, tmp_path)
     assert not any("not in the scenario's catalogue" in part for part in honest_parts)
     assert actions_in_per_svo_table(honest_parts) == 3  # measured labels: every action counted
+    assert (tmp_path / "figures" / "asvo_cooperation.png").exists()  # so the one left out below is the rule's doing
 
     def novel(ctx, rng):
         return ops.candidates_model(ctx.n)(activities=[

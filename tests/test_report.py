@@ -213,6 +213,8 @@ def test_no_figure_is_drawn_for_a_sweeps_run_or_a_run_with_no_step(tmp_path, clo
         report.plot_interactions(model, tmp_path / "i.png")
     report.plot_usage(cafe(steps=0), tmp_path / "none.png")
     assert not closed and not list(tmp_path.iterdir())
+    report.plot_usage(model, tmp_path / "drawn.png")  # the same run's, outside the switch: drawn here
+    assert (tmp_path / "drawn.png").exists()
 
 
 # --- the end-of-run measurement --------------------------------------------------------------------------
