@@ -637,7 +637,9 @@ def test_a_tapes_last_step_is_its_latest_calls_whatever_the_order_written():
 @pytest.mark.parametrize(("name", "secret"), [("SNOWFLAKE_JWT", True), ("DB_PASS", True), ("SMTP_PASSWD", True),
                                               ("VERTEX_CREDENTIALS", True), ("SIGNING_KEY_PASSPHRASE", True),
                                               ("X_AUTH", True), ("AUTH_HEADER", True), ("PWD", False),
-                                              ("OLDPWD", False), ("GIT_AUTHOR_NAME", False), ("PASSAGE_TITLE", False)])
+                                              ("OLDPWD", False), ("GIT_AUTHOR_NAME", False), ("PASSAGE_TITLE", False),
+                                              ("GPG_PASSPHRASE", True), ("MYSQL_ROOT_PASSWORD", True),
+                                              ("github_token", True), ("db_pass", True), ("CACHE_BYPASS", False)])
 def test_an_environment_variable_is_a_secret_by_its_name(monkeypatch, name, secret):
     """A JWT, a database's PASS or a credentials variable was left in texts: only KEY, TOKEN, SECRET and
     PASSWORD were read as naming a secret."""
