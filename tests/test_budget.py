@@ -221,3 +221,15 @@ def test_a_society_models_price_is_checked_as_the_command_lines_is(price):
 
     with pytest.raises(ValidationError):
         SocietyModel("hobbs-cafe", arch="generic", model="rules", rng=1, price=price)
+
+
+def test_a_society_models_budget_is_refused_when_its_judge_has_no_price():
+    """A judge the architecture's settings name is asked on the run's budget too: a max_cost with the
+    agents on rules and an LLM judge litellm cannot price counted the judge's calls at $0."""
+    from socialsim.model.society import SocietyModel
+
+    with pytest.raises(ValueError, match=r"max_cost=0.01 cannot be kept: openai/fake-judge has no price"):
+        SocietyModel("school-micro", arch="asvo", model="rules", rng=1, max_cost=0.01, judges=["openai/fake-judge"])
+    priced = SocietyModel("school-micro", arch="asvo", model="rules", rng=1, max_cost=0.01, price=(1.0, 2.0),
+                          judges=["openai/fake-judge"])
+    assert "openai/fake-judge" in priced.llm.models()
