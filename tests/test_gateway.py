@@ -1726,3 +1726,46 @@ def test_a_request_takes_its_place_in_the_rate_limit_when_it_goes_not_while_wait
 
     assert [answer for answer, _ in asyncio.run(calls())] == ["answer"] * 6
     assert sent == [0.0, 1.0, 60.0, 61.0, 120.0, 121.0]  # never more than 2 in any 60 s
+
+
+def test_a_call_refused_for_good_failing_its_last_attempt_or_cancelled_gives_its_concurrency_place_back(monkeypatch):
+    """At --concurrency 1 a call that ends in any way but an answer (a refusal not worth retrying, its
+    last attempt's failure, Ctrl-C during its request) must leave its place: one kept would hold every
+    later call of the run forever."""
+    import litellm
+
+    import socialsim.llm.gateway as gateway_module
+
+    started, never = asyncio.Event(), asyncio.Event()
+
+    async def completion(self, model, messages, params, fmt):
+        text = messages[-1]["content"]
+        if "Bad" in text:
+            raise litellm.BadRequestError("no such parameter", model="fake-model", llm_provider="openai")
+        if "Busy" in text:
+            raise litellm.RateLimitError("busy", llm_provider="openai", model="fake-model")
+        if "Slow" in text:
+            started.set()
+            await never.wait()
+        return replying("1")
+
+    monkeypatch.setattr(Gateway, "_acompletion", completion)
+    monkeypatch.setattr(gateway_module, "_retry_wait", lambda exc, retry: 0.0)
+    g = Gateway(RouteTable("openai/fake-model"), max_concurrency=1, num_retries=1, breaker=0)
+
+    def call(name):
+        return g.ask(CHOOSE_ACTION, ctx(name=name), agent_id=1, rng=random.Random(1))
+
+    async def one_after_another():
+        statuses = [(await call("Bad Bea")).status, (await call("Busy Bo")).status]
+        slow = asyncio.create_task(call("Slow Sam"))
+        await started.wait()
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        return [*statuses, (await call("Ann")).status]
+
+    async def guarded():  # a guard against a hang (a place never given back), not a timing
+        return await asyncio.wait_for(one_after_another(), timeout=60)
+
+    assert run_sync(guarded()) == ["fallback", "fallback", "ok"]
