@@ -244,3 +244,15 @@ def test_the_usage_table_sums_each_operation_and_counts_its_fallbacks_and_repair
     only_talk = ledger.frame().query("op == 'Talk'")
     assert list(ledger.by_operation(only_talk)["op"]) == ["Talk"]  # the caller's frame, not the whole ledger
     assert Ledger().by_operation().empty
+
+
+def test_the_ordered_rows_handed_out_are_the_callers_to_change():
+    """``ordered_rows`` keeps its order between calls (only new rows are merged in): the list it hands
+    out is a copy, or a caller's filtering or sorting of it would be the run's llm_calls table's too."""
+    ledger = Ledger()
+    for agent in (2, 0, 1):
+        ledger.record(row(agent=agent))
+    mine = ledger.ordered_rows()
+    mine.sort(key=lambda r: -r.agent)
+    del mine[0]
+    assert [r.agent for r in ledger.ordered_rows()] == [0, 1, 2] and list(ledger.frame()["agent"]) == [0, 1, 2]
