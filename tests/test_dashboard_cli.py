@@ -193,6 +193,16 @@ def test_port_0_serves_on_a_port_the_system_picks_and_prints_it(monkeypatch, cap
     assert f"socialsim dashboard on http://127.0.0.1:{port}  (Ctrl-C stops it)" in capsys.readouterr().out
 
 
+def test_port_0_is_refused_where_the_socket_cannot_be_handed_to_the_server(monkeypatch, capsys):
+    """Without POSIX's socket handing the server binds its port itself: at --port 0 it would pick one the
+    printed address could not name, so the command says so and starts nothing."""
+    started = []
+    monkeypatch.setattr(server.subprocess, "Popen", lambda *args, **kwargs: started.append(args) or _Exited(0))
+    monkeypatch.setattr(server, "os", SimpleNamespace(name="nt", environ=os.environ, sep=os.sep))  # the server's view
+    assert cli.main(["dashboard", "hobbs-cafe", "--model", "rules", "--port", "0"]) != 0
+    assert "--port 0 (a port the system picks) needs a POSIX system" in capsys.readouterr().err and not started
+
+
 def test_the_server_serves_on_the_socket_it_was_handed(monkeypatch):
     """Solara's `run` takes no socket: uvicorn's Server.run is given the one the command listens on;
     without one it binds the port itself, as `python -m solara` does."""
