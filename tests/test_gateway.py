@@ -1699,14 +1699,18 @@ def test_a_retry_after_on_an_openai_sdk_refusal_is_read_from_its_response():
     assert _retry_wait(refused, 1) == 4.0
 
 
-def test_a_request_takes_its_place_in_the_rate_limit_when_it_goes_not_while_waiting_for_a_concurrency_place():
+def test_a_request_takes_its_place_in_the_rate_limit_when_it_goes_not_while_waiting_for_a_concurrency_place(
+        monkeypatch):
     """Taken before its --concurrency place, a request's place in --rpm's minute was stamped long before
     it was sent (behind slow calls), and later ones sent meanwhile made more than --rpm in a minute: at
-    rpm 2 and concurrency 1, with each call taking a second, five went in five seconds."""
+    rpm 2 and concurrency 1, with each call taking a second, five went in five seconds. And a call's
+    latency is its request's, not its wait for a place or for the rate limit (1, 2, 61, ... s)."""
+    import socialsim.llm.gateway as gateway_module
     from socialsim.llm.gateway import with_retries
     from socialsim.llm.limiter import RateLimiter
 
     now = [0.0]
+    monkeypatch.setattr(gateway_module, "time", SimpleNamespace(perf_counter=lambda: now[0]))  # the latency's clock
 
     async def clock_sleep(seconds):
         now[0] += seconds
@@ -1724,7 +1728,7 @@ def test_a_request_takes_its_place_in_the_rate_limit_when_it_goes_not_while_wait
         place = asyncio.Semaphore(1)
         return await asyncio.gather(*(with_retries(attempt, 0, limiter, 0, slot=lambda: place) for _ in range(6)))
 
-    assert [answer for answer, _ in asyncio.run(calls())] == ["answer"] * 6
+    assert asyncio.run(calls()) == [("answer", 1.0)] * 6
     assert sent == [0.0, 1.0, 60.0, 61.0, 120.0, 121.0]  # never more than 2 in any 60 s
 
 
