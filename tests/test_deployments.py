@@ -841,3 +841,22 @@ def test_a_closed_gateways_next_pooled_call_gets_a_router_of_its_own_which_the_n
     gateway.close()
     gateway.close()  # twice: nothing more to do
     assert hooked(second) == 0
+
+
+
+def test_a_pooled_model_litellm_has_no_price_for_stays_unpriced_after_the_pool_is_used(tmp_path, servers, capsys):
+    """litellm's Router enters each of its deployments' models in litellm's cost map with no fields, and
+    litellm prices such an entry at $0: a model first priced after its pool's Router was built (an
+    end-of-run judge) counted as priced at $0 for the rest of the process (a sweep's worker, a notebook),
+    so a later run's --max-cost on it was kept at $0 instead of refused."""
+    a, _ = servers
+    judge = f"openai/unpriced-judge-{uuid.uuid4().hex[:8]}"  # a name no earlier test priced
+    pool = pool_file(tmp_path / "pool.yaml", a, extra=f"  - model_name: {judge}\n    litellm_params:\n"
+                     f"      model: {judge}\n      api_base: {a.api_base}\n      api_key: os.environ/POOL_KEY\n")
+    run = ["run", "irollan-valley", "--arch", "itcmas", "--model", MODEL, "--route", f"itcmas_judge={judge}",
+           "--steps", "1", "--no-progress", "--deployments", str(pool)]
+    assert main([*run, "--out", str(tmp_path / "first")]) == 0
+    capsys.readouterr()
+    assert main([*run, "--out", str(tmp_path / "budgeted"), "--max-cost", "0.01"]) != 0
+    refusal = capsys.readouterr().err
+    assert f"cannot be kept: {MODEL}, {judge} has no price" in refusal  # the judge's calls would be counted at $0

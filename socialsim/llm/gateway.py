@@ -138,11 +138,15 @@ def unit_prices(model: str) -> tuple[float, float] | None:
     """USD per 1M (prompt, completion) tokens from litellm's local cost map, looked up once per
     model (a lookup costs milliseconds, a miss more: per call it was most of our client CPU).
     Priced at an ordinary prompt size: a provider's surcharge above 128k tokens is not applied.
-    None for a model the map lacks, including one ``map_unknown_model`` added without a price."""
+    None for a model the map lacks, including one ``map_unknown_model`` added without a price or a
+    Router entered with none."""
     from socialsim.llm.litellm_setup import litellm
 
     if model in _MAPPED_UNPRICED:
         return None
+    entry = litellm.model_cost.get(model)
+    if isinstance(entry, dict) and not any("cost" in field for field in entry):
+        return None  # a Router's entry for its deployments' model: no price, which litellm answers as $0
     try:
         prompt_usd, _ = litellm.cost_per_token(model=model, prompt_tokens=1000, completion_tokens=0)
         _, completion_usd = litellm.cost_per_token(model=model, prompt_tokens=0, completion_tokens=1000)
