@@ -740,33 +740,41 @@ def test_a_pooled_embedding_is_retried_by_its_router_alone(tmp_path, monkeypatch
     assert asked == [2] and "attempts" not in str(failed.value)  # the Router says its own retries
 
 
-def test_a_runs_router_leaves_litellms_callbacks_when_the_run_is_gone(tmp_path, servers):
-    """litellm's Router hooks its methods into litellm's process-wide callback lists and leaves them
-    there: every later call of the process (a dashboard's Reset, a sweep's next run, a notebook's next
-    model) ran every earlier run's Router's callbacks, a failed call formatting a traceback for each."""
+@pytest.fixture
+def routers_built(monkeypatch):
+    """Weak references to the litellm Routers built while the test runs, in order."""
     import weakref
 
     from socialsim.llm.litellm_setup import litellm
 
-    def hooked() -> set[int]:
-        lists = (litellm._async_success_callback, litellm.success_callback, litellm._async_failure_callback,
-                 litellm.failure_callback)
-        return {id(c.__self__) for cbs in lists for c in cbs if isinstance(getattr(c, "__self__", None), litellm.Router)}
-
-    pool = pool_file(tmp_path / "pool.yaml", *servers)
-    built = []
-    new_router = litellm.Router.__init__
+    built, new_router = [], litellm.Router.__init__
 
     def remember(self, *args, **kwargs):
         built.append(weakref.ref(self))
         new_router(self, *args, **kwargs)
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(litellm.Router, "__init__", remember)
-        for n in range(2):
-            assert main([*RUN, "--steps", "1", "--out", str(tmp_path / f"run{n}"), "--deployments", str(pool)]) == 0
-    assert len(built) == 2  # one Router a run
-    assert not {id(router) for ref in built if (router := ref()) is not None} & hooked()  # neither still called
+    monkeypatch.setattr(litellm.Router, "__init__", remember)
+    return built
+
+
+def hooked(router) -> bool:
+    """Whether ``router``'s methods are in litellm's process-wide success or failure callbacks."""
+    from socialsim.llm.litellm_setup import litellm
+
+    lists = (litellm._async_success_callback, litellm.success_callback, litellm._async_failure_callback,
+             litellm.failure_callback)
+    return router is not None and any(getattr(c, "__self__", None) is router for cbs in lists for c in cbs)
+
+
+def test_a_runs_router_leaves_litellms_callbacks_when_the_run_is_gone(tmp_path, servers, routers_built):
+    """litellm's Router hooks its methods into litellm's process-wide callback lists and leaves them
+    there: every later call of the process (a dashboard's Reset, a sweep's next run, a notebook's next
+    model) ran every earlier run's Router's callbacks, a failed call formatting a traceback for each."""
+    pool = pool_file(tmp_path / "pool.yaml", *servers)
+    for n in range(2):
+        assert main([*RUN, "--steps", "1", "--out", str(tmp_path / f"run{n}"), "--deployments", str(pool)]) == 0
+    assert len(routers_built) == 2  # one Router a run
+    assert not any(hooked(ref()) for ref in routers_built)  # neither still called
 
 
 def test_a_gateway_given_up_without_closing_unhooks_its_router_once_it_is_gone(tmp_path, servers):
@@ -775,27 +783,20 @@ def test_a_gateway_given_up_without_closing_unhooks_its_router_once_it_is_gone(t
     import gc
 
     from socialsim.llm.gateway import Gateway
-    from socialsim.llm.litellm_setup import litellm
-
-    def hooked(router) -> int:
-        return sum(getattr(c, "__self__", None) is router for c in litellm._async_failure_callback)
 
     gateway = Gateway(deployments=pool_file(tmp_path / "pool.yaml", *servers))
     router = gateway._router()
-    assert gateway.derive(gateway.routes)._router() is router and hooked(router) == 1
+    assert gateway.derive(gateway.routes)._router() is router and hooked(router)
     del gateway
     gc.collect()
-    assert hooked(router) == 0
+    assert not hooked(router)
 
 
-def test_a_runs_end_of_run_judge_on_the_pool_asks_the_runs_router_and_leaves_none_hooked(tmp_path, servers):
+def test_a_runs_end_of_run_judge_on_the_pool_asks_the_runs_router_and_leaves_none_hooked(tmp_path, servers,
+                                                                                         routers_built):
     """The gateway is closed after the end-of-run measurements, not before: closed before, ITCMA-S's
     judge (asked after the last step) built a second Router for the run, which started without the
     first one's record of the deployments (their cooldowns, their usage)."""
-    import weakref
-
-    from socialsim.llm.litellm_setup import litellm
-
     judge = "openai/fake-judge"
     a, _ = servers
     pool = pool_file(tmp_path / "pool.yaml", a, extra=f"""  - model_name: {judge}
@@ -804,22 +805,12 @@ def test_a_runs_end_of_run_judge_on_the_pool_asks_the_runs_router_and_leaves_non
       api_base: {a.api_base}
       api_key: os.environ/POOL_KEY
 """)
-    built = []
-    new_router = litellm.Router.__init__
-
-    def remember(self, *args, **kwargs):
-        built.append(weakref.ref(self))
-        new_router(self, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(litellm.Router, "__init__", remember)
-        assert main(["run", "irollan-valley", "--arch", "itcmas", "--model", MODEL, "--route", f"itcmas_judge={judge}",
-                     "--steps", "1", "--no-progress", "--out", str(tmp_path / "run"), "--deployments", str(pool)]) == 0
+    assert main(["run", "irollan-valley", "--arch", "itcmas", "--model", MODEL, "--route", f"itcmas_judge={judge}",
+                 "--steps", "1", "--no-progress", "--out", str(tmp_path / "run"), "--deployments", str(pool)]) == 0
     judged = pd.read_parquet(tmp_path / "run" / "llm_calls.parquet")
     assert (judged["model"] == judge).any() and (judged["model"] == MODEL).any()  # both asked of the pool
-    assert len(built) == 1  # the run's one Router answered the judge too
-    router = built[0]()
-    assert router is None or not any(getattr(c, "__self__", None) is router for c in litellm._async_failure_callback)
+    assert len(routers_built) == 1  # the run's one Router answered the judge too
+    assert not hooked(routers_built[0]())
 
 
 def test_a_closed_gateways_next_pooled_call_gets_a_router_of_its_own_which_the_next_close_unhooks(tmp_path, servers):
@@ -827,21 +818,16 @@ def test_a_closed_gateways_next_pooled_call_gets_a_router_of_its_own_which_the_n
     call after it (a notebook's model stepped again) is made by a new Router hooked into litellm's
     callbacks, as a Router needs to be to put a failing deployment in cooldown, not by the one unhooked."""
     from socialsim.llm.gateway import Gateway
-    from socialsim.llm.litellm_setup import litellm
-
-    def hooked(router) -> int:
-        return sum(getattr(c, "__self__", None) is router for c in litellm._async_failure_callback)
 
     gateway = Gateway(deployments=pool_file(tmp_path / "pool.yaml", *servers))
     first = gateway._router()
     gateway.derive(gateway.routes).close()
-    assert hooked(first) == 0
+    assert not hooked(first)
     second = gateway._router()
-    assert second is not first and hooked(second) == 1
+    assert second is not first and hooked(second)
     gateway.close()
     gateway.close()  # twice: nothing more to do
-    assert hooked(second) == 0
-
+    assert not hooked(second)
 
 
 def test_a_pooled_model_litellm_has_no_price_for_stays_unpriced_after_the_pool_is_used(tmp_path, servers, capsys):
