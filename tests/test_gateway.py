@@ -810,6 +810,31 @@ print(first() is None)
     assert freed == "True"  # the run's society is gone with its last reference
 
 
+def test_a_first_society_built_in_python_is_freed_once_dropped(tmp_path):
+    """A notebook's ``SocietyModel(model=...)`` imported litellm in its ``__init__`` (its gateway, its
+    model check), whose freeze kept that first society, half built, for the life of the process."""
+    import subprocess
+    import sys
+
+    script = """
+import gc, weakref
+from socialsim.model.society import SocietyModel
+print("litellm" in __import__("sys").modules)
+first = weakref.ref(SocietyModel("hobbs-cafe", arch="generic", model="openai/gpt-4o-mini", rng=1))
+print("litellm" in __import__("sys").modules, gc.get_freeze_count())
+gc.collect()
+print(first() is None)
+"""
+    import socialsim
+
+    here = str(Path(socialsim.__file__).parents[1])  # this checkout's socialsim
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": here})
+    before, after, frozen, freed = out.stdout.split()
+    assert before == "False" and after == "True" and int(frozen) > 100_000  # the society's was litellm's import
+    assert freed == "True"
+
+
 def test_by_default_a_hundred_agents_phase_is_asked_in_one_round(monkeypatch):
     """All calls of a phase in flight together (the default concurrency), so a step waits about
     one provider latency; --concurrency lowers it."""

@@ -19,7 +19,7 @@ from socialsim.agents.phases import phase_problem
 from socialsim.llm.engines import check_model_names
 from socialsim.llm.gateway import Gateway
 from socialsim.llm.ledger import TOTALS, Budget, Ledger
-from socialsim.llm.routing import RouteTable, check_route_names, default_model
+from socialsim.llm.routing import RULES, RouteTable, check_route_names, default_model
 from socialsim.scenarios.loader import ScenarioError, load_scenario
 from socialsim.scenarios.schema import Scenario, space_problem
 from socialsim.spaces.social_network import SocialNetworkWorld
@@ -31,6 +31,14 @@ INTERACTION_COLUMNS = ["step", "initiator", "receiver", "kind", "content"]
 
 class SocietyModel(Model):
     """A society of generative agents in a scenario's world."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SocietyModel:
+        """A society that will build its own gateway to a model (not the rules alone) imports litellm
+        here, before it exists: litellm's import freezes every object then alive (llm/litellm_setup.py),
+        and made in ``__init__`` it froze a notebook's first society, never freed once dropped."""
+        if _asks_a_model(cls, args, kwargs):
+            import socialsim.llm.litellm_setup  # noqa: F401
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -194,6 +202,23 @@ class SocietyModel(Model):
 
     def agent_named(self, name: str):
         return next(a for a in self.agents if a.name == name)
+
+
+def _asks_a_model(cls: type, args: tuple, kwargs: dict) -> bool:
+    """Whether ``cls(*args, **kwargs)`` builds a gateway of its own that routes a call to a model."""
+    import inspect
+
+    try:
+        given = inspect.signature(cls.__init__).bind_partial(None, *args, **kwargs).arguments
+    except TypeError:  # ``__init__`` names the mistake
+        return False
+    if given.get("gateway") is not None:
+        return False
+    try:
+        return any(m != RULES for m in RouteTable(default_model(given.get("model")), dict(given.get("routes") or {}))
+                   .models())
+    except (TypeError, ValueError):
+        return False
 
 
 def _checked_price(price: Any) -> tuple[float, float] | None:
