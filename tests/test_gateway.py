@@ -775,14 +775,25 @@ def test_a_call_goes_to_litellm_with_the_runs_timeout_and_endpoint_and_drops_unk
     assert freezes == []  # no call freezes: the society alive then would be kept for good
 
 
+def fresh_process_prints(script: str, cwd: Path) -> list[str]:
+    """What ``script`` prints, word by word, run in a new Python process on this checkout's socialsim
+    (from another directory: its own import of litellm, its own freezes)."""
+    import subprocess
+    import sys
+
+    import socialsim
+
+    here = str(Path(socialsim.__file__).parents[1])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=cwd,
+                         env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": here})
+    return out.stdout.split()
+
+
 def test_litellms_import_is_left_out_of_later_garbage_collections_and_a_first_run_is_not(tmp_path):
     """A full collection walking litellm's ~300k objects paused a phase for 0.25-0.5 s: they are
     frozen at its import, which a live gateway makes when built, before its society. The society of
     a process's first run was frozen with them (at the pre-flight's import, again at its first call)
     and never freed, with everything it held."""
-    import subprocess
-    import sys
-
     script = """
 import gc, os, weakref
 os.environ["OPENAI_API_KEY"] = "placeholder"
@@ -799,12 +810,7 @@ del result
 gc.collect()
 print(first() is None)
 """
-    import socialsim
-
-    here = str(Path(socialsim.__file__).parents[1])  # this checkout's socialsim, from the run's directory
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": here})
-    imported_before, status, frozen, freed = out.stdout.split()
+    imported_before, status, frozen, freed = fresh_process_prints(script, tmp_path)
     assert imported_before == "False" and status == "completed"  # the run's was the first import and call
     assert int(frozen) > 100_000  # litellm's import, frozen
     assert freed == "True"  # the run's society is gone with its last reference
@@ -813,9 +819,6 @@ print(first() is None)
 def test_a_first_society_built_in_python_is_freed_once_dropped(tmp_path):
     """A notebook's ``SocietyModel(model=...)`` imported litellm in its ``__init__`` (its gateway, its
     model check), whose freeze kept that first society, half built, for the life of the process."""
-    import subprocess
-    import sys
-
     script = """
 import gc, weakref
 from socialsim.model.society import SocietyModel
@@ -825,12 +828,7 @@ print("litellm" in __import__("sys").modules, gc.get_freeze_count())
 gc.collect()
 print(first() is None)
 """
-    import socialsim
-
-    here = str(Path(socialsim.__file__).parents[1])  # this checkout's socialsim
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": here})
-    before, after, frozen, freed = out.stdout.split()
+    before, after, frozen, freed = fresh_process_prints(script, tmp_path)
     assert before == "False" and after == "True" and int(frozen) > 100_000  # the society's was litellm's import
     assert freed == "True"
 
