@@ -73,7 +73,7 @@ class SocietyModel(Model):
                              f"and budget (its RouteTable and Ledger) and price; give them to it, or leave gateway= out")
         own_gateway = gateway is None
         if gateway is None:
-            routes_table = RouteTable(default_model(model), dict(routes or {}))
+            routes_table = _own_routes(model, routes)
             check_model_names(routes_table.models())  # a misspelt model is named now, not after step 1's calls
             # ``price``: USD per 1M (prompt, completion) tokens for a model litellm cannot price (as --price)
             gateway = Gateway(routes_table, ledger=Ledger(Budget(max_cost=max_cost, max_calls=max_calls)),
@@ -204,6 +204,12 @@ class SocietyModel(Model):
         return next(a for a in self.agents if a.name == name)
 
 
+def _own_routes(model: str | None, routes: dict[str, str] | None) -> RouteTable:
+    """The route table of a society that builds its own gateway: ``model`` (or the default) for every
+    operation, ``routes`` for the ones sent elsewhere."""
+    return RouteTable(default_model(model), dict(routes or {}))
+
+
 def _asks_a_model(cls: type, args: tuple, kwargs: dict) -> bool:
     """Whether ``cls(*args, **kwargs)`` builds a gateway of its own that routes a call to a model."""
     import inspect
@@ -215,8 +221,7 @@ def _asks_a_model(cls: type, args: tuple, kwargs: dict) -> bool:
     if given.get("gateway") is not None:
         return False
     try:
-        return any(m != RULES for m in RouteTable(default_model(given.get("model")), dict(given.get("routes") or {}))
-                   .models())
+        return any(m != RULES for m in _own_routes(given.get("model"), given.get("routes")).models())
     except (TypeError, ValueError):
         return False
 
