@@ -42,6 +42,30 @@ def test_a_good_yaml_and_toml_file_load(tmp_path):
     assert load_scenario(tmp_path / "tiny.toml").map.areas[0].name == "room"
 
 
+@pytest.mark.parametrize("suffix", [".yaml", ".toml"])
+def test_a_scenario_read_again_is_a_copy_of_its_own_and_a_file_edited_between_is_read_anew(tmp_path, suffix):
+    """The parsed text is kept for the process (a sweep reads the same file for every run): a run that
+    changes the scenario it was given (here a nested mapping and a list) changes no later reading of it,
+    and an edit of the file is seen."""
+    first = load_scenario("irollan-valley")
+    first.itcmas["homes"]["Someone"] = "nowhere"
+    first.itcmas.setdefault("extra", []).append(1)
+    second = load_scenario("irollan-valley")
+    assert "Someone" not in second.itcmas["homes"] and "extra" not in second.itcmas
+    path = tmp_path / f"tiny{suffix}"
+    if suffix == ".yaml":
+        path.write_text(GOOD)
+        assert load_scenario(path).agents[0].name == "Ann"
+        path.write_text(GOOD.replace("name: Ann", "name: Bea"))
+    else:
+        toml = ('name = "tiny"\n[[agents]]\nname = "Ann"\ndescription = "x"\n'
+                '[map]\nareas = [{name = "room", x = 0, y = 0, width = 1, height = 1}]\n')
+        path.write_text(toml)
+        assert load_scenario(path).agents[0].name == "Ann"
+        path.write_text(toml.replace('"Ann"', '"Bea"'))
+    assert load_scenario(path).agents[0].name == "Bea"
+
+
 @pytest.mark.parametrize(
     "change,expected",
     [

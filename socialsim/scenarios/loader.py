@@ -7,7 +7,9 @@ file, the field and what was expected.
 
 from __future__ import annotations
 
+import functools
 import logging
+import pickle
 import tomllib
 from pathlib import Path
 
@@ -60,6 +62,18 @@ def _other_format(text: str, path: Path) -> str:
     return f" (it reads as {other.lstrip('.').upper()}: name it {path.stem}{other})" if isinstance(data, dict) and data else ""
 
 
+def _parsed(text: str, toml: bool) -> object:
+    """A scenario text's data, parsed once per text in a process (a sweep, a dashboard's Reset and a
+    replay each read the same file again; parsing hobbs-cafe takes ~4 ms): a fresh copy each time,
+    so a run that changes what it was given changes no other run's."""
+    return pickle.loads(_parsed_pickled(text, toml))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_pickled(text: str, toml: bool) -> bytes:
+    return pickle.dumps(tomllib.loads(text) if toml else load_yaml(text))
+
+
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """The validated scenario of a file, with any secret value in it (a key pasted into a
     description) replaced by [REDACTED]: it never reaches a prompt, and a run builds exactly what
@@ -76,7 +90,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         log.warning("%s holds a secret value (a key or an environment secret); it is read as [REDACTED]", path)
     try:
         # libyaml's safe loader when present (sweeps load many runs); a key given twice is refused
-        data = tomllib.loads(text) if path.suffix == ".toml" else load_yaml(text)
+        data = _parsed(text, path.suffix == ".toml")
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
         raise ScenarioError(f"{path}: not valid {path.suffix.lstrip('.').upper()}{_other_format(text, path)}: {exc}") from None
     if not isinstance(data, dict):
