@@ -5,9 +5,14 @@ instead of waiting on itself forever.
 Each case runs in its own small Python process: closing or forking the loop of the test process
 would strand the HTTP clients later tests share, and a case that hangs is read as a timeout."""
 
+import asyncio
+import gc
 import subprocess
 import sys
 import textwrap
+import threading
+
+import pytest
 
 HANG_S = 60  # a hang is a failure; the cases take well under a second each
 
@@ -71,3 +76,104 @@ def test_a_call_made_from_the_loop_itself_is_refused_instead_of_waiting_on_itsel
     """)
     assert done.returncode == 0, done.stderr
     assert "run_sync called from inside the LLM loop" in done.stdout
+
+
+# The collector's threshold while calls are in flight. These cases neither close nor fork the test
+# process's loop, so they run here; the fork case has a process of its own.
+@pytest.fixture
+def threshold():
+    """The test process's thresholds, put back whatever a case does."""
+    before = gc.get_threshold()
+    yield before
+    gc.set_threshold(*before)
+
+
+def _threshold_during_a_call() -> tuple[int, ...]:
+    from socialsim.llm.loop import run_sync
+
+    async def seen():
+        await asyncio.sleep(0)
+        return gc.get_threshold()
+
+    return run_sync(seen())
+
+
+def test_calls_in_flight_raise_the_collectors_first_threshold_and_put_it_back(threshold):
+    from socialsim.llm.loop import PHASE_GC_THRESHOLD
+
+    gc.set_threshold(700, 11, 12)
+    assert _threshold_during_a_call() == (PHASE_GC_THRESHOLD, 11, 12)
+    assert gc.get_threshold() == (700, 11, 12)
+
+
+@pytest.mark.parametrize("first", [0, 200_000])
+def test_a_threshold_of_zero_or_already_higher_is_left_alone(threshold, first):
+    gc.set_threshold(first, 10, 10)
+    assert _threshold_during_a_call() == (first, 10, 10)
+    assert gc.get_threshold() == (first, 10, 10)
+
+
+def test_a_threshold_the_program_sets_during_the_calls_is_kept(threshold):
+    from socialsim.llm.loop import run_sync
+
+    async def set_own():
+        gc.set_threshold(1234, 5, 6)
+
+    gc.set_threshold(700, 10, 10)
+    run_sync(set_own())
+    assert gc.get_threshold() == (1234, 5, 6)
+
+
+def test_the_threshold_comes_back_when_the_last_of_two_threads_calls_ends(threshold):
+    """Two threads' calls overlap (a dashboard's run beside a notebook's): the first to end leaves the
+    threshold raised for the other's calls."""
+    from socialsim.llm.loop import PHASE_GC_THRESHOLD, run_sync
+
+    gc.set_threshold(700, 10, 10)
+    first_started, first_may_end = threading.Event(), threading.Event()
+
+    async def held():
+        first_started.set()
+        while not first_may_end.is_set():
+            await asyncio.sleep(0.01)
+
+    other = threading.Thread(target=run_sync, args=(held(),), daemon=True)
+    other.start()
+    try:
+        assert first_started.wait(HANG_S)
+        assert _threshold_during_a_call()[0] == PHASE_GC_THRESHOLD
+        assert gc.get_threshold()[0] == PHASE_GC_THRESHOLD  # the other thread's call is still in flight
+    finally:
+        first_may_end.set()
+        other.join(HANG_S)
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_child_forked_during_calls_collects_at_the_parents_own_threshold():
+    """A fork copies the raised threshold but not the calls in flight: the child puts it back."""
+    done = run_script("""
+        import asyncio, gc, os, signal, threading
+
+        gc.set_threshold(700, 10, 10)
+        started, may_end = threading.Event(), threading.Event()
+
+        async def held():
+            started.set()
+            while not may_end.is_set():
+                await asyncio.sleep(0.01)
+
+        other = threading.Thread(target=run_sync, args=(held(),), daemon=True)
+        other.start()
+        started.wait(20)
+        raised = gc.get_threshold()[0]
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)
+            os._exit(0 if gc.get_threshold() == (700, 10, 10) and run_sync(answer()) == 42
+                     and gc.get_threshold() == (700, 10, 10) else 3)
+        _, status = os.waitpid(pid, 0)
+        may_end.set()
+        other.join(20)
+        print(raised, os.waitstatus_to_exitcode(status), gc.get_threshold())
+    """)
+    assert (done.returncode, done.stdout) == (0, "50000 0 (700, 10, 10)\n"), done.stderr
