@@ -304,7 +304,7 @@ def test_only_the_engine_s_threads_call_llama_cpp(monkeypatch):
         return await asyncio.gather(*(litellm.acompletion(model="local/smollm2", messages=messages, max_tokens=2)
                                       for _ in range(8)))
 
-    answers = asyncio.run(through_litellm())
+    answers = run_sync(through_litellm())  # litellm's own tasks live on the process's LLM loop
     embedded.complete(messages, {})
     other = threading.Thread(target=embedded.complete, args=(messages, {}))
     other.start()

@@ -15,6 +15,7 @@ import pytest
 from socialsim.batch.sweeps import CLAIMS, SharedTape, sweep
 from socialsim.llm.fake_server import FakeOpenAIServer
 from socialsim.llm.gateway import OUTSIDE_PHASES, Gateway
+from socialsim.llm.loop import run_sync
 from socialsim.llm.operations.generic import CHOOSE_ACTION, ActionContext
 from socialsim.llm.routing import RouteTable
 from socialsim.llm.tape import TapeRecord
@@ -40,7 +41,7 @@ def test_two_runs_asking_the_same_call_at_once_make_it_once(tmp_path, monkeypatc
             return await asyncio.gather(*(g.ask(CHOOSE_ACTION, CONTEXT, agent_id=1, rng=random.Random(7))
                                           for g in gateways))
 
-        answers = asyncio.run(both())
+        answers = run_sync(both())  # litellm's own tasks live on the process's LLM loop, not a throwaway one
     assert len(server.requests) == 1
     assert [a.value.text for a in answers] == ["chat with Tom"] * 2
     assert sorted(g.ledger.totals()["llm_calls"] for g in gateways) == [1, 1]
