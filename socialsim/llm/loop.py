@@ -39,11 +39,12 @@ def _forget_loop_in_child() -> None:
 
 
 # While calls are in flight, Python's collector runs every 700 objects made and not freed: a phase of
-# 100 concurrent calls (litellm makes a few thousand objects each) ran some 300 young and several full
-# collections, a full one walking every call's objects. Raised to this for the phase, the young ones
-# come 70 times less often: at 100 agents a phase's client CPU went from 2.5-3.8 to 2.3-2.4 ms a call
-# and its wall time from 1.30-1.48x to 1.27-1.28x the floor (bench/bench_sdk.py --pin, 2026-11-28).
-# Nothing is kept longer than a phase's garbage: what reference counting frees is freed at once.
+# 100 concurrent calls ran 24 young collections, 2 middle ones and, one phase in five, a full one of
+# ~20 ms (12 ms a phase in all, in the loop's thread, which every call's reply waits for). Raised to
+# this, 1 young collection a phase (3 ms): at 100 agents a phase's client CPU went from 2.5-3.8 to
+# 2.2-2.7 ms a call and its wall time from 1.30-1.48x to 1.26-1.30x the floor (bench/bench_sdk.py
+# --pin, 2026-11-28, 4 and 7 runs). Nothing is kept longer than a phase's garbage: what reference
+# counting frees is freed at once.
 PHASE_GC_THRESHOLD = 50_000
 _in_flight = 0  # run_sync calls under way, in every thread
 _threshold_lock = threading.Lock()
