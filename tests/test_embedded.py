@@ -389,6 +389,27 @@ def test_closing_the_engine_cancels_the_calls_still_queued(monkeypatch):
     assert sum(f.cancelled() for f in futures) == 20 - len(done) >= 20 - embedded.workers()
 
 
+def test_a_ctrl_c_landing_as_the_engine_closes_leaves_ctrl_c_working(monkeypatch):
+    """A Ctrl-C already on its way when the closing engine ignores Ctrl-C is raised at the next line:
+    it left Ctrl-C ignored for the rest of the process (a notebook's, a test worker's)."""
+    import concurrent.futures
+
+    from socialsim.llm.engines import embedded
+
+    class CtrlCOnWrite:
+        def write(self, text):
+            raise KeyboardInterrupt
+
+    embedded._close()
+    before = signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(embedded, "_engine", concurrent.futures.ThreadPoolExecutor(1))
+    monkeypatch.setattr(embedded, "_busy", 1)  # a call in progress: Ctrl-C is ignored while it ends
+    monkeypatch.setattr(embedded.sys, "stderr", CtrlCOnWrite())
+    with pytest.raises(KeyboardInterrupt):
+        embedded._close()
+    assert signal.getsignal(signal.SIGINT) is before is not signal.SIG_IGN
+
+
 def test_the_engine_uses_no_more_cpus_than_it_is_given(monkeypatch):
     """SOCIALSIM_EMBEDDED_CPUS caps the CPUs: one context with one thread on a machine whose other
     CPUs are busy (a thread without a CPU holds the others up); a bad value is a clear error."""

@@ -206,13 +206,16 @@ def _close() -> None:
     then current settings."""
     global _engine, _local, _states
     if _engine is not None:
-        ctrl_c = None
-        if _busy and threading.current_thread() is threading.main_thread():
-            # a second Ctrl-C now would tear the interpreter down under a running llama.cpp call
-            # (a segfault); the run is saved by then, and the call ends in seconds
-            ctrl_c = signal.signal(signal.SIGINT, signal.SIG_IGN)
-            sys.stderr.write("socialsim: finishing the embedded model's call in progress, then exiting\n")
+        # a second Ctrl-C now would tear the interpreter down under a running llama.cpp call (a
+        # segfault); the run is saved by then, and the call ends in seconds. The handler is read before
+        # Ctrl-C is ignored and put back in ``finally``: a Ctrl-C already on its way when it is ignored
+        # (raised at the next line) left it ignored for the rest of a notebook's or test session's life
+        ctrl_c = (signal.getsignal(signal.SIGINT)
+                  if _busy and threading.current_thread() is threading.main_thread() else None)
         try:
+            if ctrl_c is not None:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                sys.stderr.write("socialsim: finishing the embedded model's call in progress, then exiting\n")
             _engine.shutdown(wait=True, cancel_futures=True)
         finally:  # no call runs now: Ctrl-C works again (a notebook, a test session, goes on after this)
             if ctrl_c is not None:
