@@ -698,9 +698,33 @@ def test_a_file_serves_each_of_its_model_names_and_a_models_deployments_are_its_
     assert [d.litellm_params["model"] for d in pool.of("small")] == ["openai/s"]
 
 
-def test_a_pooled_call_is_retried_by_its_router_alone(tmp_path, monkeypatch):
-    """A pool's Router retries on its own terms (another deployment, its cooldowns): it gets the run's
-    retries, and the gateway, which retries a single provider's calls itself, asks it once."""
+class CountingLimiter:
+    """The run's limiter of a test: each request it lets go, and whether a --concurrency place was held then."""
+
+    def __init__(self, gateway):
+        self.gateway, self.taken = gateway, []
+
+    async def acquire(self, tokens=0):
+        self.taken.append(self.gateway._root()._semaphore.locked())
+
+
+def counted(monkeypatch, gateway) -> CountingLimiter:
+    from socialsim.llm import gateway as gateway_module
+
+    limiter = CountingLimiter(gateway)
+    monkeypatch.setattr(gateway_module, "shared_limiter", lambda model, rpm, tpm: limiter)
+    return limiter
+
+
+def ask(gateway):
+    return run_sync(gateway.ask(CHOOSE_ACTION, ActionContext("Ann", "A poet.", "A cafe.", "In the cafe.", ["sit", "leave"]),
+                                agent_id=1, rng=random.Random(1)))
+
+
+def test_a_pooled_call_is_retried_by_the_gateway_each_attempt_through_the_limiter(tmp_path, monkeypatch):
+    """A pool's calls were retried by its Router (given the run's --retries) inside one attempt of the
+    gateway's: the retries went past --rpm/--tpm, --concurrency and the gateway's Retry-After waits. The
+    Router now makes one attempt a call, and the gateway retries it as a single model's call."""
     from socialsim.llm.gateway import Gateway
     from socialsim.llm.litellm_setup import litellm
 
@@ -708,19 +732,20 @@ def test_a_pooled_call_is_retried_by_its_router_alone(tmp_path, monkeypatch):
 
     async def acompletion(self, model, messages, **kwargs):
         asked.append(kwargs["num_retries"])
-        raise litellm.RateLimitError("busy", llm_provider="openai", model=model)
+        raise litellm.InternalServerError("down", llm_provider="openai", model=model)
 
     monkeypatch.setattr(litellm.Router, "acompletion", acompletion)
     pool = pool_file(tmp_path / "pool.yaml", SimpleNamespace(api_base="http://127.0.0.1:9/v1"))
-    gateway = Gateway(RouteTable(MODEL), deployments=pool, num_retries=2, breaker=0)
-    answer = run_sync(gateway.ask(CHOOSE_ACTION, ActionContext("Ann", "A poet.", "A cafe.", "In the cafe.",
-                                                               ["sit", "leave"]), agent_id=1, rng=random.Random(1)))
-    assert (answer.status, asked) == ("fallback", [2])
-    assert "attempts" not in answer.error  # the Router says its own retries
+    gateway = Gateway(RouteTable(MODEL), deployments=pool, num_retries=2, breaker=0, max_concurrency=1)
+    limiter = counted(monkeypatch, gateway)
+    answer = ask(gateway)
+    assert (answer.status, asked) == ("fallback", [0, 0, 0])  # 1 + --retries attempts, none retried by the Router
+    assert limiter.taken == [True, True, True]  # each through the limiter, in a --concurrency place
+    assert "after 3 attempts" in answer.error
 
 
-def test_a_pooled_embedding_is_retried_by_its_router_alone(tmp_path, monkeypatch):
-    """As a pooled chat call: the Router gets the run's retries, and the gateway asks it once."""
+def test_a_pooled_embedding_is_retried_by_the_gateway_each_attempt_through_the_limiter(tmp_path, monkeypatch):
+    """As a pooled chat call: the Router makes one attempt, the gateway the run's retries."""
     from socialsim.llm.gateway import Gateway, ProviderError
     from socialsim.llm.litellm_setup import litellm
 
@@ -728,16 +753,41 @@ def test_a_pooled_embedding_is_retried_by_its_router_alone(tmp_path, monkeypatch
 
     async def aembedding(self, model, input, **kwargs):
         asked.append(kwargs["num_retries"])
-        raise litellm.RateLimitError("busy", llm_provider="openai", model=model)
+        raise litellm.InternalServerError("down", llm_provider="openai", model=model)
 
     monkeypatch.setattr(litellm.Router, "aembedding", aembedding)
     pool = tmp_path / "pool.yaml"
     pool.write_text("model_list:\n  - {model_name: embed-pool, litellm_params: {model: openai/e, api_base: "
                     "'http://127.0.0.1:9/v1'}}\n")
-    gateway = Gateway(deployments=pool, num_retries=2, breaker=0)
+    gateway = Gateway(deployments=pool, num_retries=2, breaker=0, max_concurrency=1)
+    limiter = counted(monkeypatch, gateway)
     with pytest.raises(ProviderError) as failed:
         gateway.embed("embed-pool", ["hello"])
-    assert asked == [2] and "attempts" not in str(failed.value)  # the Router says its own retries
+    assert asked == [0, 0, 0] and limiter.taken == [True, True, True]
+    assert "after 3 attempts" in str(failed.value)
+
+
+def test_a_pools_retry_goes_to_the_other_deployment_once_the_first_is_cooling_down(tmp_path, servers, monkeypatch):
+    """A deployment answering 429 is cooled down by the Router, so the gateway's retry (a new Router call)
+    is sent to the other: every request the servers got was one the limiter let go. (The weights make the
+    Router ask ``a`` while it is not cooling down; no failover within an attempt: see the next test.)"""
+    from socialsim.llm.gateway import Gateway
+
+    a, b = servers
+    order = []
+    a.faults = lambda n, messages: order.append("a") or "429"
+    b.faults = lambda n, messages: order.append("b") or "500"
+    pool = tmp_path / "pool.yaml"
+    pool.write_text("model_list:\n" + "".join(
+        f"  - {{model_name: {MODEL}, litellm_params: {{model: {MODEL}, api_base: '{s.api_base}', "
+        f"api_key: os.environ/POOL_KEY, weight: {weight}}}}}\n" for s, weight in ((a, 1), (b, 0)))
+        + "router_settings: {enable_weighted_failover: false}\n")
+    gateway = Gateway(RouteTable(MODEL), deployments=pool, num_retries=2, breaker=0, max_concurrency=1)
+    limiter = counted(monkeypatch, gateway)
+    answer = ask(gateway)
+    assert answer.status == "fallback" and "after 3 attempts" in answer.error
+    assert order == ["a", "b", "b"]  # the retries: to the other deployment, while the first cools down
+    assert len(limiter.taken) == 3 and all(limiter.taken)
 
 
 @pytest.fixture

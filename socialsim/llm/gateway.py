@@ -670,7 +670,7 @@ class Gateway:
             self.ledger.release(reserve)
             if not isinstance(exc, _provider_exceptions()):
                 raise
-            said = f"{type(exc).__name__}: {exc}" + _attempts_said(exc, self._retries(model))
+            said = f"{type(exc).__name__}: {exc}" + _attempts_said(exc, self.num_retries)
             error = cut(redact(said), 300)  # cut after redacting: no piece of a key
             raise self._provider_failed(key, op, agent_id, model, messages, {**params, **fmt}, error) from None
         try:
@@ -759,7 +759,7 @@ class Gateway:
             if not isinstance(exc, (*_provider_exceptions(), ValueError, KeyError, TypeError)):
                 raise
             # a reply of the wrong shape was asked once: no retry to tell of
-            retried = _attempts_said(exc, self._retries(model)) if isinstance(exc, _provider_exceptions()) else ""
+            retried = _attempts_said(exc, self.num_retries) if isinstance(exc, _provider_exceptions()) else ""
             error = cut(redact(f"{type(exc).__name__}: {exc}{retried}"), 300)  # cut after redacting: no piece of a key
             self._record(op, agent_id, model, "llm", "fallback", [], error, path)
             raise self._failed(key, op, agent_id, model, messages, {"embedding": True}, error) from None
@@ -775,14 +775,14 @@ class Gateway:
 
     async def _aembedding(self, model: str, texts: list[str]):
         """The one place that calls litellm's embeddings: one attempt (``_attempts`` retries it, each
-        attempt through the rate limiter), or its Router where the model has deployments, with the
-        Router's retries."""
+        attempt through the rate limiter), through its Router where the model has deployments (which
+        picks the deployment again for each attempt)."""
         from socialsim.llm.litellm_setup import litellm
 
         pooled = self._pooled(model)
         embed = self._router().aembedding if pooled else litellm.aembedding
         return await embed(
-            model=model, input=texts, timeout=self.timeout_s, num_retries=self.num_retries if pooled else 0,
+            model=model, input=texts, timeout=self.timeout_s, num_retries=0,
             **({"api_base": self.api_base} if self.api_base and not pooled else {}),
         )
 
@@ -793,12 +793,8 @@ class Gateway:
         root = self._root()
         if root._semaphore is None:
             root._semaphore = asyncio.Semaphore(root.max_concurrency)
-        return await with_retries(attempt, self._retries(model), shared_limiter(model, self.rpm, self.tpm), tokens,
+        return await with_retries(attempt, self.num_retries, shared_limiter(model, self.rpm, self.tpm), tokens,
                                   slot=lambda: root._semaphore)
-
-    def _retries(self, model: str) -> int:
-        """The retries the gateway makes of a call: none for a pool's, whose Router retries on its own terms."""
-        return 0 if self._pooled(model) else self.num_retries
 
     def _pooled(self, model: str) -> bool:
         return self.deployments is not None and self.deployments.serves(model)
@@ -837,7 +833,8 @@ class Gateway:
 
     async def _acompletion(self, model, messages, params, fmt):
         """The one place that calls litellm: one attempt (``_attempts`` retries it, each attempt through the
-        rate limiter), or its Router where the model has deployments, with the Router's retries."""
+        rate limiter), through its Router where the model has deployments (which picks the deployment again
+        for each attempt, a cooling-down one left out)."""
         from socialsim.llm.litellm_setup import litellm
 
         pooled = self._pooled(model)
@@ -848,8 +845,9 @@ class Gateway:
             model=model,
             messages=messages,
             timeout=self.timeout_s,
-            # 0: litellm's retries went past the rate limiter (and, through the OpenAI SDK, were made twice over)
-            num_retries=self.num_retries if pooled else 0,
+            # 0: litellm's retries (a Router's too) went past the rate limiter (and, through the OpenAI SDK, were
+            # made twice over); the gateway retries the whole call, a pool's Router picking the deployment again
+            num_retries=0,
             drop_params=True,  # per call, not a global switch: a provider without e.g. `seed` still answers
             **({"api_base": self.api_base} if self.api_base and not is_embedded(model) and not pooled else {}),
             **params,
