@@ -790,6 +790,22 @@ def test_a_pools_retry_goes_to_the_other_deployment_once_the_first_is_cooling_do
     assert len(limiter.taken) == 3 and all(limiter.taken)
 
 
+def test_a_pools_failover_to_another_deployment_takes_its_own_request_from_the_limiter(tmp_path, servers, monkeypatch):
+    """Once a deployment fails, the Router's failover (ours by default: enable_weighted_failover) asks the
+    other within the same attempt of the gateway's, with no retry of ours: that request went past --rpm
+    and --tpm (both deployments answering 500 at --retries 1: 4 requests, the limiter saw 2)."""
+    from socialsim.llm.gateway import Gateway
+
+    a, b = servers
+    a.down = b.down = True
+    pool = pool_file(tmp_path / "pool.yaml", a, b)
+    gateway = Gateway(RouteTable(MODEL), deployments=pool, num_retries=1, breaker=0, max_concurrency=1)
+    limiter = counted(monkeypatch, gateway)
+    assert ask(gateway).status == "fallback"
+    assert len(a.requests) == len(b.requests) == 2  # each attempt asked both deployments
+    assert len(limiter.taken) == 4 and all(limiter.taken)  # each request through the limiter, in the call's place
+
+
 @pytest.fixture
 def routers_built(monkeypatch):
     """Weak references to the litellm Routers built while the test runs, in order."""

@@ -193,6 +193,9 @@ class Branch:
 
 
 _BRANCH: ContextVar[Branch | None] = ContextVar("socialsim_branch", default=None)
+# what a pool's Router awaits before each request it sends within one of the gateway's attempts (see _router)
+_BEFORE_POOL_REQUEST: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar("socialsim_pool_request",
+                                                                                   default=None)
 OUTSIDE_PHASES = 2**31  # the path prefix of calls made outside any phase (e.g. a report's embeddings)
 
 
@@ -288,6 +291,48 @@ async def with_retries[T](attempt: Callable[[], Awaitable[T]], retries: int, lim
                 wait = _retry_wait(exc, retry)
         await asyncio.sleep(wait)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _each_request_limited[T](attempt: Callable[[], Awaitable[T]], limiter: RateLimiter,
+                              tokens: int) -> Callable[[], Awaitable[T]]:
+    """A pool's attempt, which its Router may send to several deployments: once one fails, its failover
+    (``enable_weighted_failover``, a file's ``fallbacks``) asks another within the attempt, with no retry
+    of ours. ``with_retries`` took the first request from ``limiter``; each further one takes its own
+    request and ``tokens`` there, in the attempt's --concurrency place (see ``_limit_each_request``)."""
+    async def limited() -> T:
+        sent = 0
+
+        async def before_request() -> None:
+            nonlocal sent
+            sent += 1
+            if sent > 1:
+                await limiter.acquire(tokens=tokens)
+
+        token = _BEFORE_POOL_REQUEST.set(before_request)
+        try:
+            return await attempt()
+        finally:
+            _BEFORE_POOL_REQUEST.reset(token)
+
+    return limited
+
+
+def _limit_each_request(router: Any) -> None:
+    """``router`` awaits the attempt's ``_BEFORE_POOL_REQUEST`` before each request it sends: litellm's Router
+    runs its pre-call checks before every deployment's chat or embedding request, its failover's too. (A
+    test's stand-in without them is left alone; the Router is held weakly: no cycle keeps it.)"""
+    checks = getattr(type(router), "async_routing_strategy_pre_call_checks", None)
+    if checks is None:
+        return
+    held = weakref.ref(router)
+
+    async def before_each_request(*args: Any, **kwargs: Any) -> Any:
+        before = _BEFORE_POOL_REQUEST.get()
+        if before is not None:
+            await before()
+        return await checks(held(), *args, **kwargs)
+
+    router.async_routing_strategy_pre_call_checks = before_each_request
 
 
 def _attempts_said(exc: BaseException, retries: int) -> str:
@@ -793,8 +838,10 @@ class Gateway:
         root = self._root()
         if root._semaphore is None:
             root._semaphore = asyncio.Semaphore(root.max_concurrency)
-        return await with_retries(attempt, self.num_retries, shared_limiter(model, self.rpm, self.tpm), tokens,
-                                  slot=lambda: root._semaphore)
+        limiter = shared_limiter(model, self.rpm, self.tpm)
+        if self._pooled(model):
+            attempt = _each_request_limited(attempt, limiter, tokens)
+        return await with_retries(attempt, self.num_retries, limiter, tokens, slot=lambda: root._semaphore)
 
     def _pooled(self, model: str) -> bool:
         return self.deployments is not None and self.deployments.serves(model)
@@ -806,6 +853,7 @@ class Gateway:
         root = self._root()
         if root._pool is None:
             root._pool = self.deployments.new_router(root.models(), root.deployments_left_out)
+            _limit_each_request(root._pool)
             # A Router hooks its methods into litellm's process-wide callback lists and leaves them there:
             # every later call of the process ran every earlier run's Router's callbacks (a failed one
             # formatting a traceback for each), and no Router was freed. Unhooked when the run closes its
