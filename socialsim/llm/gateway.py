@@ -217,9 +217,15 @@ RETRY_AFTER_MAX_S = 60.0  # a provider's Retry-After is kept up to this (the Ope
 def _retry_wait(exc: BaseException, retry: int) -> float:
     """Seconds before retry ``retry + 1``: what a rate-limit refusal's Retry-After asks (up to a minute),
     else as litellm's own retries waited: the first at once, and after a rate-limit refusal 1, 2, 4, 8
-    then 10 s (its ``exponential_backoff_retry``); other errors none."""
+    then 10 s (its ``exponential_backoff_retry``); other errors none. A pool whose every deployment is
+    cooling down after failures (--deployments) is asked again once its cooldown is over (up to a minute):
+    asked at once, it refuses at once again."""
     import openai
 
+    cooling = getattr(exc, "cooldown_time", None)
+    if (isinstance(exc, importlib.import_module("litellm.types.router").RouterRateLimitError)
+            and isinstance(cooling, int | float) and 0 <= cooling <= RETRY_AFTER_MAX_S):
+        return float(cooling)
     if not isinstance(exc, openai.RateLimitError):
         return 0.0
     asked = _retry_after(exc)
