@@ -1,8 +1,8 @@
 """Several deployments behind one model name: a pool of vLLM servers, several keys of a provider.
 
 Scale-out is litellm's job: a file in litellm's own ``model_list`` format (as its proxy reads)
-names the deployments, and a ``litellm.Router`` balances the calls over them, with its retries,
-cooldowns and fallbacks::
+names the deployments, and a ``litellm.Router`` balances the calls over them, with its cooldowns and
+fallbacks (the retries are the gateway's, each through the run's limiter)::
 
     model_list:
       - model_name: openai/llama-3.1-8b          # the name routes, the tape and the ledger use
