@@ -52,6 +52,26 @@ LONGEST_FIRST = (
 )
 
 
+@pytest.fixture
+def waits_written_down(monkeypatch):
+    """``waits_written_down(happened)``: the gateway's asyncio with its waits (a retry's backoff, a
+    Retry-After, a pool's cooldown) appended to ``happened`` instead of slept."""
+    import socialsim.llm.gateway as gateway_module
+
+    def into(happened: list) -> None:
+        class GatewaysAsyncio:
+            def __getattr__(self, name):
+                return getattr(asyncio, name)
+
+            async def sleep(self, seconds):
+                if seconds:
+                    happened.append(seconds)
+
+        monkeypatch.setattr(gateway_module, "asyncio", GatewaysAsyncio())
+
+    return into
+
+
 @pytest.fixture(autouse=True)
 def _report_figures(request):
     """A run's report figures are drawn only by the tests marked ``figures``, which look at them (or at

@@ -806,14 +806,12 @@ def test_a_pools_failover_to_another_deployment_takes_its_own_request_from_the_l
     assert len(limiter.taken) == 4 and all(limiter.taken)  # each request through the limiter, in the call's place
 
 
-def test_a_pool_whose_every_deployment_cools_down_is_asked_again_once_the_cooldown_is_over(tmp_path, monkeypatch):
+def test_a_pool_whose_every_deployment_cools_down_is_asked_again_once_the_cooldown_is_over(tmp_path, monkeypatch,
+                                                                                        waits_written_down):
     """Every deployment cooling down after failures, the Router refuses a call at once ("no deployments
     available, try again in N seconds"): the gateway's retry, made at once, was refused at once too."""
-    import asyncio
-
     from litellm.types.router import RouterRateLimitError
 
-    import socialsim.llm.gateway as gateway_module
     from socialsim.llm.gateway import Gateway
     from socialsim.llm.litellm_setup import litellm
 
@@ -826,16 +824,8 @@ def test_a_pool_whose_every_deployment_cools_down_is_asked_again_once_the_cooldo
         message = SimpleNamespace(content="1")
         return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")], usage=None)
 
-    class GatewaysAsyncio:  # the gateway's asyncio, its waits written down instead of slept
-        def __getattr__(self, name):
-            return getattr(asyncio, name)
-
-        async def sleep(self, seconds):
-            if seconds:
-                happened.append(seconds)
-
     monkeypatch.setattr(litellm.Router, "acompletion", acompletion)
-    monkeypatch.setattr(gateway_module, "asyncio", GatewaysAsyncio())
+    waits_written_down(happened)
     pool = pool_file(tmp_path / "pool.yaml", SimpleNamespace(api_base="http://127.0.0.1:9/v1"))
     assert ask(Gateway(RouteTable(MODEL), deployments=pool, num_retries=1, breaker=0)).status == "ok"
     assert happened == ["attempt", 7.0, "attempt"]

@@ -1496,13 +1496,11 @@ def replying(text):
                            usage=None)
 
 
-def test_a_call_waits_between_its_attempts_as_the_error_each_failed_with_asks(monkeypatch):
+def test_a_call_waits_between_its_attempts_as_the_error_each_failed_with_asks(monkeypatch, waits_written_down):
     """After a 429 the retry backs off (at once, then 1, 2, 4 s) and after another error it goes at once;
     the wait falls between the failed attempt and the next, none after the last. ``_retry_wait`` was
     checked, but not that its waits are taken, nor where."""
     import litellm
-
-    import socialsim.llm.gateway as gateway_module
 
     refused = litellm.RateLimitError("busy", llm_provider="openai", model="fake-model")
     failed = litellm.InternalServerError("down", llm_provider="openai", model="fake-model")
@@ -1515,16 +1513,8 @@ def test_a_call_waits_between_its_attempts_as_the_error_each_failed_with_asks(mo
             raise errors[happened.count("attempt") - 1]
         return replying("2")
 
-    class GatewaysAsyncio:  # the gateway's asyncio, its waits written down instead of slept
-        def __getattr__(self, name):
-            return getattr(asyncio, name)
-
-        async def sleep(self, seconds):
-            if seconds:
-                happened.append(seconds)
-
     monkeypatch.setattr(Gateway, "_acompletion", acompletion)
-    monkeypatch.setattr(gateway_module, "asyncio", GatewaysAsyncio())
+    waits_written_down(happened)
     assert ask(provider_gateway(num_retries=4)).status == "ok"
     assert happened == ["attempt", "attempt", 1.0, "attempt", "attempt", 4.0, "attempt"]
     happened.clear()
