@@ -18,7 +18,9 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 # (52 s of 460, measured with gc.callbacks, 2026-11-28): 8% less CPU on four files of short runs (runner,
 # parameters at bounds, CRSEC mechanism, ITCMA-S switches; medians of 4). Tests of freeing call
 # gc.collect() themselves; a command run in a process of its own collects as a user's does.
-gc.set_threshold(50_000, *gc.get_threshold()[1:])
+from socialsim.llm.loop import PHASE_GC_THRESHOLD  # noqa: E402 (the loop module imports only the standard library)
+
+gc.set_threshold(PHASE_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 # Under pytest-xdist each worker's embedded engine (and the runs it starts) gets its share of the
 # CPUs: llama.cpp's threads wait for each other, so two of them on a CPU another worker is using hold
